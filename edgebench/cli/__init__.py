@@ -1,0 +1,77 @@
+"""The ``edgebench`` command line: one module per command, composed here.
+
+Each command module exposes ``register(app: typer.Typer) -> None``. Commands parse options,
+call one library function and render; library code raises ``EdgebenchError`` subclasses and
+only ``main()`` maps them to exit codes (0 ok, 1 gate failed, 2 bad input, 3 infrastructure).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from edgebench.errors import EdgebenchError
+
+# Quiet TensorFlow's C++ logging before anything imports it; users can override.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+app = typer.Typer(
+    name="edgebench",
+    help="Convert, compare and benchmark TensorFlow models on the host, on phones and on boards.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Command modules, in help order. Each has register(app).
+_COMMANDS = (
+    "env",
+)
+
+
+def _register_all() -> None:
+    import importlib
+
+    for name in _COMMANDS:
+        mod = importlib.import_module(f"edgebench.cli.{name}")
+        mod.register(app)
+
+
+_register_all()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point. Returns (and exits with) the contract exit code."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except EdgebenchError as err:
+        _fail(str(err), err.exit_code)
+    except KeyboardInterrupt:
+        _fail("interrupted; results already measured were saved", 130)
+    except SystemExit as exc:  # typer/click exit paths
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        sys.exit(code)
+    except Exception as exc:  # click usage errors and anything unforeseen
+        import click
+
+        if isinstance(exc, click.exceptions.UsageError):
+            exc.show()
+            sys.exit(2)
+        if isinstance(exc, click.exceptions.Abort):
+            _fail("aborted", 130)
+        if isinstance(exc, click.exceptions.Exit):
+            sys.exit(exc.exit_code)
+        if os.environ.get("EDGEBENCH_DEBUG"):
+            raise
+        _fail(f"internal error: {type(exc).__name__}: {exc} (set EDGEBENCH_DEBUG=1 for a traceback "
+              "and report it)", 3)
+    return 0
+
+
+def _fail(message: str, code: int) -> None:
+    from rich.console import Console
+
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {message}", markup=True)
+    sys.exit(code)

@@ -1,0 +1,1 @@
+"""Pure renderers: results in, text or rich renderables out. Nothing here prints."""

@@ -1,0 +1,91 @@
+"""The JSON result envelope shared by every producer (bench, compare, train, import-log).
+
+A result is a plain dict so that the store can hold it unchanged::
+
+    {
+      "schema_version": 1,
+      "kind": "bench" | "compare" | "train" | "import-log",
+      "created": "2026-12-02T10:00:00+00:00",
+      "edgebench_version": "0.1.0",
+      "fingerprint": {...host fingerprint...},
+      "rows": [ {...one row per model x precision x target (or training cell)...} ],
+      ...kind-specific keys ("reference", "gate", "inputs", "manifest", ...)
+    }
+
+Row keys understood by the store and reports (all optional except ``status``):
+``model, model_path, model_sha256, precision, target, device_model, status ("ok"|"failed"|
+"skipped"), error, latency_ms {mean std min max p50 p90 p95 p99 p999 samples p99_valid qps ...},
+samples_ns [int...], size_bytes, size_reduction_pct, accuracy {top1, top1_drop_pp, ...},
+drift {output_name: {...}}, batch_size, examples_per_s, step_time_ms {...}, fingerprint``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgebench import SCHEMA_VERSION, __version__
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def envelope(kind: str, rows: list[dict[str, Any]], fingerprint: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """Wrap rows into the versioned result document."""
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": kind,
+        "created": now_iso(),
+        "edgebench_version": __version__,
+        "fingerprint": fingerprint,
+        "rows": rows,
+    }
+    doc.update(extra)
+    return doc
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Recursively convert numpy scalars/arrays, Paths, tuples and non-finite floats."""
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        return to_jsonable(obj.item())
+    if isinstance(obj, float):
+        if math.isnan(obj) or math.isinf(obj):
+            return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+        return obj
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "to_dict"):
+        return to_jsonable(obj.to_dict())
+    return obj
+
+
+def dumps(doc: dict[str, Any]) -> str:
+    return json.dumps(to_jsonable(doc), indent=2, sort_keys=False)
+
+
+def write_json(doc: dict[str, Any], path: str) -> None:
+    """Write a result to PATH, or to stdout when PATH is '-'."""
+    text = dumps(doc)
+    if path == "-":
+        import sys
+
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+        return
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(text + "\n")
+    tmp.replace(p)

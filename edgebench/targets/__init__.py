@@ -1,0 +1,1 @@
+"""Targets: where a model runs (TF reference, host LiteRT, adb devices)."""

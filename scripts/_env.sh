@@ -1,0 +1,20 @@
+# Sourced by scripts/demo and scripts/test: make .venv with edgebench installed (idempotent).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${EDGEBENCH_VENV:-$ROOT/.venv}"
+PY="${PYTHON:-python3}"
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "==> creating virtualenv $VENV"
+    "$PY" -m venv "$VENV"
+    "$VENV/bin/pip" install -q --upgrade pip
+fi
+# Reinstall only when pyproject.toml changed since the last install.
+STAMP="$VENV/.edgebench-installed"
+WANT="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)-${EDGEBENCH_EXTRAS:-test}"
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ] || ! "$VENV/bin/python" -c "import edgebench" 2>/dev/null; then
+    echo "==> installing edgebench[${EDGEBENCH_EXTRAS:-test}] into $VENV"
+    "$VENV/bin/pip" install -q -e "$ROOT[${EDGEBENCH_EXTRAS:-test}]"
+    echo "$WANT" > "$STAMP"
+fi
+export PATH="$VENV/bin:$PATH"
+export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
