@@ -39,7 +39,22 @@ def _register_all() -> None:
         mod.register(app)
 
 
+
+
+@app.callback()
+def _root() -> None:
+    """edgebench: convert, compare and benchmark TensorFlow models on the edge."""
+
+
 _register_all()
+
+
+def _click_exceptions():
+    try:  # typer >= 0.24 vendors click
+        from typer._click import exceptions  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - older typer
+        from click import exceptions
+    return exceptions
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,14 +69,13 @@ def main(argv: list[str] | None = None) -> int:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
         sys.exit(code)
     except Exception as exc:  # click usage errors and anything unforeseen
-        import click
-
-        if isinstance(exc, click.exceptions.UsageError):
+        ce = _click_exceptions()
+        if isinstance(exc, ce.UsageError):
             exc.show()
             sys.exit(2)
-        if isinstance(exc, click.exceptions.Abort):
+        if isinstance(exc, ce.Abort):
             _fail("aborted", 130)
-        if isinstance(exc, click.exceptions.Exit):
+        if isinstance(exc, ce.Exit):
             sys.exit(exc.exit_code)
         if os.environ.get("EDGEBENCH_DEBUG"):
             raise
