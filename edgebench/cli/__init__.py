@@ -27,7 +27,14 @@ app = typer.Typer(
 
 # Command modules, in help order. Each has register(app).
 _COMMANDS = (
+    "convert",
+    "bench",
+    "convert_and_compare",
     "env",
+    "models",
+    "results",
+    "report",
+    "export",
 )
 
 
@@ -59,6 +66,18 @@ def _click_exceptions():
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point. Returns (and exits with) the contract exit code."""
+    from edgebench.cli._quiet import StderrFilter
+
+    quiet = StderrFilter()
+    quiet.start()
+    try:
+        _main(argv)
+    finally:
+        quiet.stop()
+    return 0
+
+
+def _main(argv: list[str] | None) -> None:
     try:
         app(args=argv, standalone_mode=False)
     except EdgebenchError as err:
@@ -81,7 +100,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         _fail(f"internal error: {type(exc).__name__}: {exc} (set EDGEBENCH_DEBUG=1 for a traceback "
               "and report it)", 3)
-    return 0
 
 
 def _fail(message: str, code: int) -> None:

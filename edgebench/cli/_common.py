@@ -35,3 +35,108 @@ def console(stderr: bool = False):
     from rich.console import Console
 
     return Console(stderr=stderr, highlight=False)
+
+
+class progress_reporter:  # noqa: N801 -- used as a context manager
+    """A rich status line on stderr for long stages; yields ``say(msg)``."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self._status = None
+
+    def __enter__(self):
+        import sys
+
+        from rich.console import Console
+
+        con = Console(stderr=True)
+        if con.is_terminal and sys.stderr.isatty():
+            self._status = con.status(f"{self.title}: starting")
+            self._status.__enter__()
+
+        def say(msg: str) -> None:
+            if self._status is not None:
+                self._status.update(f"{self.title}: {msg}")
+
+        return say
+
+    def __exit__(self, *exc) -> None:
+        if self._status is not None:
+            self._status.__exit__(*exc)
+
+
+def store_result(doc: dict, *, db: str | None, enabled: bool = True, matrix_hash: str | None = None,
+                 cell: dict | None = None) -> str | None:
+    """Save a measured result document in the results store; returns its run id (None if disabled).
+
+    Call it AFTER writing the user's ``--json``. A store failure never loses the result: the
+    document is first copied to ``<data dir>/unsaved/`` and the InfraError (exit 3) names that
+    file and how to import it later (``edgebench results import FILE``).
+    """
+    if not enabled:
+        return None
+    from edgebench.errors import EdgebenchError, InfraError
+    from edgebench.store import Store
+
+    try:
+        with Store(db) as st:
+            return st.save(doc, matrix_hash=matrix_hash, cell=cell)
+    except EdgebenchError as err:
+        import uuid
+
+        from edgebench.paths import data_dir
+        from edgebench.results import now_iso, write_json
+
+        stamp = now_iso().replace(":", "").replace("+0000", "Z")
+        path = data_dir() / "unsaved" / f"{doc.get('kind', 'result')}-{stamp}-{uuid.uuid4().hex[:8]}.json"
+        try:
+            write_json(doc, str(path))
+            kept = f"the result was kept in {path}; store it later with `edgebench results import {path}`"
+        except OSError as exc:
+            kept = f"and the result could not be kept either ({exc}); use --json PATH to keep it"
+        raise InfraError(f"result measured but not stored: {err}; {kept}") from None
+
+
+def finish_result(doc: dict, *, json_path: str | None, db: str | None = None, no_store: bool = False,
+                  pushgateway: str | None = None, markdown: str | None = None, junit: str | None = None) -> str | None:
+    """Everything a measuring command does with its result, in loss-proof order.
+
+    1. ``--json`` (the user's copy) 2. ``--markdown`` (+ $GITHUB_STEP_SUMMARY) 3. ``--junit``
+    4. the results store (unless ``--no-store``; stamps ``doc["run_id"]``) 5. ``--pushgateway``.
+    A failure in 4 or 5 raises InfraError only after 1-3 are written.
+    """
+    import os
+    from pathlib import Path
+
+    from edgebench.results import write_json
+
+    if json_path:
+        write_json(doc, json_path)
+    if markdown or os.environ.get("GITHUB_STEP_SUMMARY"):
+        from edgebench.report.markdown import render_markdown
+
+        text = render_markdown(doc)
+        if markdown:
+            p = Path(markdown)
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary:
+            with open(summary, "a", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+    if junit:
+        from edgebench.gate import Check, Verdict, render_junit
+
+        checks = tuple(Check(**c) for c in (doc.get("gate") or {}).get("checks", []))
+        failed = [r for r in doc.get("rows", []) if r.get("status") != "ok"]
+        p = Path(junit)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(render_junit(Verdict(checks), failed, suite=f"edgebench.{doc.get('model', 'run')}"))
+    run_id = store_result(doc, db=db, enabled=not no_store)
+    if run_id:
+        doc["run_id"] = run_id
+    if pushgateway:
+        from edgebench.export import push_result
+
+        push_result(doc, pushgateway, run_id=run_id)
+    return run_id

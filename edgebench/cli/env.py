@@ -12,6 +12,10 @@ def register(app: typer.Typer) -> None:
     def env_cmd(
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the fingerprint as JSON to PATH ('-' for stdout)."),
         no_tf: bool = typer.Option(False, "--no-tf", help="Skip importing TensorFlow (no CUDA/cuDNN/XLA/AMP facts)."),
+        peak: bool = typer.Option(False, "--peak", help="Measure this machine's peak float32 GFLOP/s (cached; bench prints % of peak)."),
+        lock: Optional[str] = typer.Option(None, "--lock", help="Write the expected environment (key fields) to this YAML lock FILE."),
+        check_lock: Optional[str] = typer.Option(None, "--check-lock", help="Compare this machine with a lock FILE: warn on differences (exit 0)."),
+        strict: bool = typer.Option(False, "--strict", help="With --check-lock: a difference fails with exit 1."),
     ) -> None:
         """Print this machine's environment fingerprint (OS, CPU, Python, TF, LiteRT, GPU/CUDA, XLA/AMP)."""
         from edgebench.fingerprint import host_fingerprint
@@ -19,10 +23,40 @@ def register(app: typer.Typer) -> None:
         from edgebench.results import envelope, write_json
 
         fp = host_fingerprint(with_tf=not no_tf)
-        if json_path:
-            write_json(envelope("env", [], fp), json_path)
-            if json_path == "-":
-                return
+        if peak:
+            from edgebench.peak import measure_peak
+
+            measured = measure_peak()
+            fp = {**fp, "peak_gflops": round(measured["peak_gflops"], 2),
+                  "peak_gflops_1thread": round(measured["peak_gflops_1thread"], 2),
+                  "peak_method": measured["method"]}
+        lock_diffs = None
+        if lock:
+            from edgebench.envlock import write_lock
+
+            write_lock(lock, fp)
+        if check_lock:
+            from edgebench.envlock import enforce_lock
+
+            lock_diffs = enforce_lock(check_lock, fp, strict=strict)
+        elif strict:
+            from edgebench.errors import BadInput
+
+            raise BadInput("--strict needs --check-lock FILE")
         from edgebench.cli._common import console
 
+        if lock:
+            console(stderr=True).print(f"wrote environment lock {lock}")
+        if lock_diffs:
+            from edgebench.envlock import describe
+
+            console(stderr=True).print(f"[bold yellow]warning:[/] environment differs from lock {check_lock}: "
+                                       f"{describe(lock_diffs)} (--strict makes this fail)")
+        elif check_lock:
+            console(stderr=True).print(f"environment matches lock {check_lock}")
+        if json_path:
+            extra = {} if lock_diffs is None else {"lock": check_lock, "lock_differences": lock_diffs}
+            write_json(envelope("env", [], fp, **extra), json_path)
+            if json_path == "-":
+                return
         console().print(render_fingerprint(fp))

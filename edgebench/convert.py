@@ -1,0 +1,503 @@
+"""SavedModel / .keras / reference model -> .tflite per precision, FP32 parity check, manifest.
+
+``convert(settings)`` writes one ``<name>_<precision>.tflite`` per precision and a
+``manifest.json`` describing exactly what was produced (sizes, op histograms, quantization
+coverage, tensor quantization parameters, timings, versions, fingerprint, parity verdict).
+A variant that fails to convert is recorded as failed with the reason; the others are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from edgebench.data import (
+    InputSet,
+    Signature,
+    TensorSpec,
+    calibration_generator,
+    cast_to_signature,
+    load_data,
+    saved_model_signature,
+    validate,
+)
+from edgebench.errors import BadInput, ConversionFailed
+from edgebench.fingerprint import host_fingerprint, sha256_file
+
+PRECISION_NAMES = ("fp32", "fp16", "int8", "dynamic")
+INT8_IO = ("float", "int8")
+
+# FP32 parity: |tflite - tf| <= ATOL + RTOL * max|tf| per output. FP32 TFLite kernels differ from
+# TF's by float reassociation only (~1e-6 relative); 1e-3 leaves room for oneDNN/XNNPACK
+# accumulation order while catching genuinely wrong graphs (which differ by O(1)).
+PARITY_RTOL = 1e-3
+PARITY_ATOL = 1e-4
+PARITY_SAMPLES = 32
+
+
+@dataclass(frozen=True)
+class Source:
+    """A resolved conversion source: always ends up as a SavedModel directory."""
+
+    kind: str                     # "saved_model" | "keras" | "reference"
+    name: str
+    path: str                     # what the user gave
+    saved_model_dir: Path
+    sha256: str
+    signature: Signature
+    calibration: InputSet | None = None   # shipped with reference models
+    evaluation: InputSet | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ConvertSettings:
+    src: str
+    precisions: tuple[str, ...] = PRECISION_NAMES
+    data: str | None = None
+    calibration_samples: int = 100
+    int8_io: str = "float"
+    out_dir: str | None = None
+    preprocess: str = "scale01"
+    size: str = "tiny"            # reference models only
+    seed: int = 0
+    parity_samples: int = PARITY_SAMPLES
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def resolve_source(src: str, *, size: str = "tiny", work_dir: Path | None = None, seed: int = 0) -> Source:
+    """SavedModel dir, .keras file, or a reference model name -> Source (raises BadInput)."""
+    p = Path(src)
+    if not p.exists():
+        from edgebench import models
+
+        if os.sep not in src and not src.endswith((".keras", ".h5", ".tflite")) and src in models.MODELS:
+            built = models.build(src, size, seed=seed)
+            sig = saved_model_signature(built.saved_model_dir)
+            ranges = {i["name"]: tuple(i["range"]) for i in built.info.get("inputs", []) if i.get("range")}
+            sig = Signature(sig.inputs, sig.outputs, ranges)
+            cal = InputSet.load(built.calibration_npz, f"{src} calibration split")
+            ev = InputSet.load(built.evaluation_npz, f"{src} evaluation split")
+            return Source("reference", f"{src}-{size}", src, Path(built.saved_model_dir),
+                          sha256_file(built.saved_model_dir), sig, cal, ev, dict(built.info))
+        if os.sep not in src and "." not in src:
+            raise BadInput(f"{src}: not a path and not a reference model; choose one of "
+                           f"{', '.join(models.MODELS)} or give a SavedModel folder / .keras file")
+        raise BadInput(f"{src}: no such file or folder; give a SavedModel folder, a .keras file or a "
+                       "reference model name (edgebench models list)")
+    if p.is_dir():
+        if not (p / "saved_model.pb").exists() and not (p / "saved_model.pbtxt").exists():
+            raise BadInput(f"{src}: folder is not a SavedModel (no saved_model.pb); export one with "
+                           "tf.saved_model.save(obj, dir) or keras model.export(dir)")
+        sig = saved_model_signature(p)
+        return Source("saved_model", p.resolve().name, src, p, sha256_file(p), sig)
+    if p.suffix == ".keras":
+        return _keras_source(p, work_dir)
+    if p.suffix == ".tflite":
+        raise BadInput(f"{src}: already a .tflite; convert takes a SavedModel or .keras (use "
+                       "`edgebench bench` / `edgebench compare` for .tflite files)")
+    raise BadInput(f"{src}: unsupported source '{p.suffix or p.name}'; give a SavedModel folder, a .keras "
+                   "file or a reference model name")
+
+
+def _keras_source(p: Path, work_dir: Path | None) -> Source:
+    import keras
+
+    digest = sha256_file(p)
+    try:
+        model = keras.models.load_model(p, compile=False)
+    except Exception as e:  # noqa: BLE001 -- zip/h5/json errors of all kinds
+        raise BadInput(f"{p}: cannot load this .keras file ({_one_line(e)}); re-save it with "
+                       "model.save('model.keras')") from None
+    out = (work_dir or Path(p.parent)) / f".{p.stem}.savedmodel-{digest[:12]}"
+    if not (out / "saved_model.pb").exists():
+        tmp = out.with_name(out.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.export(str(tmp), format="tf_saved_model", verbose=False)
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.replace(out)
+    sig = saved_model_signature(out)
+    return Source("keras", p.stem, str(p), out, digest, sig)
+
+
+def _one_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return (lines[0] if lines else type(e).__name__)[:200]
+
+
+# --------------------------------------------------------------------------- converters
+
+
+def _converter(saved_model_dir: Path):
+    import tensorflow as tf
+
+    return tf.lite.TFLiteConverter.from_saved_model(str(saved_model_dir), signature_keys=["serving_default"])
+
+
+def _conv_fp32(src: Source, calib: Callable | None, int8_io: str) -> tuple[bytes, dict]:
+    return _converter(src.saved_model_dir).convert(), {}
+
+
+def _conv_fp16(src: Source, calib: Callable | None, int8_io: str) -> tuple[bytes, dict]:
+    import tensorflow as tf
+
+    c = _converter(src.saved_model_dir)
+    c.optimizations = [tf.lite.Optimize.DEFAULT]
+    c.target_spec.supported_types = [tf.float16]
+    return c.convert(), {"weights": "float16", "activations": "float32"}
+
+
+def _conv_dynamic(src: Source, calib: Callable | None, int8_io: str) -> tuple[bytes, dict]:
+    import tensorflow as tf
+
+    c = _converter(src.saved_model_dir)
+    c.optimizations = [tf.lite.Optimize.DEFAULT]
+    return c.convert(), {"weights": "int8", "activations": "float32 (dynamic range)"}
+
+
+def _conv_int8(src: Source, calib: Callable | None, int8_io: str) -> tuple[bytes, dict]:
+    """Full-integer INT8. Falls back to INT8 + float builtins for ops without int8 kernels
+    (e.g. SSD's NMS); the coverage report then lists the ops that stayed float."""
+    import tensorflow as tf
+
+    if calib is None:
+        raise BadInput("int8 needs calibration data; pass --data (or use a reference model)")
+
+    def make(strict: bool):
+        c = _converter(src.saved_model_dir)
+        c.optimizations = [tf.lite.Optimize.DEFAULT]
+        c.representative_dataset = calib
+        c.target_spec.supported_ops = (
+            [tf.lite.OpsSet.TFLITE_BUILTINS_INT8] if strict
+            else [tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]
+        )
+        if int8_io == "int8":
+            c.inference_input_type = tf.int8
+            c.inference_output_type = tf.int8
+        return c
+
+    try:
+        return make(True).convert(), {"weights": "int8", "activations": "int8", "io": int8_io,
+                                      "mode": "full-integer"}
+    except Exception as strict_err:  # noqa: BLE001 -- converter raises ConverterError/RuntimeError
+        try:
+            data = make(False).convert()
+        except Exception:  # noqa: BLE001
+            raise strict_err from None
+        return data, {"weights": "int8", "activations": "int8 where kernels exist", "io": int8_io,
+                      "mode": "int8 with float fallback",
+                      "fallback_reason": _one_line(strict_err)}
+
+
+PRECISIONS: dict[str, Callable[[Source, Callable | None, str], tuple[bytes, dict]]] = {
+    "fp32": _conv_fp32,
+    "fp16": _conv_fp16,
+    "int8": _conv_int8,
+    "dynamic": _conv_dynamic,
+}
+
+
+# --------------------------------------------------------------------------- inspection
+
+
+def describe_tflite(path: str | Path) -> dict[str, Any]:
+    """Op histogram, quantization coverage and I/O tensor details of a .tflite file."""
+    from edgebench.tflite_model import inspect
+
+    info = inspect(str(path))
+    keep = ("inputs", "outputs", "op_count", "op_histogram", "quantized", "float_op_histogram",
+            "quantization_coverage", "flops", "counted_ops")
+    out = {k: info[k] for k in keep if k in info}
+    # Quantization coverage: the compute ops that stayed float (index + op type) in a quantized model.
+    out["float_ops"] = [f"{o['op']}#{o['index']}" for o in info.get("float_ops", [])]
+    return out
+
+
+# --------------------------------------------------------------------------- reference + parity
+
+
+def run_tf(saved_model_dir: Path, signature: Signature, ds: InputSet, batch: int | None = None) -> dict[str, np.ndarray]:
+    """Outputs of the SavedModel's serving signature for every sample: name -> [N, ...]."""
+    import tensorflow as tf
+
+    fn = tf.saved_model.load(str(saved_model_dir)).signatures["serving_default"]
+    ds = cast_to_signature(ds, signature)
+    all_batched = all(t.batched for t in signature.inputs)
+    fixed_one = any(t.shape and t.shape[0] == 1 for t in signature.inputs)
+    step = 1 if (not all_batched or fixed_one) else (batch or ds.n)
+    outs: dict[str, list[np.ndarray]] = {}
+    for i in range(0, ds.n, step):
+        feed = {}
+        for t in signature.inputs:
+            a = ds.arrays[t.name][i : i + step]
+            feed[t.name] = tf.constant(a if t.batched else a[0])
+        res = fn(**feed)
+        for k, v in res.items():
+            v = v.numpy()
+            out_spec = next((o for o in signature.outputs if o.name == k), None)
+            if step == 1 and out_spec is not None and not out_spec.batched:
+                v = v[None, ...]
+            outs.setdefault(k, []).append(v)
+    return {k: np.concatenate(v, axis=0) for k, v in outs.items()}
+
+
+def run_tflite_inprocess(model: str | Path | bytes, ds: InputSet, signature: Signature | None = None) -> dict[str, np.ndarray]:
+    """Run a .tflite on every sample in this process (parity only; benchmarks use the worker)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from edgebench.data import dequantize, quantize
+
+    it = Interpreter(model_content=model) if isinstance(model, bytes) else Interpreter(model_path=str(model))
+    runner = it.get_signature_runner()
+    in_det = runner.get_input_details()
+    out_det = runner.get_output_details()
+    outs: dict[str, list[np.ndarray]] = {k: [] for k in out_det}
+    for i in range(ds.n):
+        feed = {}
+        for name, d in in_det.items():
+            if name not in ds.arrays:
+                raise BadInput(f"model input '{name}' is not in the data (has {', '.join(ds.arrays)}); "
+                               "key the arrays by the model's input names")
+            x = ds.arrays[name][i]
+            scale, zp = d["quantization"]
+            if np.dtype(d["dtype"]) in (np.int8, np.uint8, np.int16) and scale:
+                x = quantize(x, scale, zp, np.dtype(d["dtype"]))
+            feed[name] = np.asarray(x, d["dtype"]).reshape(d["shape"])
+        res = runner(**feed)
+        for name, v in res.items():
+            scale, zp = out_det[name]["quantization"]
+            if np.dtype(out_det[name]["dtype"]) in (np.int8, np.uint8, np.int16) and scale:
+                v = dequantize(v, scale, zp)
+            shp = out_det[name]["shape"]
+            v = np.asarray(v)
+            if len(shp) >= 1 and shp[0] == 1:
+                v = v[0]
+            outs[name].append(v)
+    return {k: np.stack(v) for k, v in outs.items()}
+
+
+def parity_check(tf_out: dict[str, np.ndarray], tfl_out: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Compare FP32 TFLite outputs with TF's. ``passed`` False names the worst output."""
+    per: dict[str, Any] = {}
+    passed = True
+    worst = None
+    for name, ref in tf_out.items():
+        if name not in tfl_out:
+            per[name] = {"passed": False, "error": "output missing from the .tflite signature"}
+            passed = False
+            worst = worst or name
+            continue
+        got = tfl_out[name]
+        ref_f = np.asarray(ref, np.float64).reshape(got.shape) if ref.size == got.size else np.asarray(ref, np.float64)
+        if ref_f.shape != got.shape:
+            per[name] = {"passed": False, "error": f"shape {list(got.shape)} vs TF {list(ref.shape)}"}
+            passed = False
+            worst = worst or name
+            continue
+        got_f = np.asarray(got, np.float64)
+        err = np.abs(got_f - ref_f)
+        finite = np.isfinite(err)
+        max_err = float(err[finite].max()) if finite.any() else 0.0
+        scale = float(np.abs(ref_f[np.isfinite(ref_f)]).max()) if np.isfinite(ref_f).any() else 0.0
+        tol = PARITY_ATOL + PARITY_RTOL * scale
+        nonfinite_mismatch = bool(np.any(np.isfinite(ref_f) != np.isfinite(got_f)))
+        ok = max_err <= tol and not nonfinite_mismatch
+        per[name] = {"passed": ok, "max_abs_err": max_err, "tolerance": tol, "ref_max_abs": scale,
+                     "nonfinite_mismatch": nonfinite_mismatch}
+        if not ok:
+            passed = False
+            if worst is None or max_err / max(tol, 1e-30) > per[worst].get("max_abs_err", 0) / max(per[worst].get("tolerance", 1), 1e-30):
+                worst = name
+    result = {"passed": passed, "outputs": per, "rtol": PARITY_RTOL, "atol": PARITY_ATOL}
+    if not passed:
+        w = per[worst]
+        detail = w.get("error") or f"max abs error {w['max_abs_err']:.3g} > tolerance {w['tolerance']:.3g}"
+        result["explanation"] = (
+            f"FP32 .tflite disagrees with TensorFlow on output '{worst}' ({detail}). Likely causes: random "
+            "or stateful ops in the serving function (tf.random, variables updated at call time), layers "
+            "exported in training mode (Dropout/BatchNorm with training=True), or ops whose TFLite kernel "
+            "differs; fix: export an inference-only function (training=False, no random/stateful ops) and "
+            "convert again"
+        )
+    return result
+
+
+# --------------------------------------------------------------------------- the job
+
+
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _calibration_set(settings: ConvertSettings, src: Source) -> InputSet | None:
+    if settings.data:
+        ds = load_data(settings.data, src.signature, preprocess=settings.preprocess, seed=settings.seed)
+    elif src.calibration is not None:
+        ds = src.calibration
+        validate(ds, src.signature)
+    else:
+        return None
+    if settings.calibration_samples <= 0:
+        raise BadInput(f"--calibration-samples {settings.calibration_samples}: must be positive")
+    return ds
+
+
+def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run the conversion job; returns the manifest (also written to OUT/manifest.json).
+
+    Failed variants and a failed FP32 parity check are recorded, not raised: call
+    ``check_manifest`` to turn them into a ``ConversionFailed`` after rendering.
+    """
+    bad = [p for p in settings.precisions if p not in PRECISIONS]
+    if bad:
+        raise BadInput(f"--precision: unknown value {bad[0]!r}; use one or more of {', '.join(PRECISIONS)}")
+    if settings.int8_io not in INT8_IO:
+        raise BadInput(f"--int8-io {settings.int8_io}: use one of {', '.join(INT8_IO)}")
+    say = progress or (lambda _msg: None)
+    t_start = time.perf_counter()
+    say("loading source")
+    out_dir = Path(settings.out_dir or f"edgebench-out/{Path(settings.src).name.removesuffix('.keras')}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    src = resolve_source(settings.src, size=settings.size, work_dir=out_dir, seed=settings.seed)
+
+    calib_ds = _calibration_set(settings, src)
+    calib_note = None
+    if calib_ds is not None and calib_ds.synthetic:
+        from edgebench.data import SYNTHETIC_WARNING
+
+        calib_note = SYNTHETIC_WARNING
+    if "int8" in settings.precisions and calib_ds is None:
+        raise BadInput(f"{settings.src}: int8 needs calibration data; pass --data PATH (an .npz/.npy/image "
+                       "folder of real samples) or --data synthetic (misleading accuracy), or drop int8 "
+                       "from --precision")
+    n_cal = min(settings.calibration_samples, calib_ds.n) if calib_ds is not None else 0
+    calib = (lambda: calibration_generator(calib_ds, src.signature, n_cal)) if calib_ds is not None else None
+
+    # FP32 first: everything else is reported relative to it.
+    order = sorted(settings.precisions, key=lambda p: PRECISION_NAMES.index(p))
+    if "fp32" not in order:
+        order = ["fp32", *order]   # size reduction and parity need the FP32 baseline
+    variants: dict[str, dict[str, Any]] = {}
+    for prec in order:
+        say(f"converting {prec}")
+        path = out_dir / f"{src.name}_{prec}.tflite"
+        t0 = time.perf_counter()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                data, qinfo = PRECISIONS[prec](src, calib, settings.int8_io)
+        except BadInput:
+            raise
+        except Exception as e:  # noqa: BLE001 -- keep the other variants
+            variants[prec] = {"precision": prec, "status": "failed", "error": _one_line(e),
+                              "seconds": round(time.perf_counter() - t0, 3)}
+            continue
+        secs = time.perf_counter() - t0
+        path.write_bytes(data)
+        v: dict[str, Any] = {
+            "precision": prec,
+            "status": "ok",
+            "path": str(path),
+            "bytes": len(data),
+            "sha256": sha256_file(path),
+            "seconds": round(secs, 3),
+            "process_peak_rss_bytes": _peak_rss_bytes(),
+            "quantization": qinfo,
+            "requested": prec in settings.precisions,
+        }
+        try:
+            v.update(describe_tflite(path))
+        except Exception as e:  # noqa: BLE001 -- a model LiteRT cannot load is a failed variant
+            v.update({"status": "failed", "error": f"LiteRT cannot load the converted model: {_one_line(e)}"})
+        variants[prec] = v
+
+    fp32 = variants.get("fp32", {})
+    fp32_bytes = fp32.get("bytes") if fp32.get("status") == "ok" else None
+    for v in variants.values():
+        if v.get("status") == "ok" and fp32_bytes:
+            v["size_reduction_pct"] = round(100.0 * (1 - v["bytes"] / fp32_bytes), 2)
+
+    # FP32 parity, always.
+    parity: dict[str, Any] = {"passed": None, "skipped": "fp32 conversion failed"}
+    if fp32.get("status") == "ok":
+        say("FP32 parity check")
+        pset = src.evaluation or calib_ds
+        if pset is None:
+            from edgebench.data import synthetic
+
+            pset = synthetic(src.signature, settings.parity_samples, settings.seed)
+        pset = cast_to_signature(pset, src.signature).take(settings.parity_samples)
+        tf_out = run_tf(src.saved_model_dir, src.signature, pset)
+        tfl_out = run_tflite_inprocess(fp32["path"], pset)
+        parity = parity_check(tf_out, tfl_out)
+        parity["samples"] = pset.n
+        parity["inputs"] = pset.source
+        fp32["parity"] = "passed" if parity["passed"] else "failed"
+        if not parity["passed"]:
+            fp32["status"] = "failed"
+            fp32["error"] = parity["explanation"]
+
+    import tensorflow as tf
+
+    manifest = {
+        "schema_version": 1,
+        "kind": "convert",
+        "source": {"kind": src.kind, "name": src.name, "path": src.path, "sha256": src.sha256,
+                   "saved_model_dir": str(src.saved_model_dir), "signature": src.signature.to_dict(),
+                   "info": src.info},
+        "calibration": None if calib_ds is None else {
+            "source": calib_ds.source, "samples": n_cal, "sha256": calib_ds.take(n_cal).sha256,
+            "synthetic": calib_ds.synthetic, "warning": calib_note},
+        "variants": {p: variants[p] for p in order},
+        "parity": parity,
+        "int8_io": settings.int8_io,
+        "versions": {"tensorflow": tf.__version__, "litert": host_fingerprint().get("litert")},
+        "fingerprint": host_fingerprint(),
+        "total_seconds": round(time.perf_counter() - t_start, 3),
+        "out_dir": str(out_dir),
+    }
+    from edgebench.results import write_json
+
+    write_json(manifest, str(out_dir / "manifest.json"))
+    manifest["failed"] = [p for p, v in variants.items() if v.get("status") != "ok"]
+    return manifest
+
+
+def check_manifest(manifest: dict[str, Any]) -> None:
+    """Raise ConversionFailed when parity failed or a requested precision failed."""
+    src = manifest["source"]["path"]
+    where = Path(manifest["out_dir"]) / "manifest.json"
+    parity = manifest.get("parity", {})
+    if parity.get("passed") is False:
+        raise ConversionFailed(f"{src}: {parity['explanation']} (manifest: {where})")
+    failed = [p for p in manifest.get("failed", []) if manifest["variants"][p].get("requested", True)]
+    if failed:
+        ok = [p for p, v in manifest["variants"].items() if v.get("status") == "ok"]
+        raise ConversionFailed(
+            f"{src}: " + "; ".join(f"{p} failed: {manifest['variants'][p].get('error')}" for p in failed)
+            + (f" (kept: {', '.join(ok)}; manifest: {where})" if ok else f" (manifest: {where})"))
+
+
+def load_manifest(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if p.is_dir():
+        p = p / "manifest.json"
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{p}: not a readable edgebench manifest ({e})") from None
+
+
+__all__ = ["ConvertSettings", "PRECISIONS", "PRECISION_NAMES", "Source", "TensorSpec", "convert",
+           "check_manifest", "parity_check", "resolve_source", "run_tf", "run_tflite_inprocess"]

@@ -1,0 +1,395 @@
+"""InputSet: the one fixed set of input samples fed byte-identically to every target.
+
+Loading (``.npz``, ``.npy``, a folder of images, explicit ``synthetic``), validation against
+the model signature, calibration generators and quantize/dequantize helpers.
+
+Array layout: every input is ``[N, *sample_shape]`` where ``sample_shape`` is the signature
+shape without its batch dimension (a leading ``None`` or ``1``). Labels, when present, are a
+``[N]`` integer array stored under the key ``labels``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import warnings
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from edgebench.errors import BadInput
+
+LABELS_KEY = "labels"
+
+SYNTHETIC_WARNING = (
+    "calibrating/evaluating on SYNTHETIC random data: INT8 scales fitted to noise and accuracy "
+    "measured on noise are misleading; pass --data with real samples for numbers you can trust"
+)
+
+# --preprocess choices for image folders. Each maps uint8 RGB [0,255] -> model input.
+PREPROCESS = {
+    "scale01": lambda x: x / 255.0,                       # [0, 1]
+    "mobilenet": lambda x: x / 127.5 - 1.0,                # [-1, 1] (tf.keras mobilenet_v2)
+    "imagenet-caffe": lambda x: x[..., ::-1] - np.array([103.939, 116.779, 123.68]),  # BGR, mean-subtracted (resnet50)
+    "none": lambda x: x,
+}
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One signature tensor. ``shape`` keeps the batch dim as None/1 as the model declares it."""
+
+    name: str
+    shape: tuple[int | None, ...]
+    dtype: str
+
+    @property
+    def batched(self) -> bool:
+        return len(self.shape) >= 1 and self.shape[0] in (None, 1)
+
+    @property
+    def sample_shape(self) -> tuple[int | None, ...]:
+        return tuple(self.shape[1:]) if self.batched else tuple(self.shape)
+
+    @property
+    def is_integer(self) -> bool:
+        return np.issubdtype(np.dtype(self.dtype), np.integer)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+
+
+@dataclass(frozen=True)
+class Signature:
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    # Optional declared value ranges per input name, e.g. {"input_ids": (0, 30521)}.
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def input_names(self) -> list[str]:
+        return [t.name for t in self.inputs]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"inputs": [t.to_dict() for t in self.inputs], "outputs": [t.to_dict() for t in self.outputs]}
+
+
+@dataclass(frozen=True)
+class InputSet:
+    """A fixed set of samples; ``sha256`` identifies its exact bytes everywhere it is fed."""
+
+    arrays: dict[str, np.ndarray]
+    labels: np.ndarray | None = None
+    source: str = "unknown"
+    synthetic: bool = False
+
+    @property
+    def n(self) -> int:
+        return int(next(iter(self.arrays.values())).shape[0]) if self.arrays else 0
+
+    @property
+    def sha256(self) -> str:
+        h = hashlib.sha256()
+        for k in sorted(self.arrays):
+            a = np.ascontiguousarray(self.arrays[k])
+            h.update(k.encode())
+            h.update(str(a.dtype).encode())
+            h.update(str(a.shape).encode())
+            h.update(a.tobytes())
+        if self.labels is not None:
+            h.update(b"labels")
+            h.update(np.ascontiguousarray(self.labels).tobytes())
+        return h.hexdigest()
+
+    def take(self, n: int | None) -> "InputSet":
+        """The first ``n`` samples (the set is already shuffled/seeded when built)."""
+        if n is None or n >= self.n:
+            return self
+        return InputSet(
+            {k: v[:n] for k, v in self.arrays.items()},
+            None if self.labels is None else self.labels[:n],
+            self.source,
+            self.synthetic,
+        )
+
+    def sample(self, i: int, spec: TensorSpec | None = None) -> dict[str, np.ndarray]:
+        """Sample ``i`` as a batch of one (for batched inputs)."""
+        return {k: v[i : i + 1] for k, v in self.arrays.items()}
+
+    def save(self, path: str | Path) -> str:
+        """Write as .npz (deterministic bytes: fixed zip timestamps); returns the file sha256."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        items = dict(self.arrays)
+        if self.labels is not None:
+            items[LABELS_KEY] = self.labels
+        tmp = path.with_name(path.name + ".tmp")
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as zf:
+            for k in sorted(items):
+                buf = io.BytesIO()
+                np.lib.format.write_array(buf, np.ascontiguousarray(items[k]), allow_pickle=False)
+                info = zipfile.ZipInfo(k + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+                zf.writestr(info, buf.getvalue())
+        tmp.replace(path)
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    @staticmethod
+    def load(path: str | Path, source: str | None = None) -> "InputSet":
+        arrays = _load_npz(Path(path))
+        labels = arrays.pop(LABELS_KEY, None)
+        return InputSet(arrays, labels, source or str(path))
+
+
+def _load_npz(path: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except ValueError as e:
+        if "allow_pickle" in str(e) or "Object arrays" in str(e):
+            raise BadInput(f"{path}: holds pickled object arrays, which edgebench refuses to load; "
+                           "save plain numeric arrays with np.savez") from None
+        raise BadInput(f"{path}: not a readable .npz/.npy file ({e}); save arrays with np.savez") from None
+    except (OSError, zipfile.BadZipFile, EOFError) as e:
+        raise BadInput(f"{path}: not a readable .npz file ({e}); save arrays with np.savez") from None
+
+
+# --------------------------------------------------------------------------- signatures
+
+
+def saved_model_signature(saved_model_dir: str | Path, signature_key: str = "serving_default") -> Signature:
+    """Read the serving signature of a SavedModel (imports TensorFlow)."""
+    import tensorflow as tf
+
+    d = Path(saved_model_dir)
+    try:
+        loaded = tf.saved_model.load(str(d))
+    except Exception as e:  # noqa: BLE001 -- TF raises many types for bad dirs
+        raise BadInput(f"{d}: TensorFlow cannot load this SavedModel ({_first_line(e)}); "
+                       "re-export it with tf.saved_model.save or model.export") from None
+    sigs = getattr(loaded, "signatures", {})
+    if signature_key not in sigs:
+        have = ", ".join(sigs.keys()) or "none"
+        raise BadInput(f"{d}: SavedModel has no '{signature_key}' signature (has: {have}); export it with "
+                       "signatures={'serving_default': fn} or keras model.export(path)")
+    fn = sigs[signature_key]
+    _, kw = fn.structured_input_signature
+    inputs = tuple(
+        TensorSpec(name, tuple(spec.shape.as_list()) if spec.shape.rank is not None else (), spec.dtype.name)
+        for name, spec in sorted(kw.items())
+    )
+    outs = fn.structured_outputs
+    outputs = tuple(
+        TensorSpec(name, tuple(spec.shape.as_list()) if spec.shape.rank is not None else (), spec.dtype.name)
+        for name, spec in sorted(outs.items())
+    )
+    return Signature(inputs, outputs)
+
+
+def _first_line(e: BaseException) -> str:
+    s = str(e).strip().splitlines()
+    return s[0][:200] if s else type(e).__name__
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_data(
+    spec: str | None,
+    signature: Signature,
+    *,
+    preprocess: str = "scale01",
+    n: int | None = None,
+    seed: int = 0,
+) -> InputSet:
+    """Load ``--data`` for a model: npz / npy / image folder / 'synthetic'. Validates it."""
+    if spec is None:
+        raise BadInput("no --data given; pass an .npz/.npy file or an image folder "
+                       "(or --data synthetic, which gives misleading INT8 accuracy)")
+    if spec == "synthetic":
+        warnings.warn(SYNTHETIC_WARNING, stacklevel=2)
+        return synthetic(signature, n or 100, seed)
+    path = Path(spec)
+    if not path.exists():
+        raise BadInput(f"--data {spec}: no such file or folder; pass an .npz/.npy file, an image folder "
+                       "or 'synthetic'")
+    if path.is_dir():
+        ds = _load_images(path, signature, preprocess)
+    elif path.suffix == ".npz":
+        ds = _from_arrays(_load_npz(path), signature, str(path))
+    elif path.suffix == ".npy":
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except ValueError:
+            raise BadInput(f"--data {spec}: pickled/object .npy refused; save a numeric array") from None
+        if len(signature.inputs) != 1:
+            raise BadInput(f"--data {spec}: a .npy holds one array but the model has "
+                           f"{len(signature.inputs)} inputs ({', '.join(signature.input_names)}); use an .npz "
+                           "keyed by input name")
+        ds = _from_arrays({signature.inputs[0].name: arr}, signature, str(path))
+    elif path.suffix.lower() in IMAGE_SUFFIXES:
+        raise BadInput(f"--data {spec}: a single image is not a data set; pass the folder that holds the images")
+    else:
+        raise BadInput(f"--data {spec}: unsupported format '{path.suffix}'; use .npz, .npy, an image folder "
+                       "or 'synthetic'")
+    validate(ds, signature)
+    return ds.take(n)
+
+
+def _from_arrays(arrays: dict[str, np.ndarray], signature: Signature, source: str) -> InputSet:
+    arrays = dict(arrays)
+    labels = arrays.pop(LABELS_KEY, None)
+    if labels is None and "y" in arrays and "y" not in signature.input_names:
+        labels = arrays.pop("y")
+    names = signature.input_names
+    out: dict[str, np.ndarray] = {}
+    if all(n in arrays for n in names):
+        out = {n: arrays[n] for n in names}
+    else:
+        positional = sorted(k for k in arrays if k.startswith("arr_"))
+        if len(positional) == len(names) and len(arrays) == len(names):
+            out = {n: arrays[k] for n, k in zip(names, sorted(positional, key=lambda s: int(s[4:])))}
+        elif len(arrays) == 1 and len(names) == 1:
+            out = {names[0]: next(iter(arrays.values()))}
+        else:
+            missing = [n for n in names if n not in arrays]
+            raise BadInput(f"--data {source}: missing input(s) {', '.join(missing)} (file has "
+                           f"{', '.join(sorted(arrays)) or 'no arrays'}); key arrays by input name or "
+                           "save them positionally with np.savez(path, *arrays)")
+    if labels is not None:
+        labels = np.asarray(labels)
+        if labels.ndim == 2 and labels.shape[1] > 1:  # one-hot
+            labels = labels.argmax(axis=1)
+        labels = labels.reshape(-1)
+        if not np.issubdtype(labels.dtype, np.integer):
+            if np.all(np.mod(labels, 1) == 0):
+                labels = labels.astype(np.int64)
+            else:
+                raise BadInput(f"--data {source}: 'labels' must be integer class ids")
+    return InputSet(out, labels, source)
+
+
+def _load_images(folder: Path, signature: Signature, preprocess: str) -> InputSet:
+    from PIL import Image, UnidentifiedImageError
+
+    if len(signature.inputs) != 1:
+        raise BadInput(f"--data {folder}: an image folder feeds one input, but the model has "
+                       f"{len(signature.inputs)}; use an .npz keyed by input name")
+    if preprocess not in PREPROCESS:
+        raise BadInput(f"--preprocess {preprocess}: unknown; use one of {', '.join(PREPROCESS)}")
+    spec = signature.inputs[0]
+    shp = spec.sample_shape
+    if len(shp) != 3 or shp[0] is None or shp[1] is None:
+        raise BadInput(f"--data {folder}: input '{spec.name}' has shape {list(spec.shape)}, not an "
+                       "[H, W, C] image; use an .npz instead")
+    h, w, c = shp
+    files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+    if not files:
+        raise BadInput(f"--data {folder}: no .jpg/.jpeg/.png/.bmp images found")
+    # Labels from sub-folder names (class_a/xxx.jpg) when every image sits in one.
+    parents = sorted({p.parent.name for p in files if p.parent != folder})
+    use_labels = all(p.parent != folder for p in files) and len(parents) > 1
+    label_of = {name: i for i, name in enumerate(parents)}
+    imgs, labels = [], []
+    for f in files:
+        try:
+            with Image.open(f) as im:
+                im = im.convert("L" if c == 1 else "RGB").resize((w, h), Image.BILINEAR)
+                a = np.asarray(im, dtype=np.float32)
+        except (UnidentifiedImageError, OSError) as e:
+            raise BadInput(f"--data {f}: not a readable image ({e}); remove or fix it") from None
+        if c == 1:
+            a = a[..., None]
+        imgs.append(a)
+        if use_labels:
+            labels.append(label_of[f.parent.name])
+    x = np.stack(imgs).astype(np.float32)
+    x = PREPROCESS[preprocess](x).astype(spec.dtype if not spec.is_integer else np.float32)
+    return InputSet({spec.name: x}, np.array(labels, np.int64) if use_labels else None,
+                    f"{folder} ({len(files)} images, preprocess={preprocess})")
+
+
+def synthetic(signature: Signature, n: int, seed: int = 0) -> InputSet:
+    """Seeded random inputs that respect dtype (and declared ranges). Only on explicit request."""
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for t in signature.inputs:
+        shp = tuple(1 if d is None else d for d in t.sample_shape)
+        lo, hi = signature.ranges.get(t.name, (0, 100) if t.is_integer else (0.0, 1.0))
+        if t.is_integer:
+            arrays[t.name] = rng.integers(int(lo), int(hi) + 1, size=(n, *shp)).astype(t.dtype)
+        else:
+            arrays[t.name] = rng.uniform(lo, hi, size=(n, *shp)).astype(t.dtype)
+    return InputSet(arrays, None, f"synthetic(seed={seed}, n={n})", synthetic=True)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def validate(ds: InputSet, signature: Signature) -> None:
+    """Shape, dtype, count and value range against the signature. Raises BadInput."""
+    if ds.n == 0:
+        raise BadInput(f"--data {ds.source}: holds no samples; provide at least one")
+    counts = {k: v.shape[0] if v.ndim else 0 for k, v in ds.arrays.items()}
+    if len(set(counts.values())) != 1:
+        raise BadInput(f"--data {ds.source}: inputs have different sample counts {counts}; give every "
+                       "input the same number of samples")
+    for t in signature.inputs:
+        a = ds.arrays[t.name]
+        want = t.sample_shape
+        got = a.shape[1:]
+        if len(got) != len(want) or any(w is not None and w != g for w, g in zip(want, got)):
+            raise BadInput(f"--data {ds.source}: input '{t.name}' has sample shape {list(got)} but the "
+                           f"model expects {[d if d is not None else 'any' for d in want]} (array shape must be "
+                           "[N, ...sample shape]); reshape or resize the data")
+        if t.is_integer:
+            if not (np.issubdtype(a.dtype, np.integer) or (np.issubdtype(a.dtype, np.floating)
+                                                            and np.all(np.isfinite(a)) and np.all(np.mod(a, 1) == 0))):
+                raise BadInput(f"--data {ds.source}: input '{t.name}' is {t.dtype} (e.g. token ids) but the "
+                               f"data is non-integer {a.dtype}; pass valid integer ids")
+            if a.size and a.min() < 0:
+                raise BadInput(f"--data {ds.source}: input '{t.name}' has negative integer values "
+                               f"(min {a.min()}); token ids/indices must be >= 0")
+        elif np.issubdtype(a.dtype, np.floating) and a.size and not np.all(np.isfinite(a)):
+            raise BadInput(f"--data {ds.source}: input '{t.name}' contains NaN/Inf; clean the data")
+        elif not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)
+                  or a.dtype == np.bool_):
+            raise BadInput(f"--data {ds.source}: input '{t.name}' has dtype {a.dtype}; use a numeric array")
+        if t.name in signature.ranges and a.size:
+            lo, hi = signature.ranges[t.name]
+            if a.min() < lo or a.max() > hi:
+                raise BadInput(f"--data {ds.source}: input '{t.name}' values span [{a.min()}, {a.max()}] "
+                               f"outside the model's range [{lo}, {hi}]; preprocess the data to that range")
+    if ds.labels is not None and len(ds.labels) != ds.n:
+        raise BadInput(f"--data {ds.source}: {len(ds.labels)} labels for {ds.n} samples; give one label per sample")
+
+
+def cast_to_signature(ds: InputSet, signature: Signature) -> InputSet:
+    """Cast every input to the signature's dtype (validated data only)."""
+    arrays = {t.name: np.ascontiguousarray(ds.arrays[t.name].astype(t.dtype, copy=False)) for t in signature.inputs}
+    return InputSet(arrays, ds.labels, ds.source, ds.synthetic)
+
+
+def calibration_generator(ds: InputSet, signature: Signature, n: int) -> Iterator[dict[str, np.ndarray]]:
+    """Representative dataset for the TFLite converter: dicts keyed by signature input name."""
+    ds = cast_to_signature(ds, signature).take(n)
+    for i in range(ds.n):
+        yield {t.name: ds.arrays[t.name][i : i + 1] if t.batched else ds.arrays[t.name][i] for t in signature.inputs}
+
+
+# --------------------------------------------------------------------------- (de)quantization
+
+
+def quantize(x: np.ndarray, scale: float, zero_point: int, dtype: np.dtype) -> np.ndarray:
+    """Float -> int with a tensor's own scale/zero point (round half away from zero, clipped)."""
+    info = np.iinfo(dtype)
+    q = np.round(np.asarray(x, np.float64) / scale) + zero_point
+    return np.clip(q, info.min, info.max).astype(dtype)
+
+
+def dequantize(q: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    return ((np.asarray(q, np.float32) - np.float32(zero_point)) * np.float32(scale)).astype(np.float32)

@@ -1,0 +1,186 @@
+"""The CI gate: thresholds -> checks -> verdict -> exit code.
+
+Thresholds apply per precision (``--gate FILE.yaml`` may set them per precision; command-line
+values fill in every precision). Any row with NaN/Inf outputs fails every gate. A FAILED row
+(its target crashed) is an infrastructure failure, not a gate verdict.
+
+Gate file format::
+
+    default:            # applies to every precision unless overridden
+      max_accuracy_drop: 1.0      # percentage points of task top-1 vs the TF reference
+      min_psnr: 30                # dB, worst output
+    int8:
+      max_accuracy_drop: 2.0
+      max_p99_ms: 5
+      min_size_reduction: 70      # percent vs FP32
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+
+from edgebench.errors import BadInput
+
+GATE_KEYS = {
+    "max_accuracy_drop": "max_accuracy_drop_pp",
+    "min_psnr": "min_psnr_db",
+    "max_p99_ms": "max_p99_ms",
+    "min_size_reduction": "min_size_reduction_pct",
+}
+PRECISION_KEYS = ("default", "fp32", "fp16", "int8", "dynamic")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    max_accuracy_drop_pp: float | None = None
+    min_psnr_db: float | None = None
+    max_p99_ms: float | None = None
+    min_size_reduction_pct: float | None = None
+
+    def any(self) -> bool:
+        return any(getattr(self, f.name) is not None for f in fields(self))
+
+    def merged(self, override: "Thresholds") -> "Thresholds":
+        return replace(self, **{f.name: getattr(override, f.name) for f in fields(self)
+                                if getattr(override, f.name) is not None})
+
+
+@dataclass(frozen=True)
+class Check:
+    precision: str
+    target: str
+    metric: str
+    value: Any
+    threshold: Any
+    passed: bool
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("precision", "target", "metric", "value", "threshold", "passed", "message")}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    checks: tuple[Check, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "checks": [c.to_dict() for c in self.checks]}
+
+
+def load_gate_file(path: str | Path) -> dict[str, Thresholds]:
+    """Per-precision thresholds from YAML (yaml.safe_load; unknown keys are errors)."""
+    import yaml
+
+    p = Path(path)
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except OSError as e:
+        raise BadInput(f"--gate {p}: cannot read ({e.strerror})") from None
+    except yaml.YAMLError as e:
+        raise BadInput(f"--gate {p}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(raw, dict):
+        raise BadInput(f"--gate {p}: expected a mapping of precision -> thresholds, e.g. 'int8: {{max_accuracy_drop: 1.0}}'")
+    out: dict[str, Thresholds] = {}
+    for prec, vals in raw.items():
+        if prec not in PRECISION_KEYS:
+            raise BadInput(f"--gate {p}: unknown precision key {prec!r}; use {', '.join(PRECISION_KEYS)}")
+        if not isinstance(vals, dict):
+            raise BadInput(f"--gate {p}: '{prec}' must map threshold names to numbers")
+        kw = {}
+        for k, v in vals.items():
+            if k not in GATE_KEYS:
+                raise BadInput(f"--gate {p}: unknown threshold {prec}.{k}; use {', '.join(GATE_KEYS)}")
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise BadInput(f"--gate {p}: {prec}.{k} must be a number, got {v!r}")
+            kw[GATE_KEYS[k]] = float(v)
+        out[prec] = Thresholds(**kw)
+    return out
+
+
+def thresholds_for(precision: str, cli: Thresholds, file: dict[str, Thresholds] | None) -> Thresholds:
+    t = Thresholds()
+    if file:
+        t = t.merged(file.get("default", Thresholds())).merged(file.get(precision, Thresholds()))
+    return t.merged(cli) if cli.any() else t
+
+
+def evaluate(rows: list[dict[str, Any]], cli: Thresholds, file: dict[str, Thresholds] | None = None) -> Verdict:
+    """Check every measured row (precision x target) against its thresholds."""
+    checks: list[Check] = []
+    for r in rows:
+        if r.get("status") != "ok" or r.get("role") == "reference":
+            continue
+        prec, target = r.get("precision") or "?", r.get("target") or "?"
+        th = thresholds_for(prec, cli, file)
+        if not th.any():
+            continue
+        where = f"{prec} on {target}"
+        nonfinite = (r.get("worst") or {}).get("nonfinite", 0)
+        if nonfinite:
+            checks.append(Check(prec, target, "nonfinite_outputs", nonfinite, 0, False,
+                                f"{where}: {nonfinite} NaN/Inf output values (any NaN/Inf fails the gate)"))
+        if th.max_accuracy_drop_pp is not None:
+            drop = (r.get("accuracy") or {}).get("top1_drop_pp")
+            if drop is None:
+                raise BadInput(f"--max-accuracy-drop needs task accuracy, but {where} has none (no labels in "
+                               "the data); pass --data with a 'labels' array or drop the accuracy gate")
+            ok = drop <= th.max_accuracy_drop_pp
+            checks.append(Check(prec, target, "accuracy_drop_pp", drop, th.max_accuracy_drop_pp, ok,
+                                f"{where}: top-1 drop {drop:.2f} pp vs TF reference "
+                                f"{'<=' if ok else '>'} max {th.max_accuracy_drop_pp:g} pp"))
+        if th.min_psnr_db is not None:
+            psnr = (r.get("worst") or {}).get("psnr_db")
+            if psnr is None:
+                raise BadInput(f"--min-psnr needs drift against the reference, but {where} has none")
+            ok = psnr >= th.min_psnr_db and not nonfinite
+            checks.append(Check(prec, target, "psnr_db", psnr, th.min_psnr_db, ok,
+                                f"{where}: worst-output PSNR {psnr:.2f} dB {'>=' if ok else '<'} min "
+                                f"{th.min_psnr_db:g} dB"))
+        if th.max_p99_ms is not None:
+            p99 = (r.get("latency_ms") or {}).get("p99")
+            if p99 is None:
+                raise BadInput(f"--max-p99-ms needs latency, but {where} has none")
+            ok = p99 <= th.max_p99_ms
+            valid = (r.get("latency_ms") or {}).get("p99_valid")
+            checks.append(Check(prec, target, "p99_ms", p99, th.max_p99_ms, ok,
+                                f"{where}: p99 {p99:.3f} ms {'<=' if ok else '>'} max {th.max_p99_ms:g} ms"
+                                + ("" if valid else " (p99 from too few samples)")))
+        if th.min_size_reduction_pct is not None:
+            red = r.get("size_reduction_pct")
+            if red is None:
+                raise BadInput(f"--min-size-reduction needs an FP32 baseline size, but {where} has none")
+            ok = red >= th.min_size_reduction_pct
+            checks.append(Check(prec, target, "size_reduction_pct", red, th.min_size_reduction_pct, ok,
+                                f"{where}: size reduction {red:.1f}% {'>=' if ok else '<'} min "
+                                f"{th.min_size_reduction_pct:g}%"))
+    return Verdict(tuple(checks))
+
+
+def render_junit(verdict: Verdict, failed_rows: list[dict[str, Any]] | None = None, suite: str = "edgebench") -> str:
+    """JUnit XML: one testcase per precision x target x threshold (classname = precision.target)."""
+    cases = list(verdict.checks)
+    failed_rows = failed_rows or []
+    root = ET.Element("testsuites")
+    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases) + len(failed_rows)),
+                       failures=str(len(verdict.failures)), errors=str(len(failed_rows)), skipped="0")
+    for c in cases:
+        tc = ET.SubElement(ts, "testcase", classname=f"{suite}.{c.precision}.{c.target}", name=c.metric)
+        if not c.passed:
+            f = ET.SubElement(tc, "failure", message=c.message, type="threshold")
+            f.text = c.message
+    for r in failed_rows:
+        tc = ET.SubElement(ts, "testcase", classname=f"{suite}.{r.get('precision')}.{r.get('target')}", name="run")
+        e = ET.SubElement(tc, "error", message=str(r.get("error")), type="infrastructure")
+        e.text = str(r.get("error"))
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,0 +1,670 @@
+"""Self-contained HTML report (pure: result documents in, one HTML string out).
+
+Everything is inline: CSS in a ``<style>`` element, plots as inline ``<svg>`` drawn here from
+the raw samples -- no JavaScript, no fonts, no ``src``/``href`` to anything outside the file, so
+the report opens offline and can be attached to a CI run. Every string from a result (model
+names, targets, output names, fingerprint values, errors) goes through ``html.escape``.
+
+Sections (always present, with a one-line note when the data for them is absent), each a
+``<section id=...>``:
+
+``fingerprint``  environment fingerprint of the first run, plus the key fields that differ
+                 between runs (they make numbers not directly comparable)
+``results``      precision x target grid per model (p99 / size / top-1) and the full row table
+``latency``      per row: latency CDF and histogram from the raw ``samples_ns``
+``pareto``       size vs p99 scatter, accuracy annotated, Pareto-optimal rows filled
+``drift``        per-output drift table (max/mean abs, RMSE, rel L2, cosine, PSNR, NaN/Inf)
+``training``     training throughput vs batch size, one line per (model, precision, xla, strategy)
+``history``      metric over time for each series with earlier stored runs
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import math
+from typing import Any, Iterable, Sequence
+
+from edgebench.fingerprint import KEY_FIELDS, diff_fingerprints
+
+SECTIONS = ("fingerprint", "results", "latency", "pareto", "drift", "training", "history")
+
+_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+            "#7f7f7f", "#bcbd22", "#17becf")
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2rem;color:#222;max-width:1200px}
+h1{font-size:1.6rem}h2{border-bottom:1px solid #ccc;padding-bottom:.2rem;margin-top:2.2rem}
+h3{font-size:1rem;margin:1.2rem 0 .4rem}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
+th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:right;vertical-align:top}
+th{background:#f3f3f3}td.l,th.l{text-align:left}
+.note{color:#666;font-style:italic}.bad{color:#b00020;font-weight:600}.warn{color:#a15c00}
+.plots{display:flex;flex-wrap:wrap;gap:1rem}
+svg{background:#fff;border:1px solid #eee}
+svg text{font-family:system-ui,sans-serif;font-size:11px;fill:#333}
+.ok{color:#1b7f2a}
+"""
+
+
+# ---------------------------------------------------------------------------------------------
+# small helpers
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        v = value.strip().lower()
+        if v in ("inf", "+inf"):
+            return math.inf
+        if v == "-inf":
+            return -math.inf
+        try:
+            return float(v)
+        except ValueError:
+            return None
+    if hasattr(value, "item"):
+        try:
+            return float(value.item())
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def _fmt(value: Any, digits: int = 3, *, scale: float = 1.0, suffix: str = "") -> str:
+    v = _num(value)
+    if v is None:
+        return "-"
+    if math.isinf(v):
+        return ("∞" if v > 0 else "-∞") + suffix
+    if math.isnan(v):
+        return "NaN"
+    v *= scale
+    if v != 0 and (abs(v) < 10 ** -(digits) or abs(v) >= 1e7):
+        return f"{v:.{max(digits - 1, 1)}e}{suffix}"
+    return f"{v:,.{digits}f}{suffix}" if abs(v) < 1000 else f"{v:,.0f}{suffix}"
+
+
+def _fmt_bytes(value: Any) -> str:
+    v = _num(value)
+    if v is None:
+        return "-"
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(v) >= div:
+            return f"{v / div:.2f} {unit}"
+    return f"{v:.0f} B"
+
+
+def _fmt_pct(value: Any, digits: int = 2) -> str:
+    """A ratio 0..1 -> 'xx.xx%'."""
+    v = _num(value)
+    return "-" if v is None else f"{v * 100:.{digits}f}%"
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, left: int = 1,
+           raw_cols: Sequence[int] = ()) -> str:
+    """An HTML table; cells are escaped unless their column index is in ``raw_cols``."""
+    out = ["<table><thead><tr>"]
+    for i, h in enumerate(headers):
+        out.append(f'<th class="l">{_e(h)}</th>' if i < left else f"<th>{_e(h)}</th>")
+    out.append("</tr></thead><tbody>")
+    for r in rows:
+        out.append("<tr>")
+        for i, c in enumerate(r):
+            cell = c if i in raw_cols else _e(c)
+            out.append(f'<td class="l">{cell}</td>' if i < left else f"<td>{cell}</td>")
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _note(text: str) -> str:
+    return f'<p class="note">{_e(text)}</p>'
+
+
+def _rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Inference rows of a doc: the reference row first (if any), then ``rows``."""
+    rows = [r for r in (doc.get("rows") or []) if isinstance(r, dict)]
+    ref = doc.get("reference")
+    if isinstance(ref, dict) and doc.get("kind") != "train":
+        ref = dict(ref)
+        ref.setdefault("precision", "reference")
+        ref["_is_reference"] = True
+        rows = [ref, *rows]
+    return rows
+
+
+def _is_train_row(doc: dict[str, Any], row: dict[str, Any]) -> bool:
+    return doc.get("kind") == "train" or ("examples_per_s" in row and "latency_ms" not in row)
+
+
+def _row_name(row: dict[str, Any]) -> str:
+    parts = [row.get("model") or "?", row.get("precision") or "-", row.get("target") or "-"]
+    if row.get("device_model"):
+        parts.append(str(row["device_model"]))
+    return " / ".join(str(p) for p in parts)
+
+
+def _lat(row: dict[str, Any]) -> dict[str, Any]:
+    lat = row.get("latency_ms")
+    return lat if isinstance(lat, dict) else {}
+
+
+def _acc(row: dict[str, Any]) -> dict[str, Any]:
+    acc = row.get("accuracy")
+    return acc if isinstance(acc, dict) else {}
+
+
+# ---------------------------------------------------------------------------------------------
+# SVG plotting (inline, dependency-free)
+
+
+def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """About ``n`` round tick values covering [lo, hi] (1/2/5 x 10^k steps)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return []
+    if hi <= lo:
+        hi = lo + (abs(lo) * 0.1 or 1.0)
+    raw = (hi - lo) / max(n, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    start = math.floor(lo / step) * step
+    ticks, t = [], start
+    while t <= hi + step * 1e-9:
+        ticks.append(round(t, 12))
+        t += step
+    if ticks and ticks[0] < lo - step * 1e-9 and len(ticks) > 2:
+        ticks = ticks[1:] if ticks[1] <= lo + step * 1e-9 else ticks
+    return ticks
+
+
+def _tick_label(v: float) -> str:
+    if v == 0:
+        return "0"
+    if abs(v) >= 1e5 or abs(v) < 1e-3:
+        return f"{v:.1e}"
+    return f"{v:g}"
+
+
+class _Plot:
+    """A cartesian plot area mapping data coordinates to SVG pixels."""
+
+    def __init__(self, xs: Sequence[float], ys: Sequence[float], *, width: int = 460, height: int = 260,
+                 xlabel: str = "", ylabel: str = "", title: str = "", y0: bool = False,
+                 x_is_time: bool = False, legend: Sequence[tuple[str, str]] = (),
+                 x_pad: tuple[float, float] = (0.04, 0.04)):
+        self.legend_items = list(legend)[:12]
+        # The legend sits in the right margin, so it never covers data.
+        extra = int(max((len(lbl) for lbl, _ in self.legend_items), default=0) * 6.3 + 24) \
+            if self.legend_items else 0
+        self.w, self.h = width + extra, height
+        self.ml, self.mr, self.mt, self.mb = 62, (40 if x_is_time else 14) + extra, 26, 42
+        fx = [x for x in xs if math.isfinite(x)] or [0.0, 1.0]
+        fy = [y for y in ys if math.isfinite(y)] or [0.0, 1.0]
+        self.x0, self.x1 = min(fx), max(fx)
+        self.y0, self.y1 = (min(0.0, min(fy)) if y0 else min(fy)), max(fy)
+        if self.x1 <= self.x0:
+            pad = abs(self.x0) * 0.05 or 1.0
+            self.x0, self.x1 = self.x0 - pad, self.x1 + pad
+        if self.y1 <= self.y0:
+            pad = abs(self.y0) * 0.05 or 1.0
+            self.y0, self.y1 = self.y0 - pad, self.y1 + pad
+        span = self.x1 - self.x0
+        self.x0, self.x1 = self.x0 - span * x_pad[0], self.x1 + span * x_pad[1]
+        pad = (self.y1 - self.y0) * 0.06
+        self.y0 = self.y0 if (y0 and self.y0 == 0) else self.y0 - pad
+        self.y1 += pad
+        self.xlabel, self.ylabel, self.title, self.x_is_time = xlabel, ylabel, title, x_is_time
+        self.body: list[str] = []
+
+    def px(self, x: float) -> float:
+        return self.ml + (x - self.x0) / (self.x1 - self.x0) * (self.w - self.ml - self.mr)
+
+    def py(self, y: float) -> float:
+        return self.h - self.mb - (y - self.y0) / (self.y1 - self.y0) * (self.h - self.mt - self.mb)
+
+    def _axes(self) -> list[str]:
+        out = []
+        x_l, x_r, y_t, y_b = self.ml, self.w - self.mr, self.mt, self.h - self.mb
+        for t in nice_ticks(self.y0, self.y1):
+            if self.y0 <= t <= self.y1:
+                y = self.py(t)
+                out.append(f'<line x1="{x_l}" y1="{y:.1f}" x2="{x_r}" y2="{y:.1f}" stroke="#eee"/>')
+                out.append(f'<text x="{x_l - 4}" y="{y + 3.5:.1f}" text-anchor="end">{_e(_tick_label(t))}</text>')
+        if self.x_is_time:
+            xt = [self.x0 + (self.x1 - self.x0) * k / 3 for k in range(4)]
+        else:
+            xt = [t for t in nice_ticks(self.x0, self.x1) if self.x0 <= t <= self.x1]
+        for t in xt:
+            x = self.px(t)
+            lbl = (_dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%m-%d %H:%M")
+                   if self.x_is_time else _tick_label(t))
+            out.append(f'<line x1="{x:.1f}" y1="{y_b}" x2="{x:.1f}" y2="{y_b + 4}" stroke="#555"/>')
+            out.append(f'<text x="{x:.1f}" y="{y_b + 16}" text-anchor="middle">{_e(lbl)}</text>')
+        out.append(f'<line x1="{x_l}" y1="{y_b}" x2="{x_r}" y2="{y_b}" stroke="#555"/>')
+        out.append(f'<line x1="{x_l}" y1="{y_t}" x2="{x_l}" y2="{y_b}" stroke="#555"/>')
+        out.append(f'<text x="{(x_l + x_r) / 2:.1f}" y="{self.h - 8}" text-anchor="middle">{_e(self.xlabel)}</text>')
+        out.append(f'<text x="14" y="{(y_t + y_b) / 2:.1f}" text-anchor="middle" '
+                   f'transform="rotate(-90 14 {(y_t + y_b) / 2:.1f})">{_e(self.ylabel)}</text>')
+        if self.title:
+            out.append(f'<text x="{x_l}" y="16" font-weight="bold">{_e(self.title)}</text>')
+        return out
+
+    def polyline(self, xs: Sequence[float], ys: Sequence[float], color: str, *, width: float = 1.6) -> None:
+        pts = " ".join(f"{self.px(x):.1f},{self.py(y):.1f}" for x, y in zip(xs, ys)
+                       if math.isfinite(x) and math.isfinite(y))
+        if pts:
+            self.body.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="{width}"/>')
+
+    def point(self, x: float, y: float, color: str, *, filled: bool = True, r: float = 4.0,
+              tip: str = "") -> None:
+        if not (math.isfinite(x) and math.isfinite(y)):
+            return
+        fill = color if filled else "#fff"
+        title = f"<title>{_e(tip)}</title>" if tip else ""
+        self.body.append(f'<circle cx="{self.px(x):.1f}" cy="{self.py(y):.1f}" r="{r}" fill="{fill}" '
+                         f'stroke="{color}" stroke-width="1.5">{title}</circle>')
+
+    def vline(self, x: float, color: str, label: str = "") -> None:
+        if not (self.x0 <= x <= self.x1):
+            return
+        px = self.px(x)
+        self.body.append(f'<line x1="{px:.1f}" y1="{self.mt}" x2="{px:.1f}" y2="{self.h - self.mb}" '
+                         f'stroke="{color}" stroke-dasharray="4 3"/>')
+        if label:
+            self.body.append(f'<text x="{px + 3:.1f}" y="{self.mt + 10}" fill="{color}">{_e(label)}</text>')
+
+    def rect(self, x0: float, x1: float, y: float, color: str) -> None:
+        a, b = self.px(x0), self.px(x1)
+        top, base = self.py(y), self.py(max(self.y0, 0.0))
+        self.body.append(f'<rect x="{a:.1f}" y="{top:.1f}" width="{max(b - a - 0.5, 0.5):.1f}" '
+                         f'height="{max(base - top, 0):.1f}" fill="{color}" fill-opacity="0.75"/>')
+
+    def text(self, x: float, y: float, label: str, color: str = "#333", dx: float = 6, dy: float = -6) -> None:
+        if math.isfinite(x) and math.isfinite(y):
+            self.body.append(f'<text x="{self.px(x) + dx:.1f}" y="{self.py(y) + dy:.1f}" fill="{color}">'
+                             f'{_e(label)}</text>')
+
+    def _legend(self) -> list[str]:
+        out = []
+        x = self.w - self.mr + (40 if self.x_is_time else 14)
+        for i, (label, color) in enumerate(self.legend_items):
+            y = self.mt + 4 + i * 14
+            out.append(f'<rect x="{x}" y="{y}" width="8" height="8" fill="{color}"/>')
+            out.append(f'<text x="{x + 12}" y="{y + 8}">{_e(label)}</text>')
+        return out
+
+    def svg(self, aria: str) -> str:
+        parts = [f'<svg width="{self.w}" height="{self.h}" viewBox="0 0 {self.w} {self.h}" role="img" '
+                 f'aria-label="{_e(aria)}">', *self._axes(), *self.body, *self._legend(), "</svg>"]
+        return "".join(parts)
+
+
+def svg_cdf(samples_ms: Sequence[float], *, title: str = "", p50: float | None = None,
+            p99: float | None = None) -> str:
+    """Empirical CDF of latencies (ms) with p50/p99 markers."""
+    xs = sorted(float(s) for s in samples_ms)
+    n = len(xs)
+    # Thin to <= 400 points so huge runs keep the file small; the shape is unchanged at this size.
+    step = max(1, n // 400)
+    idx = list(range(0, n, step))
+    if idx[-1] != n - 1:
+        idx.append(n - 1)
+    px = [xs[i] for i in idx]
+    py = [(i + 1) / n for i in idx]
+    plot = _Plot(px, [0.0, 1.0], xlabel="latency (ms)", ylabel="fraction of runs <= x", title=title)
+    plot.polyline(px, py, _PALETTE[0])
+    if p50 is not None:
+        plot.vline(p50, "#2ca02c", "p50")
+    if p99 is not None:
+        plot.vline(p99, "#d62728", "p99")
+    return plot.svg(f"latency CDF {title}")
+
+
+def svg_histogram(samples_ms: Sequence[float], *, bins: int = 40, title: str = "") -> str:
+    """Histogram of latencies (ms); values above the 99.9th percentile are folded into the last bin."""
+    xs = sorted(float(s) for s in samples_ms)
+    n = len(xs)
+    lo = xs[0]
+    hi = xs[min(n - 1, int(math.ceil(0.999 * n)) - 1)] if n > 1 else xs[0]
+    if hi <= lo:
+        hi = lo + (abs(lo) * 0.01 or 1e-3)
+    width = (hi - lo) / bins
+    counts = [0] * bins
+    for x in xs:
+        k = min(bins - 1, max(0, int((x - lo) / width)))
+        counts[k] += 1
+    edges = [lo + i * width for i in range(bins + 1)]
+    plot = _Plot([lo, hi], [0.0, float(max(counts))], xlabel="latency (ms)", ylabel="runs", title=title, y0=True)
+    for i, c in enumerate(counts):
+        if c:
+            plot.rect(edges[i], edges[i + 1], float(c), _PALETTE[0])
+    return plot.svg(f"latency histogram {title}")
+
+
+def svg_lines(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], *, xlabel: str, ylabel: str,
+              title: str = "", x_is_time: bool = False, y0: bool = True) -> str:
+    """Several labelled line series with markers."""
+    allx = [x for _, xs, _ in series for x in xs]
+    ally = [y for _, _, ys in series for y in ys]
+    legend = [(name, _PALETTE[i % len(_PALETTE)]) for i, (name, _, _) in enumerate(series)]
+    plot = _Plot(allx, ally, xlabel=xlabel, ylabel=ylabel, title=title, x_is_time=x_is_time, y0=y0,
+                 legend=legend if len(series) > 1 else ())
+    for (name, xs, ys), (_, color) in zip(series, legend):
+        pairs = sorted(zip(xs, ys))
+        plot.polyline([p[0] for p in pairs], [p[1] for p in pairs], color)
+        for x, y in pairs:
+            plot.point(x, y, color, r=3.0, tip=f"{name}: {_tick_label(y)}")
+    return plot.svg(title or ylabel)
+
+
+# ---------------------------------------------------------------------------------------------
+# sections
+
+
+def _section(sid: str, title: str, body: str) -> str:
+    return f'<section id="{sid}"><h2>{_e(title)}</h2>{body}</section>'
+
+
+def _fingerprint_section(docs: list[dict[str, Any]]) -> str:
+    if not docs:
+        return _section("fingerprint", "Environment", _note("no results"))
+    fp = docs[0].get("fingerprint") or {}
+    parts = []
+    if not fp:
+        parts.append(_note("this run recorded no environment fingerprint"))
+    else:
+        keys = [k for k in KEY_FIELDS if k in fp] + [k for k in fp if k not in KEY_FIELDS]
+        parts.append(_table(["field", "value"], [(k, "-" if fp[k] is None else fp[k]) for k in keys], left=2))
+    diffs = []
+    for d in docs[1:]:
+        for field, a, b in diff_fingerprints(fp, d.get("fingerprint") or {}):
+            diffs.append((d.get("run_id") or "-", field, "-" if a is None else a, "-" if b is None else b))
+    if len(docs) > 1:
+        if diffs:
+            parts.append("<h3>Key fields that differ between runs (numbers are not directly comparable)</h3>")
+            parts.append(_table(["run", "field", "first run", "this run"], diffs, left=4))
+        else:
+            parts.append(_note(f"all {len(docs)} runs share the key fingerprint fields"))
+    runs = [(d.get("run_id") or "-", d.get("kind") or "-", d.get("created") or "-",
+             d.get("edgebench_version") or "-", len(d.get("rows") or [])) for d in docs]
+    parts.append("<h3>Runs</h3>")
+    parts.append(_table(["run id", "kind", "created", "edgebench", "rows"], runs, left=4))
+    return _section("fingerprint", "Environment", "".join(parts))
+
+
+def _results_section(docs: list[dict[str, Any]]) -> str:
+    parts = []
+    inf_rows = [(d, r) for d in docs for r in _rows(d) if not _is_train_row(d, r)]
+    if not inf_rows:
+        return _section("results", "Precision × target", _note("no inference results (training only)"))
+    # precision x target grid per model
+    models: dict[str, list[dict[str, Any]]] = {}
+    for _, r in inf_rows:
+        models.setdefault(str(r.get("model") or "?"), []).append(r)
+    for model, rows in models.items():
+        precs = list(dict.fromkeys(str(r.get("precision") or "-") for r in rows))
+        targets = list(dict.fromkeys(str(r.get("target") or "-") for r in rows))
+        grid: dict[tuple[str, str], dict[str, Any]] = {}
+        for r in rows:
+            grid.setdefault((str(r.get("precision") or "-"), str(r.get("target") or "-")), r)
+        body = []
+        for p in precs:
+            cells = [p]
+            for t in targets:
+                r = grid.get((p, t))
+                if r is None:
+                    cells.append("-")
+                elif r.get("status") not in (None, "ok"):
+                    cells.append(f'<span class="bad">{_e(r.get("status"))}</span>')
+                else:
+                    acc = _acc(r)
+                    bits = [f"p99 {_e(_fmt(_lat(r).get('p99')))} ms", _e(_fmt_bytes(r.get("size_bytes")))]
+                    if acc.get("top1") is not None:
+                        bits.append(f"top-1 {_e(_fmt_pct(acc.get('top1')))}")
+                    cells.append("<br>".join(bits))
+            body.append(cells)
+        parts.append(f"<h3>{_e(model)}</h3>")
+        parts.append(_table(["precision \\ target", *targets], body, left=1,
+                            raw_cols=tuple(range(1, len(targets) + 1))))
+    # full table
+    table_rows = []
+    for _, r in inf_rows:
+        lat, acc = _lat(r), _acc(r)
+        status = r.get("status") or "-"
+        if r.get("error"):
+            status = f"{status}: {r['error']}"
+        table_rows.append((
+            r.get("model") or "-", r.get("precision") or "-", r.get("target") or "-",
+            r.get("device_model") or "-", status, _fmt_bytes(r.get("size_bytes")),
+            _fmt(r.get("size_reduction_pct"), 1, suffix="%"), _fmt(lat.get("p50")), _fmt(lat.get("p90")),
+            _fmt(lat.get("p99")) + ("" if lat.get("p99_valid", True) else " (few samples)"),
+            _fmt(lat.get("qps"), 1), _fmt(lat.get("samples"), 0), _fmt_pct(acc.get("top1")),
+            _fmt(acc.get("top1_drop_pp"), 2), _fmt_pct(acc.get("top1_agreement")),
+            _fmt_pct(acc.get("top5_agreement")),
+        ))
+    parts.append("<h3>All rows</h3>")
+    parts.append(_table(["model", "precision", "target", "device", "status", "size", "size red.",
+                         "p50 ms", "p90 ms", "p99 ms", "QPS", "samples", "top-1", "top-1 drop pp",
+                         "top-1 agree", "top-5 agree"], table_rows, left=5))
+    return _section("results", "Precision × target", "".join(parts))
+
+
+def _latency_section(docs: list[dict[str, Any]]) -> str:
+    parts = []
+    any_rows = False
+    for d in docs:
+        for r in _rows(d):
+            if _is_train_row(d, r):
+                continue
+            any_rows = True
+            name = _row_name(r)
+            samples = r.get("samples_ns")
+            parts.append(f"<h3>{_e(name)}</h3>")
+            vals = [float(s) / 1e6 for s in samples] if isinstance(samples, list) and samples else []
+            vals = [v for v in vals if math.isfinite(v)]
+            if not vals:
+                parts.append(_note("no raw latency samples stored for this row"))
+                continue
+            lat = _lat(r)
+            parts.append('<div class="plots">')
+            parts.append(svg_cdf(vals, title=f"CDF, {len(vals)} runs", p50=_num(lat.get("p50")),
+                                 p99=_num(lat.get("p99"))))
+            parts.append(svg_histogram(vals, title="histogram"))
+            parts.append("</div>")
+    if not any_rows:
+        parts.append(_note("no inference results (training only)"))
+    return _section("latency", "Latency distributions", "".join(parts))
+
+
+def pareto_front(points: Sequence[tuple[float, float, float | None]]) -> list[bool]:
+    """For (size, p99, accuracy-or-None) points: True where no other point is at least as good in
+    every dimension and better in one (smaller size, smaller p99, higher accuracy)."""
+    out = []
+    for i, (s, p, a) in enumerate(points):
+        dominated = False
+        for j, (s2, p2, a2) in enumerate(points):
+            if i == j:
+                continue
+            acc_ge = a is None or (a2 is not None and a2 >= a)
+            acc_gt = a is not None and a2 is not None and a2 > a
+            if s2 <= s and p2 <= p and acc_ge and (s2 < s or p2 < p or acc_gt):
+                dominated = True
+                break
+        out.append(not dominated)
+    return out
+
+
+def _pareto_section(docs: list[dict[str, Any]]) -> str:
+    pts = []
+    for d in docs:
+        for r in _rows(d):
+            if _is_train_row(d, r) or r.get("status") not in (None, "ok"):
+                continue
+            size, p99 = _num(r.get("size_bytes")), _num(_lat(r).get("p99"))
+            if size is None or p99 is None:
+                continue
+            acc = _acc(r)
+            a = _num(acc.get("top1"))
+            if a is None:
+                a = _num(acc.get("top1_agreement"))
+            pts.append((r, size, p99, a))
+    if not pts:
+        return _section("pareto", "Size – p99 – accuracy trade-off",
+                        _note("no rows with both a model size and a p99 latency"))
+    front = pareto_front([(s, p, a) for _, s, p, a in pts])
+    targets = list(dict.fromkeys(str(r.get("target") or "-") for r, *_ in pts))
+    legend = [(t, _PALETTE[i % len(_PALETTE)]) for i, t in enumerate(targets)]
+    plot = _Plot([s / 1e6 for _, s, _, _ in pts], [p for _, _, p, _ in pts], xlabel="model size (MB)",
+                 ylabel="p99 latency (ms)", title="filled = Pareto-optimal (size, p99, top-1)",
+                 width=620, height=340, y0=True, legend=legend, x_pad=(0.05, 0.22))
+    # Pareto front: connect optimal points by size for orientation.
+    fp = sorted((s / 1e6, p) for (_, s, p, _), f in zip(pts, front) if f)
+    if len(fp) > 1:
+        plot.polyline([x for x, _ in fp], [y for _, y in fp], "#bbb", width=1.0)
+    rows = []
+    for (r, s, p, a), opt in zip(pts, front):
+        color = _PALETTE[targets.index(str(r.get("target") or "-")) % len(_PALETTE)]
+        label = f"{r.get('precision') or '-'}" + ("" if a is None else f" {a * 100:.1f}%")
+        plot.point(s / 1e6, p, color, filled=opt, r=5.0, tip=_row_name(r))
+        plot.text(s / 1e6, p, label, color)
+        rows.append((_row_name(r), _fmt_bytes(s), _fmt(p), _fmt_pct(a), "yes" if opt else "no"))
+    body = plot.svg("size vs p99 latency") + _table(
+        ["row", "size", "p99 ms", "top-1 (or agreement)", "Pareto-optimal"], rows, left=1)
+    return _section("pareto", "Size – p99 – accuracy trade-off", body)
+
+
+_DRIFT_COLS = (("max_abs", "max |Δ|"), ("mean_abs", "mean |Δ|"), ("rmse", "RMSE"), ("rel_l2", "rel L2"),
+               ("cosine", "cosine"), ("psnr_db", "PSNR dB"), ("nan", "NaN"), ("inf", "Inf"))
+
+
+def _drift_section(docs: list[dict[str, Any]]) -> str:
+    rows = []
+    for d in docs:
+        for r in _rows(d):
+            drift = r.get("drift")
+            if not isinstance(drift, dict):
+                continue
+            for out, stats in drift.items():
+                if not isinstance(stats, dict):
+                    continue
+                cells: list[Any] = [r.get("model") or "-", r.get("precision") or "-", r.get("target") or "-", out]
+                for key, _ in _DRIFT_COLS:
+                    v = stats.get(key)
+                    if key in ("nan", "inf"):
+                        cells.append("-" if v is None else (str(v).lower() if isinstance(v, bool) else str(v)))
+                    elif key == "cosine":
+                        cells.append(_fmt(v, 6))
+                    elif key == "psnr_db":
+                        cells.append(_fmt(v, 1))
+                    else:
+                        g = _num(v)
+                        cells.append("-" if g is None else (_fmt(g) if not math.isfinite(g) else f"{g:.3g}"))
+                rows.append(cells)
+    if not rows:
+        return _section("drift", "Per-output drift vs reference", _note("no drift measured in these runs"))
+    return _section("drift", "Per-output drift vs reference",
+                    _table(["model", "precision", "target", "output", *[h for _, h in _DRIFT_COLS]], rows, left=4))
+
+
+def _training_section(docs: list[dict[str, Any]]) -> str:
+    series: dict[str, list[tuple[float, float]]] = {}
+    rows = []
+    for d in docs:
+        for r in (d.get("rows") or []):
+            if not isinstance(r, dict) or not _is_train_row(d, r):
+                continue
+            xla = r.get("xla")
+            key = " / ".join(str(x) for x in (r.get("model") or "?", r.get("precision") or "-",
+                                               "xla" if xla else "no-xla", r.get("strategy") or "-"))
+            bs, eps = _num(r.get("batch_size")), _num(r.get("examples_per_s"))
+            if bs is not None and eps is not None and r.get("status") in (None, "ok"):
+                series.setdefault(key, []).append((bs, eps))
+            st = r.get("step_time_ms") if isinstance(r.get("step_time_ms"), dict) else {}
+            status = r.get("status") or "-"
+            if r.get("error"):
+                status = f"{status}: {r['error']}"
+            rows.append((r.get("model") or "-", r.get("precision") or "-", "-" if xla is None else str(bool(xla)).lower(),
+                         r.get("strategy") or "-", r.get("target") or "-", status, _fmt(bs, 0), _fmt(eps, 1),
+                         _fmt(st.get("p50", st.get("mean")), 2), _fmt(st.get("p99"), 2)))
+    if not rows:
+        return _section("training", "Training throughput", _note("no training baselines in these runs"))
+    body = ""
+    if series:
+        body += svg_lines([(k, [x for x, _ in v], [y for _, y in v]) for k, v in series.items()],
+                          xlabel="batch size", ylabel="examples / s", title="throughput vs batch size")
+    body += _table(["model", "precision", "xla", "strategy", "target", "status", "batch", "examples/s",
+                    "step p50 ms", "step p99 ms"], rows, left=6)
+    return _section("training", "Training throughput", body)
+
+
+def _epoch(created: Any) -> float | None:
+    try:
+        t = _dt.datetime.fromisoformat(str(created).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=_dt.timezone.utc)
+    return t.timestamp()
+
+
+def _history_section(history: dict[str, list[dict[str, Any]]] | None) -> str:
+    charts = []
+    for name, points in (history or {}).items():
+        pts = [(_epoch(p.get("created")), _num(p.get("value"))) for p in points]
+        pts = [(x, y) for x, y in pts if x is not None and y is not None and math.isfinite(y)]
+        if len(pts) < 2:
+            continue
+        ylabel = name.rsplit(" — ", 1)[-1] if " — " in name else "value"
+        charts.append(svg_lines([(name, [x for x, _ in pts], [y for _, y in pts])], xlabel="run time (UTC)",
+                                ylabel=ylabel, title=name, x_is_time=True, y0=False))
+    if not charts:
+        return _section("history", "History", _note("no earlier stored runs for these series"))
+    return _section("history", "History", '<div class="plots">' + "".join(charts) + "</div>")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def render_html(docs: dict[str, Any] | Sequence[dict[str, Any]], *,
+                history: dict[str, list[dict[str, Any]]] | None = None, title: str | None = None) -> str:
+    """Result document(s) -> one self-contained HTML page.
+
+    ``history``: ``{series label: [{"created": iso, "value": float, ...}, ...]}`` (e.g. from
+    ``Store.history``); series with fewer than two points are not drawn. The label's text after
+    " — " is used as the y-axis label.
+    """
+    if isinstance(docs, dict):
+        docs = [docs]
+    docs = list(docs)
+    if title is None:
+        kinds = sorted({str(d.get("kind") or "?") for d in docs})
+        models = list(dict.fromkeys(str(r.get("model")) for d in docs for r in (d.get("rows") or [])
+                                    if isinstance(r, dict) and r.get("model")))
+        title = f"edgebench {'/'.join(kinds)} report" + (f": {', '.join(models[:4])}" if models else "")
+        if len(models) > 4:
+            title += f" (+{len(models) - 4} more)"
+    generated = max((str(d.get("created") or "") for d in docs), default="")
+    sections = [
+        _fingerprint_section(docs),
+        _results_section(docs),
+        _latency_section(docs),
+        _pareto_section(docs),
+        _drift_section(docs),
+        _training_section(docs),
+        _history_section(history),
+    ]
+    nav = " · ".join(f'<a href="#{s}">{s}</a>' for s in SECTIONS)
+    return ("<!DOCTYPE html>\n"
+            f'<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<style>{_CSS}</style></head><body>"
+            f"<h1>{_e(title)}</h1><p>{len(docs)} run(s); newest created {_e(generated or '-')}. "
+            f"{nav}</p>" + "".join(sections) + "</body></html>\n")

@@ -1,0 +1,363 @@
+"""Prometheus text exposition of stored results (pure: result documents in, text out).
+
+Format: Prometheus text exposition format 0.0.4 -- one ``# HELP`` and one ``# TYPE`` line per
+metric family, every sample of a family grouped under them, no timestamps (the Pushgateway and
+node_exporter's textfile collector both reject samples that carry one).
+
+Conventions (https://prometheus.io/docs/practices/naming/): ``edgebench_`` prefix, base units
+(seconds, bytes, ratios 0..1), unit suffix in the name. Label values are escaped
+(backslash, double quote, newline); label names are sanitised to ``[a-zA-Z_][a-zA-Z0-9_]*``.
+
+Families written (labels ``run_id`` (textfile only; the Pushgateway adds it from the grouping
+key), ``model``, ``precision``, ``target``, ``device_model`` on every row metric):
+
+=============================================  ========  ==============================================
+``edgebench_run_info``                          gauge     1 per run; kind, versions, host
+``edgebench_run_timestamp_seconds``             gauge     run creation time (unix seconds)
+``edgebench_row_ok``                            gauge     1 when the row's status is "ok", else 0
+``edgebench_inference_latency_seconds``         summary   quantile 0.5/0.9/0.95/0.99(/0.999), _sum, _count
+``edgebench_inference_latency_mean_seconds``    gauge     also ``_stddev_``, ``_min_``, ``_max_``
+``edgebench_inference_latency_p99_valid``       gauge     1 when the run had enough samples for a p99
+``edgebench_inference_queries_per_second``      gauge     single-stream QPS (``concurrency`` label on
+                                                          concurrency sweeps)
+``edgebench_model_size_bytes``                  gauge     .tflite (or SavedModel) size
+``edgebench_model_size_reduction_ratio``        gauge     1 - size / reference size
+``edgebench_accuracy_top1_ratio``               gauge     also ``_top1_drop_ratio``,
+                                                          ``_top1_agreement_ratio``, ``_top5_agreement_ratio``
+``edgebench_drift_psnr_db``                     gauge     per output (``output`` label); also
+                                                          ``_max_abs``, ``_mean_abs``, ``_rmse``,
+                                                          ``_rel_l2_ratio``, ``_cosine_similarity``,
+                                                          ``_nan_values``, ``_inf_values``
+``edgebench_training_examples_per_second``      gauge     labels add batch_size, xla, strategy
+``edgebench_training_step_time_seconds``        summary   from ``step_time_ms``
+=============================================  ========  ==============================================
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from typing import Any, Iterable
+
+# ---------------------------------------------------------------------------------------------
+# escaping / sanitising
+
+_LABEL_NAME_BAD = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def sanitize_label_name(name: str) -> str:
+    """Any string -> a valid, non-reserved Prometheus label name.
+
+    Invalid characters become ``_``; a leading digit gets a ``_`` prefix; names starting with
+    ``__`` (reserved for Prometheus internals) lose the extra underscores.
+    """
+    out = _LABEL_NAME_BAD.sub("_", str(name))
+    if not out:
+        return "label_"
+    if out[0].isdigit():
+        out = "_" + out
+    while out.startswith("__"):
+        out = out[1:]
+    return out
+
+
+def sanitize_metric_name(name: str) -> str:
+    """Any string -> a valid metric name (``[a-zA-Z_:][a-zA-Z0-9_:]*``)."""
+    out = re.sub(r"[^a-zA-Z0-9_:]", "_", str(name))
+    if not out or out[0].isdigit():
+        out = "_" + out
+    return out
+
+
+def escape_label_value(value: Any) -> str:
+    """Escape a label value per the exposition format: ``\\`` -> ``\\\\``, ``"`` -> ``\\"``, LF -> ``\\n``."""
+    s = "" if value is None else str(value)
+    return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def format_value(value: float) -> str:
+    """Float -> exposition text (``NaN``, ``+Inf``, ``-Inf``; integers without exponent noise)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return repr(float(value))
+
+
+def _num(value: Any) -> float | None:
+    """Stored JSON number -> float; ``"inf"``/``"-inf"`` strings (from to_jsonable) -> inf; else None."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        v = value.strip().lower()
+        if v in ("inf", "+inf", "infinity"):
+            return math.inf
+        if v in ("-inf", "-infinity"):
+            return -math.inf
+        if v == "nan":
+            return math.nan
+        try:
+            return float(v)
+        except ValueError:
+            return None
+    if hasattr(value, "item"):  # numpy scalar
+        try:
+            return float(value.item())
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# metric families
+
+
+class _Family:
+    def __init__(self, name: str, mtype: str, help_text: str):
+        self.name = sanitize_metric_name(name)
+        self.type = mtype
+        self.help = help_text
+        # series key -> (suffix, labels) ; insertion-ordered, first writer wins
+        self.samples: dict[tuple, tuple[str, list[tuple[str, str]], float]] = {}
+
+    def add(self, labels: dict[str, Any], value: float | None, *, suffix: str = "") -> None:
+        if value is None:
+            return
+        items: list[tuple[str, str]] = []
+        seen: set[str] = set()
+        for k, v in labels.items():
+            name = sanitize_label_name(k)
+            if name in seen:  # two raw names sanitised to the same label: keep the first
+                continue
+            seen.add(name)
+            items.append((name, "" if v is None else str(v)))
+        key = (suffix, tuple(items))
+        if key not in self.samples:  # duplicate series would make the exposition invalid
+            self.samples[key] = (suffix, items, float(value))
+
+    def render(self) -> list[str]:
+        if not self.samples:
+            return []
+        lines = [f"# HELP {self.name} {_escape_help(self.help)}", f"# TYPE {self.name} {self.type}"]
+        for suffix, items, value in self.samples.values():
+            lbl = ",".join(f'{k}="{escape_label_value(v)}"' for k, v in items)
+            lines.append(f"{self.name}{suffix}{{{lbl}}} {format_value(value)}" if lbl
+                         else f"{self.name}{suffix} {format_value(value)}")
+        return lines
+
+
+_LATENCY_QUANTILES = (("p50", "0.5"), ("p90", "0.9"), ("p95", "0.95"), ("p99", "0.99"), ("p999", "0.999"))
+
+_DRIFT_STATS = (
+    ("max_abs", "edgebench_drift_max_abs", "Largest absolute difference from the reference output."),
+    ("mean_abs", "edgebench_drift_mean_abs", "Mean absolute difference from the reference output."),
+    ("rmse", "edgebench_drift_rmse", "Root mean squared difference from the reference output."),
+    ("rel_l2", "edgebench_drift_rel_l2_ratio", "Relative L2 error ||y - ref|| / ||ref||."),
+    ("cosine", "edgebench_drift_cosine_similarity", "Cosine similarity with the reference output."),
+    ("psnr_db", "edgebench_drift_psnr_db", "Peak signal-to-noise ratio against the reference output, in decibels."),
+    ("nan", "edgebench_drift_nan_values", "NaN values in the output."),
+    ("inf", "edgebench_drift_inf_values", "Infinite values in the output."),
+)
+
+_INFO_FIELDS = ("edgebench_version", "tensorflow", "litert", "python", "os", "cpu_model", "gpu", "hostname")
+
+
+class _Registry:
+    def __init__(self) -> None:
+        self.families: dict[str, _Family] = {}
+
+    def fam(self, name: str, mtype: str, help_text: str) -> _Family:
+        f = self.families.get(name)
+        if f is None:
+            f = self.families[name] = _Family(name, mtype, help_text)
+        return f
+
+    def render(self) -> str:
+        lines: list[str] = []
+        for f in self.families.values():
+            lines.extend(f.render())
+        return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _created_epoch(created: Any) -> float | None:
+    if not isinstance(created, str) or not created:
+        return None
+    try:
+        t = _dt.datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=_dt.timezone.utc)
+    return t.timestamp()
+
+
+def _row_labels(row: dict[str, Any], base: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    fp = row.get("fingerprint") or {}
+    device_model = row.get("device_model") or fp.get("device_model") or (doc.get("fingerprint") or {}).get("device_model")
+    out = dict(base)
+    out.update({
+        "model": row.get("model") or doc.get("model") or "",
+        "precision": row.get("precision") or "",
+        "target": row.get("target") or "",
+        "device_model": device_model or "",
+    })
+    return out
+
+
+def _add_latency(reg: _Registry, labels: dict[str, Any], lat: dict[str, Any]) -> None:
+    summ = reg.fam("edgebench_inference_latency_seconds", "summary",
+                   "Per-inference latency over the timed runs (warmup excluded).")
+    for key, q in _LATENCY_QUANTILES:
+        v = _num(lat.get(key))
+        if v is not None:
+            summ.add({**labels, "quantile": q}, v / 1e3)
+    mean, count = _num(lat.get("mean")), _num(lat.get("samples"))
+    if mean is not None and count is not None:
+        summ.add(labels, mean / 1e3 * count, suffix="_sum")
+        summ.add(labels, count, suffix="_count")
+    for key, stat in (("mean", "mean"), ("std", "stddev"), ("min", "min"), ("max", "max")):
+        v = _num(lat.get(key))
+        reg.fam(f"edgebench_inference_latency_{stat}_seconds", "gauge",
+                f"Per-inference latency {stat} over the timed runs.").add(labels, None if v is None else v / 1e3)
+    if "p99_valid" in lat:
+        reg.fam("edgebench_inference_latency_p99_valid", "gauge",
+                "1 when the run had enough samples for a trustworthy p99 (>= 662), else 0."
+                ).add(labels, 1.0 if lat.get("p99_valid") else 0.0)
+    reg.fam("edgebench_inference_queries_per_second", "gauge",
+            "Inferences per second.").add(labels, _num(lat.get("qps")))
+
+
+def _add_inference_row(reg: _Registry, doc: dict[str, Any], row: dict[str, Any], base: dict[str, Any]) -> None:
+    labels = _row_labels(row, base, doc)
+    status = row.get("status")
+    if status is not None:
+        reg.fam("edgebench_row_ok", "gauge", "1 when the result row's status is ok, 0 when it failed or was skipped."
+                ).add(labels, 1.0 if status == "ok" else 0.0)
+    lat = row.get("latency_ms")
+    if isinstance(lat, dict):
+        _add_latency(reg, labels, lat)
+    reg.fam("edgebench_model_size_bytes", "gauge", "Size of the model file on disk.").add(labels, _num(row.get("size_bytes")))
+    red = _num(row.get("size_reduction_pct"))
+    reg.fam("edgebench_model_size_reduction_ratio", "gauge",
+            "Size reduction against the reference model (1 - size / reference size)."
+            ).add(labels, None if red is None else red / 100.0)
+    acc = row.get("accuracy")
+    if isinstance(acc, dict):
+        top1 = _num(acc.get("top1"))
+        reg.fam("edgebench_accuracy_top1_ratio", "gauge", "Top-1 accuracy on the labelled input set."
+                ).add(labels, top1)
+        drop = _num(acc.get("top1_drop_pp"))
+        reg.fam("edgebench_accuracy_top1_drop_ratio", "gauge",
+                "Top-1 accuracy drop against the reference (percentage points / 100)."
+                ).add(labels, None if drop is None else drop / 100.0)
+        reg.fam("edgebench_accuracy_top1_agreement_ratio", "gauge",
+                "Share of inputs whose top-1 class matches the reference."
+                ).add(labels, _num(acc.get("top1_agreement")))
+        reg.fam("edgebench_accuracy_top5_agreement_ratio", "gauge",
+                "Share of inputs whose top-5 classes match the reference."
+                ).add(labels, _num(acc.get("top5_agreement")))
+    drift = row.get("drift")
+    if isinstance(drift, dict):
+        for output, stats in drift.items():
+            if not isinstance(stats, dict):
+                continue
+            dl = {**labels, "output": output}
+            for key, name, help_text in _DRIFT_STATS:
+                reg.fam(name, "gauge", help_text).add(dl, _num(stats.get(key)))
+    conc = row.get("concurrency")
+    if isinstance(conc, list):
+        for item in conc:
+            if not isinstance(item, dict):
+                continue
+            n = item.get("concurrency", item.get("streams", item.get("threads")))
+            if n is None:
+                continue
+            cl = {**labels, "concurrency": n}
+            lat_c = item.get("latency_ms") if isinstance(item.get("latency_ms"), dict) else {}
+            reg.fam("edgebench_inference_concurrent_queries_per_second", "gauge",
+                    "Inferences per second with N concurrent streams."
+                    ).add(cl, _num(item.get("qps", lat_c.get("qps"))))
+            p99 = _num(lat_c.get("p99", item.get("p99_ms")))
+            reg.fam("edgebench_inference_concurrent_latency_p99_seconds", "gauge",
+                    "p99 per-inference latency with N concurrent streams."
+                    ).add(cl, None if p99 is None else p99 / 1e3)
+
+
+def _add_train_row(reg: _Registry, doc: dict[str, Any], row: dict[str, Any], base: dict[str, Any]) -> None:
+    labels = _row_labels(row, base, doc)
+    labels.update({
+        "batch_size": row.get("batch_size", ""),
+        "xla": "" if row.get("xla") is None else str(bool(row.get("xla"))).lower(),
+        "strategy": row.get("strategy") or "",
+    })
+    status = row.get("status")
+    if status is not None:
+        reg.fam("edgebench_training_cell_ok", "gauge", "1 when the training cell's status is ok, else 0."
+                ).add(labels, 1.0 if status == "ok" else 0.0)
+    reg.fam("edgebench_training_examples_per_second", "gauge", "Training throughput (examples per second)."
+            ).add(labels, _num(row.get("examples_per_s")))
+    st = row.get("step_time_ms")
+    if isinstance(st, dict):
+        fam = reg.fam("edgebench_training_step_time_seconds", "summary", "Training step time (warmup steps excluded).")
+        for key, q in _LATENCY_QUANTILES:
+            v = _num(st.get(key))
+            if v is not None:
+                fam.add({**labels, "quantile": q}, v / 1e3)
+        mean, count = _num(st.get("mean")), _num(st.get("samples", st.get("steps")))
+        if mean is not None and count is not None:
+            fam.add(labels, mean / 1e3 * count, suffix="_sum")
+            fam.add(labels, count, suffix="_count")
+    elif _num(st) is not None:
+        reg.fam("edgebench_training_step_time_mean_seconds", "gauge", "Mean training step time."
+                ).add(labels, _num(st) / 1e3)
+
+
+def render_prometheus(docs: dict[str, Any] | Iterable[dict[str, Any]], *, run_id_label: bool = True) -> str:
+    """Result document(s) -> Prometheus text exposition (ends with a newline; '' for no data).
+
+    ``run_id_label``: add a ``run_id`` label (from ``doc["run_id"]``) to every series, so several
+    runs can share one textfile. Pushes turn it off: the Pushgateway adds ``run_id`` from the
+    grouping key.
+    """
+    if isinstance(docs, dict):
+        docs = [docs]
+    reg = _Registry()
+    for doc in docs:
+        base: dict[str, Any] = {}
+        if run_id_label and doc.get("run_id"):
+            base["run_id"] = doc["run_id"]
+        fp = doc.get("fingerprint") or {}
+        info = {**base, "kind": doc.get("kind") or ""}
+        for f in _INFO_FIELDS:
+            v = doc.get(f) if f == "edgebench_version" else fp.get(f)
+            if v is not None:
+                info[f] = v
+        reg.fam("edgebench_run_info", "gauge", "Facts about a result run; the value is always 1.").add(info, 1.0)
+        reg.fam("edgebench_run_timestamp_seconds", "gauge", "When the run was created (unix time)."
+                ).add({**base, "kind": doc.get("kind") or ""}, _created_epoch(doc.get("created")))
+        kind = doc.get("kind")
+        rows = [r for r in (doc.get("rows") or []) if isinstance(r, dict)]
+        if kind == "train":
+            for row in rows:
+                _add_train_row(reg, doc, row, base)
+            continue
+        ref = doc.get("reference")
+        if isinstance(ref, dict):
+            ref = dict(ref)
+            ref.setdefault("precision", "reference")
+            rows = [ref, *rows]
+        for row in rows:
+            if "examples_per_s" in row and "latency_ms" not in row:
+                _add_train_row(reg, doc, row, base)
+            else:
+                _add_inference_row(reg, doc, row, base)
+    return reg.render()

@@ -1,0 +1,22 @@
+"""A simulated Android device for tests and for trying edgebench without a phone.
+
+``edgebench.sim.adbd.SimDevice`` speaks the adb transport protocol over TCP, so the real
+``adb`` server connects to it with ``adb connect 127.0.0.1:PORT``; shell commands run on the
+host inside a sandbox folder that stands for the device filesystem. See ``docs/devices.md``.
+Run it with ``python -m edgebench.sim.adbd --port P --sandbox DIR --model "Pixel 8"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["SimConfig", "SimDevice"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so that ``python -m edgebench.sim.adbd`` does not import the module twice.
+    if name in __all__:
+        from edgebench.sim import adbd
+
+        return getattr(adbd, name)
+    raise AttributeError(name)

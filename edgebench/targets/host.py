@@ -1,0 +1,188 @@
+"""Target "host": LiteRT on this machine, in an isolated worker process.
+
+The worker is ``runner.py`` (stdlib + numpy + a TFLite runtime), started as
+``[sys.executable, runner.py, job.json]`` -- never through a shell -- in its own session so
+a hung worker can be killed with everything it started. A segfault on a malformed model or
+a runtime abort becomes an ``InfraError`` naming the signal, a hang past the deadline an
+``InfraError`` after the kill, and a bad model / input / delegate a ``BadInput`` carrying the
+worker's one-line message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgebench.errors import BadInput, InfraError
+from edgebench.fingerprint import host_fingerprint, sha256_file
+from edgebench.targets.base import Job, RunResult
+
+RUNNER_PATH = Path(__file__).with_name("runner.py")
+_JOB_DEFAULTS = {f.name: f.default for f in fields(Job)}
+DELEGATES = ("xnnpack", "none", "gpu")
+
+
+def check_delegate(delegate: str) -> str:
+    """xnnpack | none | gpu | a path to a delegate .so; anything else is bad input."""
+    if delegate in DELEGATES or delegate.endswith(".so"):
+        return delegate
+    raise BadInput(f"--delegate {delegate!r} is unknown; use xnnpack, none, gpu or a path to a delegate .so")
+
+
+def _signal_name(rc: int) -> str:
+    try:
+        return signal.Signals(-rc).name
+    except ValueError:
+        return f"signal {-rc}"
+
+
+class HostTarget:
+    """Runs jobs with LiteRT on this machine. Target settings fill in what the job leaves at
+    its defaults (threads None, delegate "xnnpack")."""
+
+    def __init__(self, threads: int | None = None, delegate: str = "xnnpack", name: str = "host"):
+        if threads is not None and threads < 1:
+            raise BadInput(f"--threads must be >= 1, got {threads}")
+        self.threads = threads
+        self.delegate = check_delegate(delegate)
+        self.name = name
+
+    # -- protocol -------------------------------------------------------------------------
+    def fingerprint(self) -> dict[str, Any]:
+        return host_fingerprint(threads=self.threads, delegate=self.delegate, target=self.name,
+                                python_executable=sys.executable)
+
+    def run(self, job: Job) -> RunResult:
+        """Single-stream run: warmup, then timed runs per the job's run control."""
+        return self._run(job, None)
+
+    def run_load(self, job: Job, load: dict[str, Any]) -> RunResult:
+        """A load-mode run: ``{"mode": "concurrency", "level": N}`` or
+        ``{"mode": "server", "qps": Q, "workers": W, "queries": K}``; facts in ``extra["load"]``."""
+        return self._run(job, load)
+
+    # -- internals ------------------------------------------------------------------------
+    def job_spec(self, job: Job, out_dir: str, load: dict[str, Any] | None = None) -> dict[str, Any]:
+        spec = asdict(job)
+        if spec["threads"] is None:
+            spec["threads"] = self.threads
+        if spec["delegate"] == _JOB_DEFAULTS["delegate"]:
+            spec["delegate"] = self.delegate
+        spec["delegate"] = check_delegate(spec["delegate"])
+        spec["model_path"] = str(Path(job.model_path).resolve())
+        if job.inputs_npz:
+            spec["inputs_npz"] = str(Path(job.inputs_npz).resolve())
+        spec["out_dir"] = out_dir
+        spec["load"] = load
+        spec.pop("deadline_s", None)
+        return spec
+
+    def _run(self, job: Job, load: dict[str, Any] | None) -> RunResult:
+        model = Path(job.model_path)
+        if not model.is_file():
+            raise BadInput(f"model not found: {model}; give the path of an existing .tflite file")
+        if job.inputs_npz and not Path(job.inputs_npz).is_file():
+            raise BadInput(f"input data not found: {job.inputs_npz}; give an .npz InputSet (--data)")
+        work = tempfile.mkdtemp(prefix="edgebench-host-")
+        try:
+            spec = self.job_spec(job, work, load)
+            job_file = Path(work) / "job.json"
+            job_file.write_text(json.dumps(spec))
+            meta, arrays = self._spawn(job_file, Path(work), job.deadline_s, model)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return self._to_result(job, spec, meta, arrays)
+
+    def _spawn(self, job_file: Path, work: Path, deadline_s: float, model: Path):
+        env = dict(os.environ)
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        stderr_path = work / "stderr.txt"
+        with open(work / "stdout.txt", "wb") as out, open(stderr_path, "wb") as err:
+            proc = subprocess.Popen(  # noqa: S603 -- argv list, no shell
+                [sys.executable, str(RUNNER_PATH), str(job_file)],
+                stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
+                start_new_session=True, cwd=str(work),
+            )
+            try:
+                rc = proc.wait(timeout=deadline_s)
+            except subprocess.TimeoutExpired:
+                self._kill(proc)
+                raise InfraError(f"worker for {model} hung: no result after the {deadline_s:g} s deadline, "
+                                 "killed; raise the deadline or lower --max-time, and check the model "
+                                 "with --delegate none") from None
+        tail = _tail(stderr_path)
+        if rc < 0:
+            raise InfraError(f"worker crashed with {_signal_name(rc)} while running {model} "
+                             f"(runtime crash{': ' + tail if tail else ''}); try --delegate none or "
+                             "re-export the model")
+        result_json = work / "result.json"
+        if not result_json.is_file():
+            raise InfraError(f"worker for {model} exited with status {rc} and wrote no result"
+                             f"{': ' + tail if tail else ''}; run it by hand: python {RUNNER_PATH} JOB.json")
+        meta = json.loads(result_json.read_text())
+        if rc != 0 or meta.get("status") != "ok":
+            msg = meta.get("error") or f"worker exited with status {rc}"
+            if meta.get("error_kind") == "bad_input" or rc == 2:
+                raise BadInput(msg)
+            raise InfraError(msg)
+        arrays: dict[str, np.ndarray] = {}
+        npz = work / "result.npz"
+        if npz.is_file():
+            with np.load(npz, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+        return meta, arrays
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session: the worker and its children
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+        proc.wait()
+
+    def _to_result(self, job: Job, spec: dict, meta: dict, arrays: dict) -> RunResult:
+        outputs = {k.split("::", 1)[1]: v for k, v in arrays.items() if k.startswith("out::")} or None
+        extra_keys = ("stop_reason", "timed_wall_s", "n_input_samples", "input_source", "inputs",
+                      "outputs_meta", "nonfinite_outputs", "rss_before_load_bytes", "load",
+                      "init_ms_each", "runner_version", "python", "numpy", "platform", "pid")
+        extra = {k: meta[k] for k in extra_keys if k in meta}
+        if "service_ns" in arrays:
+            extra["service_ns"] = arrays["service_ns"]
+        extra["threads"] = spec["threads"]
+        extra["delegate"] = spec["delegate"]
+        fp = self.fingerprint()
+        fp.update({"threads": spec["threads"], "delegate": spec["delegate"], "runtime": meta.get("runtime")})
+        return RunResult(
+            target=self.name,
+            model_path=str(job.model_path),
+            model_sha256=sha256_file(job.model_path),
+            samples_ns=np.asarray(arrays.get("samples_ns", np.zeros(0)), np.int64),
+            warmup_ns=np.asarray(arrays.get("warmup_ns", np.zeros(0)), np.int64),
+            init_ms=meta.get("init_ms"),
+            first_inference_ms=meta.get("first_inference_ms"),
+            outputs=outputs,
+            peak_rss_bytes=meta.get("peak_rss_bytes"),
+            runtime=meta.get("runtime"),
+            fingerprint=fp,
+            extra=extra,
+        )
+
+
+def _tail(path: Path, limit: int = 300) -> str:
+    """Last meaningful stderr line of the worker (runtime INFO chatter skipped)."""
+    try:
+        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    lines = [ln for ln in lines if not ln.startswith("INFO:")]
+    return lines[-1][:limit] if lines else ""

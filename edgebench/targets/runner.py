@@ -1,0 +1,739 @@
+#!/usr/bin/env python3
+"""edgebench worker: run one .tflite model and write raw per-inference latencies.
+
+Standalone on purpose: the Python stdlib, numpy and a TFLite interpreter only
+(``ai_edge_litert``, else ``tflite_runtime``, else ``tensorflow.lite``; the one used is
+recorded as ``runtime``). No edgebench import: this file is copied as-is to devices.
+
+Usage::
+
+    python runner.py job.json
+
+``job.json`` (every key optional except ``model_path``)::
+
+    {"model_path": "m.tflite", "inputs_npz": "inputs.npz" | null, "threads": 4 | null,
+     "delegate": "xnnpack" | "none" | "gpu" | "/path/libdelegate.so",
+     "warmup_runs": 10, "warmup_time_s": 0.0, "min_runs": 662, "min_time_s": 1.0,
+     "max_time_s": 60.0, "runs": null, "save_outputs": false, "seed": 0,
+     "out_dir": "<dir of job.json>",
+     "load": null | {"mode": "concurrency", "level": 2}
+                  | {"mode": "server", "qps": 50.0, "workers": 1, "queries": 1000}}
+
+Writes ``result.json`` (facts, status, error) and ``result.npz`` (``samples_ns``,
+``warmup_ns``, ``out::<output name>`` when outputs are saved) into ``out_dir``.
+
+Exit status: 0 ok, 2 bad input (model/data/delegate; message in result.json), 3 internal
+failure. A crash (signal) or hang is detected by the parent, which owns the deadline.
+
+Timing: only ``invoke()`` sits between two ``time.perf_counter_ns()`` calls; ``set_tensor``
+and output reads happen outside the timed region. Inference i uses input sample i % N.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import sys
+import threading
+import time
+import traceback
+
+import numpy as np
+
+RUNNER_VERSION = 1
+EXIT_OK, EXIT_BAD_INPUT, EXIT_INFRA = 0, 2, 3
+SYNTHETIC_SAMPLES = 8          # distinct seeded synthetic samples cycled through
+SYNTHETIC_INT_RANGE = (0, 16)  # [low, high) for non-quantized integer inputs (e.g. token ids)
+# Test-only fault injection so the parent's crash/hang handling can be tested for real:
+# "abort" -> os.abort() after loading the model, "hang" -> sleep forever.
+FAULT_ENV = "EDGEBENCH_RUNNER_FAULT"
+
+
+class JobError(Exception):
+    """A failure with a one-line message; ``bad_input`` decides exit 2 vs 3."""
+
+    def __init__(self, message: str, bad_input: bool = True):
+        super().__init__(message)
+        self.bad_input = bad_input
+
+
+# ---------------------------------------------------------------------------- runtime
+
+def load_runtime():
+    """(Interpreter class, load_delegate, OpResolverType or None, 'name version')."""
+    try:
+        from ai_edge_litert import interpreter as mod  # type: ignore
+        name = "ai_edge_litert"
+        version = _dist_version("ai-edge-litert")
+    except ImportError:
+        try:
+            from tflite_runtime import interpreter as mod  # type: ignore
+            name = "tflite_runtime"
+            version = _dist_version("tflite-runtime") or _dist_version("tflite_runtime")
+        except ImportError:
+            try:
+                import tensorflow as tf  # type: ignore
+            except ImportError:
+                raise JobError("no TFLite runtime found; install ai-edge-litert "
+                               "(pip install ai-edge-litert) or tflite-runtime", bad_input=False) from None
+            mod = tf.lite
+            mod.load_delegate = tf.lite.experimental.load_delegate
+            mod.OpResolverType = tf.lite.experimental.OpResolverType
+            name, version = "tensorflow.lite", tf.__version__
+    return (mod.Interpreter, getattr(mod, "load_delegate", None), getattr(mod, "OpResolverType", None),
+            f"{name} {version or '?'}".strip())
+
+
+def _dist_version(dist: str) -> str | None:
+    try:
+        from importlib import metadata
+        return metadata.version(dist)
+    except Exception:  # noqa: BLE001 -- metadata missing on stripped device installs
+        return None
+
+
+GPU_DELEGATE_LIBS = ("libtensorflowlite_gpu_delegate.so", "libLiteRtGpuAccelerator.so")
+
+
+def make_interpreter(runtime, model_path: str, threads: int | None, delegate: str):
+    """Build and allocate an interpreter; delegate errors are bad input (exit 2)."""
+    Interpreter, load_delegate, OpResolverType, _ = runtime
+    kwargs = {"model_path": model_path}
+    if threads is not None:
+        kwargs["num_threads"] = int(threads)
+    if delegate == "xnnpack":
+        pass  # the default op resolver applies XNNPACK to float and quantized graphs
+    elif delegate == "none":
+        if OpResolverType is None:
+            raise JobError("delegate 'none' needs a runtime with OpResolverType; use --delegate xnnpack")
+        kwargs["experimental_op_resolver_type"] = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    else:
+        if load_delegate is None:
+            raise JobError(f"delegate {delegate!r} cannot be applied: this runtime cannot load delegates; "
+                           "use --delegate xnnpack or none")
+        libs = GPU_DELEGATE_LIBS if delegate == "gpu" else (delegate,)
+        errors = []
+        loaded = None
+        for lib in libs:
+            try:
+                loaded = load_delegate(lib)
+                break
+            except (ValueError, OSError, RuntimeError) as exc:
+                errors.append(f"{lib}: {_one_line(exc)}")
+        if loaded is None:
+            raise JobError(f"delegate {delegate!r} cannot be applied ({'; '.join(errors)}); "
+                           "use --delegate xnnpack or none")
+        kwargs["experimental_delegates"] = [loaded]
+    try:
+        it = Interpreter(**kwargs)
+    except ValueError as exc:
+        msg = _one_line(exc)
+        if "delegate" in msg.lower():
+            raise JobError(f"delegate {delegate!r} cannot be applied to {model_path}: {msg}; "
+                           "use --delegate xnnpack or none") from None
+        raise JobError(f"cannot load {model_path}: {msg}; give a valid .tflite file") from None
+    except RuntimeError as exc:
+        raise JobError(f"cannot load {model_path}: {_one_line(exc)}; give a valid .tflite file") from None
+    try:
+        it.allocate_tensors()
+    except (RuntimeError, ValueError) as exc:
+        raise JobError(f"cannot allocate {model_path}: {_one_line(exc)}") from None
+    return it
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:400] if text else type(exc).__name__
+
+
+def check_flatbuffer(path: str) -> None:
+    """Cheap checks before the runtime touches the file (it may crash on garbage)."""
+    if not os.path.isfile(path):
+        raise JobError(f"model not found: {path}; give the path of an existing .tflite file")
+    size = os.path.getsize(path)
+    if size < 16:
+        raise JobError(f"{path} is {size} bytes, too small to be a .tflite model; re-export it")
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+    if head[4:8] != b"TFL3":
+        raise JobError(f"{path} is not a TFLite flatbuffer (no 'TFL3' identifier); give a .tflite file "
+                       "produced by the TFLite converter")
+
+
+# ---------------------------------------------------------------------------- tensors
+
+def io_details(it):
+    """(inputs, outputs): lists of dicts {name, index, shape, shape_signature, dtype, scale, zero_point}.
+
+    Names come from the first signature (the SavedModel signature names); a model without
+    signatures falls back to positional order and tensor names.
+    """
+    sigs = {}
+    try:
+        sigs = it.get_signature_list() or {}
+    except Exception:  # noqa: BLE001 -- old runtimes
+        sigs = {}
+    by_index_in = {d["index"]: d for d in it.get_input_details()}
+    by_index_out = {d["index"]: d for d in it.get_output_details()}
+    if sigs:
+        key = next(iter(sigs))
+        runner = it.get_signature_runner(key)
+        ins = [(name, d["index"]) for name, d in runner.get_input_details().items()]
+        outs = [(name, d["index"]) for name, d in runner.get_output_details().items()]
+        # Signature order is the SavedModel order; keep it, but fall back to positional
+        # details if the signature refers to tensors outside subgraph 0.
+        if all(i in by_index_in for _, i in ins) and all(i in by_index_out for _, i in outs):
+            return ([_detail(n, by_index_in[i]) for n, i in ins], [_detail(n, by_index_out[i]) for n, i in outs])
+    return ([_detail(d["name"], d) for d in it.get_input_details()],
+            [_detail(d["name"], d) for d in it.get_output_details()])
+
+
+def _detail(name: str, d: dict) -> dict:
+    scale, zp = d.get("quantization", (0.0, 0)) or (0.0, 0)
+    qp = d.get("quantization_parameters") or {}
+    scales = qp.get("scales")
+    if scales is not None and len(scales) > 1:
+        raise JobError(f"tensor {name!r} has per-channel quantization on a model input/output; "
+                       "re-export the model with per-tensor I/O quantization")
+    return {
+        "name": name,
+        "index": int(d["index"]),
+        "shape": [int(x) for x in d["shape"]],
+        "shape_signature": [int(x) for x in d.get("shape_signature", d["shape"])],
+        "dtype": np.dtype(d["dtype"]).name,
+        "scale": float(scale),
+        "zero_point": int(zp),
+    }
+
+
+def is_quantized(det: dict) -> bool:
+    return det["scale"] != 0.0 and np.issubdtype(np.dtype(det["dtype"]), np.integer)
+
+
+def quantize(x: np.ndarray, det: dict) -> np.ndarray:
+    dt = np.dtype(det["dtype"])
+    info = np.iinfo(dt)
+    q = np.round(x.astype(np.float64) / det["scale"]) + det["zero_point"]
+    return np.clip(q, info.min, info.max).astype(dt)
+
+
+def dequantize(q: np.ndarray, det: dict) -> np.ndarray:
+    return ((q.astype(np.float32) - np.float32(det["zero_point"])) * np.float32(det["scale"])).astype(np.float32)
+
+
+def synthetic_inputs(inputs: list[dict], seed: int, n: int = SYNTHETIC_SAMPLES) -> dict[str, np.ndarray]:
+    """Seeded samples [n, *shape[1:]] per input: floats U(-1, 1) (quantized with the tensor's
+    own scale/zero point for int8/uint8 inputs), integers in SYNTHETIC_INT_RANGE, bools."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for det in inputs:
+        shape = [n] + [max(1, s) for s in det["shape"][1:]]
+        dt = np.dtype(det["dtype"])
+        if is_quantized(det) or np.issubdtype(dt, np.floating):
+            out[det["name"]] = rng.uniform(-1.0, 1.0, shape).astype(np.float32)
+        elif dt == np.bool_:
+            out[det["name"]] = rng.integers(0, 2, shape).astype(np.bool_)
+        elif np.issubdtype(dt, np.integer):
+            out[det["name"]] = rng.integers(*SYNTHETIC_INT_RANGE, size=shape).astype(dt)
+        else:
+            raise JobError(f"input {det['name']!r} has dtype {dt.name}, which synthetic inputs cannot "
+                           "fill; pass --data with an .npz holding it")
+    return out
+
+
+def load_npz(path: str) -> dict[str, np.ndarray]:
+    """Every array of an .npz InputSet except 'labels' (one sample per leading row)."""
+    if not os.path.isfile(path):
+        raise JobError(f"input data not found: {path}; give an .npz InputSet")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files if k != "labels"}
+    except Exception as exc:  # noqa: BLE001 -- zip/pickle/format errors all mean bad file
+        raise JobError(f"cannot read input data {path}: {_one_line(exc)}; give an .npz of arrays") from None
+
+
+def map_inputs(data: dict[str, np.ndarray], inputs: list[dict], path: str) -> dict[str, np.ndarray]:
+    """Key the arrays by model input name: exact names, else a single input, else arr_0.. order."""
+    names = [d["name"] for d in inputs]
+    if set(data) == set(names):
+        return data
+    if len(data) == len(names) == 1:
+        return {names[0]: next(iter(data.values()))}
+    if len(data) == len(names) and all(k.startswith("arr_") for k in data):
+        return {n: data[f"arr_{i}"] for i, n in enumerate(names)}
+    raise JobError(f"input data {path} has keys {sorted(data)} but the model's inputs are {names}; "
+                   "save the .npz with one array per model input name")
+
+
+def prepare_samples(it, inputs: list[dict], data: dict[str, np.ndarray], source: str):
+    """Per input, a list of ready-to-set arrays (dtype/shape/quantization applied) and N."""
+    counts = set()
+    prepared: dict[int, list[np.ndarray]] = {}
+    resized = False
+    for det in inputs:
+        name = det["name"]
+        arr = np.asarray(data[name])
+        want = det["shape"]
+        sig = det["shape_signature"]
+        if arr.ndim != len(want):
+            raise JobError(f"input {name!r} in {source}: data shape {list(arr.shape)} has {arr.ndim} dims but "
+                           f"the model input is {want} (leading dim = samples); reshape the data to "
+                           f"[N, {', '.join(str(s) for s in want[1:])}]")
+        batch = want[0] if want[0] > 0 else 1
+        if list(arr.shape[1:]) != want[1:]:
+            dynamic_ok = all(s == a or s == -1 for s, a in zip(sig[1:], arr.shape[1:]))
+            if not dynamic_ok:
+                raise JobError(f"input {name!r} in {source}: data shape {list(arr.shape)} does not match the model "
+                               f"input {want} (one sample = {want[1:]}); reshape the data or re-export the model")
+            it.resize_tensor_input(det["index"], [batch] + list(arr.shape[1:]))
+            resized = True
+        n_rows = arr.shape[0]
+        if n_rows < batch or n_rows % batch:
+            raise JobError(f"input {name!r} in {source}: {n_rows} samples is not a multiple of the model batch "
+                           f"size {batch}; give N*{batch} samples")
+        arr = _coerce(arr, det, source)
+        prepared[det["index"]] = [np.ascontiguousarray(arr[i:i + batch]) for i in range(0, n_rows, batch)]
+        counts.add(n_rows // batch)
+    if len(counts) > 1:
+        raise JobError(f"inputs in {source} have different sample counts {sorted(counts)}; give the same "
+                       "number of samples for every input")
+    if resized:
+        it.allocate_tensors()
+    n = counts.pop() if counts else 1
+    return prepared, n
+
+
+def _coerce(arr: np.ndarray, det: dict, source: str) -> np.ndarray:
+    name, dt = det["name"], np.dtype(det["dtype"])
+    if arr.dtype == dt:
+        return arr
+    if is_quantized(det):
+        if np.issubdtype(arr.dtype, np.floating):
+            return quantize(arr, det)
+        raise JobError(f"input {name!r} in {source}: dtype {arr.dtype.name} does not match the quantized model "
+                       f"input {dt.name}; give float data (it is quantized with scale {det['scale']:.6g}, "
+                       f"zero point {det['zero_point']}) or {dt.name} data")
+    if np.issubdtype(dt, np.floating) and (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        return arr.astype(dt)
+    if np.issubdtype(dt, np.integer) and np.issubdtype(arr.dtype, np.integer):
+        info = np.iinfo(dt)
+        if arr.size and (arr.min() < info.min or arr.max() > info.max):
+            raise JobError(f"input {name!r} in {source}: values outside the {dt.name} range; give {dt.name} data")
+        return arr.astype(dt)
+    raise JobError(f"input {name!r} in {source}: dtype {arr.dtype.name} does not match the model input dtype "
+                   f"{dt.name}; give {dt.name} data")
+
+
+# ---------------------------------------------------------------------------- measurement
+
+def rss_bytes(field: str = "VmHWM") -> int | None:
+    """Peak (VmHWM) or current (VmRSS) resident set size from /proc, else getrusage."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        import resource
+        r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(r if sys.platform == "darwin" else r * 1024)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+class Session:
+    """One interpreter with its prepared inputs; the hot loop lives in ``timed``."""
+
+    def __init__(self, runtime, job: dict, inputs_data: dict | None):
+        self.job = job
+        t0 = time.perf_counter_ns()
+        self.it = make_interpreter(runtime, job["model_path"], job.get("threads"), job.get("delegate", "xnnpack"))
+        self.init_ns = time.perf_counter_ns() - t0
+        self.inputs, self.outputs = io_details(self.it)
+        if inputs_data is None:
+            data = synthetic_inputs(self.inputs, int(job.get("seed", 0)))
+            source = "synthetic inputs"
+        else:
+            source = job.get("inputs_npz") or "input data"
+            data = map_inputs(inputs_data, self.inputs, source)
+        self.samples, self.n = prepare_samples(self.it, self.inputs, data, source)
+        # Output indices may change after a resize; re-read them.
+        self.inputs, self.outputs = io_details(self.it)
+        self.set_items = [(idx, arrs) for idx, arrs in self.samples.items()]
+        self.single = self.n == 1
+        if self.single:
+            self._set(0)
+
+    def _set(self, i: int) -> None:
+        k = i % self.n
+        st = self.it.set_tensor
+        for idx, arrs in self.set_items:
+            st(idx, arrs[k])
+
+    def read_outputs(self) -> dict[str, np.ndarray]:
+        out = {}
+        for det in self.outputs:
+            v = self.it.get_tensor(det["index"])
+            out[det["name"]] = dequantize(v, det) if is_quantized(det) else np.array(v, copy=True)
+        return out
+
+    def one(self, i: int) -> int:
+        if not self.single:
+            self._set(i)
+        clock = time.perf_counter_ns
+        invoke = self.it.invoke
+        t0 = clock()
+        invoke()
+        return clock() - t0
+
+
+def run_single(job: dict, sess: Session) -> dict:
+    """Warmup, then timed runs; outputs from the first pass over the samples."""
+    res: dict = {}
+    it = sess.it
+    clock = time.perf_counter_ns
+    invoke = it.invoke
+    set_items = sess.set_items
+    n = sess.n
+    single = sess.single
+
+    # first inference (separately reported; counts as the first warmup run)
+    if not single:
+        sess._set(0)
+    t0 = clock()
+    try:
+        invoke()
+    except (RuntimeError, ValueError) as exc:
+        raise JobError(f"inference failed on {job['model_path']}: {_one_line(exc)}") from None
+    first_ns = clock() - t0
+    res["first_inference_ms"] = first_ns / 1e6
+
+    warmup = [first_ns]
+    wr = int(job.get("warmup_runs", 10))
+    wt = float(job.get("warmup_time_s", 0.0)) * 1e9
+    w_start = clock()
+    i = 1
+    while i < wr or (clock() - w_start) < wt:
+        if not single:
+            for idx, arrs in set_items:
+                it.set_tensor(idx, arrs[i % n])
+        t0 = clock()
+        invoke()
+        warmup.append(clock() - t0)
+        i += 1
+
+    save = bool(job.get("save_outputs"))
+    runs = job.get("runs")
+    min_runs = int(job.get("min_runs", 662))
+    min_t = float(job.get("min_time_s", 1.0)) * 1e9
+    max_t = float(job.get("max_time_s", 60.0)) * 1e9
+    cap = int(runs) if runs is not None else None
+    samples = []
+    append = samples.append
+    outputs: list[dict] = []
+    nonfinite: dict[str, int] = {}
+    first_pass = n  # outputs of inference i < n are read (untimed) for NaN/Inf and drift
+
+    start = clock()
+    i = 0
+    stop_reason = "runs"
+    while True:
+        if cap is not None:
+            if i >= cap:
+                break
+        else:
+            el = clock() - start
+            if i >= min_runs and el >= min_t:
+                stop_reason = "min_runs_and_min_time"
+                break
+            if el >= max_t:
+                stop_reason = "max_time"
+                break
+        if not single:
+            for idx, arrs in set_items:
+                it.set_tensor(idx, arrs[i % n])
+        t0 = clock()
+        invoke()
+        append(clock() - t0)
+        if i < first_pass:
+            o = sess.read_outputs()
+            _count_nonfinite(o, nonfinite)
+            if save:
+                outputs.append(o)
+        i += 1
+    wall_ns = clock() - start
+    # Fewer timed runs than samples: finish the first pass untimed so every sample has outputs.
+    for j in range(len(samples), first_pass):
+        sess._set(j)
+        invoke()
+        o = sess.read_outputs()
+        _count_nonfinite(o, nonfinite)
+        if save:
+            outputs.append(o)
+
+    res.update({
+        "samples_ns": np.asarray(samples, np.int64),
+        "warmup_ns": np.asarray(warmup, np.int64),
+        "stop_reason": stop_reason,
+        "timed_wall_s": wall_ns / 1e9,
+        "nonfinite_outputs": nonfinite,
+    })
+    if save:
+        res["outputs"] = {d["name"]: np.concatenate([o[d["name"]] for o in outputs], axis=0)
+                          for d in sess.outputs}
+    return res
+
+
+def _count_nonfinite(o: dict, acc: dict) -> None:
+    for k, v in o.items():
+        if np.issubdtype(v.dtype, np.floating):
+            bad = int(v.size - np.count_nonzero(np.isfinite(v)))
+            if bad:
+                acc[k] = acc.get(k, 0) + bad
+
+
+def run_concurrency(job: dict, runtime, data, level: int) -> dict:
+    """``level`` interpreters in parallel threads (invoke releases the GIL); time-bounded.
+
+    Each worker stops once the shared clock passed min_time and it did its share of
+    min_runs (or its share of ``runs``), or at max_time. Throughput = completed / wall.
+    """
+    sessions = [Session(runtime, job, data) for _ in range(level)]
+    for s in sessions:  # warm each interpreter
+        for k in range(max(1, int(job.get("warmup_runs", 10)))):
+            s.one(k)
+    runs = job.get("runs")
+    share = math.ceil((int(runs) if runs is not None else int(job.get("min_runs", 662))) / level)
+    min_t = 0.0 if runs is not None else float(job.get("min_time_s", 1.0)) * 1e9
+    max_t = float(job.get("max_time_s", 60.0)) * 1e9
+    barrier = threading.Barrier(level + 1)
+    per_worker: list[list[int]] = [[] for _ in range(level)]
+    ends = [0] * level
+    errors: list[str] = []
+    start_box = [0]
+
+    def work(w: int) -> None:
+        s = sessions[w]
+        out = per_worker[w]
+        clock = time.perf_counter_ns
+        try:
+            barrier.wait()
+            start = start_box[0]
+            i = 0
+            while True:
+                el = clock() - start
+                if (i >= share and el >= min_t) or el >= max_t:
+                    break
+                out.append(s.one(i))
+                i += 1
+            ends[w] = clock()
+        except Exception as exc:  # noqa: BLE001 -- reported by the main thread
+            errors.append(_one_line(exc))
+
+    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(level)]
+    for t in threads:
+        t.start()
+    start_box[0] = time.perf_counter_ns()
+    barrier.wait()
+    for t in threads:
+        t.join()
+    if errors:
+        raise JobError(f"concurrency worker failed: {errors[0]}", bad_input=False)
+    wall = max(ends) - start_box[0]
+    total = sum(len(x) for x in per_worker)
+    return {
+        "samples_ns": np.asarray([v for x in per_worker for v in x], np.int64),
+        "warmup_ns": np.zeros(0, np.int64),
+        "first_inference_ms": None,
+        "init_ms_each": [s.init_ns / 1e6 for s in sessions],
+        "load": {"mode": "concurrency", "level": level, "completed": total, "wall_s": wall / 1e9,
+                 "qps": total / (wall / 1e9) if wall > 0 else None,
+                 "per_worker_completed": [len(x) for x in per_worker]},
+        "nonfinite_outputs": {},
+    }
+
+
+def run_server(job: dict, runtime, data, qps: float, workers: int, queries: int) -> dict:
+    """Poisson arrivals at ``qps`` (seeded) served FIFO by ``workers`` interpreters.
+
+    Latency of query k = completion time - scheduled arrival time, so queueing delay (and
+    any oversleep of the issuing thread) is included, as in MLPerf's server scenario.
+    """
+    sessions = [Session(runtime, job, data) for _ in range(workers)]
+    for s in sessions:
+        for k in range(max(1, int(job.get("warmup_runs", 10)))):
+            s.one(k)
+    rng = np.random.default_rng(int(job.get("seed", 0)))
+    gaps = rng.exponential(1.0 / qps, size=queries)
+    arrivals = (np.cumsum(gaps) * 1e9).astype(np.int64)
+    lat = np.zeros(queries, np.int64)
+    service = np.zeros(queries, np.int64)
+    done = np.zeros(queries, np.int64)
+    lock = threading.Lock()
+    nxt = [0]
+    max_t = float(job.get("max_time_s", 60.0)) * 1e9
+    barrier = threading.Barrier(workers + 1)
+    start_box = [0]
+    errors: list[str] = []
+
+    def work(w: int) -> None:
+        s = sessions[w]
+        clock = time.perf_counter_ns
+        try:
+            barrier.wait()
+            start = start_box[0]
+            while True:
+                with lock:
+                    k = nxt[0]
+                    if k >= queries:
+                        return
+                    nxt[0] = k + 1
+                due = start + int(arrivals[k])
+                now = clock()
+                if now - start > max_t:
+                    return
+                if due > now:
+                    time.sleep((due - now) / 1e9)
+                svc = s.one(k)
+                end = clock()
+                service[k] = svc
+                lat[k] = end - due
+                done[k] = end - start
+        except Exception as exc:  # noqa: BLE001
+            errors.append(_one_line(exc))
+
+    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(workers)]
+    for t in threads:
+        t.start()
+    start_box[0] = time.perf_counter_ns()
+    barrier.wait()
+    for t in threads:
+        t.join()
+    if errors:
+        raise JobError(f"server worker failed: {errors[0]}", bad_input=False)
+    completed = done > 0
+    n_done = int(completed.sum())
+    span = int(done[completed].max()) if n_done else 0
+    return {
+        "samples_ns": lat[completed],
+        "service_ns": service[completed],
+        "warmup_ns": np.zeros(0, np.int64),
+        "first_inference_ms": None,
+        "load": {"mode": "server", "target_qps": qps, "workers": workers, "issued": queries,
+                 "completed": n_done, "wall_s": span / 1e9,
+                 "achieved_qps": n_done / (span / 1e9) if span > 0 else None,
+                 "truncated_by_max_time": n_done < queries},
+        "nonfinite_outputs": {},
+    }
+
+
+# ---------------------------------------------------------------------------- main
+
+def run_job(job: dict) -> dict:
+    if "model_path" not in job:
+        raise JobError("job has no model_path")
+    check_flatbuffer(job["model_path"])
+    runtime = load_runtime()
+    rss0 = rss_bytes("VmRSS")
+    data = None
+    load = job.get("load") or None
+    res: dict = {"runtime": runtime[3]}
+    if job.get("inputs_npz"):
+        data = load_npz(job["inputs_npz"])  # read once; each Session maps it to its interpreter
+    if load is None or load.get("mode") == "single":
+        sess = Session(runtime, job, data)
+        res["init_ms"] = sess.init_ns / 1e6
+        fault = os.environ.get(FAULT_ENV)
+        if fault == "abort":
+            os.abort()
+        elif fault == "hang":
+            while True:
+                time.sleep(3600)
+        res.update(run_single(job, sess))
+        res["n_input_samples"] = sess.n
+        res["input_source"] = "npz" if data is not None else "synthetic"
+        res["inputs"] = sess.inputs
+        res["outputs_meta"] = sess.outputs
+    elif load.get("mode") == "concurrency":
+        res.update(run_concurrency(job, runtime, data, int(load["level"])))
+    elif load.get("mode") == "server":
+        res.update(run_server(job, runtime, data, float(load["qps"]), int(load.get("workers", 1)),
+                              int(load["queries"])))
+    else:
+        raise JobError(f"unknown load mode {load.get('mode')!r}; use single, concurrency or server")
+    res["rss_before_load_bytes"] = rss0
+    res["peak_rss_bytes"] = rss_bytes("VmHWM")
+    return res
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        sys.stderr.write("usage: runner.py job.json\n")
+        return EXIT_BAD_INPUT
+    job_path = argv[1]
+    try:
+        with open(job_path) as fh:
+            job = json.load(fh)
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"cannot read job {job_path}: {exc}\n")
+        return EXIT_BAD_INPUT
+    out_dir = job.get("out_dir") or os.path.dirname(os.path.abspath(job_path))
+    os.makedirs(out_dir, exist_ok=True)
+    meta = {
+        "runner_version": RUNNER_VERSION,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "threads": job.get("threads"),
+        "threads_effective": job.get("threads") or 1,  # LiteRT / tflite_runtime Python default: 1
+        "delegate": job.get("delegate", "xnnpack"),
+        "pid": os.getpid(),
+    }
+    code = EXIT_OK
+    arrays: dict[str, np.ndarray] = {}
+    try:
+        res = run_job(job)
+        for key in ("samples_ns", "warmup_ns", "service_ns"):
+            if key in res:
+                arrays[key] = np.asarray(res.pop(key), np.int64)
+        for name, arr in (res.pop("outputs", None) or {}).items():
+            arrays[f"out::{name}"] = arr
+        meta.update(res)
+        meta["status"] = "ok"
+        meta["error"] = None
+    except JobError as exc:
+        code = EXIT_BAD_INPUT if exc.bad_input else EXIT_INFRA
+        meta.update(status="failed", error=str(exc), error_kind="bad_input" if exc.bad_input else "infra")
+    except MemoryError:
+        code = EXIT_INFRA
+        meta.update(status="failed", error="worker ran out of memory", error_kind="infra")
+    except Exception as exc:  # noqa: BLE001 -- reported, never a bare traceback to the user
+        code = EXIT_INFRA
+        meta.update(status="failed", error=f"runner internal error: {type(exc).__name__}: {_one_line(exc)}",
+                    error_kind="infra", traceback=traceback.format_exc())
+    if arrays:
+        tmp = os.path.join(out_dir, "result.tmp.npz")
+        np.savez(tmp, **arrays)
+        os.replace(tmp, os.path.join(out_dir, "result.npz"))
+    tmp = os.path.join(out_dir, "result.json.tmp")
+    with open(tmp, "w") as fh:
+        json.dump(meta, fh, indent=1, default=_json_default)
+    os.replace(tmp, os.path.join(out_dir, "result.json"))
+    return code
+
+
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(type(o).__name__)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

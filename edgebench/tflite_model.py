@@ -1,0 +1,243 @@
+"""Read a .tflite flatbuffer without running it: ops, dtypes, I/O, quantization, FLOPs.
+
+``inspect(path)`` parses the file with the LiteRT flatbuffer schema
+(``ai_edge_litert.schema_py_generated``, else TensorFlow's copy). Only the main subgraph
+(0) is described; control-flow subgraphs are listed by count.
+
+FLOPs count one multiply-add as 2 FLOPs, for these ops only (``COUNTED_OPS``)::
+
+    CONV_2D            2 * N*Ho*Wo*Cout * KH*KW*Cin_per_group
+    DEPTHWISE_CONV_2D  2 * N*Ho*Wo*Cout * KH*KW
+    FULLY_CONNECTED    2 * output_elements * K           (K = weight's last dim)
+    BATCH_MATMUL       2 * output_elements * K           (K from lhs, honouring adj_x)
+    TRANSPOSE_CONV     2 * N*Hi*Wi*Cin * KH*KW*Cout
+    CONV_3D            2 * output_elements * KD*KH*KW*Cin
+
+Element-wise ops, pooling, activations and softmax are not counted (typically < 2% of a CNN's
+arithmetic); the result lists the counted types so a reader knows what "GFLOP" means here.
+Dynamic dimensions (-1) are taken at their stored size (1 for a dynamic batch).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from edgebench.errors import BadInput
+
+COUNTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "BATCH_MATMUL", "TRANSPOSE_CONV", "CONV_3D")
+FLOAT_TYPES = ("float32", "float16", "float64", "bfloat16")
+QUANT_TYPES = ("int8", "uint8", "int16", "int4")
+# Ops that only move data between float and integer domains.
+BOUNDARY_OPS = ("QUANTIZE", "DEQUANTIZE")
+
+
+def _schema():
+    try:
+        from ai_edge_litert import schema_py_generated as schema  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - TF-only installs
+        from tensorflow.lite.python import schema_py_generated as schema  # noqa: PLC0415
+    return schema
+
+
+def _enum_names(cls) -> dict[int, str]:
+    return {v: k for k, v in vars(cls).items() if not k.startswith("_") and isinstance(v, int)}
+
+
+def _tensor_type_name(code: int, names: dict[int, str]) -> str:
+    name = names.get(code, f"type{code}").lower()
+    return {"bool": "bool", "string": "string"}.get(name, name)
+
+
+def inspect(path: str | os.PathLike) -> dict[str, Any]:
+    """Describe a .tflite file. Raises ``BadInput`` for a missing, truncated or non-flatbuffer file."""
+    p = Path(path)
+    if not p.is_file():
+        raise BadInput(f"model not found: {p}; give the path of an existing .tflite file")
+    buf = p.read_bytes()
+    if len(buf) < 16 or buf[4:8] != b"TFL3":
+        raise BadInput(f"{p} is not a TFLite flatbuffer (no 'TFL3' identifier); give a .tflite file "
+                       "produced by the TFLite converter")
+    try:
+        return _inspect(buf, p)
+    except (IndexError, struct.error, ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{p} is truncated or corrupt (reading the flatbuffer failed: {exc or type(exc).__name__}); "
+                       "re-export or re-download the model") from None
+
+
+def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
+    schema = _schema()
+    model = schema.Model.GetRootAs(buf, 0)
+    op_names = _enum_names(schema.BuiltinOperator)
+    type_names = _enum_names(schema.TensorType)
+
+    # Touch every buffer so that a file cut short fails here, not at run time.
+    for b in range(model.BuffersLength()):
+        buffer = model.Buffers(b)
+        n = buffer.DataLength()
+        if n:
+            buffer.Data(n - 1)
+        if buffer.Offset() > 1 and buffer.Offset() + buffer.Size() > len(buf):
+            raise ValueError("external buffer beyond end of file")
+
+    codes = []
+    for i in range(model.OperatorCodesLength()):
+        oc = model.OperatorCodes(i)
+        code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
+        name = op_names.get(code, f"BUILTIN_{code}")
+        if name == "CUSTOM":
+            custom = oc.CustomCode()
+            name = f"CUSTOM:{custom.decode() if custom else '?'}"
+        codes.append(name)
+
+    if model.SubgraphsLength() < 1:
+        raise ValueError("no subgraph")
+    sg = model.Subgraphs(0)
+
+    def tensor(i: int) -> dict[str, Any]:
+        t = sg.Tensors(i)
+        shape = [int(x) for x in t.ShapeAsNumpy()] if t.ShapeLength() else []
+        sig = [int(x) for x in t.ShapeSignatureAsNumpy()] if t.ShapeSignatureLength() else list(shape)
+        q = t.Quantization()
+        scales = [float(x) for x in q.ScaleAsNumpy()] if q is not None and q.ScaleLength() else []
+        zps = [int(x) for x in q.ZeroPointAsNumpy()] if q is not None and q.ZeroPointLength() else []
+        buffer_idx = t.Buffer()
+        is_const = False
+        if 0 < buffer_idx < model.BuffersLength():
+            bb = model.Buffers(buffer_idx)
+            is_const = bb.DataLength() > 0 or bb.Offset() > 1
+        return {
+            "index": i,
+            "name": (t.Name() or b"").decode(errors="replace"),
+            "shape": shape,
+            "shape_signature": sig,
+            "dtype": _tensor_type_name(t.Type(), type_names),
+            "scale": scales[0] if len(scales) == 1 else (scales or None),
+            "zero_point": zps[0] if len(zps) == 1 else (zps or None),
+            "constant": is_const,
+        }
+
+    tensors = [tensor(i) for i in range(sg.TensorsLength())]
+
+    # signature names for the main subgraph
+    sig_in: dict[int, str] = {}
+    sig_out: dict[int, str] = {}
+    signature_keys = []
+    for s in range(model.SignatureDefsLength()):
+        sd = model.SignatureDefs(s)
+        signature_keys.append((sd.SignatureKey() or b"").decode())
+        if sd.SubgraphIndex() != 0 or sig_in:
+            continue
+        for j in range(sd.InputsLength()):
+            tm = sd.Inputs(j)
+            sig_in[tm.TensorIndex()] = tm.Name().decode()
+        for j in range(sd.OutputsLength()):
+            tm = sd.Outputs(j)
+            sig_out[tm.TensorIndex()] = tm.Name().decode()
+
+    def io(idx: int, names: dict[int, str]) -> dict[str, Any]:
+        t = tensors[idx]
+        return {"name": names.get(idx, t["name"]), "tensor_name": t["name"], "index": idx,
+                "shape": t["shape"], "shape_signature": t["shape_signature"], "dtype": t["dtype"],
+                "quantization": ({"scale": t["scale"], "zero_point": t["zero_point"]}
+                                 if t["scale"] not in (None, 0.0) else None)}
+
+    inputs = [io(int(i), sig_in) for i in sg.InputsAsNumpy()] if sg.InputsLength() else []
+    outputs = [io(int(i), sig_out) for i in sg.OutputsAsNumpy()] if sg.OutputsLength() else []
+
+    ops = []
+    hist: Counter[str] = Counter()
+    flops_by_op: Counter[str] = Counter()
+    quantized_model = any(t["dtype"] in QUANT_TYPES and t["scale"] not in (None, 0.0) for t in tensors)
+    for k in range(sg.OperatorsLength()):
+        op = sg.Operators(k)
+        name = codes[op.OpcodeIndex()]
+        ins = [int(i) for i in op.InputsAsNumpy()] if op.InputsLength() else []
+        outs = [int(i) for i in op.OutputsAsNumpy()] if op.OutputsLength() else []
+        in_t = [tensors[i] if i >= 0 else None for i in ins]
+        out_t = [tensors[i] for i in outs]
+        flops = _flops(name, in_t, out_t, op, schema)
+        hist[name] += 1
+        if flops:
+            flops_by_op[name] += flops
+        act_in = [t["dtype"] for t in in_t if t is not None and not t["constant"]]
+        weight_in = [t["dtype"] for t in in_t if t is not None and t["constant"]]
+        out_dtypes = [t["dtype"] for t in out_t]
+        if name in BOUNDARY_OPS:
+            kind = "boundary"
+        elif any(d in FLOAT_TYPES for d in act_in + out_dtypes):
+            kind = "hybrid" if any(d in QUANT_TYPES for d in weight_in) else "float"
+        else:
+            kind = "integer"
+        ops.append({"index": k, "op": name, "inputs": [t["dtype"] if t else None for t in in_t],
+                    "outputs": out_dtypes, "kind": kind, "flops": flops})
+
+    compute_ops = [o for o in ops if o["kind"] != "boundary"]
+    integer_ops = [o for o in compute_ops if o["kind"] == "integer"]
+    float_ops = [o for o in compute_ops if o["kind"] in ("float", "hybrid")] if quantized_model else []
+    total = int(sum(flops_by_op.values()))
+    return {
+        "path": str(p),
+        "size_bytes": len(buf),
+        "schema_version": int(model.Version()),
+        "subgraphs": int(model.SubgraphsLength()),
+        "signatures": signature_keys,
+        "inputs": inputs,
+        "outputs": outputs,
+        "op_count": len(ops),
+        "op_histogram": dict(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "ops": ops,
+        "quantized": quantized_model,
+        "float_ops": float_ops,
+        "float_op_histogram": dict(Counter(o["op"] for o in float_ops)),
+        "quantization_coverage": (len(integer_ops) / len(compute_ops)) if compute_ops and quantized_model else 0.0,
+        "flops": total,
+        "flops_by_op": dict(flops_by_op),
+        "counted_ops": list(COUNTED_OPS),
+    }
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= max(int(x), 1)
+    return out
+
+
+def _flops(name: str, ins: list, outs: list, op, schema) -> int:
+    if name not in COUNTED_OPS or not outs:
+        return 0
+    out_shape = outs[0]["shape"]
+    try:
+        if name == "CONV_2D":
+            w = ins[1]["shape"]  # [Cout, KH, KW, Cin/groups]
+            return 2 * _prod(out_shape) * w[1] * w[2] * w[3]
+        if name == "DEPTHWISE_CONV_2D":
+            w = ins[1]["shape"]  # [1, KH, KW, Cout]
+            return 2 * _prod(out_shape) * w[1] * w[2]
+        if name == "FULLY_CONNECTED":
+            w = ins[1]["shape"]  # [units, K]
+            return 2 * _prod(out_shape) * w[-1]
+        if name == "BATCH_MATMUL":
+            lhs = ins[0]["shape"]
+            adj_x = False
+            table = op.BuiltinOptions()
+            if table is not None:
+                opts = schema.BatchMatMulOptions()
+                opts.Init(table.Bytes, table.Pos)
+                adj_x = bool(opts.AdjX())
+            k = lhs[-2] if adj_x else lhs[-1]
+            return 2 * _prod(out_shape) * max(k, 1)
+        if name == "TRANSPOSE_CONV":
+            w = ins[1]["shape"]  # [Cout, KH, KW, Cin]
+            x = ins[2]["shape"]  # [N, H, W, Cin]
+            return 2 * _prod(x) * w[0] * w[1] * w[2]
+        if name == "CONV_3D":
+            w = ins[1]["shape"]  # [KD, KH, KW, Cin, Cout]
+            return 2 * _prod(out_shape) * w[0] * w[1] * w[2] * w[3]
+    except (IndexError, TypeError):
+        return 0
+    return 0

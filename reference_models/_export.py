@@ -1,0 +1,107 @@
+"""Export and data helpers shared by the reference-model builders.
+
+Every builder exports through ``keras.export.ExportArchive`` with an explicit input signature
+and a dict of named outputs: that is the route that gives stable signature names in the
+SavedModel *and* in the converted ``.tflite`` (a plain ``tf.saved_model.save`` of a Keras 3
+model leaves ``VAR_HANDLE``/``READ_VARIABLE`` ops that break INT8 calibration).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+
+def export_saved_model(model: Any, fn: Callable[..., dict], input_signature: list, out_dir: Path) -> None:
+    """Write ``fn`` (a function of named tensors returning a dict of named tensors) as the
+    ``serving_default`` signature of a SavedModel at ``out_dir``; ``model``'s variables are tracked.
+
+    Each ``tf.TensorSpec`` in ``input_signature`` must carry the input's ``name``; the keys of the
+    returned dict are the output names.
+    """
+    import keras  # noqa: PLC0415
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    # The first endpoint also becomes "serving_default".
+    archive.add_endpoint(name="serve", fn=fn, input_signature=input_signature)
+    archive.write_out(str(out_dir), verbose=False)
+
+
+def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Write arrays uncompressed (fast to load, no pickles) and atomically."""
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, **{k: np.ascontiguousarray(v) for k, v in arrays.items()})
+    tmp.replace(path)
+
+
+def smooth_images(rng: np.random.Generator, n: int, h: int, w: int, c: int, lo: float, hi: float,
+                  cell: int = 8) -> np.ndarray:
+    """Seeded synthetic images with image-like (low-frequency) structure in [lo, hi], float32.
+
+    Smooth random fields (bilinearly upsampled coarse noise) plus fine noise: closer to the
+    statistics of photographs than i.i.d. uniform noise, so INT8 calibration ranges are sane.
+    These are NOT real images and carry no labels.
+    """
+    gh, gw = max(2, h // cell + 1), max(2, w // cell + 1)
+    coarse = rng.random((n, gh, gw, c), dtype=np.float32)
+    ys = np.linspace(0, gh - 1, h, dtype=np.float32)
+    xs = np.linspace(0, gw - 1, w, dtype=np.float32)
+    y0 = np.clip(np.floor(ys).astype(int), 0, gh - 2)
+    x0 = np.clip(np.floor(xs).astype(int), 0, gw - 2)
+    fy = (ys - y0)[None, :, None, None]
+    fx = (xs - x0)[None, None, :, None]
+    top = coarse[:, y0][:, :, x0] * (1 - fx) + coarse[:, y0][:, :, x0 + 1] * fx
+    bot = coarse[:, y0 + 1][:, :, x0] * (1 - fx) + coarse[:, y0 + 1][:, :, x0 + 1] * fx
+    img = top * (1 - fy) + bot * fy
+    img = 0.85 * img + 0.15 * rng.random((n, h, w, c), dtype=np.float32)
+    return (lo + img * (hi - lo)).astype(np.float32)
+
+
+def synthetic_labels(rng: np.random.Generator, n: int, num_classes: int) -> np.ndarray:
+    """Random int32 class labels -- for training-throughput baselines only (not real labels)."""
+    return rng.integers(0, num_classes, size=(n,), dtype=np.int32)
+
+
+# Per-channel means of the "imagenet-caffe" preprocessing (keras.applications.resnet50
+# .preprocess_input: RGB->BGR, subtract the ImageNet BGR means, no scaling).
+CAFFE_BGR_MEANS = (103.939, 116.779, 123.68)
+CAFFE_RANGE = (-123.68, 255.0 - 103.939)
+MOBILENET_RANGE = (-1.0, 1.0)
+
+
+def preprocessed_images(rng: np.random.Generator, n: int, shape: tuple[int, int, int], preprocess: str) -> np.ndarray:
+    """Synthetic [0, 255] RGB images passed through ``preprocess`` ("imagenet-caffe" | "mobilenet")."""
+    h, w, c = shape
+    px = smooth_images(rng, n, h, w, c, 0.0, 255.0)
+    if preprocess == "imagenet-caffe":
+        return (px[..., ::-1] - np.asarray(CAFFE_BGR_MEANS, np.float32)).astype(np.float32)
+    if preprocess == "mobilenet":
+        return (px / 127.5 - 1.0).astype(np.float32)
+    raise ValueError(f"unknown preprocess {preprocess!r}")
+
+
+def export_image_classifier(model: Any, input_shape: tuple[int, int, int], seed: int, out_dir: Path,
+                            cfg: dict[str, Any], preprocess: str) -> dict[str, Any]:
+    """Export an image classifier (input ``image``, output ``scores``) with synthetic input sets."""
+    import tensorflow as tf  # noqa: PLC0415
+
+    export_saved_model(
+        model,
+        lambda image: {"scores": model(image, training=False)},
+        [tf.TensorSpec([None, *input_shape], tf.float32, name="image")],
+        out_dir / "saved_model",
+    )
+    rng = np.random.default_rng(seed)
+    save_npz(out_dir / "calibration.npz",
+             {"image": preprocessed_images(rng, cfg["calibration_samples"], input_shape, preprocess)})
+    save_npz(out_dir / "evaluation.npz",
+             {"image": preprocessed_images(rng, cfg["evaluation_samples"], input_shape, preprocess)})
+    return {
+        "class_output": "scores",
+        "num_classes": cfg["classes"],
+        "labels_real": False,
+        "data_note": "synthetic smooth-noise images in the preprocessed input range; random weights, no real labels",
+    }

@@ -1,0 +1,58 @@
+"""``mobilenetv2``: ``keras.applications.MobileNetV2(weights=None)`` with random weights.
+
+``full``: 224x224x3, alpha 1.0, 1000 classes (3,538,984 parameters). ``tiny``: 32x32x3,
+alpha 0.35, 10 classes. Input: ``image`` with MobileNet preprocessing (range [-1, 1]).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reference_models import _export
+
+TASK = "classification"
+DESCRIPTION = "keras.applications.MobileNetV2, random weights"
+BUILDER_VERSION = 1
+CONFIGS: dict[str, dict[str, Any]] = {
+    "tiny": {"input_shape": [32, 32, 3], "classes": 10, "alpha": 0.35,
+             "calibration_samples": 100, "evaluation_samples": 64},
+    "full": {"input_shape": [224, 224, 3], "classes": 1000, "alpha": 1.0,
+             "calibration_samples": 100, "evaluation_samples": 32},
+}
+PREPROCESS = "mobilenet"
+
+
+def inputs(cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"name": "image", "shape": [None, *cfg["input_shape"]], "dtype": "float32",
+             "range": list(_export.MOBILENET_RANGE), "preprocess": PREPROCESS}]
+
+
+def build_keras(cfg: dict[str, Any], seed: int = 0):
+    """MobileNetV2: image -> softmax ``scores`` (cfg classes)."""
+    import keras  # noqa: PLC0415
+
+    keras.utils.set_random_seed(seed)
+    return keras.applications.MobileNetV2(input_shape=tuple(cfg["input_shape"]), alpha=cfg["alpha"],
+                                          weights=None, classes=cfg["classes"])
+
+
+def training_loss(cfg: dict[str, Any]):
+    import keras  # noqa: PLC0415
+
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=False)
+
+
+def training_batch(cfg: dict[str, Any], batch_size: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Synthetic preprocessed images and random labels (throughput baselines; not real data)."""
+    rng = np.random.default_rng(seed)
+    x = _export.preprocessed_images(rng, batch_size, tuple(cfg["input_shape"]), PREPROCESS)
+    return x, _export.synthetic_labels(rng, batch_size, cfg["classes"])
+
+
+def build(cfg: dict[str, Any], seed: int, out_dir: Path) -> dict[str, Any]:
+    model = build_keras(cfg, seed)
+    extras = _export.export_image_classifier(model, tuple(cfg["input_shape"]), seed, out_dir, cfg, PREPROCESS)
+    return {**extras, "params": int(model.count_params())}

@@ -1,0 +1,252 @@
+"""Results store on a real SQLite file: round trip, filters, schema versions, faults, concurrency."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from edgebench import store as store_mod
+from edgebench.errors import BadInput, InfraError
+from edgebench.results import envelope
+from edgebench.store import HEADLINE, Store, decode_samples, encode_samples, headline, parse_since
+
+FP = {"hostname": "h1", "tensorflow": "2.21.0", "litert": "2.3.0", "cpu_model": "cpu", "edgebench_git_sha": "abc"}
+
+
+def bench_doc(model="digits", precision="int8", target="host", p99=2.0, n=700, seed=0, created=None):
+    rng = np.random.default_rng(seed)
+    s = (rng.lognormal(0, 0.1, n) * 1e6).astype(np.int64)
+    row = {"model": model, "model_sha256": "f" * 64, "precision": precision, "target": target,
+           "status": "ok", "size_bytes": 12345, "size_reduction_pct": 74.5,
+           "latency_ms": {"mean": 1.1, "std": 0.1, "min": 0.9, "max": 3.0, "p50": 1.0, "p90": 1.5,
+                          "p95": 1.7, "p99": p99, "samples": n, "p99_valid": n >= 662, "qps": 909.0},
+           "samples_ns": s,
+           "accuracy": {"top1": 0.97, "top1_drop_pp": 0.3},
+           "drift": {"logits": {"psnr_db": 41.0, "cosine": 0.999},
+                     "probs": {"psnr_db": 38.5, "cosine": 0.9991}}}
+    doc = envelope("compare", [row], FP)
+    if created:
+        doc["created"] = created
+    return doc
+
+
+@pytest.fixture
+def db(tmp_path):
+    return str(tmp_path / "results.db")
+
+
+def test_round_trip_restores_samples_and_headline(db):
+    st = Store(db)
+    doc = bench_doc()
+    rid = st.save(doc)
+    assert len(rid) == 32
+    got = st.get(rid)
+    assert got["run_id"] == rid
+    assert got["rows"][0]["samples_ns"] == np.asarray(doc["rows"][0]["samples_ns"]).tolist()
+    assert got["fingerprint"] == FP and got["kind"] == "compare"
+    assert "samples_ns_stored" not in got["rows"][0]
+    # the stored JSON does not carry the samples
+    con = sqlite3.connect(db)
+    (doc_json,) = con.execute("select doc_json from runs where run_id=?", (rid,)).fetchone()
+    assert "\"samples_ns\":" not in doc_json
+    assert con.execute("pragma journal_mode").fetchone()[0] == "wal"
+    con.close()
+    (row,) = st.rows()
+    assert row["p99_ms"] == 2.0 and row["p50_ms"] == 1.0 and row["qps"] == 909.0
+    assert row["p99_valid"] is True and row["n_samples"] == 700
+    assert row["psnr_db"] == 38.5 and row["cosine"] == 0.999      # worst output
+    assert row["top1"] == 0.97 and row["top1_drop_pp"] == 0.3
+    assert row["size_bytes"] == 12345 and row["model_sha256"] == "f" * 64
+    np.testing.assert_array_equal(st.samples(rid, 0), doc["rows"][0]["samples_ns"])
+    assert st.get(rid[:8])["run_id"] == rid
+
+
+def test_samples_codec_round_trip_and_size():
+    s = np.random.default_rng(0).integers(900_000, 1_100_000, 10_000)
+    blob = encode_samples(s)
+    assert len(blob) < s.size * 8
+    np.testing.assert_array_equal(decode_samples(blob), s)
+
+
+def test_headline_train_row_and_missing_fields():
+    h = headline({"model": "resnet50", "status": "ok", "batch_size": 32, "examples_per_s": 123.4,
+                  "step_time_ms": {"p50": 259.0, "p99": 300.0}})
+    assert h["examples_per_s"] == 123.4 and h["step_time_p50_ms"] == 259.0 and h["batch_size"] == 32
+    assert h["p99_ms"] is None and h["psnr_db"] is None
+    assert set(h) == set(HEADLINE)
+    # NaN and non-numeric values become NULL, never a crash
+    assert headline({"latency_ms": {"p99": float("nan"), "p50": "x"}})["p99_ms"] is None
+
+
+def test_unknown_and_bad_run_ids(db):
+    st = Store(db)
+    with pytest.raises(BadInput, match="no run"):
+        st.get("deadbeef")
+    with pytest.raises(BadInput, match="not a run id"):
+        st.get("x%';drop table runs;--")
+    ids = [st.save(bench_doc(seed=i)) for i in range(20)]
+    common = None
+    for a in ids:  # find two ids sharing a first hex digit -> ambiguous prefix
+        for b in ids:
+            if a != b and a[0] == b[0]:
+                common = a[0]
+    assert common is not None
+    with pytest.raises(BadInput, match="several runs"):
+        st.get(common)
+    with pytest.raises(BadInput, match="no row"):
+        st.samples(ids[0], 5)
+
+
+def test_filters_and_history(db):
+    st = Store(db)
+    t = ["2026-11-01T10:00:00+00:00", "2026-11-02T10:00:00+00:00", "2026-11-03T10:00:00Z"]
+    r1 = st.save(bench_doc(p99=2.0, created=t[0]))
+    r2 = st.save(bench_doc(p99=2.5, created=t[1]))
+    r3 = st.save(bench_doc(model="bert", precision="fp16", p99=9.0, created=t[2]), matrix_hash="m1",
+                 cell={"key": "model=bert", "model": "bert"})
+    st.save(envelope("train", [{"model": "digits", "status": "ok", "examples_per_s": 50.0}], FP))
+    assert [r["run_id"] for r in st.list_runs(model="digits", kind="compare")] == [r2, r1]
+    assert [r["run_id"] for r in st.list_runs(precision="fp16")] == [r3]
+    assert [r["run_id"] for r in st.list_runs(matrix_hash="m1")] == [r3]
+    assert len(st.list_runs(limit=2)) == 2
+    assert {r["run_id"] for r in st.list_runs(since="2026-11-02", kind="compare")} == {r2, r3}
+    assert st.list_runs(target="adb:nothing") == []
+    h = st.history("p99", model="digits")
+    assert [p["value"] for p in h] == [2.0, 2.5] and h[0]["run_id"] == r1
+    assert st.history("examples_per_s", model="digits")[0]["value"] == 50.0
+    with pytest.raises(BadInput, match="not a stored metric"):
+        st.history("p77", model="digits")
+    assert st.latest(kind="compare")["run_id"] == r3
+    assert st.get(r3)["cell"] == {"key": "model=bert", "model": "bert"}
+    assert st.cell_keys("m1") == {"model=bert"}
+    assert len(st.rows(kind="compare")) == 3
+
+
+def test_parse_since():
+    assert parse_since("2026-11-02") == "2026-11-02T00:00:00.000000+00:00"
+    assert parse_since("7d") < parse_since("1h")
+    with pytest.raises(BadInput, match="--since"):
+        parse_since("last tuesday")
+
+
+def test_failed_rows_mark_run_failed(db):
+    st = Store(db)
+    rid = st.save(envelope("compare", [{"model": "m", "status": "ok"},
+                                       {"model": "m", "status": "failed", "error": "worker crashed"}], FP),
+                  matrix_hash="mh", cell={"key": "k1"})
+    assert st.list_runs()[0]["status"] == "failed"
+    assert st.cell_keys("mh") == set() and st.cell_keys("mh", status=None) == {"k1"}
+    assert st.get(rid)["rows"][1]["error"] == "worker crashed"
+
+
+def test_newer_schema_is_refused(db):
+    Store(db).save(bench_doc())
+    con = sqlite3.connect(db)
+    con.execute("update schema_meta set value='99' where key='schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(BadInput, match="schema version 99, newer"):
+        Store(db)
+
+
+def test_migration_runs_on_older_schema(db, monkeypatch):
+    rid = Store(db).save(bench_doc())
+
+    def add_note_column(conn):
+        conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN note TEXT")
+
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 2)
+    monkeypatch.setitem(store_mod._MIGRATIONS, 1, add_note_column)
+    st = Store(db)
+    assert st.schema_version() == 2
+    assert st.get(rid)["rows"][0]["model"] == "digits"
+    con = sqlite3.connect(db)
+    assert "note" in [r[1] for r in con.execute("pragma table_info(runs)")]
+    con.close()
+
+
+def test_missing_migration_is_infra_error(db, monkeypatch):
+    Store(db)
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 3)
+    with pytest.raises(InfraError, match="no migration"):
+        Store(db)
+
+
+def test_read_only_database(db):
+    rid = Store(db).save(bench_doc())
+    ro = Store(f"sqlite:///file:{db}?mode=ro&uri=true")
+    assert ro.get(rid)["run_id"] == rid          # reading works
+    with pytest.raises(InfraError, match="read-only"):
+        ro.save(bench_doc())
+
+
+def test_locked_database_gives_clear_error(db):
+    st = Store(db, timeout_s=0.3)
+    holder = sqlite3.connect(db, timeout=0)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(InfraError, match="locked by another process"):
+            st.save(bench_doc())
+    finally:
+        holder.rollback()
+        holder.close()
+    st.save(bench_doc())  # works once the lock is gone
+    assert len(st.list_runs()) == 1
+
+
+def test_not_a_database(tmp_path):
+    p = tmp_path / "junk.db"
+    p.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(BadInput, match="not an edgebench results database"):
+        Store(str(p))
+    with pytest.raises(BadInput, match="does not exist"):
+        Store(str(tmp_path / "no" / "such" / "dir.db"))
+
+
+WRITER = textwrap.dedent("""
+    import os, sys, time
+    from edgebench.store import Store
+    url, tag, go = sys.argv[1], sys.argv[2], sys.argv[3]
+    st = Store(url, timeout_s=60)
+    while not os.path.exists(go):
+        time.sleep(0.005)
+    for i in range(50):
+        st.save({"kind": "bench", "created": "2026-12-01T00:00:00+00:00",
+                 "rows": [{"model": f"{tag}-{i}", "status": "ok", "samples_ns": list(range(100))},
+                          {"model": f"{tag}-{i}", "precision": "int8", "status": "ok"}]},
+                matrix_hash="concurrency", cell={"key": f"{tag}-{i}"})
+""")
+
+
+def run_two_writers(url: str, tmp_path) -> None:
+    """Two processes, released together, each saving 50 runs of 2 rows."""
+    Store(url)  # create the schema once so both writers race on rows, not on DDL
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, url, tag, str(go)],
+                              stderr=subprocess.PIPE, text=True) for tag in ("a", "b")]
+    go.write_text("go")
+    errs = [p.communicate(timeout=240)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errs
+
+
+def test_two_processes_lose_no_rows_sqlite(db, tmp_path):
+    run_two_writers(db, tmp_path)
+    st = Store(db)
+    runs = st.list_runs(limit=None)
+    assert len(runs) == 100 and len({r["run_id"] for r in runs}) == 100
+    assert len(st.rows()) == 200
+    assert st.cell_keys("concurrency") == {f"{t}-{i}" for t in "ab" for i in range(50)}
+    one = st.get(st.list_runs(model="b-7")[0]["run_id"])
+    assert one["rows"][0]["samples_ns"] == list(range(100))
+
+
+def test_json_of_stored_doc_is_plain(db):
+    st = Store(db)
+    rid = st.save(bench_doc())
+    json.dumps(st.get(rid))  # numpy values were converted on save
