@@ -22,7 +22,7 @@ from edgebench.measure import MIN_SAMPLES, LatencyStats
 from edgebench.targets.base import Job, RunResult
 
 SLA_STEPS = 7               # bisection probes after the capacity estimate (resolution ~1/128)
-OVERLOAD_RATIO = 0.95       # achieved/target QPS below this -> the system could not keep up
+OVERLOAD_RATIO = 0.95       # achieved / offered QPS below this -> the system could not keep up
 
 
 def _stats_row(stats: LatencyStats) -> dict[str, Any]:
@@ -73,12 +73,14 @@ def server(target, job: Job, qps: float, workers: int = 1) -> dict[str, Any]:
     stats = LatencyStats.from_samples(res.samples_ns, what=f"server run at {qps:g} QPS")
     load = res.extra.get("load", {})
     achieved = load.get("achieved_qps")
+    offered = load.get("offered_qps")
     service = res.extra.get("service_ns")
     svc = LatencyStats.from_samples(service, what="service times").to_dict() if service is not None and len(service) else None
     return {
         "target_qps": float(qps), "achieved_qps": achieved, "workers": int(workers),
         "issued": load.get("issued"), "completed": load.get("completed"),
-        "overloaded": bool(achieved is not None and achieved < OVERLOAD_RATIO * qps),
+        "offered_qps": offered,
+        "overloaded": bool(achieved is not None and offered and achieved < OVERLOAD_RATIO * offered),
         "truncated_by_max_time": load.get("truncated_by_max_time"),
         **_stats_row(stats), "latency_ms": stats.to_dict(), "service_ms": svc,
     }

@@ -395,24 +395,28 @@ def _sync_all(strategy, variables) -> None:
 
 
 def measure_allreduce(strategy, variables, repeats: int) -> dict[str, Any]:
-    """Median time of one batched SUM all-reduce of float32 tensors shaped like the gradients."""
+    """Median time of one batched SUM all-reduce of float32 tensors shaped like the gradients.
+
+    Run in lockstep by every replica/worker after training (it is a collective).
+    """
     import tensorflow as tf
 
     shapes = [tuple(v.shape) for v in variables]
-    tensors = strategy.experimental_distribute_values_from_function(
-        lambda ctx: [tf.zeros(s, tf.float32) for s in shapes])
 
     @tf.function
-    def reduce_once(ts):
-        def fn(ts):
+    def reduce_once():
+        def fn():
+            # The replica's weight values: float32 tensors with exactly the gradients' shapes, and
+            # reading them costs nothing next to the collective (no fill kernel in the timing).
+            ts = [tf.identity(tf.cast(v.value, tf.float32)) for v in variables]
             out = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, ts)
             return [tf.reshape(o, [-1])[:1] for o in out]  # one element per tensor: waits on each
-        return strategy.run(fn, args=(ts,))
+        return strategy.run(fn)
 
     times = []
     for i in range(ALLREDUCE_WARMUP + repeats):
         t0 = time.perf_counter_ns()
-        out = reduce_once(tensors)
+        out = reduce_once()
         for o in out:
             for local in strategy.experimental_local_results(o):
                 local.numpy()

@@ -9,11 +9,12 @@ public API (registry, caching, validation); use that, not these modules directly
 
 from __future__ import annotations
 
-from reference_models import bert, digits, mobilenetv2, resnet50
+from reference_models import bert, digits, mobilenetv2, resnet50, ssd_mobilenet
 
 BUILDERS = {
     "digits": digits,
     "resnet50": resnet50,
     "mobilenetv2": mobilenetv2,
     "bert": bert,
+    "ssd_mobilenet": ssd_mobilenet,
 }

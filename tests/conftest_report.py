@@ -134,3 +134,62 @@ def evil_doc() -> dict:
     doc["rows"][0]["drift"]['out"put\\1'] = copy.deepcopy(doc["rows"][0]["drift"]["logits"])
     doc["rows"][1]["device_model"] = 'Pixel "7" Pro\\a/b'
     return doc
+
+
+def parse_exposition(text: str) -> list[tuple[str, dict[str, str], str]]:
+    """Prometheus text exposition -> [(metric name, labels (unescaped), value text)].
+
+    An independent reader for the tests: it walks label values character by character and
+    undoes the three escapes the format defines (backslash, double quote, newline).
+    """
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        i = 0
+        while i < len(line) and line[i] not in "{ ":
+            i += 1
+        name, labels = line[:i], {}
+        if i < len(line) and line[i] == "{":
+            i += 1
+            while line[i] != "}":
+                j = line.index("=", i)
+                lname = line[i:j]
+                assert line[j + 1] == '"', line
+                k, val = j + 2, []
+                while line[k] != '"':
+                    if line[k] == "\\":
+                        nxt = line[k + 1]
+                        val.append({"n": "\n", "\\": "\\", '"': '"'}[nxt])
+                        k += 2
+                    else:
+                        val.append(line[k])
+                        k += 1
+                labels[lname] = "".join(val)
+                i = k + 1
+                if line[i] == ",":
+                    i += 1
+            i += 1
+        value = line[i:].strip().split()[0]
+        out.append((name, labels, value))
+    return out
+
+
+def run_cli(*args: str) -> int:
+    """Run the edgebench CLI in-process; return its exit code."""
+    from edgebench.cli import main
+
+    try:
+        return main([str(a) for a in args])
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+
+
+@pytest.fixture
+def sqlite_store(tmp_path):
+    """A real SQLite results store in tmp_path; yields (url, Store)."""
+    from edgebench.store import Store
+
+    url = str(tmp_path / "results.db")
+    with Store(url) as st:
+        yield url, st

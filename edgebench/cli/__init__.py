@@ -32,9 +32,12 @@ _COMMANDS = (
     "convert_and_compare",
     "env",
     "models",
+    "train",
+    "matrix",
     "results",
     "report",
     "export",
+    "devices",
 )
 
 
@@ -77,7 +80,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Python warnings from library code as one readable line (no file/line noise)."""
+    from rich.console import Console
+
+    if issubclass(category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning)):
+        return
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold yellow]warning:[/] {message}")
+
+
 def _main(argv: list[str] | None) -> None:
+    import warnings
+
+    warnings.showwarning = _show_warning
     try:
         app(args=argv, standalone_mode=False)
     except EdgebenchError as err:

@@ -167,21 +167,19 @@ def _acc(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    """About ``n`` round tick values covering [lo, hi] (1/2/5 x 10^k steps)."""
+    """About ``n`` round tick values inside [lo, hi] (1/2/2.5/5 x 10^k steps)."""
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return []
     if hi <= lo:
         hi = lo + (abs(lo) * 0.1 or 1.0)
     raw = (hi - lo) / max(n, 1)
     mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
-    start = math.floor(lo / step) * step
-    ticks, t = [], start
-    while t <= hi + step * 1e-9:
-        ticks.append(round(t, 12))
-        t += step
-    if ticks and ticks[0] < lo - step * 1e-9 and len(ticks) > 2:
-        ticks = ticks[1:] if ticks[1] <= lo + step * 1e-9 else ticks
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    k = math.ceil(lo / step - 1e-9)
+    ticks = []
+    while k * step <= hi + step * 1e-9:
+        ticks.append(round(k * step, 12))
+        k += 1
     return ticks
 
 

@@ -232,5 +232,5 @@ def render_markdown(docs: dict[str, Any] | Sequence[dict[str, Any]]) -> str:
             out += ["", "<details><summary>per-output drift vs reference</summary>", ""] + drift + ["", "</details>"]
         if few:
             out += ["", f"† fewer than {P99_MIN_SAMPLES} timed runs: the p99 is not trustworthy; "
-                        "run longer (--min-runs)."]
+                        "raise --runs or --min-time."]
     return "\n".join(out) + "\n"

@@ -403,6 +403,7 @@ class _SyncStream(_Stream):
         except ValueError:
             mode = 0o644
         target = dev.map_path(path)
+        dev.pushes.append(path)
         error: str | None = None
         fh = None
         written = 0
@@ -604,6 +605,7 @@ class SimDevice:
         self._used_bytes = 0
         self.alive = False
         self.commands: list[str] = []        # every shell command received, for tests
+        self.pushes: list[str] = []          # every sync SEND destination, for tests
 
     # --- filesystem -------------------------------------------------------------------------
     @property
@@ -751,6 +753,11 @@ printf '%s\\n' "${{2:-}}"
     def untrack(self, proc: subprocess.Popen) -> None:
         with self._lock:
             self._procs.discard(proc)
+
+    def running(self) -> int:
+        """How many shell commands are running on the device now."""
+        with self._lock:
+            return sum(1 for p in self._procs if p.poll() is None)
 
     # --- lifecycle -------------------------------------------------------------------------------
     @property

@@ -626,6 +626,8 @@ def run_server(job: dict, runtime, data, qps: float, workers: int, queries: int)
         "load": {"mode": "server", "target_qps": qps, "workers": workers, "issued": queries,
                  "completed": n_done, "wall_s": span / 1e9,
                  "achieved_qps": n_done / (span / 1e9) if span > 0 else None,
+                 # the rate the seeded schedule really offered (finite-sample Poisson noise)
+                 "offered_qps": queries / (arrivals[-1] / 1e9) if arrivals[-1] > 0 else None,
                  "truncated_by_max_time": n_done < queries},
         "nonfinite_outputs": {},
     }

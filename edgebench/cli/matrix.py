@@ -1,0 +1,121 @@
+"""``edgebench matrix run FILE.yaml``: run a YAML test matrix into the results store."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    matrix = typer.Typer(help="Run a YAML test matrix (edge or training) into the results store.",
+                         no_args_is_help=True)
+    app.add_typer(matrix, name="matrix")
+
+    @matrix.command("run")
+    def run_cmd(
+        file: str = typer.Argument(..., help="Matrix YAML (see matrices/ and docs/store-and-matrix.md)."),
+        db: Optional[str] = typer.Option(None, "--db", help="Results database: SQLite path or SQLAlchemy URL (default $EDGEBENCH_DB, else the user data dir)."),
+        resume: bool = typer.Option(False, "--resume", help="Skip cells already stored ok for this matrix hash."),
+        shard: Optional[str] = typer.Option(None, "--shard", help="K/N: run only cells K-1, K-1+N, ... so N machines split one matrix."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="List the cells (and skip reasons); run nothing, store nothing."),
+        size: Optional[str] = typer.Option(None, "--size", help="Override the matrix's reference model size: tiny or full."),
+        steps: Optional[int] = typer.Option(None, "--steps", help="Override timed training steps (training matrices)."),
+        overrides: list[str] = typer.Option([], "--set", help="Override a matrix key: --set 'devices=[cpu, gpu]' (YAML value; repeatable)."),
+        check_lock: Optional[str] = typer.Option(None, "--check-lock", help="Compare this machine with an environment lock FILE first (warn)."),
+        strict: bool = typer.Option(False, "--strict", help="With --check-lock: a difference fails (exit 1) before any cell runs."),
+        json_path: Optional[str] = typer.Option(None, "--json", help="Write the matrix report as JSON to PATH ('-' for stdout)."),
+    ) -> None:
+        """Expand a matrix into cells and run them; every finished cell is stored at once."""
+        from edgebench.cli._common import console
+        from edgebench.errors import BadInput
+        from edgebench.matrix import RunOptions, load_matrix, parse_overrides, raise_for_failures, run_matrix
+        from edgebench.results import envelope, write_json
+
+        ov = parse_overrides(overrides)
+        labels = {k: f"--set {k}" for k in ov}
+        if size is not None:
+            ov["size"], labels["size"] = size, "--size"
+        if steps is not None:
+            ov["steps"], labels["steps"] = steps, "--steps"
+        spec = load_matrix(file, ov, labels)
+        err = console(stderr=True)
+        lock_diffs = None
+        if strict and not check_lock:
+            raise BadInput("--strict needs --check-lock FILE")
+        if check_lock:
+            from edgebench.envlock import describe, enforce_lock, read_lock
+            from edgebench.fingerprint import host_fingerprint
+
+            fp = host_fingerprint(with_tf=bool(read_lock(check_lock).get("with_tf")))
+            lock_diffs = enforce_lock(check_lock, fp, strict=strict)
+            if lock_diffs:
+                err.print(f"[bold yellow]warning:[/] environment differs from lock {check_lock}: "
+                          f"{describe(lock_diffs)}")
+        with _Progress(err, enabled=not dry_run) as on_cell:
+            report = run_matrix(spec, RunOptions(db=db, resume=resume, shard=shard, dry_run=dry_run), on_cell)
+        if lock_diffs is not None:
+            report["lock"] = {"file": check_lock, "differences": lock_diffs}
+        if json_path:
+            from edgebench.fingerprint import host_fingerprint
+
+            extra = {k: v for k, v in report.items() if k not in ("cells", "kind")}
+            write_json(envelope("matrix", report["cells"], host_fingerprint(), matrix_kind=report["kind"], **extra),
+                       json_path)
+        if json_path != "-":
+            console().print(render_matrix(report))
+        raise_for_failures(report)
+
+
+class _Progress:
+    """A rich progress bar over cells on stderr; yields the ``on_cell`` callback."""
+
+    def __init__(self, con, enabled: bool = True) -> None:
+        self.con, self.enabled, self.bar, self.task = con, enabled, None, None
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("[bold]matrix[/]"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), TextColumn("{task.description}"), console=self.con,
+                                transient=False)
+            self.bar.__enter__()
+        return self.on_cell
+
+    def on_cell(self, event: str, cell, rec) -> None:
+        if self.bar is None:
+            return
+        if event == "plan":
+            self.task = self.bar.add_task("", total=rec["total"])
+            return
+        if event == "start":
+            self.bar.update(self.task, description=cell.key)
+        else:
+            self.bar.update(self.task, advance=1, description=f"{cell.key}: {rec['status']}")
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+_STATUS = {"ok": "green", "failed": "bold red", "skipped": "yellow", "resumed": "cyan", "planned": "white"}
+
+
+def render_matrix(report: dict[str, Any]):
+    """The cells of a matrix run as a table (pure)."""
+    from rich.table import Table
+
+    counts = ", ".join(f"{v} {k}" for k, v in sorted(report["counts"].items()))
+    shard = f" shard {report['shard']}" if report.get("shard") else ""
+    t = Table(title=f"matrix {report['matrix']} ({report['kind']}, hash {report['matrix_hash']}){shard}: "
+                    f"{len(report['cells'])} of {report['total_cells']} cells: {counts}")
+    for col in ("#", "cell", "status", "run id", "result / reason"):
+        t.add_column(col, overflow="fold")
+    for c in report["cells"]:
+        style = _STATUS.get(c["status"], "")
+        t.add_row(str(c["index"]), c["key"], f"[{style}]{c['status']}[/]",
+                  (c["run_id"] or "-")[:12], c["headline"] or c["reason"] or "")
+    if report.get("db"):
+        t.caption = f"stored in {report['db']}; resume with --resume"
+    return t

@@ -1,0 +1,146 @@
+"""Shared test setup: quiet TF, isolated cache/data dirs, and small real SavedModels.
+
+Every test uses real TensorFlow conversions and real LiteRT on tiny models. The cache dir
+(reference model builds) comes from $EDGEBENCH_CACHE_DIR when scripts/test sets it, else a
+session temp dir; the results DB always goes to a temp dir so tests never touch the user's.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+_SESSION_TMP = Path(tempfile.mkdtemp(prefix="edgebench-tests-"))
+os.environ.setdefault("EDGEBENCH_CACHE_DIR", str(_SESSION_TMP / "cache"))
+os.environ["EDGEBENCH_DATA_DIR"] = str(_SESSION_TMP / "data")
+os.environ["EDGEBENCH_DB"] = str(_SESSION_TMP / "data" / "results.db")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip tests that need absent hardware, with the reason on the marker's own terms."""
+    gpu = None
+    for item in items:
+        if "gpu" in item.keywords:
+            if gpu is None:
+                import tensorflow as tf
+
+                gpu = bool(tf.config.list_physical_devices("GPU"))
+            if not gpu:
+                item.add_marker(pytest.mark.skip(reason="needs a visible GPU; none on this machine"))
+        if "phone" in item.keywords and not os.environ.get("EDGEBENCH_TEST_PHONE_SERIAL"):
+            item.add_marker(pytest.mark.skip(reason="needs a physical phone over adb; set "
+                                                    "EDGEBENCH_TEST_PHONE_SERIAL to run"))
+
+
+@pytest.fixture(scope="session")
+def session_tmp() -> Path:
+    return _SESSION_TMP
+
+
+@pytest.fixture(scope="session")
+def digits_model():
+    """The digits reference model (trained on scikit-learn digits), built once per session."""
+    from edgebench import models
+
+    return models.build("digits", "tiny")
+
+
+@pytest.fixture(scope="session")
+def small_savedmodels(session_tmp: Path) -> dict[str, Path]:
+    """Tiny SavedModels: multi-input/multi-output float, int32 token ids, broken (random), no signature."""
+    import tensorflow as tf
+
+    out = session_tmp / "savedmodels"
+    paths: dict[str, Path] = {}
+
+
+    class Multi(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(tf.random.stateless_normal([6, 3], seed=[1, 2]))
+            self.v = tf.Variable(tf.random.stateless_normal([6, 4], seed=[3, 4]))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 6], tf.float32, name="a"),
+                                      tf.TensorSpec([None, 6], tf.float32, name="b")])
+        def serve(self, a, b):
+            h = tf.nn.relu(a * 2.0 - b)
+            return {"logits": tf.nn.softmax(tf.matmul(h, self.w)), "embedding": tf.matmul(a + b, self.v)}
+
+    m = Multi()
+    paths["multi"] = out / "multi"
+    tf.saved_model.save(m, str(paths["multi"]), signatures={"serving_default": m.serve})
+
+    class Tokens(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = tf.Variable(tf.random.stateless_normal([50, 8], seed=[5, 6]))
+            self.w = tf.Variable(tf.random.stateless_normal([8, 3], seed=[7, 8]))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 5], tf.int32, name="ids")])
+        def serve(self, ids):
+            e = tf.reduce_mean(tf.gather(self.emb, ids), axis=1)
+            return {"scores": tf.nn.softmax(tf.matmul(e, self.w))}
+
+    t = Tokens()
+    paths["tokens"] = out / "tokens"
+    tf.saved_model.save(t, str(paths["tokens"]), signatures={"serving_default": t.serve})
+
+    class Broken(tf.Module):
+        """Converts without error into a wrong model: the serving function updates a variable
+        at call time, so TF's output depends on call history while the .tflite's does not match."""
+
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(tf.random.stateless_normal([4, 2], seed=[9, 9]))
+            self.calls = tf.Variable(0.0)
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+        def serve(self, x):
+            self.calls.assign_add(1.0)
+            return {"y": tf.matmul(x * self.calls, self.w)}
+
+    b = Broken()
+    paths["broken"] = out / "broken"
+    tf.saved_model.save(b, str(paths["broken"]), signatures={"serving_default": b.serve})
+
+    class NoSig(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(1.0)
+
+    paths["nosig"] = out / "nosig"
+    tf.saved_model.save(NoSig(), str(paths["nosig"]))
+    return paths
+
+
+@pytest.fixture()
+def run_cli(tmp_path, monkeypatch):
+    """Run the edgebench CLI in-process; returns (exit_code, stdout, stderr)."""
+
+    def _run(*args: str, capsys=None):
+        import contextlib
+        import io
+
+        from edgebench.cli import _main as main  # in-process: no fd-level stderr filter
+
+        out, err = io.StringIO(), io.StringIO()
+        code = 0
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(list(args))
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else 0
+        return code, out.getvalue(), err.getvalue()
+
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.delenv("EDGEBENCH_DEBUG", raising=False)
+    return _run
+
+
+def rng_images(n: int, shape, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(0, 1, size=(n, *shape)).astype(np.float32)

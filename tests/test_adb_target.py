@@ -1,0 +1,210 @@
+"""AdbTarget, device listing and target resolution: real adb server + simulated devices."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from edgebench.errors import BadInput, InfraError
+from edgebench.targets.adb import (
+    REMOTE_FILES,
+    AdbDevice,
+    AdbTarget,
+    RemoteCommand,
+    ThermalPolicy,
+    detect_throttle,
+    resolve_adb_targets,
+    run_lanes,
+)
+from edgebench.targets.base import Job
+
+pytest_plugins = ["conftest_adb"]
+
+FAST = dict(warmup_runs=2, min_runs=40, min_time_s=0.05, max_time_s=5.0)
+NO_COOL = ThermalPolicy(cooldown_below_c=None, sample_every_s=0.05)
+
+
+@pytest.fixture()
+def phone(make_sim):
+    return make_sim(has_python=True)
+
+
+def test_devices_json_lists_props(run_cli, make_sim):
+    a = make_sim(has_python=True)
+    b = make_sim(model="Galaxy S23", name="dm1qxx", board="kalama", soc_manufacturer="QTI",
+                 soc_model="SM8550", cpu_max_khz=(2016000,) * 3 + (2803000,) * 4 + (3360000,),
+                 mem_total_kb=8 * 1024 * 1024, release="13", sdk=33, thermal_zones={"cpuss-0": 41.5})
+    code, out, err = run_cli("devices", "--json", "-", "--props")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["kind"] == "devices" and doc["schema_version"] >= 1
+    rows = {r["serial"]: r for r in doc["rows"]}
+    ra, rb = rows[a.serial], rows[b.serial]
+    assert ra["state"] == "device" and ra["model"] == "Pixel 8" and ra["soc"] == "Google Tensor G3"
+    assert ra["board"] == "zuma" and ra["abi"] == "arm64-v8a"
+    assert ra["android_version"] == "14" and ra["sdk"] == 34
+    assert ra["cpu_cores"] == 9 and ra["cpu_max_khz"] == [1704000] * 4 + [2367000] * 4 + [2913000]
+    assert ra["ram_bytes"] == 8 * 1024 ** 3 and ra["governor"] == "schedutil"
+    assert ra["thermal_c"] == {"cpu-big": 38.0, "battery": 30.0}
+    assert ra["battery"] == {"level_pct": 80, "temp_c": 29.5, "status": "Discharging"}
+    assert ra["has_python_runtime"] is True and ra["tflite_runtime"].startswith("ai_edge_litert ")
+    assert ra["props"]["ro.build.version.sdk"] == "34"
+    assert rb["model"] == "Galaxy S23" and rb["soc"] == "QTI SM8550" and rb["sdk"] == 33
+    assert rb["cpu_cores"] == 8 and rb["thermal_c"] == {"cpuss-0": 41.5}
+    assert rb["has_python_runtime"] is False and rb["python3"] is None
+    code, out, err = run_cli("devices")
+    assert code == 0 and "Galaxy S23" in out and "Pixel 8" in out and "benchmark_model" in out
+
+
+def test_run_through_edgebench_runner_equals_host(phone, tiny_tflite, tmp_path):
+    from edgebench.targets.host import HostTarget
+
+    x = np.random.default_rng(3).uniform(-1, 1, (5, 6)).astype(np.float32)
+    npz = tmp_path / "inputs.npz"
+    np.savez(npz, x=x)
+    job = Job(model_path=str(tiny_tflite), inputs_npz=str(npz), save_outputs=True, **FAST)
+    r = AdbTarget(phone.serial, thermal=ThermalPolicy(sample_every_s=0.05)).run(job)
+    h = HostTarget().run(job)
+    assert r.target == f"adb:{phone.serial}" and r.status == "ok"
+    assert r.samples_ns.dtype == np.int64 and len(r.samples_ns) >= 40 and (r.samples_ns > 0).all()
+    assert len(r.warmup_ns) == 2
+    assert set(r.outputs) == set(h.outputs) and r.outputs
+    for k in h.outputs:
+        assert r.outputs[k].shape == (5, 3)
+        np.testing.assert_array_equal(r.outputs[k], h.outputs[k])
+    assert r.model_sha256 == h.model_sha256
+    assert r.runtime.startswith("ai_edge_litert")
+    assert r.extra["runner"] == "edgebench" and r.extra["input_source"] == "npz"
+    assert r.extra["pushed"] == {"runner": True, "model": True, "inputs": True}
+    fp = r.fingerprint
+    assert fp["device_model"] == "Pixel 8" and fp["soc"] == "Google Tensor G3" and fp["os"] == "Android 14 (SDK 34)"
+    th = r.extra["thermal"]
+    assert th["cooldown"]["reached"] is True and th["before"]["zones_c"]["cpu-big"] == 38.0
+    assert th["after"]["cpus"][8]["max_khz"] == 2913000 and th["throttled"] is False
+    # the per-run folder is gone; cached files stay for the next run
+    base = phone.root / "data/local/tmp/edgebench"
+    assert not list(base.glob("run-*"))
+    assert (base / "files" / "tiny.tflite").read_bytes() == tiny_tflite.read_bytes()
+    # second run: nothing re-pushed (remote sha256 matched)
+    r2 = AdbTarget(phone.serial, thermal=NO_COOL).run(job)
+    assert r2.extra["pushed"] == {"runner": False, "model": False, "inputs": False}
+
+
+def test_hostile_file_name_reaches_device_intact(phone, tiny_tflite, tmp_path):
+    name = "we ird \"q\" 'x'; touch PWNED $(touch PWNED2) `touch PWNED3` & x.tflite"
+    model = tmp_path / name
+    shutil.copy(tiny_tflite, model)
+    r = AdbTarget(phone.serial, thermal=NO_COOL).run(Job(model_path=str(model), **FAST))
+    assert len(r.samples_ns) >= 40
+    assert (phone.root / "data/local/tmp/edgebench/files" / name).read_bytes() == model.read_bytes()
+    assert not list(phone.root.rglob("PWNED*"))
+    # the quoting helper round-trips through the device shell byte for byte
+    out = AdbDevice(phone.serial).check(RemoteCommand.join(["printf", "%s", name]), what="echo").stdout
+    assert out == name
+
+
+def test_push_skipped_when_sha_matches_redone_when_same_size_content_changes(phone, tmp_path):
+    dev = AdbDevice(phone.serial)
+    f = tmp_path / "blob.bin"
+    f.write_bytes(b"a" * 70000)
+    remote = f"{REMOTE_FILES}/blob.bin"
+    assert dev.push_if_changed(f, remote) is True
+    assert dev.push_if_changed(f, remote) is False
+    assert phone.pushes.count(remote) == 1
+    f.write_bytes(b"a" * 69999 + b"b")           # same size, different content
+    assert dev.push_if_changed(f, remote) is True
+    assert phone.pushes.count(remote) == 2
+    assert (phone.root / remote.lstrip("/")).read_bytes() == f.read_bytes()
+
+
+def test_device_side_deadline_kills_hung_command(phone):
+    dev = AdbDevice(phone.serial)
+    with pytest.raises(InfraError, match=r"deadline of 1 s and was killed \(exit 124\)") as ei:
+        dev.check("sleep 600", what="a hung command", deadline_s=1)
+    assert phone.serial in str(ei.value)
+    # the call came back because nothing on the device still holds the command's output open
+    assert phone.running() == 0
+
+
+def test_daemon_killed_mid_run_is_infra_error_naming_serial(make_sim, tiny_tflite):
+    dev = make_sim(has_python=True, die_on=r"runner\.py job\.json")
+    with pytest.raises(InfraError) as ei:
+        AdbTarget(dev.serial, thermal=NO_COOL).run(Job(model_path=str(tiny_tflite), **FAST))
+    msg = str(ei.value)
+    assert f"adb device {dev.serial} was lost during the run of tiny.tflite" in msg
+    assert "reconnect it" in msg
+
+
+def test_storage_full_is_a_clear_error(make_sim, tiny_tflite):
+    dev = make_sim(has_python=True, storage_free_bytes=2000)
+    with pytest.raises(InfraError) as ei:
+        AdbTarget(dev.serial, thermal=NO_COOL).run(Job(model_path=str(tiny_tflite), **FAST))
+    msg = str(ei.value)
+    assert f"adb device {dev.serial} storage is full" in msg and "No space left on device" in msg
+    assert "rm -rf /data/local/tmp/edgebench" in msg
+
+
+def test_resolve_targets_messages(adbh, adb_server, make_sim):
+    assert adbh.adb_states(adb_server) == {}, "a previous test left a device attached"
+    with pytest.raises(BadInput, match="no adb device found.*edgebench.sim.adbd"):
+        resolve_adb_targets("adb:all")
+    a = make_sim()
+    assert [t.serial for t in resolve_adb_targets("host,adb")] == [a.serial]
+    b = make_sim()
+    with pytest.raises(BadInput, match="several adb devices are attached.*adb:all"):
+        resolve_adb_targets("adb")
+    assert {t.serial for t in resolve_adb_targets("adb:all")} == {a.serial, b.serial}
+    assert [t.name for t in resolve_adb_targets(f"host,adb:{b.serial}")] == [f"adb:{b.serial}"]
+    with pytest.raises(BadInput, match="not attached"):
+        resolve_adb_targets("adb:NOPE123")
+    un = make_sim(auth="unauthorized", wait_for="unauthorized")
+    with pytest.raises(BadInput, match="unauthorized: unlock it and accept 'Allow USB debugging"):
+        resolve_adb_targets(f"adb:{un.serial}")
+    off = make_sim(auth="offline", wait_for="offline")
+    with pytest.raises(BadInput, match="offline: replug it or run 'adb reconnect offline'"):
+        resolve_adb_targets(f"adb:{off.serial}")
+    # adb:all takes the usable devices only
+    assert {t.serial for t in resolve_adb_targets("adb:all")} == {a.serial, b.serial}
+
+
+def test_lanes_lost_device_fails_only_its_own_rows(make_sim, tiny_tflite):
+    good = make_sim(has_python=True)
+    bad = make_sim(has_python=True, die_on=r"runner\.py job\.json")
+    targets = resolve_adb_targets(f"adb:{good.serial},adb:{bad.serial}", thermal=NO_COOL)
+    job = Job(model_path=str(tiny_tflite), **FAST)
+    out = {o.target.serial: o for o in run_lanes(targets, lambda t: t.run(job))}
+    assert out[good.serial].error is None and len(out[good.serial].value.samples_ns) >= 40
+    err = out[bad.serial].error
+    assert isinstance(err, InfraError) and bad.serial in str(err) and out[bad.serial].value is None
+
+
+def test_cool_down_polls_until_below_threshold(phone):
+    t = AdbTarget(phone.serial, thermal=ThermalPolicy(cooldown_below_c=45.0, poll_s=0.01, cooldown_timeout_s=60))
+    phone.config.thermal_script = {"cpu-big": [61.0, 55.5, 47.0, 44.0, 90.0]}
+    cd = t.cool_down()
+    assert cd["reached"] is True and cd["polls"] == 4 and cd["hottest_c"] == [61.0, 55.5, 47.0, 44.0]
+    phone.config.thermal_script = {"cpu-big": [80.0] * 5}
+    t.thermal.cooldown_timeout_s = 0.0
+    cd = t.cool_down()
+    assert cd["reached"] is False and cd["hottest_c"] == [80.0]
+
+
+def test_detect_throttle_rules():
+    def sample(caps, curs):
+        return {"cpus": [{"cpu": i, "cap_khz": c, "cur_khz": u} for i, (c, u) in enumerate(zip(caps, curs))]}
+
+    before = sample([2000, 3000], [500, 600])
+    steady = [sample([2000, 3000], [2000, 3000])] * 3
+    flat = np.full(60, 1000, np.int64)
+    assert detect_throttle(before, steady, steady[-1], flat)["throttled"] is False
+    capped = steady + [sample([2000, 2400], [2000, 2400])]
+    v = detect_throttle(before, capped, None, flat)
+    assert v["throttled"] and "freq_cap" in v["throttle_reasons"] and "cpu1 cap 3000 -> 2400" in v["freq_cap"]
+    dropped = steady + [sample([2000, 3000], [1000, 2000])]
+    assert detect_throttle(before, dropped, None, flat)["throttle_reasons"] == ["freq_drop"]
+    rising = np.concatenate([np.full(20, 1000), np.full(20, 1100), np.full(20, 1300)]).astype(np.int64)
+    v = detect_throttle(before, steady, None, rising)
+    assert v["throttle_reasons"] == ["latency_trend"] and v["latency_last_over_first"] == 1.3

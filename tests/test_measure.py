@@ -1,0 +1,100 @@
+"""LatencyStats against hand-computed values, LoadGen validity, the p99 CI and the warnings."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from edgebench.errors import BadInput
+from edgebench.measure import MIN_SAMPLES, LatencyStats, early_stopping_min_samples, order_stat_ci
+
+MS = 1_000_000  # ns per ms
+
+
+def test_percentiles_match_hand_computed_linear_interpolation():
+    # sorted x = 10, 20, 30, 40 ms; h = (n-1) p / 100; value = x[floor h] + frac(h) * gap
+    s = LatencyStats.from_samples([40 * MS, 10 * MS, 30 * MS, 20 * MS])
+    assert s.p50 == pytest.approx(25.0)        # h = 1.5
+    assert s.p90 == pytest.approx(37.0)        # h = 2.7  -> 30 + 0.7 * 10
+    assert s.p95 == pytest.approx(38.5)        # h = 2.85
+    assert s.p99 == pytest.approx(39.7)        # h = 2.97
+    assert s.p999 == pytest.approx(39.97)      # h = 2.997
+    assert s.mean == pytest.approx(25.0)
+    assert s.std == pytest.approx(math.sqrt(500 / 3))  # ddof = 1: sum sq dev 500 / 3
+    assert (s.min, s.max, s.samples) == (10.0, 40.0, 4)
+    assert s.qps == pytest.approx(40.0)        # 1000 ms / 25 ms
+    assert s.cv == pytest.approx(math.sqrt(500 / 3) / 25.0)
+
+
+def test_one_to_hundred():
+    s = LatencyStats.from_samples(np.arange(1, 101) * MS)
+    assert (s.p50, s.p90, s.p99) == pytest.approx((50.5, 90.1, 99.01))
+    assert s.std == pytest.approx(29.011491975882016)
+
+
+def test_loadgen_minimums():
+    assert early_stopping_min_samples(90) == 64
+    assert early_stopping_min_samples(99) == 662
+    assert MIN_SAMPLES["p99"] == 662 and MIN_SAMPLES["p90"] == 64
+
+
+@pytest.mark.parametrize("n,p90_ok,p99_ok", [(63, False, False), (64, True, False), (661, True, False), (662, True, True)])
+def test_validity_boundaries(n, p90_ok, p99_ok):
+    s = LatencyStats.from_samples(np.full(n, 2 * MS))
+    assert s.valid["p90"] is p90_ok and s.p90_valid is p90_ok
+    assert s.valid["p99"] is p99_ok and s.p99_valid is p99_ok
+    d = s.to_dict()
+    assert d["p99_valid"] is p99_ok
+    msgs = " ".join(s.warnings)
+    if not p99_ok:
+        assert f"p99 from {n} samples is not valid" in msgs and "662" in msgs
+    else:
+        assert "not valid" not in msgs
+
+
+def test_p99_ci_order_statistics():
+    srt = np.arange(1, 1001, dtype=float)
+    lo, hi = order_stat_ci(srt, 99.0)
+    assert (lo, hi) == (983.0, 997.0)
+    # the chosen ranks really give >= 95% coverage: P(l <= B < u), B ~ Bin(1000, 0.99)
+    cover = binom.cdf(hi - 1, 1000, 0.99) - binom.cdf(lo - 1, 1000, 0.99)
+    assert cover >= 0.95
+    # 100 samples cannot bound the p99 from above
+    assert order_stat_ci(np.arange(1, 101, dtype=float), 99.0)[1] is None
+
+
+def test_cv_warning_only_when_noisy():
+    quiet = LatencyStats.from_samples(np.full(700, 5 * MS) + np.arange(700) % 3)
+    assert not any("CV" in w for w in quiet.warnings)
+    noisy = LatencyStats.from_samples(np.tile([1 * MS, 2 * MS], 400))
+    assert any("CV 33%" in w and "--threads" in w for w in noisy.warnings)
+
+
+def test_drift_warning_first_vs_last_third():
+    drift = LatencyStats.from_samples(np.concatenate([np.full(300, 1 * MS), np.full(300, 1 * MS), np.full(300, 2 * MS)]))
+    assert any(w.startswith("drift: the last third") and "slower" in w for w in drift.warnings)
+    assert drift.first_third_p50 == 1.0 and drift.last_third_p50 == 2.0
+    flat = LatencyStats.from_samples(np.full(900, 1 * MS))
+    assert not any(w.startswith("drift") for w in flat.warnings)
+
+
+def test_to_dict_contract_keys():
+    d = LatencyStats.from_samples(np.arange(1, 700) * 1000).to_dict()
+    for k in ("mean", "std", "min", "max", "p50", "p90", "p95", "p99", "p999", "samples", "p99_valid", "qps"):
+        assert k in d
+    assert d["samples"] == 699 and d["p99_valid"] is True
+
+
+def test_frozen():
+    s = LatencyStats.from_samples([MS])
+    with pytest.raises(AttributeError):
+        s.p99 = 0.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("bad", [[], [float("nan")], [-5]])
+def test_bad_samples(bad):
+    with pytest.raises(BadInput):
+        LatencyStats.from_samples(bad)

@@ -1,0 +1,116 @@
+"""Markdown report for PR comments (edgebench.report.markdown): golden output and escaping."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.register_assert_rewrite("conftest_report")
+from conftest_report import evil_doc  # noqa: E402,F401 -- fixture
+
+from edgebench.report.markdown import md_escape, render_markdown
+
+FP = {"tensorflow": "2.21.0", "litert": "2.3.0", "cpu_model": "AMD EPYC 7B13", "cpu_count": 2}
+
+GOLDEN_DOCS = [
+    {
+        "schema_version": 1, "kind": "compare", "created": "2026-12-02T10:00:00+00:00", "edgebench_version": "0.1.0",
+        "run_id": "4be1c0de9a8f4f3e8d2b7c6a5e4f3d2c", "fingerprint": FP,
+        "reference": {"model": "mobilenet_v2_035", "precision": "fp32", "target": "tf", "status": "ok",
+                      "size_bytes": 7340120,
+                      "latency_ms": {"mean": 9.91, "p50": 9.80, "p99": 12.64, "samples": 700, "p99_valid": True,
+                                     "qps": 100.9},
+                      "accuracy": {"top1": 0.7125}},
+        "rows": [
+            {"model": "mobilenet_v2_035", "precision": "fp16", "target": "host", "status": "ok",
+             "size_bytes": 3489792, "size_reduction_pct": 52.46,
+             "latency_ms": {"mean": 4.35, "p50": 4.31, "p99": 5.71, "samples": 700, "p99_valid": True, "qps": 229.9},
+             "accuracy": {"top1": 0.7125, "top1_drop_pp": 0.0, "top1_agreement": 0.998, "top5_agreement": 1.0},
+             "drift": {"logits": {"max_abs": 0.0019, "mean_abs": 0.00022, "rmse": 0.0003, "rel_l2": 0.00081,
+                                  "cosine": 0.99999, "psnr_db": 70.4, "nan": 0, "inf": 0}}},
+            {"model": "mobilenet_v2_035", "precision": "int8", "target": "adb:R58N", "device_model": "Galaxy A52",
+             "status": "ok", "size_bytes": 1861632, "size_reduction_pct": 74.64,
+             "latency_ms": {"mean": 11.2, "p50": 11.02, "p99": 14.93, "samples": 300, "p99_valid": False, "qps": 89.3},
+             "accuracy": {"top1": 0.6975, "top1_drop_pp": 1.5, "top1_agreement": 0.953},
+             "drift": {"logits": {"max_abs": 0.081, "mean_abs": 0.0063, "rmse": 0.0099, "rel_l2": 0.031,
+                                  "cosine": 0.9995, "psnr_db": 40.1, "nan": 0, "inf": 0},
+                       "features": {"psnr_db": "inf", "cosine": 1.0}}},
+            {"model": "mobilenet_v2_035", "precision": "dynamic", "target": "adb:R58N", "device_model": "Galaxy A52",
+             "status": "failed", "error": "device lost | adb: no devices"},
+        ],
+    },
+    {
+        "schema_version": 1, "kind": "train", "created": "2026-12-02T11:00:00+00:00", "run_id": "77aa",
+        "fingerprint": {"gpu": "NVIDIA H200"},
+        "rows": [
+            {"model": "resnet_tiny", "precision": "mixed_float16", "xla": True, "strategy": "mirrored",
+             "target": "gpu", "batch_size": 256, "status": "ok", "examples_per_s": 18342.5,
+             "step_time_ms": {"p50": 13.9, "p99": 15.2}},
+            {"model": "resnet_tiny", "precision": "fp32", "xla": False, "strategy": "default",
+             "batch_size": 512, "status": "failed", "error": "OOM"},
+        ],
+    },
+]
+
+GOLDEN = """\
+### edgebench compare: mobilenet_v2_035
+
+run 4be1c0de9a8f4f3e8d2b7c6a5e4f3d2c · 2026-12-02T10:00:00+00:00 · TF 2.21.0 · LiteRT 2.3.0 · AMD EPYC 7B13 ×2 · edgebench 0.1.0
+
+| model | precision | target | device | status | size | size red. | p50 ms | p99 ms | QPS | top-1 | top-1 drop pp | top-1 agree | min PSNR dB |
+|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+| mobilenet_v2_035 | fp32 (ref) | tf | - | ok | 7.34 MB | - | 9.80 | 12.64 | 100.9 | 71.25% | - | - | - |
+| mobilenet_v2_035 | fp16 | host | - | ok | 3.49 MB | 52.5% | 4.31 | 5.71 | 229.9 | 71.25% | 0.00 | 99.80% | 70.4 |
+| mobilenet_v2_035 | int8 | adb:R58N | Galaxy A52 | ok | 1.86 MB | 74.6% | 11.02 | 14.93 † | 89.3 | 69.75% | 1.50 | 95.30% | 40.1 |
+| mobilenet_v2_035 | dynamic | adb:R58N | Galaxy A52 | **failed**: device lost \\| adb: no devices | - | - | - | - | - | - | - | - | - |
+
+<details><summary>per-output drift vs reference</summary>
+
+| model | precision | target | output | max abs | mean abs | RMSE | rel L2 | cosine | PSNR dB | NaN | Inf |
+|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|
+| mobilenet_v2_035 | fp16 | host | logits | 0.0019 | 0.00022 | 0.0003 | 0.00081 | 0.999990 | 70.4 | 0 | 0 |
+| mobilenet_v2_035 | int8 | adb:R58N | logits | 0.081 | 0.0063 | 0.0099 | 0.031 | 0.999500 | 40.1 | 0 | 0 |
+| mobilenet_v2_035 | int8 | adb:R58N | features | - | - | - | - | 1.000000 | ∞ | - | - |
+
+</details>
+
+† fewer than 662 timed runs: the p99 is not trustworthy; raise --runs or --min-time.
+
+### edgebench train: resnet_tiny
+
+run 77aa · 2026-12-02T11:00:00+00:00 · NVIDIA H200
+
+| model | precision | xla | strategy | target | status | batch | examples/s | step p50 ms | step p99 ms |
+|---|---|---|---|---|---|---:|---:|---:|---:|
+| resnet_tiny | mixed_float16 | true | mirrored | gpu | ok | 256 | 18,342.5 | 13.90 | 15.20 |
+| resnet_tiny | fp32 | false | default | - | **failed**: OOM | 512 | - | - | - |
+"""
+
+
+def test_markdown_golden():
+    assert render_markdown(GOLDEN_DOCS) == GOLDEN
+
+
+def test_markdown_escapes_cells():
+    assert md_escape("a|b") == "a\\|b"
+    assert md_escape("<script>x</script>") == "&lt;script&gt;x&lt;/script&gt;"
+    assert md_escape("two\nlines") == "two lines"
+    assert md_escape("`code`") == "\\`code\\`"
+    assert md_escape(None) == "-" and md_escape("") == "-"
+
+
+def test_markdown_hostile_model_name_keeps_table_shape(evil_doc):
+    text = render_markdown(evil_doc)
+    assert "<script" not in text and "&lt;script&gt;" in text
+    header = next(ln for ln in text.splitlines() if ln.startswith("| model"))
+    ncols = header.count(" | ") + 1
+    for ln in text.splitlines():
+        if ln.startswith("| ") and "<details>" not in ln:
+            # unescaped pipes only at cell borders: count them after removing escaped ones
+            cells = ln.replace("\\|", "").strip("|").split("|")
+            assert len(cells) in (ncols, 12), ln  # main table or the 12-column drift table
+
+
+@pytest.mark.parametrize("doc", [{}, {"kind": "compare", "rows": []}, {"kind": "compare", "rows": [{}, "x"]}])
+def test_markdown_robust_to_missing_keys(doc):
+    text = render_markdown(doc)
+    assert text.startswith("### edgebench") and text.endswith("\n")

@@ -1,0 +1,207 @@
+"""The standalone runner and HostTarget with real LiteRT: run control, inputs, outputs,
+quantization, load modes, and every failure path (bad model/data/delegate, crash, hang)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from edgebench.errors import BadInput, InfraError
+from edgebench.targets.base import Job, RunResult
+from edgebench.targets.host import RUNNER_PATH, HostTarget
+from edgebench.targets.runner import FAULT_ENV
+
+pytest_plugins = ["conftest_bench"]
+
+QUICK = dict(min_runs=20, min_time_s=0.0, max_time_s=5.0, warmup_runs=2)
+
+
+@pytest.fixture(scope="module")
+def host():
+    return HostTarget()
+
+
+def _ref(model, feeds: dict) -> dict:
+    """Reference outputs straight from a LiteRT signature runner (no edgebench code)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_path=str(model))
+    return it.get_signature_runner()(**feeds)
+
+
+def test_runner_is_standalone():
+    """Only stdlib, numpy and TFLite runtimes may be imported: the file is pushed to devices."""
+    tree = ast.parse(RUNNER_PATH.read_text())
+    mods = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            mods |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            mods.add((node.module or "").split(".")[0])
+    allowed = set(sys.stdlib_module_names) | {"numpy", "ai_edge_litert", "tflite_runtime", "tensorflow", "__future__"}
+    assert mods <= allowed, mods - allowed
+    assert "edgebench" not in mods
+
+
+def test_forced_runs_and_facts(host, bench_models):
+    res = host.run(Job(str(bench_models["fp32"]), runs=50, warmup_runs=3))
+    assert isinstance(res, RunResult)
+    assert res.samples_ns.dtype == np.int64 and len(res.samples_ns) == 50
+    assert np.all(res.samples_ns > 0)
+    assert len(res.warmup_ns) == 3
+    assert res.init_ms > 0 and res.first_inference_ms > 0
+    assert res.peak_rss_bytes > 10 * 2**20
+    assert res.runtime.startswith("ai_edge_litert")
+    assert res.extra["stop_reason"] == "runs" and res.extra["input_source"] == "synthetic"
+    assert len(res.model_sha256) == 64
+    assert res.fingerprint["delegate"] == "xnnpack"
+
+
+def test_default_run_control_reaches_662(host, bench_models):
+    res = host.run(Job(str(bench_models["int8"]), min_time_s=0.05))
+    assert len(res.samples_ns) >= 662
+    assert res.extra["stop_reason"] == "min_runs_and_min_time"
+
+
+def test_max_time_caps_the_run(host, bench_models):
+    res = host.run(Job(str(bench_models["fp32"]), min_runs=10**9, min_time_s=0.0, max_time_s=0.2))
+    assert res.extra["stop_reason"] == "max_time"
+    assert 0 < len(res.samples_ns) < 10**9
+
+
+def test_int8_io_quantizes_inputs_and_dequantizes_outputs(host, bench_models, tmp_path):
+    x = np.random.default_rng(1).uniform(-1, 1, (5, 8, 8, 1)).astype(np.float32)
+    npz = tmp_path / "in.npz"
+    np.savez(npz, image=x, labels=np.arange(5))
+    res = host.run(Job(str(bench_models["int8"]), inputs_npz=str(npz), runs=2, save_outputs=True, **{k: v for k, v in QUICK.items() if k != "min_runs"}))
+    out = res.outputs["output_0"]
+    assert out.shape == (5, 10) and out.dtype == np.float32   # every sample, even with 2 timed runs
+    info = res.extra["inputs"][0]
+    o_info = res.extra["outputs_meta"][0]
+    for i in range(5):
+        q = np.clip(np.round(x[i:i + 1] / info["scale"]) + info["zero_point"], -128, 127).astype(np.int8)
+        ref = _ref(bench_models["int8"], {"image": q})["output_0"]
+        deq = (ref.astype(np.float32) - o_info["zero_point"]) * o_info["scale"]
+        np.testing.assert_allclose(out[i:i + 1], deq, rtol=0, atol=1e-7)
+
+
+def test_two_inputs_mapped_by_signature_name(host, bench_models, tmp_path):
+    rng = np.random.default_rng(2)
+    a = rng.normal(size=(3, 4)).astype(np.float32)
+    b = rng.normal(size=(3, 3)).astype(np.float32)
+    npz = tmp_path / "two.npz"
+    np.savez(npz, b=b, a=a)   # stored in the opposite order of the tensor indices
+    res = host.run(Job(str(bench_models["two_input"]), inputs_npz=str(npz), save_outputs=True, **QUICK))
+    for i in range(3):
+        ref = _ref(bench_models["two_input"], {"a": a[i:i + 1], "b": b[i:i + 1]})["output_0"]
+        np.testing.assert_allclose(res.outputs["output_0"][i:i + 1], ref, rtol=1e-6)
+
+
+def test_int32_inputs_and_dtype_mismatch(host, bench_models, tmp_path):
+    ids = np.arange(10, dtype=np.int32).reshape(2, 5)
+    good = tmp_path / "ids.npz"
+    np.savez(good, ids=ids)
+    res = host.run(Job(str(bench_models["int32"]), inputs_npz=str(good), save_outputs=True, **QUICK))
+    np.testing.assert_array_equal(res.outputs["total"].ravel(), 2 * ids.sum(axis=1))
+    bad = tmp_path / "floats.npz"
+    np.savez(bad, ids=ids.astype(np.float32))
+    with pytest.raises(BadInput, match=r"dtype float32 does not match the model input dtype int32"):
+        host.run(Job(str(bench_models["int32"]), inputs_npz=str(bad), **QUICK))
+
+
+def test_shape_mismatch_is_bad_input(host, bench_models, tmp_path):
+    npz = tmp_path / "wrong.npz"
+    np.savez(npz, image=np.zeros((4, 7, 7, 1), np.float32))
+    with pytest.raises(BadInput, match=r"input 'image'.*does not match the model input \[1, 8, 8, 1\]"):
+        host.run(Job(str(bench_models["fp32"]), inputs_npz=str(npz), **QUICK))
+    keys = tmp_path / "keys.npz"
+    np.savez(keys, x=np.zeros((2, 4)), y=np.zeros((2, 4)), z=np.zeros((2, 4)))
+    with pytest.raises(BadInput, match="model's inputs are"):
+        host.run(Job(str(bench_models["two_input"]), inputs_npz=str(keys), **QUICK))
+
+
+def test_nan_outputs_are_flagged(host, bench_models):
+    res = host.run(Job(str(bench_models["nan"]), save_outputs=True, **QUICK))
+    assert res.extra["nonfinite_outputs"].get("y", 0) > 0
+    assert np.isnan(res.outputs["y"]).any()
+
+
+def test_delegate_none_and_unappliable_delegate(bench_models):
+    res = HostTarget(delegate="none").run(Job(str(bench_models["fp32"]), **QUICK))
+    assert res.extra["delegate"] == "none" and len(res.samples_ns) >= 20
+    with pytest.raises(BadInput, match="delegate 'gpu' cannot be applied"):
+        HostTarget(delegate="gpu").run(Job(str(bench_models["fp32"]), **QUICK))
+    with pytest.raises(BadInput, match="unknown"):
+        HostTarget(delegate="tpu")
+
+
+def test_bad_model_files(host, bench_models, tmp_path):
+    trunc = tmp_path / "trunc.tflite"
+    trunc.write_bytes(bench_models["fp32"].read_bytes()[:3000])
+    with pytest.raises(BadInput, match="cannot load"):
+        host.run(Job(str(trunc), **QUICK))
+    junk = tmp_path / "junk.tflite"
+    junk.write_bytes(b"\x00" * 64)
+    with pytest.raises(BadInput, match="not a TFLite flatbuffer"):
+        host.run(Job(str(junk), **QUICK))
+    with pytest.raises(BadInput, match="model not found"):
+        host.run(Job(str(tmp_path / "nope.tflite"), **QUICK))
+
+
+def test_worker_crash_becomes_infra_error(host, bench_models, monkeypatch):
+    monkeypatch.setenv(FAULT_ENV, "abort")
+    with pytest.raises(InfraError, match="crashed with SIGABRT"):
+        host.run(Job(str(bench_models["fp32"]), **QUICK))
+
+
+def test_worker_hang_is_killed_at_deadline(host, bench_models, monkeypatch):
+    monkeypatch.setenv(FAULT_ENV, "hang")
+    with pytest.raises(InfraError, match=r"hung: no result after the 2 s deadline, killed"):
+        host.run(Job(str(bench_models["fp32"]), deadline_s=2.0, **QUICK))
+
+
+def test_concurrency_and_server_modes(host, bench_models):
+    job = Job(str(bench_models["fp32"]), runs=40, warmup_runs=2)
+    res = host.run_load(job, {"mode": "concurrency", "level": 2})
+    load = res.extra["load"]
+    assert load["level"] == 2 and load["completed"] == len(res.samples_ns) >= 40
+    assert len(load["per_worker_completed"]) == 2 and min(load["per_worker_completed"]) >= 20
+    assert load["qps"] > 0
+    res = host.run_load(job, {"mode": "server", "qps": 500.0, "workers": 1, "queries": 60})
+    load = res.extra["load"]
+    assert load["completed"] == 60 == len(res.samples_ns)
+    # latency includes queueing, so it can never be below the pure service time
+    assert np.all(res.samples_ns >= res.extra["service_ns"])
+    assert load["achieved_qps"] > 0
+
+
+def test_runner_runs_as_plain_script(bench_models, tmp_path):
+    """`python runner.py job.json` with nothing but the job file (as on a device)."""
+    job = {"model_path": str(bench_models["int8"]), "runs": 5, "warmup_runs": 1, "save_outputs": True}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    out = subprocess.run([sys.executable, str(RUNNER_PATH), str(tmp_path / "job.json")],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    meta = json.loads((tmp_path / "result.json").read_text())
+    assert meta["status"] == "ok" and meta["runtime"].startswith("ai_edge_litert")
+    with np.load(tmp_path / "result.npz") as z:
+        assert z["samples_ns"].shape == (5,) and z["out::output_0"].shape == (8, 10)
+    # bad input exits 2 with the message in result.json
+    (tmp_path / "job.json").write_text(json.dumps({**job, "model_path": str(tmp_path / "none.tflite")}))
+    out = subprocess.run([sys.executable, str(RUNNER_PATH), str(tmp_path / "job.json")],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 2
+    assert "model not found" in json.loads((tmp_path / "result.json").read_text())["error"]
+
+
+def test_job_defaults_filled_by_target(bench_models, tmp_path):
+    spec = HostTarget(threads=2, delegate="none").job_spec(Job(str(bench_models["fp32"])), str(tmp_path))
+    assert spec["threads"] == 2 and spec["delegate"] == "none"
+    spec = HostTarget(threads=2).job_spec(replace(Job(str(bench_models["fp32"])), threads=1), str(tmp_path))
+    assert spec["threads"] == 1

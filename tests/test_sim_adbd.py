@@ -1,0 +1,112 @@
+"""The simulated device against the REAL adb server and the real adb command-line client."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest_plugins = ["conftest_adb"]
+
+
+@pytest.fixture()
+def h(adbh):
+    return adbh
+
+
+def test_connect_and_devices_lists_model(h, adb_server, make_sim):
+    dev = make_sim(model="Galaxy S24", name="e1qxx", device="e1q")
+    out = h.adb(adb_server, "devices", "-l").stdout
+    line = next(ln for ln in out.splitlines() if ln.startswith(dev.serial))
+    assert " device " in line and "model:Galaxy_S24" in line and "product:e1qxx" in line and "device:e1q" in line
+    feats = h.adb(adb_server, "-s", dev.serial, "features").stdout.split()
+    assert set(feats) >= {"cmd", "fixed_push_mkdir", "shell_v2"}
+    assert "sendrecv_v2" not in feats and "stat_v2" not in feats
+
+
+def test_shell_v2_exit_codes_and_separate_streams(h, adb_server, make_sim):
+    dev = make_sim()
+    r = h.adb(adb_server, "-s", dev.serial, "shell", "echo out; echo err >&2; exit 7")
+    assert r.returncode == 7
+    assert r.stdout == "out\n" and r.stderr == "err\n"
+    r = h.adb(adb_server, "-s", dev.serial, "shell", "getprop ro.product.model; getprop ro.build.version.sdk")
+    assert r.returncode == 0 and r.stdout.splitlines() == ["Pixel 8", "34"]
+    # shell runs with the device's own PATH: no python unless configured
+    assert h.adb(adb_server, "-s", dev.serial, "shell", "command -v python3").returncode != 0
+
+
+def test_push_pull_multi_mb_byte_exact(h, adb_server, make_sim, tmp_path):
+    dev = make_sim()
+    data = os.urandom(3 * 1024 * 1024 + 12345)   # crosses many WRTE and sync-DATA boundaries
+    src = tmp_path / "big.bin"
+    src.write_bytes(data)
+    r = h.adb(adb_server, "-s", dev.serial, "push", str(src), "/data/local/tmp/new/deep/big.bin")
+    assert r.returncode == 0, r.stderr
+    # fixed_push_mkdir: the daemon made the parent folders; the file is in the sandbox
+    assert (dev.root / "data/local/tmp/new/deep/big.bin").read_bytes() == data
+    r = h.adb(adb_server, "-s", dev.serial, "shell", "sha256sum /data/local/tmp/new/deep/big.bin")
+    assert r.stdout.split()[0] == hashlib.sha256(data).hexdigest()
+    back = tmp_path / "back.bin"
+    r = h.adb(adb_server, "-s", dev.serial, "pull", "/data/local/tmp/new/deep/big.bin", str(back))
+    assert r.returncode == 0, r.stderr
+    assert back.read_bytes() == data
+
+
+def test_sync_paths_stay_inside_the_sandbox(h, adb_server, make_sim, tmp_path):
+    dev = make_sim()
+    src = tmp_path / "x.txt"
+    src.write_text("x")
+    r = h.adb(adb_server, "-s", dev.serial, "push", str(src), "/../../../../tmp/escape-attempt.txt")
+    assert r.returncode == 0, r.stderr
+    assert (dev.root / "tmp/escape-attempt.txt").read_text() == "x"
+
+
+def test_storage_full_push_fails_with_enospc(h, adb_server, make_sim, tmp_path):
+    dev = make_sim(storage_free_bytes=1000)
+    src = tmp_path / "f.bin"
+    src.write_bytes(b"\0" * 5000)
+    r = h.adb(adb_server, "-s", dev.serial, "push", str(src), "/data/local/tmp/f.bin")
+    assert r.returncode != 0
+    assert "No space left on device" in r.stdout + r.stderr
+    assert not (dev.root / "data/local/tmp/f.bin").exists()
+
+
+def test_unauthorized_and_offline_states(h, adb_server, make_sim):
+    un = make_sim(auth="unauthorized", wait_for="unauthorized")
+    off = make_sim(auth="offline", wait_for="offline")
+    states = h.adb_states(adb_server)
+    assert states[un.serial] == "unauthorized" and states[off.serial] == "offline"
+    r = h.adb(adb_server, "-s", un.serial, "shell", "echo hi")
+    assert r.returncode != 0 and "unauthorized" in r.stderr
+
+
+def test_kill_switch_drops_the_device(h, adb_server, make_sim):
+    dev = make_sim()
+    dev.kill()
+    assert h.wait_state(adb_server, dev.serial, "offline") in ("offline", None)
+    r = h.adb(adb_server, "-s", dev.serial, "shell", "echo hi")
+    assert r.returncode != 0
+
+
+def test_module_entry_point(h, adb_server, tmp_path):
+    """``python -m edgebench.sim.adbd`` as a user would start it."""
+    proc = subprocess.Popen([sys.executable, "-m", "edgebench.sim.adbd", "--port", "0", "--sandbox",
+                             str(tmp_path / "phone"), "--model", "Pixel 7", "--python"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    serial = None
+    try:
+        line = proc.stdout.readline()
+        assert "listening on 127.0.0.1:" in line, line + proc.stderr.read()
+        serial = line.split("listening on ", 1)[1].split(";", 1)[0]
+        h.adb(adb_server, "connect", serial)
+        assert h.wait_state(adb_server, serial, "device") == "device"
+        r = h.adb(adb_server, "-s", serial, "shell", "getprop ro.product.model; python3 -c 'print(6*7)'")
+        assert r.stdout.splitlines() == ["Pixel 7", "42"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if serial:
+            h.adb(adb_server, "disconnect", serial)
