@@ -78,18 +78,25 @@ class BenchSettings:
             raise BadInput(f"--data {self.data}: file not found; give an .npz InputSet")
 
 
-def make_targets(spec: str, *, threads: int | None = None, delegate: str = "xnnpack") -> list:
-    """Targets from a comma-separated spec. Supported now: ``host``."""
+def make_targets(spec: str, *, threads: int | None = None, delegate: str = "xnnpack",
+                 benchmark_binary: str | None = None) -> list:
+    """Targets from a comma-separated spec: ``host``, ``adb``, ``adb:SERIAL``, ``adb:all``."""
     from edgebench.targets.host import HostTarget
 
     out = []
-    for name in [s.strip() for s in (spec or "host").split(",") if s.strip()]:
+    names = [s.strip() for s in (spec or "host").split(",") if s.strip()]
+    for name in names:
         if name == "host":
             out.append(HostTarget(threads=threads, delegate=delegate, name="host"))
-        else:
-            raise BadInput(f"target {name!r} is not supported here; use host")
+        elif not (name == "adb" or name.startswith("adb:")):
+            raise BadInput(f"target {name!r} is not supported here; use host, adb, adb:SERIAL or adb:all")
+    if any(n == "adb" or n.startswith("adb:") for n in names):
+        from edgebench.targets.adb import resolve_adb_targets
+
+        out.extend(resolve_adb_targets(",".join(names), threads=threads, delegate=delegate,
+                                       benchmark_binary=benchmark_binary))
     if not out:
-        raise BadInput("--targets is empty; use host")
+        raise BadInput("--targets is empty; use host, adb:SERIAL or adb:all")
     return out
 
 
@@ -163,8 +170,9 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
         if res.extra.get("stop_reason") == "max_time" and settings.runs is None:
             warnings.append(f"stopped at --max-time {settings.max_time_s:g} s before --min-runs "
                             f"{settings.min_runs}; raise --max-time")
-        if info["flops"] and stats.mean > 0:
-            achieved = info["flops"] / (stats.mean / 1e3) / 1e9
+        if info["flops"] and stats.p50 > 0:
+            # p50, not mean: the kernel's typical speed, robust to background-load spikes
+            achieved = info["flops"] / (stats.p50 / 1e3) / 1e9
             row["achieved_gflops_per_s"] = achieved
             if peak:
                 ref = peak_for_threads(peak, threads_eff)
@@ -201,7 +209,16 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
     infos = {m: tflite_model.inspect(m) for m in settings.models}   # bad files fail up front
     targets = make_targets(settings.targets, threads=settings.threads, delegate=settings.delegate)
     peak = load_cached()
-    rows = [bench_one(t, m, infos[m], settings, peak, progress) for t in targets for m in settings.models]
+    local = [t for t in targets if not t.name.startswith("adb:")]
+    rows = [bench_one(t, m, infos[m], settings, peak, progress) for t in local for m in settings.models]
+    devices = [t for t in targets if t.name.startswith("adb:")]
+    if devices:   # one lane (thread) per device; a lost device fails only its own rows
+        from edgebench.targets.adb import run_lanes
+
+        for lane in run_lanes(devices, lambda t: [bench_one(t, m, infos[m], settings, peak, progress)
+                                                  for m in settings.models]):
+            rows.extend(lane.value or [{"target": lane.target.name, "status": "failed", "error": str(lane.error),
+                                        "exit_code": 3, "error_type": "InfraError"}])
     fp = host_fingerprint(threads=settings.threads, delegate=settings.delegate)
     return results.envelope("bench", rows, fp, settings=_settings_dict(settings),
                             peak=peak)

@@ -273,11 +273,14 @@ def load_matrix(path: str, overrides: dict[str, Any] | None = None,
         data[name] = v
         if k != name:
             lines[name] = lines.pop(k)
+    # The file decides the kind; overrides (--steps on an edge matrix, say) are then checked against it.
+    kind = _infer_kind(path, data, lines)
     for k, v in (overrides or {}).items():
         name = _ALIAS.get(k, k)
         data[name] = v
         lines[name] = (override_labels or {}).get(k, f"--set {k}")
-    kind = _infer_kind(path, data, lines)
+    if "kind" in (overrides or {}):
+        kind = data["kind"]
     if kind not in KINDS:
         raise BadInput(f"{_where(path, lines, 'kind')}: kind {kind!r} is not allowed; use edge or train")
     # the guide writes training precisions under 'precision'
@@ -292,7 +295,7 @@ def load_matrix(path: str, overrides: dict[str, Any] | None = None,
             if name == "kind":
                 continue
             allowed = sorted({_public(k.name, kind) for k in _KEYS if kind in k.kinds and k.name != "kind"})
-            raise BadInput(f"{_where(path, lines, name)}: unknown key {name!r} for a {kind} matrix; allowed keys: "
+            raise BadInput(f"{_where(path, lines, name)}: unknown key {name!r} for {'an' if kind == 'edge' else 'a'} {kind} matrix; allowed keys: "
                            f"{', '.join(allowed)}")
         label = _public(name, kind)
         if key.axis:
@@ -448,6 +451,25 @@ class Probe:
             self._gpu = bool(host_fingerprint().get("gpu"))
         return self._gpu
 
+    def adb_missing(self, serial: str) -> str | None:
+        """Why adb:SERIAL (or adb:all) cannot run now, or None when the device is usable."""
+        if not hasattr(self, "_adb"):
+            from edgebench.targets.adb import list_states
+
+            try:
+                self._adb: list[tuple[str, str]] | str = list_states()
+            except EdgebenchError as err:
+                self._adb = str(err)
+        if isinstance(self._adb, str):
+            return f"adb unavailable: {self._adb}"
+        usable = [s for s, st in self._adb if st == "device"]
+        if serial == "all":
+            return None if usable else "no usable adb device attached (adb devices lists none in state 'device')"
+        state = dict(self._adb).get(serial)
+        if state is None:
+            return f"adb device {serial} is not attached"
+        return None if state == "device" else f"adb device {serial} is {state}"
+
     @staticmethod
     def tpu() -> bool:
         return bool(os.environ.get("TPU_NAME")) or any(Path("/dev").glob("accel*"))
@@ -455,8 +477,12 @@ class Probe:
     def edge_skip(self, p: dict[str, Any]) -> str | None:
         model, target, delegate = p["model"], p["target"], p["delegate"]
         tflite = str(model).endswith(".tflite")
-        if target.startswith("adb:") and not self.has_module("edgebench.targets.adb", "resolve_adb_targets"):
-            return "adb targets not available in this build"
+        if target.startswith("adb:"):
+            if not self.has_module("edgebench.targets.adb", "resolve_adb_targets"):
+                return "adb targets not available in this build"
+            missing = self.adb_missing(target[4:])
+            if missing:
+                return missing
         if target in ("host", "tf") and delegate not in HOST_DELEGATES:
             return f"delegate {delegate} runs only on adb devices (host LiteRT has {', '.join(HOST_DELEGATES)})"
         if tflite:

@@ -22,7 +22,8 @@ Method (written once here, documented in docs/training.md):
 * ``startup_ms`` = first step time - median timed step time (tracing + compilation + warm-up).
 * ``allreduce_ms_per_step`` (mirrored/multiworker) = median time of one batched all-reduce of
   float32 tensors shaped like the gradients, measured separately after training.
-* A non-finite loss at any step fails the cell; an out-of-memory error fails the cell and the
+* A non-finite loss, non-finite model outputs or non-finite updated weights at any step fail the
+  cell; an out-of-memory error fails the cell and the
   sweep continues; a strategy that needs absent GPUs skips the cell with the reason.
 """
 
@@ -343,7 +344,8 @@ FEEDS = {"naive": _NaiveFeed, "optimized": _OptimizedFeed}
 
 
 def _make_train_step(strategy, model, optimizer, loss_fn, *, xla: bool, loss_scaling: bool, distributed: bool):
-    """A ``tf.function`` step: (x, y) per replica -> (mean loss, probe of an updated weight).
+    """A ``tf.function`` step: (x, y) per replica -> (mean loss, probe of an updated weight,
+    count of non-finite model outputs).
 
     Without a distribution strategy the whole step (forward, backward, optimizer update) is
     compiled with ``jit_compile=xla``. Under mirrored/multiworker the forward + backward pass is
@@ -359,6 +361,10 @@ def _make_train_step(strategy, model, optimizer, loss_fn, *, xla: bool, loss_sca
         with tf.GradientTape() as tape:
             pred = model(x, training=True)
             pred = tf.nest.map_structure(lambda t: tf.cast(t, tf.float32), pred)
+            # Counted because Keras clips probabilities before the log: NaN outputs can leave the
+            # loss finite (and their gradients zero), so the loss alone would hide them.
+            bad = tf.add_n([tf.reduce_sum(tf.cast(tf.logical_not(tf.math.is_finite(t)), tf.float32))
+                            for t in tf.nest.flatten(pred)])
             loss = loss_fn(y, pred)
             if model.losses:
                 loss = loss + tf.add_n([tf.cast(v, tf.float32) for v in model.losses])
@@ -366,21 +372,22 @@ def _make_train_step(strategy, model, optimizer, loss_fn, *, xla: bool, loss_sca
             if loss_scaling:
                 scaled = optimizer.scale_loss(scaled)
         grads = tape.gradient(scaled, variables)
-        return loss, grads
+        return loss, bad, grads
 
     fb = tf.function(forward_backward, jit_compile=xla) if distributed else forward_backward
 
     def replica_step(x, y):
-        loss, grads = fb(x, y)
+        loss, bad, grads = fb(x, y)
         optimizer.apply(grads, variables)
         # Reading an updated weight makes the host wait for the update, not only the loss.
         probe = tf.reduce_sum(tf.cast(variables[-1].value, tf.float32))
-        return loss, probe
+        return loss, probe, bad
 
     def step(x, y):
-        loss, probe = strategy.run(replica_step, args=(x, y))
-        mean = tf.distribute.ReduceOp.MEAN
-        return strategy.reduce(mean, loss, axis=None), strategy.reduce(mean, probe, axis=None)
+        loss, probe, bad = strategy.run(replica_step, args=(x, y))
+        mean, total = tf.distribute.ReduceOp.MEAN, tf.distribute.ReduceOp.SUM
+        return (strategy.reduce(mean, loss, axis=None), strategy.reduce(mean, probe, axis=None),
+                strategy.reduce(total, bad, axis=None))
 
     return tf.function(step, jit_compile=(xla and not distributed))
 
@@ -625,9 +632,10 @@ def run_cell(settings: TrainSettings, cell: Cell, strategy, *, pool: Pool | None
             t0 = time.perf_counter_ns()
             x, y = feed.next()
             t1 = time.perf_counter_ns()
-            loss, probe = step_fn(x, y)
+            loss, probe, bad = step_fn(x, y)
             loss_v = float(loss.numpy())
-            probe.numpy()
+            probe_v = float(probe.numpy())
+            bad_v = float(bad.numpy())
             t2 = time.perf_counter_ns()
             if profiling and i == prof[1]:
                 tf.profiler.experimental.stop()
@@ -635,6 +643,16 @@ def run_cell(settings: TrainSettings, cell: Cell, strategy, *, pool: Pool | None
             if not math.isfinite(loss_v):
                 raise NonFiniteLoss(f"loss became {loss_v} at step {i} (0-based, warm-up included); lower "
                                     "--learning-rate, check --data for NaN/inf, or use fp32")
+            if bad_v:
+                raise NonFiniteLoss(f"model outputs held {bad_v:.0f} nan/inf values at step {i} (0-based, warm-up "
+                                    f"included) while the clipped loss read {loss_v:.4g}; check --data for "
+                                    "NaN/inf or lower --learning-rate")
+            if not math.isfinite(probe_v):
+                # Keras clips probabilities before the log, so NaN activations can leave the loss
+                # finite while the update has already poisoned the weights.
+                raise NonFiniteLoss(f"weights became {probe_v} at step {i} (0-based, warm-up included) although "
+                                    f"the loss read {loss_v:.4g}: the gradients were nan/inf; check --data for "
+                                    "NaN/inf or lower --learning-rate")
             if i < settings.warmup_steps:
                 warm_ns.append(t2 - t0)
             else:

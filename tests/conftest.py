@@ -19,6 +19,7 @@ _SESSION_TMP = Path(tempfile.mkdtemp(prefix="edgebench-tests-"))
 os.environ.setdefault("EDGEBENCH_CACHE_DIR", str(_SESSION_TMP / "cache"))
 os.environ["EDGEBENCH_DATA_DIR"] = str(_SESSION_TMP / "data")
 os.environ["EDGEBENCH_DB"] = str(_SESSION_TMP / "data" / "results.db")
+(_SESSION_TMP / "data").mkdir(parents=True, exist_ok=True)
 
 
 def pytest_collection_modifyitems(config, items):

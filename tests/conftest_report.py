@@ -86,8 +86,9 @@ def make_bench_doc(model: str = "mobilenet_v2_035", run_id: str = "r-bench-1") -
             "model": model, "precision": "int8", "target": target, "device_model": dev, "status": "ok",
             "size_bytes": 1_861_632, "latency_ms": lat, "samples_ns": s,
             "concurrency": [
-                {"concurrency": c, "qps": lat["qps"] * c * 0.85 ** (c - 1),
-                 "latency_ms": {"p99": lat["p99"] * (1 + 0.3 * (c - 1)), "qps": lat["qps"] * c * 0.85 ** (c - 1)}}
+                {"level": c, "qps": lat["qps"] * c * 0.85 ** (c - 1), "completed": 800 * c,
+                 "p50_ms": lat["p50"] * (1 + 0.25 * (c - 1)), "p99_ms": lat["p99"] * (1 + 0.3 * (c - 1)),
+                 "latency_ms": {"p99": lat["p99"] * (1 + 0.3 * (c - 1)), "samples": 800 * c}}
                 for c in (1, 2, 4)
             ],
         })
@@ -103,8 +104,8 @@ def make_train_doc(model: str = "resnet_tiny", run_id: str = "r-train-1") -> dic
         for bs, eps in ((16, 410.0), (32, 702.5), (64, 1093.0), (128, 1311.9)):
             eps = eps * (1.18 if xla else 1.0)
             rows.append({
-                "model": model, "precision": "fp32", "target": "cpu", "batch_size": bs, "xla": xla,
-                "strategy": "default", "status": "ok", "examples_per_s": round(eps, 1),
+                "model": model, "precision": "fp32", "target": "train:none", "batch_size": bs, "xla": xla,
+                "strategy": "none", "input_pipeline": "optimized", "status": "ok", "examples_per_s": round(eps, 1),
                 "step_time_ms": {"mean": 1e3 * bs / eps, "p50": 1e3 * bs / eps * 0.99,
                                  "p99": 1e3 * bs / eps * 1.2, "samples": 50},
             })

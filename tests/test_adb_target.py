@@ -208,3 +208,72 @@ def test_detect_throttle_rules():
     rising = np.concatenate([np.full(20, 1000), np.full(20, 1100), np.full(20, 1300)]).astype(np.int64)
     v = detect_throttle(before, steady, None, rising)
     assert v["throttle_reasons"] == ["latency_trend"] and v["latency_last_over_first"] == 1.3
+
+
+# ---------------------------------------------------------------- the benchmark_model runner
+@pytest.fixture(scope="module")
+def standin_binary(tmp_path_factory):
+    """The stand-in benchmark_model (LiteRT underneath, the real output format)."""
+    import sys
+
+    from edgebench.sim import benchmark_model_standin as standin
+
+    return standin.install(str(tmp_path_factory.mktemp("bm") / "benchmark_model"), sys.executable)
+
+
+def test_benchmark_model_runner_samples_and_outputs_equal_host(make_sim, tiny_tflite, standin_binary, tmp_path):
+    from edgebench.targets.host import HostTarget
+
+    dev = make_sim(has_python=False)
+    x = np.random.default_rng(5).uniform(-1, 1, (3, 6)).astype(np.float32)
+    npz = tmp_path / "inputs.npz"
+    np.savez(npz, x=x)
+    job = Job(model_path=str(tiny_tflite), inputs_npz=str(npz), save_outputs=True, runs=5, warmup_runs=1)
+    t = AdbTarget(dev.serial, benchmark_binary=standin_binary, thermal=NO_COOL)
+    assert t.choose_runner() == "benchmark_model"
+    r = t.run(job)
+    h = HostTarget().run(job)
+    assert r.samples_ns.dtype == np.int64 and len(r.samples_ns) == 5 and (r.samples_ns > 0).all()
+    assert "repeated 5 times in one device-side sh loop" in r.method and r.extra["runner"] == "benchmark_model"
+    for k in h.outputs:
+        assert r.outputs[k].shape == (3, 3)
+        np.testing.assert_array_equal(r.outputs[k], h.outputs[k])
+    flags = r.extra["benchmark_model_flags"]
+    assert flags["use_xnnpack"] == "true" and flags["num_runs"] == "1"
+    assert r.extra["delegates_applied"] == ["XNNPACK"] and r.init_ms is not None
+    assert r.extra["pushed"] == {"binary": True, "model": True}
+    assert not list((dev.root / "data/local/tmp/edgebench").glob("run-*"))
+
+
+def test_benchmark_model_missing_or_wrong_abi(make_sim, tiny_tflite, tmp_path, monkeypatch):
+    monkeypatch.delenv("EDGEBENCH_BENCHMARK_MODEL", raising=False)
+    dev = make_sim(has_python=False)
+    job = Job(model_path=str(tiny_tflite), runs=3)
+    with pytest.raises(BadInput, match="no benchmark_model binary given.*android_aarch64_benchmark_model"):
+        AdbTarget(dev.serial, thermal=NO_COOL).run(job)
+    x86 = tmp_path / "benchmark_model_x86_64"
+    shutil.copy(shutil.which("true"), x86)          # a real x86-64 ELF; the device says arm64-v8a
+    with pytest.raises(BadInput, match="is a x86_64 binary but .* runs arm64-v8a"):
+        AdbTarget(dev.serial, benchmark_binary=str(x86), thermal=NO_COOL).run(job)
+    assert dev.pushes == []
+
+
+def test_bench_adb_all_both_runners_and_a_lost_device(make_sim, tiny_tflite, standin_binary, monkeypatch):
+    from edgebench.bench import BenchSettings, raise_for_failures, run_bench
+
+    monkeypatch.setenv("EDGEBENCH_BENCHMARK_MODEL", standin_binary)
+    py = make_sim(has_python=True)
+    stock = make_sim(has_python=False, model="Galaxy S24")
+    lost = make_sim(has_python=True, model="Pixel 7", die_on=r"runner\.py job\.json")
+    doc = run_bench(BenchSettings(models=(str(tiny_tflite),), targets="adb:all", runs=8, min_runs=8,
+                                  warmup_runs=1, min_time_s=0.0))
+    rows = {r["target"]: r for r in doc["rows"]}
+    assert set(rows) == {f"adb:{d.serial}" for d in (py, stock, lost)}
+    assert rows[f"adb:{py.serial}"]["status"] == "ok" and rows[f"adb:{py.serial}"]["latency_ms"]["samples"] == 8
+    assert rows[f"adb:{stock.serial}"]["status"] == "ok"
+    assert rows[f"adb:{stock.serial}"]["fingerprint"]["device_model"] == "Galaxy S24"
+    assert rows[f"adb:{stock.serial}"]["runtime"] == "benchmark_model"
+    bad = rows[f"adb:{lost.serial}"]
+    assert bad["status"] == "failed" and bad["exit_code"] == 3 and lost.serial in bad["error"]
+    with pytest.raises(InfraError, match=lost.serial):
+        raise_for_failures(doc)

@@ -161,5 +161,18 @@ def test_pct_of_peak_from_cached_peak(bench_models, tmp_path, monkeypatch):
     row = run_bench(BenchSettings(models=(str(bench_models["fp32"]),), runs=50, warmup_runs=1))["rows"][0]
     assert row["peak_gflops"] == 10.0   # default 1 thread -> single-core peak
     assert row["pct_of_peak"] == pytest.approx(100 * row["achieved_gflops_per_s"] / 10.0)
-    mean_s = row["latency_ms"]["mean"] / 1e3
-    assert row["achieved_gflops_per_s"] == pytest.approx(5024 / mean_s / 1e9)
+    p50_s = row["latency_ms"]["p50"] / 1e3
+    assert row["achieved_gflops_per_s"] == pytest.approx(5024 / p50_s / 1e9)
+
+
+def test_peak_measured_cached_and_reloaded(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    from edgebench import peak
+
+    assert peak.load_cached() is None
+    doc = peak.measure_peak(n=256, repeats=2)
+    assert doc["peak_gflops"] > 0 and doc["peak_gflops_1thread"] > 0
+    assert doc["peak_gflops"] >= doc["peak_gflops_1thread"]
+    assert peak.load_cached()["peak_gflops"] == doc["peak_gflops"]
+    assert peak.peak_for_threads(doc, 1) == doc["peak_gflops_1thread"]
+    assert peak.peak_for_threads(doc, None) == doc["peak_gflops"]

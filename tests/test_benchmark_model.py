@@ -445,6 +445,12 @@ def test_sample_loop_end_to_end_in_real_sh(models, standin_bin):
     with pytest.raises(BadInput, match="num_runs=1"):
         bm.build_sample_loop_script(bm.build_argv("bm", "m"), 3)
 
+    # no warmup: the tool prints "count=0" for the empty warmup phase and "nan" as its average
+    cold = bm.build_sample_loop_script(bm.sample_argv(str(standin_bin), str(models["fp32"]), warmup_runs=0), 2)
+    q = subprocess.run(["sh", "-c", cold], capture_output=True, text=True, timeout=120, check=False)
+    assert "count=0" in q.stdout and "Warmup (avg): nan" in q.stdout
+    assert bm.parse_sample_loop(q.stdout, 2).shape == (2,)
+
 
 def test_sample_loop_wrong_abi_and_missing_binary(tmp_path, models):
     arm = tmp_path / "bm arm"

@@ -6,11 +6,17 @@ scripts/test starts ``prometheus-pushgateway`` on loopback and sets EDGEBENCH_TE
 from __future__ import annotations
 
 import base64
+import json
 import os
+import shutil
 import socket
+import subprocess
+import time
+import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -135,3 +141,73 @@ def test_cli_push_exit_codes(sqlite_store, capsys, tmp_path):
             assert len(got) == 8
         finally:
             delete_group(rid)
+
+
+PROMETHEUS = shutil.which("prometheus")
+
+
+@needs_pgw
+@pytest.mark.skipif(PROMETHEUS is None, reason="prometheus server not installed (Debian package 'prometheus')")
+def test_grafana_queries_pick_the_newest_run_in_a_real_prometheus(tmp_path):
+    """Scrape the Pushgateway with a real Prometheus and run the dashboard's PromQL."""
+    dash = json.loads((Path(__file__).resolve().parent.parent / "scripts/grafana/edgebench.json").read_text())
+    tag = uuid.uuid4().hex[:8]
+    model = f"mobilenet_{tag}"
+    old, new = make_compare_doc(model=model, created="2026-12-01T10:00:00+00:00"), \
+        make_compare_doc(model=model, created="2026-12-02T10:00:00+00:00", p99_scale=2.0, seed=3)
+    groups = [f"old-{tag}", f"new/{tag}", f"train-{tag}"]
+    push_result(new, PGW, run_id=groups[1])  # pushed first: "newest" must come from created, not push order
+    push_result(old, PGW, run_id=groups[0])
+    push_result(make_train_doc(model=model), PGW, run_id=groups[2])
+    port = free_port()
+    (tmp_path / "prom.yml").write_text(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: pushgateway\n    honor_labels: true\n"
+        f"    static_configs:\n      - targets: ['{urllib.parse.urlsplit(PGW).netloc}']\n")
+    log = open(tmp_path / "prometheus.log", "wb")
+    proc = subprocess.Popen([PROMETHEUS, f"--config.file={tmp_path / 'prom.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=log, stderr=subprocess.STDOUT)
+
+    def query(expr: str) -> list[dict]:
+        expr = expr.replace("$model", model).replace("$precision", ".*").replace("$target", ".*")
+        url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            body = json.load(resp)
+        assert body["status"] == "success", body
+        return body["data"]["result"]
+
+    try:
+        panels = {p["title"]: p["targets"][0]["expr"] for p in dash["panels"]}
+        p99_expr = panels["p99 latency per model / precision / device (newest run)"]
+        deadline = time.monotonic() + 90
+        got: list[dict] = []
+        while time.monotonic() < deadline:  # wait for the first scrapes (not a timing assertion)
+            assert proc.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
+            try:
+                got = query(p99_expr)
+                if len(got) == 5 and len(query(panels["Training throughput"])) == 8:
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            time.sleep(0.5)
+        assert len(got) == 5, got  # reference + 4 precisions, newest run only
+        assert {g["metric"]["run_id"] for g in got} == {groups[1]}
+        int8 = next(g for g in got if g["metric"]["precision"] == "int8")
+        want = next(r for r in new["rows"] if r["precision"] == "int8")["latency_ms"]["p99"] / 1e3
+        assert float(int8["value"][1]) == pytest.approx(want)
+        red = query(panels["Size reduction vs reference model"])
+        assert len(red) == 4 and all(g["metric"]["run_id"] == groups[1] for g in red)
+        psnr = query(panels["Worst-output PSNR vs reference"])
+        assert {g["metric"]["precision"]: round(float(g["value"][1]), 1) for g in psnr}["int8"] == 34.1
+        thr = query(panels["Training throughput"])
+        assert {g["metric"]["batch_size"] for g in thr} == {"16", "32", "64", "128"}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        log.close()
+        for g in groups:
+            delete_group(g)

@@ -84,7 +84,7 @@ def test_values_are_in_base_units(compare_doc, train_doc):
     # the TF reference row is exported too
     _find(samples, "edgebench_inference_latency_seconds", target="tf", quantile="0.5")
     (lb, v), = _find(samples, "edgebench_training_examples_per_second", batch_size=64, xla="true")
-    assert float(v) == pytest.approx(1093.0 * 1.18, rel=1e-3) and lb["strategy"] == "default"
+    assert float(v) == pytest.approx(1093.0 * 1.18, rel=1e-3) and lb["strategy"] == "none" and lb["input_pipeline"] == "optimized"
     (_, v), = _find(samples, "edgebench_training_step_time_seconds", batch_size=64, xla="false", quantile="0.5")
     assert float(v) == pytest.approx(64 / 1093.0 * 0.99, rel=1e-3)
 
@@ -95,6 +95,9 @@ def test_bench_rows_concurrency_and_failed_status(bench_doc):
     assert v == "0"
     hits = _find(samples, "edgebench_inference_concurrent_queries_per_second", target="host")
     assert sorted(lb["concurrency"] for lb, _ in hits) == ["1", "2", "4"]
+    host = next(r for r in bench_doc["rows"] if r["target"] == "host")
+    (_, v), = _find(samples, "edgebench_inference_concurrent_latency_p99_seconds", target="host", concurrency=4)
+    assert float(v) == pytest.approx(host["concurrency"][2]["p99_ms"] / 1e3)
     (lb, _), = _find(samples, "edgebench_inference_latency_seconds", device_model="Pixel 7", quantile="0.99")
     assert lb["target"] == "adb:emulator-5554"
 
@@ -291,5 +294,6 @@ def test_postgres_dashboard_sql_runs_against_the_store():
     red = [r for r in results["Size reduction vs reference model"] if r["metric"] == f"{model} / int8 / host"]
     assert float(red[0]["value"]) == pytest.approx(0.7464)
     thr = [r for r in results["Training throughput"] if r["metric"].startswith(tmodel)]
-    assert len(thr) == 8 and {r["metric"] for r in thr} >= {f"{tmodel} / fp32 / bs 64"}
+    assert len(thr) == 8 and {r["metric"] for r in thr} >= {f"{tmodel} / fp32 / bs 64 / xla true / none / optimized",
+                                                            f"{tmodel} / fp32 / bs 64 / xla false / none / optimized"}
     assert results["Latest runs"]

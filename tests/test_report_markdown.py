@@ -34,6 +34,10 @@ GOLDEN_DOCS = [
              "drift": {"logits": {"max_abs": 0.081, "mean_abs": 0.0063, "rmse": 0.0099, "rel_l2": 0.031,
                                   "cosine": 0.9995, "psnr_db": 40.1, "nan": 0, "inf": 0},
                        "features": {"psnr_db": "inf", "cosine": 1.0}}},
+            {"model": "mobilenet_v2_035", "precision": "int8", "target": "host", "status": "ok",
+             "size_bytes": 1861632, "size_reduction_pct": 74.64,
+             "latency_ms": {"mean": 0.0207, "p50": 0.01976, "p99": 0.02668, "samples": 5000, "p99_valid": True,
+                            "qps": 48309.2}},
             {"model": "mobilenet_v2_035", "precision": "dynamic", "target": "adb:R58N", "device_model": "Galaxy A52",
              "status": "failed", "error": "device lost | adb: no devices"},
         ],
@@ -43,9 +47,9 @@ GOLDEN_DOCS = [
         "fingerprint": {"gpu": "NVIDIA H200"},
         "rows": [
             {"model": "resnet_tiny", "precision": "mixed_float16", "xla": True, "strategy": "mirrored",
-             "target": "gpu", "batch_size": 256, "status": "ok", "examples_per_s": 18342.5,
+             "input_pipeline": "optimized", "target": "train:mirrored", "batch_size": 256, "status": "ok", "examples_per_s": 18342.5,
              "step_time_ms": {"p50": 13.9, "p99": 15.2}},
-            {"model": "resnet_tiny", "precision": "fp32", "xla": False, "strategy": "default",
+            {"model": "resnet_tiny", "precision": "fp32", "xla": False, "strategy": "none", "input_pipeline": "naive",
              "batch_size": 512, "status": "failed", "error": "OOM"},
         ],
     },
@@ -61,6 +65,7 @@ run 4be1c0de9a8f4f3e8d2b7c6a5e4f3d2c · 2026-12-02T10:00:00+00:00 · TF 2.21.0 �
 | mobilenet_v2_035 | fp32 (ref) | tf | - | ok | 7.34 MB | - | 9.80 | 12.64 | 100.9 | 71.25% | - | - | - |
 | mobilenet_v2_035 | fp16 | host | - | ok | 3.49 MB | 52.5% | 4.31 | 5.71 | 229.9 | 71.25% | 0.00 | 99.80% | 70.4 |
 | mobilenet_v2_035 | int8 | adb:R58N | Galaxy A52 | ok | 1.86 MB | 74.6% | 11.02 | 14.93 † | 89.3 | 69.75% | 1.50 | 95.30% | 40.1 |
+| mobilenet_v2_035 | int8 | host | - | ok | 1.86 MB | 74.6% | 0.0198 | 0.0267 | 48,309.2 | - | - | - | - |
 | mobilenet_v2_035 | dynamic | adb:R58N | Galaxy A52 | **failed**: device lost \\| adb: no devices | - | - | - | - | - | - | - | - | - |
 
 <details><summary>per-output drift vs reference</summary>
@@ -79,10 +84,10 @@ run 4be1c0de9a8f4f3e8d2b7c6a5e4f3d2c · 2026-12-02T10:00:00+00:00 · TF 2.21.0 �
 
 run 77aa · 2026-12-02T11:00:00+00:00 · NVIDIA H200
 
-| model | precision | xla | strategy | target | status | batch | examples/s | step p50 ms | step p99 ms |
-|---|---|---|---|---|---|---:|---:|---:|---:|
-| resnet_tiny | mixed_float16 | true | mirrored | gpu | ok | 256 | 18,342.5 | 13.90 | 15.20 |
-| resnet_tiny | fp32 | false | default | - | **failed**: OOM | 512 | - | - | - |
+| model | precision | xla | strategy | pipeline | target | status | batch | examples/s | step p50 ms | step p99 ms |
+|---|---|---|---|---|---|---|---:|---:|---:|---:|
+| resnet_tiny | mixed_float16 | true | mirrored | optimized | train:mirrored | ok | 256 | 18,342.5 | 13.90 | 15.20 |
+| resnet_tiny | fp32 | false | none | naive | - | **failed**: OOM | 512 | - | - | - |
 """
 
 

@@ -250,3 +250,138 @@ def test_json_of_stored_doc_is_plain(db):
     st = Store(db)
     rid = st.save(bench_doc())
     json.dumps(st.get(rid))  # numpy values were converted on save
+
+
+# ------------------------------------------------------------------------------ results CLI
+
+class _Result:
+    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def _cli(*args) -> _Result:
+    """The real CLI, in-process (exit code from SystemExit, stdout/stderr captured)."""
+    import contextlib
+    import io
+    import os
+
+    from edgebench.cli import _main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "200"
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            _main(list(args))
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    finally:
+        if old is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = old
+    return _Result(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def history_db(db):
+    """10 runs of digits/int8/host: p99 steps up 1.3x at run 5, and TF changes with it."""
+    st = Store(db)
+    ids = []
+    for i in range(10):
+        slow = i >= 5
+        doc = bench_doc(p99=(2.6 if slow else 2.0) + 0.01 * (i % 3), seed=i, n=800,
+                        created=f"2026-11-{i + 1:02d}T10:00:00+00:00")
+        row = doc["rows"][0]
+        if slow:
+            row["samples_ns"] = (np.asarray(row["samples_ns"]) * 1.3).astype(np.int64)
+            row["latency_ms"] = {**row["latency_ms"], "p50": 1.3, "mean": 1.43, "qps": 699.0}
+            doc["fingerprint"] = {**FP, "tensorflow": "2.22.0"}
+        ids.append(st.save(doc))
+    return db, ids
+
+
+def test_results_cli_list_show_compare_history_export(history_db, tmp_path):
+    db, ids = history_db
+    r = _cli("results", "list", "--db", db, "--json", "-")
+    assert r.returncode == 0, r.stderr
+    assert [x["run_id"] for x in json.loads(r.stdout)["rows"]] == ids[::-1]
+
+    r = _cli("results", "show", ids[3][:10], "--db", db, "--json", "-")
+    shown = json.loads(r.stdout)
+    assert shown["run_id"] == ids[3] and len(shown["rows"][0]["samples_ns"]) == 800
+
+    r = _cli("results", "compare", ids[0], ids[9], "--db", db)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "ENVIRONMENT DIFFERS" in out and "tensorflow: 2.21.0  ->  2.22.0" in out
+    assert out.index("ENVIRONMENT DIFFERS") < out.index("p50 ms")          # differences first
+    assert "worse" in out
+    r = _cli("results", "compare", ids[0], ids[9], "--db", db, "--fail-on-regression")
+    assert r.returncode == 1 and "significantly worse" in r.stderr
+    r = _cli("results", "compare", ids[0], ids[1], "--db", db, "--fail-on-regression", "--json", "-")
+    assert r.returncode == 0
+    rep = json.loads(r.stdout)
+    assert rep["regressions"] == 0 and rep["fingerprint_diff"] == []
+
+    r = _cli("results", "history", "--metric", "p99", "--model", "digits", "--db", db, "--json", "-")
+    (series,) = json.loads(r.stdout)["rows"]
+    assert [p["step"] for p in series["points"]].index(True) == 5
+    assert series["steps"][0]["run_id"] == ids[5]
+    r = _cli("results", "history", "--metric", "p99", "--model", "digits", "--db", db)
+    assert "level shift 1.3" in r.stdout
+
+    csv_path = tmp_path / "out" / "rows.csv"
+    r = _cli("results", "export", "--format", "csv", "-o", str(csv_path), "--db", db, "--since", "2026-11-06")
+    assert r.returncode == 0, r.stderr
+    import csv as _csv
+
+    rows = list(_csv.DictReader(csv_path.open()))
+    assert len(rows) == 5 and rows[0]["run_id"] == ids[5] and float(rows[0]["p99_ms"]) == 2.62
+    r = _cli("results", "export", "--format", "json", "--db", db, "--model", "digits")
+    assert len(json.loads(r.stdout)["rows"]) == 10
+    r = _cli("results", "export", "--format", "xml", "--db", db)
+    assert r.returncode == 2 and "--format xml" in r.stderr
+
+
+def test_results_cli_bad_inputs(history_db, tmp_path):
+    db, _ids = history_db
+    r = _cli("results", "show", "abcdef", "--db", db)
+    assert r.returncode == 2 and "no run 'abcdef'" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("results", "history", "--metric", "p77", "--model", "digits", "--db", db)
+    assert r.returncode == 2 and "not a stored metric" in r.stderr
+    r = _cli("results", "list", "--since", "yesterday-ish", "--db", db)
+    assert r.returncode == 2 and "--since" in r.stderr
+    con = sqlite3.connect(db)
+    con.execute("update schema_meta set value='5' where key='schema_version'")
+    con.commit()
+    con.close()
+    r = _cli("results", "list", "--db", db)
+    assert r.returncode == 2 and "schema version 5, newer than this edgebench" in r.stderr
+
+
+def test_results_import_and_store_result_keeps_unsaved(tmp_path, monkeypatch):
+    from edgebench.cli._common import store_result
+
+    monkeypatch.setenv("EDGEBENCH_DATA_DIR", str(tmp_path / "data"))
+    db = str(tmp_path / "r.db")
+    Store(db)
+    doc = bench_doc()
+    rid = store_result(doc, db=db)
+    assert Store(db).get(rid)["rows"][0]["model"] == "digits"
+    assert store_result(doc, db=db, enabled=False) is None
+    # a read-only database: the result is kept in <data>/unsaved and the error says where
+    with pytest.raises(InfraError, match=r"result measured but not stored: .*read-only.*kept in (\S+unsaved\S+\.json)") as ei:
+        store_result(doc, db=f"sqlite:///file:{db}?mode=ro&uri=true")
+    kept = ei.value.args[0].split("kept in ")[1].split(";")[0]
+    assert json.loads(open(kept).read())["rows"][0]["model"] == "digits"
+    r = _cli("results", "import", kept, "--db", db, "--json", "-")
+    assert r.returncode == 0, r.stderr
+    (imp,) = json.loads(r.stdout)["rows"]
+    got = Store(db).get(imp["run_id"])
+    assert got["rows"][0]["samples_ns"] == np.asarray(doc["rows"][0]["samples_ns"]).tolist()
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"rows": 3}')
+    r = _cli("results", "import", str(bad), "--db", db)
+    assert r.returncode == 2 and "not an edgebench result" in r.stderr

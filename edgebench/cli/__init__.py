@@ -30,6 +30,7 @@ _COMMANDS = (
     "convert",
     "bench",
     "convert_and_compare",
+    "compare",
     "env",
     "models",
     "train",
@@ -38,6 +39,7 @@ _COMMANDS = (
     "report",
     "export",
     "devices",
+    "import_log",
 )
 
 

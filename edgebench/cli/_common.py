@@ -135,6 +135,8 @@ def finish_result(doc: dict, *, json_path: str | None, db: str | None = None, no
     run_id = store_result(doc, db=db, enabled=not no_store)
     if run_id:
         doc["run_id"] = run_id
+        if json_path and json_path != "-":
+            write_json(doc, json_path)   # now with its run id
     if pushgateway:
         from edgebench.export import push_result
 

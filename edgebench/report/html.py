@@ -14,7 +14,8 @@ Sections (always present, with a one-line note when the data for them is absent)
 ``latency``      per row: latency CDF and histogram from the raw ``samples_ns``
 ``pareto``       size vs p99 scatter, accuracy annotated, Pareto-optimal rows filled
 ``drift``        per-output drift table (max/mean abs, RMSE, rel L2, cosine, PSNR, NaN/Inf)
-``training``     training throughput vs batch size, one line per (model, precision, xla, strategy)
+``training``     training throughput vs batch size, one line per (model, precision, xla, strategy,
+                 input pipeline)
 ``history``      metric over time for each series with earlier stored runs
 """
 
@@ -90,6 +91,14 @@ def _fmt(value: Any, digits: int = 3, *, scale: float = 1.0, suffix: str = "") -
     if v != 0 and (abs(v) < 10 ** -(digits) or abs(v) >= 1e7):
         return f"{v:.{max(digits - 1, 1)}e}{suffix}"
     return f"{v:,.{digits}f}{suffix}" if abs(v) < 1000 else f"{v:,.0f}{suffix}"
+
+
+def _fmt_ms(value: Any) -> str:
+    """Latency in ms: 3 decimals from 1 ms up, 3 significant digits below (sub-ms models)."""
+    v = _num(value)
+    if v is None or not math.isfinite(v) or abs(v) >= 1 or v == 0:
+        return _fmt(v)
+    return f"{v:.3g}"
 
 
 def _fmt_bytes(value: Any) -> str:
@@ -411,8 +420,12 @@ def _results_section(docs: list[dict[str, Any]]) -> str:
         precs = list(dict.fromkeys(str(r.get("precision") or "-") for r in rows))
         targets = list(dict.fromkeys(str(r.get("target") or "-") for r in rows))
         grid: dict[tuple[str, str], dict[str, Any]] = {}
+        extra: dict[tuple[str, str], int] = {}
         for r in rows:
-            grid.setdefault((str(r.get("precision") or "-"), str(r.get("target") or "-")), r)
+            key = (str(r.get("precision") or "-"), str(r.get("target") or "-"))
+            if key in grid:  # several runs (a matrix): show the first, count the rest
+                extra[key] = extra.get(key, 0) + 1
+            grid.setdefault(key, r)
         body = []
         for p in precs:
             cells = [p]
@@ -424,9 +437,11 @@ def _results_section(docs: list[dict[str, Any]]) -> str:
                     cells.append(f'<span class="bad">{_e(r.get("status"))}</span>')
                 else:
                     acc = _acc(r)
-                    bits = [f"p99 {_e(_fmt(_lat(r).get('p99')))} ms", _e(_fmt_bytes(r.get("size_bytes")))]
+                    bits = [f"p99 {_e(_fmt_ms(_lat(r).get('p99')))} ms", _e(_fmt_bytes(r.get("size_bytes")))]
                     if acc.get("top1") is not None:
                         bits.append(f"top-1 {_e(_fmt_pct(acc.get('top1')))}")
+                    if extra.get((p, t)):
+                        bits.append(f'<span class="note">+{extra[(p, t)]} more run(s), see all rows</span>')
                     cells.append("<br>".join(bits))
             body.append(cells)
         parts.append(f"<h3>{_e(model)}</h3>")
@@ -434,24 +449,26 @@ def _results_section(docs: list[dict[str, Any]]) -> str:
                             raw_cols=tuple(range(1, len(targets) + 1))))
     # full table
     table_rows = []
-    for _, r in inf_rows:
+    multi = len(docs) > 1
+    for d, r in inf_rows:
         lat, acc = _lat(r), _acc(r)
         status = r.get("status") or "-"
         if r.get("error"):
             status = f"{status}: {r['error']}"
-        table_rows.append((
+        table_rows.append(((str(d.get("run_id") or "-")[:12],) if multi else ()) + (
             r.get("model") or "-", r.get("precision") or "-", r.get("target") or "-",
             r.get("device_model") or "-", status, _fmt_bytes(r.get("size_bytes")),
-            _fmt(r.get("size_reduction_pct"), 1, suffix="%"), _fmt(lat.get("p50")), _fmt(lat.get("p90")),
-            _fmt(lat.get("p99")) + ("" if lat.get("p99_valid", True) else " (few samples)"),
+            _fmt(r.get("size_reduction_pct"), 1, suffix="%"), _fmt_ms(lat.get("p50")), _fmt_ms(lat.get("p90")),
+            _fmt_ms(lat.get("p99")) + ("" if lat.get("p99_valid", True) else " (few samples)"),
             _fmt(lat.get("qps"), 1), _fmt(lat.get("samples"), 0), _fmt_pct(acc.get("top1")),
             _fmt(acc.get("top1_drop_pp"), 2), _fmt_pct(acc.get("top1_agreement")),
             _fmt_pct(acc.get("top5_agreement")),
         ))
     parts.append("<h3>All rows</h3>")
-    parts.append(_table(["model", "precision", "target", "device", "status", "size", "size red.",
-                         "p50 ms", "p90 ms", "p99 ms", "QPS", "samples", "top-1", "top-1 drop pp",
-                         "top-1 agree", "top-5 agree"], table_rows, left=5))
+    parts.append(_table((["run"] if multi else []) + [
+        "model", "precision", "target", "device", "status", "size", "size red.", "p50 ms", "p90 ms", "p99 ms",
+        "QPS", "samples", "top-1", "top-1 drop pp", "top-1 agree", "top-5 agree"], table_rows,
+        left=6 if multi else 5))
     return _section("results", "Precision × target", "".join(parts))
 
 
@@ -464,6 +481,8 @@ def _latency_section(docs: list[dict[str, Any]]) -> str:
                 continue
             any_rows = True
             name = _row_name(r)
+            if len(docs) > 1 and d.get("run_id"):
+                name += f" (run {str(d['run_id'])[:12]})"
             samples = r.get("samples_ns")
             parts.append(f"<h3>{_e(name)}</h3>")
             vals = [float(s) / 1e6 for s in samples] if isinstance(samples, list) and samples else []
@@ -533,7 +552,7 @@ def _pareto_section(docs: list[dict[str, Any]]) -> str:
         label = f"{r.get('precision') or '-'}" + ("" if a is None else f" {a * 100:.1f}%")
         plot.point(s / 1e6, p, color, filled=opt, r=5.0, tip=_row_name(r))
         plot.text(s / 1e6, p, label, color)
-        rows.append((_row_name(r), _fmt_bytes(s), _fmt(p), _fmt_pct(a), "yes" if opt else "no"))
+        rows.append((_row_name(r), _fmt_bytes(s), _fmt_ms(p), _fmt_pct(a), "yes" if opt else "no"))
     body = plot.svg("size vs p99 latency") + _table(
         ["row", "size", "p99 ms", "top-1 (or agreement)", "Pareto-optimal"], rows, left=1)
     return _section("pareto", "Size – p99 – accuracy trade-off", body)
@@ -581,7 +600,8 @@ def _training_section(docs: list[dict[str, Any]]) -> str:
                 continue
             xla = r.get("xla")
             key = " / ".join(str(x) for x in (r.get("model") or "?", r.get("precision") or "-",
-                                               "xla" if xla else "no-xla", r.get("strategy") or "-"))
+                                               "xla" if xla else "no-xla", r.get("strategy") or "-",
+                                               r.get("input_pipeline")) if x)
             bs, eps = _num(r.get("batch_size")), _num(r.get("examples_per_s"))
             if bs is not None and eps is not None and r.get("status") in (None, "ok"):
                 series.setdefault(key, []).append((bs, eps))
@@ -590,16 +610,16 @@ def _training_section(docs: list[dict[str, Any]]) -> str:
             if r.get("error"):
                 status = f"{status}: {r['error']}"
             rows.append((r.get("model") or "-", r.get("precision") or "-", "-" if xla is None else str(bool(xla)).lower(),
-                         r.get("strategy") or "-", r.get("target") or "-", status, _fmt(bs, 0), _fmt(eps, 1),
-                         _fmt(st.get("p50", st.get("mean")), 2), _fmt(st.get("p99"), 2)))
+                         r.get("strategy") or "-", r.get("input_pipeline") or "-", r.get("target") or "-", status, _fmt(bs, 0), _fmt(eps, 1),
+                         _fmt_ms(st.get("p50", st.get("mean"))), _fmt_ms(st.get("p99"))))
     if not rows:
         return _section("training", "Training throughput", _note("no training baselines in these runs"))
     body = ""
     if series:
         body += svg_lines([(k, [x for x, _ in v], [y for _, y in v]) for k, v in series.items()],
                           xlabel="batch size", ylabel="examples / s", title="throughput vs batch size")
-    body += _table(["model", "precision", "xla", "strategy", "target", "status", "batch", "examples/s",
-                    "step p50 ms", "step p99 ms"], rows, left=6)
+    body += _table(["model", "precision", "xla", "strategy", "input pipeline", "target", "status", "batch",
+                    "examples/s", "step p50 ms", "step p99 ms"], rows, left=7)
     return _section("training", "Training throughput", body)
 
 

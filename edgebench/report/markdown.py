@@ -67,6 +67,14 @@ def _g(value: Any, sig: int = 3) -> str:
     return f"{v:.{sig}g}"
 
 
+def _ms(value: Any) -> str:
+    """Latency in ms: 2 decimals from 1 ms up, 3 significant digits below (sub-ms models)."""
+    v = _num(value)
+    if v is None or math.isinf(v) or math.isnan(v) or abs(v) >= 1 or v == 0:
+        return _f(v)
+    return f"{v:.3g}"
+
+
 def _bytes(value: Any) -> str:
     v = _num(value)
     if v is None:
@@ -147,7 +155,7 @@ def _inference_table(rows: list[dict[str, Any]]) -> tuple[list[str], bool]:
     for r in rows:
         lat = r.get("latency_ms") if isinstance(r.get("latency_ms"), dict) else {}
         acc = r.get("accuracy") if isinstance(r.get("accuracy"), dict) else {}
-        p99 = _f(lat.get("p99"))
+        p99 = _ms(lat.get("p99"))
         if lat and lat.get("p99_valid") is False:
             p99 += " †"
             few = True
@@ -159,7 +167,7 @@ def _inference_table(rows: list[dict[str, Any]]) -> tuple[list[str], bool]:
             md_escape(r.get("model")), prec, md_escape(r.get("target")), md_escape(r.get("device_model")),
             _status(r), _bytes(r.get("size_bytes")),
             "-" if red is None else f"{red:.1f}%",
-            _f(lat.get("p50")), p99, _f(lat.get("qps"), 1),
+            _ms(lat.get("p50")), p99, _f(lat.get("qps"), 1),
             _f(acc.get("top1"), 2, scale=100, suffix="%"), _f(acc.get("top1_drop_pp"), 2),
             _f(acc.get("top1_agreement"), 2, scale=100, suffix="%"),
             _f(_worst(r.get("drift"), "psnr_db", True), 1),
@@ -198,12 +206,12 @@ def _train_table(doc: dict[str, Any]) -> list[str]:
         xla = r.get("xla")
         body.append([md_escape(r.get("model")), md_escape(r.get("precision")),
                      "-" if xla is None else str(bool(xla)).lower(), md_escape(r.get("strategy")),
-                     md_escape(r.get("target")), _status(r), _f(r.get("batch_size"), 0),
-                     _f(r.get("examples_per_s"), 1), _f(st.get("p50", st.get("mean"))), _f(st.get("p99"))])
+                     md_escape(r.get("input_pipeline")), md_escape(r.get("target")), _status(r), _f(r.get("batch_size"), 0),
+                     _f(r.get("examples_per_s"), 1), _ms(st.get("p50", st.get("mean"))), _ms(st.get("p99"))])
     if not body:
         return []
-    return _table(["model", "precision", "xla", "strategy", "target", "status", "batch", "examples/s",
-                   "step p50 ms", "step p99 ms"], body, right_from=6)
+    return _table(["model", "precision", "xla", "strategy", "pipeline", "target", "status", "batch", "examples/s",
+                   "step p50 ms", "step p99 ms"], body, right_from=7)
 
 
 def render_markdown(docs: dict[str, Any] | Sequence[dict[str, Any]]) -> str:

@@ -22,13 +22,14 @@ key), ``model``, ``precision``, ``target``, ``device_model`` on every row metric
                                                           concurrency sweeps)
 ``edgebench_model_size_bytes``                  gauge     .tflite (or SavedModel) size
 ``edgebench_model_size_reduction_ratio``        gauge     1 - size / reference size
-``edgebench_accuracy_top1_ratio``               gauge     also ``_top1_drop_ratio``,
+``edgebench_accuracy_top1_ratio``               gauge     also ``_top5_ratio``, ``_top1_drop_ratio``,
                                                           ``_top1_agreement_ratio``, ``_top5_agreement_ratio``
 ``edgebench_drift_psnr_db``                     gauge     per output (``output`` label); also
                                                           ``_max_abs``, ``_mean_abs``, ``_rmse``,
                                                           ``_rel_l2_ratio``, ``_cosine_similarity``,
                                                           ``_nan_values``, ``_inf_values``
-``edgebench_training_examples_per_second``      gauge     labels add batch_size, xla, strategy
+``edgebench_training_examples_per_second``      gauge     labels add batch_size, xla, strategy,
+                                                          input_pipeline
 ``edgebench_training_step_time_seconds``        summary   from ``step_time_ms``
 =============================================  ========  ==============================================
 """
@@ -255,6 +256,8 @@ def _add_inference_row(reg: _Registry, doc: dict[str, Any], row: dict[str, Any],
         top1 = _num(acc.get("top1"))
         reg.fam("edgebench_accuracy_top1_ratio", "gauge", "Top-1 accuracy on the labelled input set."
                 ).add(labels, top1)
+        reg.fam("edgebench_accuracy_top5_ratio", "gauge", "Top-5 accuracy on the labelled input set."
+                ).add(labels, _num(acc.get("top5")))
         drop = _num(acc.get("top1_drop_pp"))
         reg.fam("edgebench_accuracy_top1_drop_ratio", "gauge",
                 "Top-1 accuracy drop against the reference (percentage points / 100)."
@@ -278,7 +281,7 @@ def _add_inference_row(reg: _Registry, doc: dict[str, Any], row: dict[str, Any],
         for item in conc:
             if not isinstance(item, dict):
                 continue
-            n = item.get("concurrency", item.get("streams", item.get("threads")))
+            n = item.get("level", item.get("concurrency", item.get("streams", item.get("threads"))))
             if n is None:
                 continue
             cl = {**labels, "concurrency": n}
@@ -298,6 +301,7 @@ def _add_train_row(reg: _Registry, doc: dict[str, Any], row: dict[str, Any], bas
         "batch_size": row.get("batch_size", ""),
         "xla": "" if row.get("xla") is None else str(bool(row.get("xla"))).lower(),
         "strategy": row.get("strategy") or "",
+        "input_pipeline": row.get("input_pipeline") or "",
     })
     status = row.get("status")
     if status is not None:

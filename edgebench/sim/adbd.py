@@ -43,7 +43,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
@@ -191,6 +190,7 @@ class _Stream:
         self._write_lock = threading.Lock()
         self.closed = threading.Event()
         self._sent_close = False
+        self._close_lock = threading.Lock()
 
     # host -> device
     def on_okay(self) -> None:
@@ -219,8 +219,10 @@ class _Stream:
                     raise _Closed()
 
     def close(self) -> None:
-        if not self._sent_close:
+        with self._close_lock:
+            first = not self._sent_close
             self._sent_close = True
+        if first:
             try:
                 self.conn.send(A_CLSE, self.local_id, self.remote_id)
             except _Closed:
@@ -265,7 +267,7 @@ class _ShellStream(_Stream):
         dev = self.conn.device
         dev.tick()
         if dev.should_die(self.command):
-            threading.Thread(target=dev.kill, daemon=True).start()
+            dev.kill()          # drop the connection before any answer: a cable pulled mid-run
             raise _Closed()
         cmd = dev.rewrite(self.command) if self.command else ""
         argv = [str(dev.bin_dir / "sh")] + (["-c", cmd] if cmd else [])

@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -412,8 +412,13 @@ class AdbDevice:
                                  encoding=None, v2=True)
         except _adb_errors() as exc:
             raise self.lost(what, _describe(exc)) from None
-        return ShellResult(r.returncode, (r.stdout or b"").decode("utf-8", "replace"),
-                           (r.stderr or b"").decode("utf-8", "replace"))
+        res = ShellResult(r.returncode, (r.stdout or b"").decode("utf-8", "replace"),
+                          (r.stderr or b"").decode("utf-8", "replace"))
+        if res.rc == 127 and "timeout" in res.stderr and "not found" in res.stderr:
+            raise InfraError(f"adb device {self.serial} has no 'timeout' command, which edgebench needs to "
+                             "enforce deadlines on the device (toybox has it from Android 6; on a board install "
+                             "coreutils)")
+        return res
 
     def check(self, script: str, *, what: str, deadline_s: float = SHORT_DEADLINE_S) -> ShellResult:
         r = self.shell(script, deadline_s=deadline_s, what=what)
@@ -572,6 +577,16 @@ class AdbTarget:
         return "edgebench" if self.facts()["has_python_runtime"] else "benchmark_model"
 
     def run(self, job: Job) -> RunResult:
+        return self._run(job, None)
+
+    def run_load(self, job: Job, load: dict[str, Any]) -> RunResult:
+        """Load modes (concurrency / server) through the edgebench runner on the device."""
+        if self.choose_runner() != "edgebench":
+            raise BadInput(f"adb device {self.serial}: load modes (--concurrency, --server-qps, --sla-p99-ms) need "
+                           "python3 with a TFLite runtime on the device; benchmark_model has no load modes")
+        return self._run(job, load)
+
+    def _run(self, job: Job, load: dict[str, Any] | None) -> RunResult:
         model = Path(job.model_path)
         if not model.is_file():
             raise BadInput(f"model not found: {model}; give the path of an existing .tflite file")
@@ -582,7 +597,7 @@ class AdbTarget:
             if not self.facts()["has_python_runtime"]:
                 raise BadInput(f"adb device {self.serial} has no python3 with a TFLite runtime, so the edgebench "
                                "runner cannot run there; use the benchmark_model runner (--benchmark-binary)")
-            return self._run_edgebench(job)
+            return self._run_edgebench(job, load)
         return self._run_benchmark_model(job)
 
     # -- cool-down and sampling -----------------------------------------------------------------
@@ -629,7 +644,8 @@ class AdbTarget:
         pushed[key] = self.device.push_if_changed(local, remote)
         return remote
 
-    def _job_spec(self, job: Job, model_rel: str, inputs_rel: str | None) -> dict[str, Any]:
+    def _job_spec(self, job: Job, model_rel: str, inputs_rel: str | None,
+                  load: dict[str, Any] | None = None) -> dict[str, Any]:
         spec = asdict(job)
         spec["threads"] = spec["threads"] if spec["threads"] is not None else self.threads
         if spec["delegate"] == "xnnpack":
@@ -640,10 +656,10 @@ class AdbTarget:
         spec["model_path"] = model_rel       # relative to the run folder: the runner runs there
         spec["inputs_npz"] = inputs_rel
         spec.pop("deadline_s", None)
-        spec["load"] = None
+        spec["load"] = load
         return spec
 
-    def _run_edgebench(self, job: Job) -> RunResult:
+    def _run_edgebench(self, job: Job, load: dict[str, Any] | None = None) -> RunResult:
         dev = self.device
         model = Path(job.model_path)
         run_dir = f"{REMOTE_ROOT}/run-{_run_id()}"
@@ -656,7 +672,7 @@ class AdbTarget:
             model_remote = self._stage(model, pushed, "model")
             inputs_remote = self._stage(Path(job.inputs_npz), pushed, "inputs") if job.inputs_npz else None
             spec = self._job_spec(job, "../files/" + model.name,
-                                  "../files/" + Path(job.inputs_npz).name if inputs_remote else None)
+                                  "../files/" + Path(job.inputs_npz).name if inputs_remote else None, load)
             job_file = local_tmp / "job.json"
             job_file.write_text(json.dumps(spec))
             dev.push(job_file, f"{run_dir}/job.json")
@@ -675,10 +691,7 @@ class AdbTarget:
             thermal["during"] = during
             thermal["after"] = dev.thermal_sample()
 
-            if r.rc in (124, 137):
-                raise InfraError(f"adb device {self.serial}: the run of {model.name} exceeded its device-side "
-                                 f"deadline of {job.deadline_s:g} s and was killed (exit {r.rc}); raise the "
-                                 "deadline or lower --max-time")
+            self._check_deadline(r, job, model)
             expected = [f"{run_dir}/result.json", f"{run_dir}/result.npz"]
             listing = dev.check(RemoteCommand.test_files(expected), what="checking result files")
             present = {expected[int(ln[3:])] for ln in listing.stdout.splitlines()
@@ -710,9 +723,11 @@ class AdbTarget:
         thermal.update(detect_throttle(thermal.get("before"), thermal["during"], thermal.get("after"), samples))
         outputs = {k.split("::", 1)[1]: v for k, v in arrays.items() if k.startswith("out::")} or None
         extra_keys = ("stop_reason", "timed_wall_s", "n_input_samples", "input_source", "inputs",
-                      "outputs_meta", "nonfinite_outputs", "rss_before_load_bytes", "runner_version",
-                      "python", "numpy", "platform")
+                      "outputs_meta", "nonfinite_outputs", "rss_before_load_bytes", "load", "init_ms_each",
+                      "runner_version", "python", "numpy", "platform")
         extra: dict[str, Any] = {k: meta[k] for k in extra_keys if k in meta}
+        if "service_ns" in arrays:
+            extra["service_ns"] = arrays["service_ns"]
         extra.update({"runner": "edgebench", "serial": self.serial, "threads": spec["threads"],
                       "delegate": spec["delegate"], "pushed": pushed, "remote_run_dir": run_dir,
                       "device_wall_s": round(wall, 3), "thermal": thermal,
@@ -738,18 +753,177 @@ class AdbTarget:
             pass   # the device is gone; the run's own error says so
 
     # -- benchmark_model runner ---------------------------------------------------------------------
-    def _run_benchmark_model(self, job: Job) -> RunResult:
+    def _bm_flags(self, delegate: str) -> dict[str, Any]:
+        """Delegate -> benchmark_model flags. GPU precision loss is always explicit (off): the
+        tool's own default (on, fp16) would silently change the numbers."""
+        if delegate.endswith(".so"):
+            raise BadInput(f"delegate {delegate!r}: benchmark_model cannot load an arbitrary delegate .so here; "
+                           "use xnnpack, none, gpu or nnapi")
+        return {"use_xnnpack": delegate == "xnnpack" if delegate in ("xnnpack", "none") else None,
+                "use_gpu": delegate == "gpu", "gpu_precision_loss_allowed": False,
+                "use_nnapi": delegate == "nnapi"}
+
+    def _host_io(self, job: Job):
+        """Model I/O and the InputSet prepared exactly as the edgebench runner prepares them
+        (same synthetic seed, same quantization), so outputs compare with the host's."""
+        from edgebench.targets import runner as rn  # noqa: PLC0415 -- LiteRT only when needed
+
         try:
-            from edgebench.targets import benchmark_model as bm  # noqa: PLC0415
-        except ImportError:
-            raise InfraError(f"adb device {self.serial} has no python3 with a TFLite runtime and this edgebench "
-                             "has no benchmark_model support installed; install python3 + ai-edge-litert on "
-                             "the device") from None
-        runner = getattr(bm, "run_on_device", None)
-        if runner is None:
-            raise InfraError(f"adb device {self.serial} needs the benchmark_model runner, which this edgebench "
-                             "build does not provide yet; install python3 + ai-edge-litert on the device")
-        return runner(self, job)
+            it = rn.make_interpreter(rn.load_runtime(), str(job.model_path), None, "xnnpack")
+            ins, outs = rn.io_details(it)
+            if job.inputs_npz:
+                data = rn.map_inputs(rn.load_npz(job.inputs_npz), ins, job.inputs_npz)
+                source = "npz"
+            else:
+                data = rn.synthetic_inputs(ins, job.seed)
+                source = "synthetic"
+            prepared, n = rn.prepare_samples(it, ins, data, source)
+        except rn.JobError as exc:
+            raise BadInput(str(exc)) from None
+        tensor_in = {d["index"]: d["name"] for d in it.get_input_details()}
+        # benchmark_model writes outputs in the interpreter's output order, under tensor names
+        out_order = [d["index"] for d in it.get_output_details()]
+        by_index = {d["index"]: d for d in outs}
+        out_details = [{"name": by_index[i]["name"] if i in by_index else str(i),
+                        "shape": by_index[i]["shape"], "dtype": by_index[i]["dtype"],
+                        "quantization": (by_index[i]["scale"], by_index[i]["zero_point"])}
+                       for i in out_order]
+        in_details = [{"name": tensor_in[d["index"]], "shape": d["shape"],
+                       "shape_signature": d["shape_signature"], "dtype": d["dtype"], "index": d["index"]}
+                      for d in ins]
+        return in_details, out_details, prepared, n, source
+
+    def _push_inputs(self, bm, in_details, prepared, i: int, local_tmp: Path, run_dir: str):
+        arrays = {d["name"]: prepared[d["index"]][i] for d in in_details}
+        details = [{k: v for k, v in d.items() if k != "index"} for d in in_details]
+        ivf = bm.write_input_value_files(arrays, details, local_tmp / f"in{i}", remote_dir=f"{run_dir}/in{i}")
+        for local, remote in zip(ivf.local_paths, ivf.remote_paths):
+            self.device.push(Path(local), remote)
+        return ivf
+
+    def _run_benchmark_model(self, job: Job) -> RunResult:
+        from edgebench.targets import benchmark_model as bm  # noqa: PLC0415
+
+        dev = self.device
+        facts = self.facts()
+        info = bm.resolve_binary(self.benchmark_binary)
+        abis = (facts["props"].get("ro.product.cpu.abilist") or facts["abi"] or "").split(",")
+        bm.check_abi(info, abis, self.serial)
+        model = Path(job.model_path)
+        delegate = self.delegate if job.delegate == "xnnpack" else job.delegate
+        threads = job.threads if job.threads is not None else self.threads
+        flags = self._bm_flags(delegate)
+        in_details, out_details, prepared, n_inputs, source = self._host_io(job)
+        n = int(job.runs or job.min_runs)
+        where = f"adb device {self.serial}"
+
+        run_dir = f"{REMOTE_ROOT}/run-{_run_id()}"
+        pushed: dict[str, bool] = {}
+        dev.check(RemoteCommand.mkdir(REMOTE_FILES, run_dir), what="creating the run folder")
+        local_tmp = Path(tempfile.mkdtemp(prefix="edgebench-adb-"))
+        thermal: dict[str, Any] = {}
+        outputs: dict[str, np.ndarray] | None = None
+        try:
+            binary = f"{REMOTE_FILES}/{info.path.name}"
+            pushed["binary"] = dev.push_if_changed(info.path, binary, mode=0o755)
+            model_remote = self._stage(model, pushed, "model")
+            ivf0 = self._push_inputs(bm, in_details, prepared, 0, local_tmp, run_dir)
+
+            # outputs first (one invocation per input sample), then the timed sample loop
+            if job.save_outputs:
+                files = []
+                lines = []
+                for i in range(n_inputs):
+                    ivf = ivf0 if i == 0 else self._push_inputs(bm, in_details, prepared, i, local_tmp, run_dir)
+                    out_remote = f"{run_dir}/out{i}.bin"
+                    argv = bm.build_argv(binary, model_remote, threads=threads, num_runs=1, warmup_runs=0,
+                                         min_secs=0.0, warmup_min_secs=0.0, output_filepath=out_remote,
+                                         **flags, **ivf.argv_kwargs())
+                    lines.append(f"{RemoteCommand.join(argv)} >/dev/null 2>&1 || exit $?")
+                    files.append(out_remote)
+                r = dev.shell(RemoteCommand.in_dir_script(run_dir, "\n".join(lines)), deadline_s=job.deadline_s,
+                              what=f"benchmark_model outputs of {model.name}")
+                self._check_deadline(r, job, model)
+                if r.rc != 0:
+                    raise bm.classify_failure(r.stdout + r.stderr, r.rc, where=where)
+                listing = dev.check(RemoteCommand.test_files(files), what="checking output files")
+                ok = {int(ln[3:]) for ln in listing.stdout.splitlines() if ln.startswith("OK ") and ln[3:].isdigit()}
+                missing = [f for i, f in enumerate(files) if i not in ok]
+                if missing:
+                    raise InfraError(f"{where}: benchmark_model exited 0 but wrote no {missing[0]}; the binary "
+                                     "ignored --output_filepath (too old?) or storage is full; rerun")
+                per_sample: list[dict[str, np.ndarray]] = []
+                for i, f in enumerate(files):
+                    dev.pull(f, local_tmp / f"out{i}.bin")
+                    per_sample.append(bm.split_output_file((local_tmp / f"out{i}.bin").read_bytes(),
+                                                           out_details, dequantize=True))
+                outputs = {d["name"]: np.concatenate([s[d["name"]] for s in per_sample], axis=0)
+                           for d in out_details}
+
+            argv = bm.sample_argv(binary, model_remote, threads=threads, **flags, **ivf0.argv_kwargs())
+            script = bm.build_sample_loop_script(argv, n)
+            thermal["cooldown"] = self.cool_down()
+            thermal["before"] = dev.thermal_sample()
+            stop, during, sampler = self._sampler()
+            t0 = time.monotonic()
+            try:
+                r = dev.shell(RemoteCommand.in_dir_script(run_dir, script), deadline_s=job.deadline_s,
+                              what=f"the benchmark_model sample loop of {model.name}")
+            finally:
+                stop.set()
+                sampler.join(timeout=self.thermal.sample_every_s + HOST_MARGIN_S)
+            wall = time.monotonic() - t0
+            thermal["during"] = during
+            thermal["after"] = dev.thermal_sample()
+            self._check_deadline(r, job, model)
+            samples = bm.parse_sample_loop(r.stdout, n, where=where)   # needs rc 0 and the DONE marker
+            if r.rc != 0:
+                raise bm.classify_failure(r.stdout + r.stderr, r.rc, where=where)
+            first = bm.parse_log(_first_sample_body(r.stdout))
+        finally:
+            self._cleanup(run_dir)
+            shutil.rmtree(local_tmp, ignore_errors=True)
+
+        thermal.update(detect_throttle(thermal.get("before"), thermal["during"], thermal.get("after"), samples))
+        settings = bm.describe_argv(argv)
+        extra: dict[str, Any] = {
+            "runner": "benchmark_model", "serial": self.serial, "threads": threads, "delegate": delegate,
+            "benchmark_model_flags": settings, "benchmark_binary": str(info.path),
+            "benchmark_binary_sha256": sha256_file(info.path),
+            "p99_method": bm.sample_method(n, int(settings.get("warmup_runs", 1))),
+            "input_source": source, "n_input_samples": n_inputs,
+            "delegates_applied": list(first.delegates), "delegate_fallback": list(first.delegate_fallback),
+            "mem_overall_mb": first.mem_overall_mb, "pushed": pushed, "remote_run_dir": run_dir,
+            "device_wall_s": round(wall, 3), "thermal": thermal, "throttled": thermal["throttled"],
+        }
+        fp = self.fingerprint()
+        fp.update({"threads": threads, "delegate": delegate, "runtime": "benchmark_model",
+                   "gpu_precision_loss_allowed": settings.get("gpu_precision_loss_allowed")})
+        return RunResult(
+            target=self.name, model_path=str(job.model_path), model_sha256=sha256_file(model),
+            samples_ns=samples, warmup_ns=np.zeros(0, np.int64),
+            init_ms=first.init_us / 1e3 if first.init_us is not None else None,
+            first_inference_ms=first.first_inference_us / 1e3 if first.first_inference_us is not None else None,
+            outputs=outputs, runtime="benchmark_model", method=extra["p99_method"],
+            fingerprint=fp, extra=extra,
+        )
+
+    def _check_deadline(self, r: ShellResult, job: Job, model: Path) -> None:
+        if r.rc in (124, 137):
+            raise InfraError(f"adb device {self.serial}: the run of {model.name} exceeded its device-side "
+                             f"deadline of {job.deadline_s:g} s and was killed (exit {r.rc}); raise the "
+                             "deadline or lower the number of runs")
+
+
+def _first_sample_body(text: str) -> str:
+    """The output of the first invocation in a benchmark_model sample loop."""
+    lines = text.splitlines()
+    try:
+        b = next(i for i, ln in enumerate(lines) if ln.strip().startswith("EDGEBENCH_SAMPLE_BEGIN 0"))
+        e = next(i for i, ln in enumerate(lines) if ln.strip().startswith("EDGEBENCH_SAMPLE_END 0"))
+    except StopIteration:
+        return ""
+    return "\n".join(lines[b + 1:e])
 
 
 # ============================================================================ choosing devices

@@ -1,0 +1,5 @@
+"""``python -m edgebench`` == the ``edgebench`` console script."""
+
+from edgebench.cli import main
+
+main()

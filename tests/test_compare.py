@@ -1,0 +1,90 @@
+"""Drift metrics, classification and detection agreement against hand-computed values."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from edgebench import compare as cmp
+from edgebench.errors import BadInput
+
+
+def test_drift_hand_computed():
+    ref = np.array([[0.0, 1.0], [2.0, 3.0]])
+    got = np.array([[0.0, 1.5], [2.0, 2.0]])
+    d = cmp.drift(ref, got)
+    assert d["max_abs"] == 1.0
+    assert d["mean_abs"] == pytest.approx(1.5 / 4)
+    assert d["rmse"] == pytest.approx(math.sqrt((0.25 + 1.0) / 4))
+    assert d["rel_l2"] == pytest.approx(math.sqrt(1.25) / math.sqrt(14))
+    assert d["psnr_db"] == pytest.approx(20 * math.log10(3.0 / math.sqrt(1.25 / 4)))
+    cos0 = (0 * 0 + 1 * 1.5) / (1 * 1.5)
+    cos1 = (2 * 2 + 3 * 2) / (math.sqrt(13) * math.sqrt(8))
+    assert d["cosine"] == pytest.approx((cos0 + cos1) / 2)
+    assert d["cosine_min"] == pytest.approx(cos1)
+    assert d["nan"] == 0 and d["inf"] == 0
+
+
+def test_identical_outputs_give_infinite_psnr_and_unit_cosine():
+    a = np.random.default_rng(0).normal(size=(5, 7))
+    d = cmp.drift(a, a.copy())
+    assert d["psnr_db"] == math.inf and d["cosine"] == pytest.approx(1.0) and d["max_abs"] == 0
+
+
+def test_nan_outputs_are_counted_and_never_similar():
+    ref = np.ones((2, 3))
+    got = ref.copy()
+    got[0, 1] = np.nan
+    got[1, 2] = np.inf
+    d = cmp.drift(ref, got)
+    assert d["nan"] == 1 and d["inf"] == 1 and d["cosine"] <= 0
+    assert cmp.worst({"o": d})["nonfinite"] == 2
+
+
+def test_shape_mismatch_and_missing_output():
+    with pytest.raises(BadInput, match="shapes differ"):
+        cmp.drift(np.zeros((2, 3)), np.zeros((2, 4)))
+    with pytest.raises(BadInput, match="missing"):
+        cmp.compare_outputs({"a": np.zeros(2)}, {"b": np.zeros(2)})
+
+
+def test_classification_agreement_and_accuracy():
+    ref = np.array([[0.9, 0.1, 0, 0, 0, 0], [0.1, 0.8, 0.1, 0, 0, 0], [0, 0, 1, 0, 0, 0], [0.2, 0.3, 0.5, 0, 0, 0]])
+    got = np.array([[0.9, 0.1, 0, 0, 0, 0], [0.6, 0.3, 0.1, 0, 0, 0], [0, 0, 1, 0, 0, 0], [0.2, 0.3, 0.5, 0, 0, 0]])
+    labels = np.array([0, 1, 2, 1])
+    c = cmp.classification(ref, got, labels)
+    assert c["top1_agreement"] == 0.75
+    assert c["top5_agreement"] == 1.0
+    assert c["top1"] == 0.5           # got argmax: 0,0,2,2 vs labels 0,1,2,1
+    with pytest.raises(BadInput, match="3 labels for 4 samples"):
+        cmp.classification(ref, got, labels[:3])
+    with pytest.raises(BadInput, match="classes"):
+        cmp.classification(ref, got, np.array([0, 1, 2, 9]))
+    with pytest.raises(BadInput, match="class scores"):
+        cmp.classification(np.zeros((4, 2, 2)), np.zeros((4, 2, 2)))
+
+
+def test_pick_class_output():
+    outs = {"scores": np.zeros((3, 10), np.float32), "emb": np.zeros((3, 4, 4), np.float32)}
+    assert cmp.pick_class_output(outs, None) == "scores"
+    with pytest.raises(BadInput, match="not .samples, classes."):
+        cmp.pick_class_output(outs, "emb")
+    assert cmp.pick_class_output({"a": np.zeros((3, 5)), "b": np.zeros((3, 5))}, None) is None
+
+
+def test_detection_agreement_iou_matching():
+    boxes = np.array([[[0, 0, 0.5, 0.5], [0.5, 0.5, 1, 1], [0, 0, 0, 0]]], np.float32)
+    ref = {"boxes": boxes, "scores": np.array([[0.9, 0.8, 0.0]]), "classes": np.array([[1, 2, 0]]),
+           "num_detections": np.array([2.0])}
+    moved = boxes.copy()
+    moved[0, 0] = [0.02, 0.02, 0.52, 0.52]   # IoU ~0.85 with the original
+    got = {"boxes": moved, "scores": np.array([[0.85, 0.8, 0.0]]), "classes": np.array([[1, 3, 0]]),
+           "num_detections": np.array([2.0])}
+    d = cmp.detection(ref, got)
+    assert d["matched"] == 1 and d["box_agreement"] == 0.5     # second box has another class
+    assert d["score_mae"] == pytest.approx(0.05)
+    empty = {k: v.copy() for k, v in ref.items()}
+    empty["num_detections"] = np.array([0.0])
+    assert cmp.detection(empty, empty)["box_agreement"] == 1.0

@@ -1,0 +1,83 @@
+"""Gate thresholds, gate files and JUnit XML."""
+
+from __future__ import annotations
+
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from edgebench.errors import BadInput
+from edgebench.gate import Thresholds, evaluate, load_gate_file, render_junit
+
+ROWS = [
+    {"precision": "fp32", "target": "host", "status": "ok", "accuracy": {"top1_drop_pp": 0.0},
+     "worst": {"psnr_db": 120.0, "nonfinite": 0}, "latency_ms": {"p99": 0.2, "p99_valid": True},
+     "size_reduction_pct": 0.0},
+    {"precision": "int8", "target": "host", "status": "ok", "accuracy": {"top1_drop_pp": 1.5},
+     "worst": {"psnr_db": 31.0, "nonfinite": 0}, "latency_ms": {"p99": 0.1, "p99_valid": True},
+     "size_reduction_pct": 74.0},
+]
+
+
+def test_accuracy_drop_gate_names_precision_metric_value_threshold():
+    v = evaluate(ROWS, Thresholds(max_accuracy_drop_pp=1.0))
+    assert not v.passed and len(v.checks) == 2
+    (fail,) = v.failures
+    assert fail.precision == "int8" and fail.metric == "accuracy_drop_pp"
+    assert "int8 on host: top-1 drop 1.50 pp vs TF reference > max 1 pp" == fail.message
+    assert evaluate(ROWS, Thresholds(max_accuracy_drop_pp=2.0)).passed
+
+
+def test_other_thresholds():
+    v = evaluate(ROWS, Thresholds(min_psnr_db=40, max_p99_ms=0.15, min_size_reduction_pct=70))
+    failed = {(c.precision, c.metric) for c in v.failures}
+    assert failed == {("int8", "psnr_db"), ("fp32", "p99_ms"), ("fp32", "size_reduction_pct")}
+
+
+def test_nan_fails_every_gate():
+    rows = [dict(ROWS[1], worst={"psnr_db": 50.0, "nonfinite": 3})]
+    v = evaluate(rows, Thresholds(min_psnr_db=10))
+    assert not v.passed and any(c.metric == "nonfinite_outputs" for c in v.failures)
+
+
+def test_accuracy_gate_without_labels_is_an_error_not_a_pass():
+    rows = [dict(ROWS[1], accuracy={"top1_agreement": 1.0})]
+    with pytest.raises(BadInput, match="no labels"):
+        evaluate(rows, Thresholds(max_accuracy_drop_pp=1.0))
+
+
+def test_gate_file_per_precision(tmp_path):
+    f = tmp_path / "gate.yaml"
+    f.write_text("default:\n  max_accuracy_drop: 0.5\nint8:\n  max_accuracy_drop: 2.0\n  min_size_reduction: 80\n")
+    th = load_gate_file(f)
+    v = evaluate(ROWS, Thresholds(), th)
+    assert {(c.precision, c.metric, c.passed) for c in v.checks} == {
+        ("fp32", "accuracy_drop_pp", True), ("int8", "accuracy_drop_pp", True),
+        ("int8", "size_reduction_pct", False)}
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("int4:\n  min_psnr: 3\n", "unknown precision key"),
+    ("int8:\n  max_drop: 3\n", "unknown threshold int8.max_drop"),
+    ("int8:\n  min_psnr: high\n", "must be a number"),
+    ("[1, 2", "not valid YAML"),
+    ("- 1\n", "expected a mapping"),
+])
+def test_bad_gate_files(tmp_path, text, msg):
+    f = tmp_path / "g.yaml"
+    f.write_text(text)
+    with pytest.raises(BadInput, match=msg):
+        load_gate_file(f)
+
+
+def test_junit_structure():
+    v = evaluate(ROWS, Thresholds(max_accuracy_drop_pp=1.0, min_psnr_db=30))
+    xml = render_junit(v, [{"precision": "fp16", "target": "adb:x", "error": "device lost <&>"}])
+    root = ET.fromstring(xml)
+    suite = root.find("testsuite")
+    assert suite.get("tests") == "5" and suite.get("failures") == "1" and suite.get("errors") == "1"
+    cases = suite.findall("testcase")
+    assert {c.get("classname") for c in cases} >= {"edgebench.int8.host", "edgebench.fp32.host"}
+    failure = [c for c in cases if c.find("failure") is not None]
+    assert len(failure) == 1 and "1.50 pp" in failure[0].find("failure").get("message")
+    assert suite.findall("testcase")[-1].find("error").get("message") == "device lost <&>"

@@ -1,0 +1,130 @@
+"""convert-and-compare and compare end to end: real TF, real LiteRT, real worker processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="module")
+def cac_digits(tmp_path_factory, digits_model):
+    """One full default run (all precisions, >= 662 samples per row) through the real console script."""
+    out = tmp_path_factory.mktemp("cac")
+    env = dict(os.environ, COLUMNS="200", GITHUB_STEP_SUMMARY=str(out / "summary.md"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "edgebench", "convert-and-compare", "digits", "--max-accuracy-drop", "1.0",
+         "--out", str(out / "o"), "--json", str(out / "r.json"), "--junit", str(out / "junit.xml"),
+         "--markdown", str(out / "pr.md")],
+        capture_output=True, text=True, env=env, timeout=600)
+    return out, proc
+
+
+def test_digits_passes_the_accuracy_gate(cac_digits):
+    out, proc = cac_digits
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "I0000" not in proc.stderr
+    doc = json.loads((out / "r.json").read_text())
+    assert doc["schema_version"] == 1 and doc["kind"] == "compare"
+    rows = {r["precision"]: r for r in doc["rows"]}
+    assert set(rows) == {"fp32", "fp16", "int8", "dynamic"}
+    ref_top1 = doc["reference"]["accuracy"]["top1"]
+    assert ref_top1 >= 0.97                                   # real digits test split
+    for prec, r in rows.items():
+        assert r["status"] == "ok", r.get("error")
+        lat = r["latency_ms"]
+        assert {"mean", "std", "min", "max", "p50", "p90", "p95", "p99", "samples", "p99_valid", "qps"} <= set(lat)
+        assert lat["samples"] >= 662 and lat["p99_valid"] is True and len(r["samples_ns"]) == lat["samples"]
+        assert r["accuracy"]["top1_drop_pp"] <= 1.0
+        assert len(r["model_sha256"]) == 64
+    assert rows["int8"]["size_reduction_pct"] >= 70
+    assert rows["fp32"]["worst"]["psnr_db"] == "inf" or rows["fp32"]["worst"]["psnr_db"] > 80
+    assert doc["inputs"]["samples"] == 360 and len(doc["inputs"]["sha256"]) == 64
+    assert doc["gate"]["passed"] is True and len(doc["gate"]["checks"]) == 4
+    assert doc["fingerprint"]["tensorflow"] and doc.get("run_id")     # stored
+    assert "digits" in proc.stdout and "int8" in proc.stdout
+
+
+def test_junit_markdown_and_step_summary(cac_digits):
+    out, _ = cac_digits
+    root = ET.parse(out / "junit.xml").getroot()
+    cases = root.find("testsuite").findall("testcase")
+    assert len(cases) == 4 and all(c.find("failure") is None for c in cases)
+    md = (out / "pr.md").read_text()
+    assert "| " in md and "int8" in md
+    assert (out / "summary.md").read_text().strip() == md.strip()
+
+
+def test_same_inputs_bytes_fed_to_every_target(cac_digits):
+    out, _ = cac_digits
+    doc = json.loads((out / "r.json").read_text())
+    import hashlib
+
+    assert hashlib.sha256(Path(doc["inputs"]["path"]).read_bytes()).hexdigest() == doc["inputs"]["sha256"]
+
+
+def test_impossible_threshold_exits_1_with_precise_message(run_cli, tmp_path, digits_model):
+    code, out, err = run_cli("convert-and-compare", "digits", "-p", "fp32,int8", "--runs", "20",
+                             "--min-psnr", "500", "--out", str(tmp_path), "--no-store")
+    assert code == 1, err
+    assert "gate failed" in err and "int8 on host: worst-output PSNR" in err and "< min 500 dB" in err
+
+
+def test_accuracy_gate_without_labels_is_bad_input(run_cli, tmp_path, digits_model):
+    x = np.load(digits_model.evaluation_npz)["image"][:20]
+    np.savez(tmp_path / "nolabels.npz", image=x)
+    code, _, err = run_cli("convert-and-compare", "digits", "-p", "int8", "--data", str(tmp_path / "nolabels.npz"),
+                           "--max-accuracy-drop", "1", "--out", str(tmp_path / "o"), "--no-store")
+    assert code == 2 and "needs labelled data" in err
+
+
+def test_wrong_label_length_is_bad_input(run_cli, tmp_path, digits_model):
+    x = np.load(digits_model.evaluation_npz)["image"][:20]
+    np.savez(tmp_path / "badlabels.npz", image=x, labels=np.zeros(7, np.int64))
+    code, _, err = run_cli("convert-and-compare", "digits", "--data", str(tmp_path / "badlabels.npz"),
+                           "--out", str(tmp_path / "o"), "--no-store")
+    assert code == 2 and "7 labels for 20 samples" in err
+
+
+def test_failing_target_rows_say_failed_and_results_are_kept(run_cli, tmp_path, digits_model, monkeypatch):
+    monkeypatch.setenv("EDGEBENCH_RUNNER_FAULT", "abort")
+    code, _, err = run_cli("convert-and-compare", "digits", "-p", "fp32,int8", "--runs", "20",
+                           "--out", str(tmp_path / "o"), "--json", str(tmp_path / "r.json"))
+    assert code == 3, err
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert all(r["status"] == "failed" and r["error"] for r in doc["rows"])
+    assert doc["reference"]["status"] == "ok" and doc.get("run_id")
+
+
+def test_multi_io_model_with_synthetic_data_drift_only(run_cli, tmp_path, small_savedmodels):
+    code, out, err = run_cli("convert-and-compare", str(small_savedmodels["multi"]), "--data", "synthetic",
+                             "--samples", "30", "--runs", "30", "--out", str(tmp_path), "--json", "-", "--no-store")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["inputs"]["synthetic"] is True
+    for r in doc["rows"]:
+        assert set(r["drift"]) == {"logits", "embedding"}
+        assert r["latency_ms"]["p99_valid"] is False         # 30 runs < 662
+    assert "synthetic" in err.lower()
+
+
+def test_compare_two_tflite_files(run_cli, tmp_path, digits_model):
+    code, out, err = run_cli("convert", "digits", "-p", "fp32,int8", "--out", str(tmp_path), "--json", "-")
+    m = json.loads(out)
+    a, b = m["variants"]["fp32"]["path"], m["variants"]["int8"]["path"]
+    code, out, err = run_cli("compare", a, b, "--data", str(digits_model.evaluation_npz), "--json", "-", "--no-store")
+    assert code == 0, err
+    doc = json.loads(out)
+    ref, other = doc["rows"]
+    assert ref["role"] == "reference" and other["accuracy"]["top1_agreement"] > 0.95
+    assert other["worst"]["psnr_db"] > 20
+    code, out, err = run_cli("compare", str(digits_model.saved_model_dir), b, "--data",
+                             str(digits_model.evaluation_npz), "--json", "-", "--no-store")
+    assert code == 0, err
+    assert json.loads(out)["rows"][0]["target"] == "tf"
