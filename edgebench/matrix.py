@@ -200,7 +200,7 @@ def _mark_lines(path: str, text: str) -> dict[str, int]:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else path
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise BadInput(f"{where}: invalid YAML ({problem}); fix the syntax (lists look like [a, b])") from None
+        raise BadInput(f"{where}: invalid YAML ({problem}); fix the syntax") from None
     if node is None:
         raise BadInput(f"{path}: the matrix file is empty; see matrices/ for examples")
     if not isinstance(node, yaml.MappingNode):
@@ -217,14 +217,18 @@ def _mark_lines(path: str, text: str) -> dict[str, int]:
 
 
 def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """['devices=[cpu, gpu]', 'steps=20'] -> {'devices': ['cpu', 'gpu'], 'steps': 20} (YAML values)."""
+    """['devices=[cpu, gpu]', 'steps=20'] -> {'devices': ['cpu', 'gpu'], 'steps': 20} (YAML values;
+    a plain comma-separated value such as ``devices=cpu,gpu`` is a list too)."""
     out: dict[str, Any] = {}
     for item in items or ():
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise BadInput(f"--set {item!r}: use KEY=VALUE, e.g. --set 'devices=[cpu, gpu]' or --set steps=20")
+            raise BadInput(f"--set {item!r}: use KEY=VALUE, e.g. --set devices=cpu,gpu or --set steps=20")
         try:
-            out[key.strip()] = yaml.safe_load(value)
+            parsed = yaml.safe_load(value)
+            if isinstance(parsed, str) and "," in parsed:   # devices=cpu,gpu -> a list
+                parsed = [yaml.safe_load(v.strip()) for v in parsed.split(",") if v.strip()]
+            out[key.strip()] = parsed
         except yaml.YAMLError as exc:
             raise BadInput(f"--set {item!r}: value is not valid YAML ({str(exc).splitlines()[0]})") from None
     return out
@@ -320,7 +324,7 @@ def load_matrix(path: str, overrides: dict[str, Any] | None = None,
                 raise BadInput(f"{_where(path, lines, name)}: {label}: {value!r} is {bad}; allowed: {key.allowed}")
             settings[name] = value
     if "models" not in axes:
-        raise BadInput(f"{path}: no model; add 'model: NAME' or 'models: [a, b]' (reference names: "
+        raise BadInput(f"{path}: no model; add 'model: NAME' or a 'models:' list (reference names: "
                        f"{', '.join(_reference_models()) or 'see edgebench models list'})")
     axes["models"] = _expand_models(path, lines, axes["models"], kind)
     if kind == "edge" and settings.get("max_time_s") == 0:

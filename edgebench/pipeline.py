@@ -163,6 +163,10 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
         accuracy_gate = False
     targets = resolve_targets(settings.targets, settings)   # fail fast on bad target names
     timings["resolve_targets_s"] = time.perf_counter() - t0
+    t = time.perf_counter()
+    import tensorflow  # noqa: F401 -- timed on its own: it is a fixed cost of every run
+
+    timings["tf_import_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
     manifest = convert(ConvertSettings(

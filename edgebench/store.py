@@ -378,8 +378,8 @@ class Store:
                 return eng
             return sa.create_engine(self.url, pool_pre_ping=True, pool_size=2, max_overflow=2)
         except ModuleNotFoundError as exc:
-            raise InfraError(f"--db {self.where}: the database driver {exc.name!r} is not installed; "
-                             "pip install 'edgebench[postgres]' (psycopg2-binary)") from None
+            raise InfraError(f"--db {self.where}: the database driver {exc.name!r} is not installed; install "
+                             "it (for PostgreSQL: pip install psycopg2-binary, the edgebench postgres extra)") from None
         except sa.exc.ArgumentError as exc:
             raise BadInput(f"--db {self.where}: {exc}") from None
 

@@ -193,6 +193,7 @@ class Pool:
     y: np.ndarray
     source: str
     sha256: str | None = None
+    nonfinite: int = 0  # NaN/inf values among the inputs (recorded; the loss decides the cell)
 
     @property
     def n(self) -> int:
@@ -259,7 +260,10 @@ def _load_npz_pool(path: str, probe_x: Any, probe_y: np.ndarray) -> Pool:
     else:
         x = np.asarray(x).astype(probe_x.dtype, copy=False)
     y = np.asarray(y).astype(probe_y.dtype, copy=False)
-    return Pool(x, y, source=str(path), sha256=sha256_file(path))
+    arrays_x = x.values() if isinstance(x, dict) else [x]
+    nonfinite = sum(int(np.size(a) - np.count_nonzero(np.isfinite(a))) for a in arrays_x
+                    if np.issubdtype(a.dtype, np.floating))
+    return Pool(x, y, source=str(path), sha256=sha256_file(path), nonfinite=nonfinite)
 
 
 def load_pool(settings: TrainSettings, batch_size: int) -> Pool:
@@ -597,6 +601,8 @@ def run_cell(settings: TrainSettings, cell: Cell, strategy, *, pool: Pool | None
         if pool is None:
             pool = load_pool(settings, cell.batch_size)
         row["data_sha256"] = pool.sha256
+        if pool.nonfinite:
+            row["data_nonfinite_values"] = pool.nonfinite
         loss_fn = models.training_loss(settings.model, settings.size)
         _peak_device_memory(gpus, reset=True)
         t_build = time.perf_counter()

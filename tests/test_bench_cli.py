@@ -147,7 +147,7 @@ def test_make_targets():
     (t,) = make_targets("host", threads=2)
     assert t.name == "host" and t.threads == 2
     with pytest.raises(BadInput, match="not supported"):
-        make_targets("adb:123")
+        make_targets("tpu0")
 
 
 def test_pct_of_peak_from_cached_peak(bench_models, tmp_path, monkeypatch):

@@ -172,6 +172,7 @@ def tiny_model(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_reference_and_train_cells_run_and_store(tmp_path):
     """Real convert-and-compare cells (host + tf reference) and a real training cell."""
     db = str(tmp_path / "r.db")

@@ -178,20 +178,20 @@ def test_cache_is_reused_and_keyed_by_config(built, cache):
 def test_killed_build_is_never_reused(built, cache):
     """A build killed after its folder moved into place but before the marker is rebuilt;
     a killed build's hidden work folder is ignored."""
-    b = built("resnet50")
+    b = built("bert")  # the cheapest build
     d = b.directory
     (d / models.MARKER).unlink()
     (d / "calibration.npz").write_bytes(b"truncated")  # what a crash can leave behind
     stale = d.parent / f".{d.name}.building-999999"
     stale.mkdir()
-    assert not models.is_built("resnet50", "tiny", cache_dir=cache)
-    rebuilt = models.build("resnet50", "tiny", cache_dir=cache)
+    assert not models.is_built("bert", "tiny", cache_dir=cache)
+    rebuilt = models.build("bert", "tiny", cache_dir=cache)
     assert not rebuilt.reused
     assert (d / models.MARKER).is_file()
-    assert _load_npz(rebuilt.calibration_npz)["image"].shape[0] == rebuilt.info["config"]["calibration_samples"]
+    assert _load_npz(rebuilt.calibration_npz)["input_ids"].shape[0] == rebuilt.info["config"]["calibration_samples"]
     assert json.loads((d / models.INFO_FILE).read_text()) == rebuilt.info
     # force=True rebuilds a complete build too.
-    forced = models.build("resnet50", "tiny", cache_dir=cache, force=True)
+    forced = models.build("bert", "tiny", cache_dir=cache, force=True)
     assert not forced.reused and (d / models.MARKER).is_file()
 
 
@@ -210,11 +210,8 @@ def test_training_api_gives_a_finite_loss(name):
 
 
 def test_full_resnet50_has_keras_applications_parameter_count():
-    import keras
-
-    ours = models.build_keras("resnet50", "full")
-    ref = keras.applications.ResNet50(weights=None)
-    assert ours.count_params() == ref.count_params() == 25_636_712
+    # 25,636,712 = keras.applications.ResNet50(weights=None).count_params() (1000 classes).
+    assert models.build_keras("resnet50", "full").count_params() == 25_636_712
 
 
 def _cli(argv: list[str]) -> int:

@@ -128,8 +128,11 @@ def test_deterministic_runs_repeat_the_loss():
 
 def test_nan_data_fails_the_cell_and_exits_3(tmp_path):
     rng = np.random.default_rng(0)
+    # Overflowing and NaN inputs. (NaN alone can be absorbed on CPU: oneDNN's fused conv+ReLU maps
+    # NaN to 0, and the loss stays finite; that is then reported as ok, with the NaN count.)
     x = rng.random((32, 8, 8, 1), dtype=np.float32)
-    x[::3] = np.nan
+    x[::2] = 3e38
+    x[1::4] = np.nan
     data = tmp_path / "nan.npz"
     np.savez(data, image=x, labels=rng.integers(0, 10, 32).astype(np.int32))
     out = tmp_path / "r.json"
@@ -137,15 +140,16 @@ def test_nan_data_fails_the_cell_and_exits_3(tmp_path):
                "--warmup-steps", "1", "--json", str(out)])
     assert rc == 3
     (r,) = json.loads(out.read_text())["rows"]
-    assert r["status"] == "failed" and "nan" in r["error"].lower() and r["final_loss"] is None
-    assert "step 0" in r["error"]
+    assert r["status"] == "failed" and r["final_loss"] is None
+    assert "loss became inf" in r["error"] or "loss became nan" in r["error"]
+    assert r["data_nonfinite_values"] == 8 * 64
 
 
 def test_huge_learning_rate_fails_the_cell():
     doc = run_train_baseline(TrainSettings(model="digits", batch_sizes=(8,), steps=20, warmup_steps=1,
-                                           learning_rate=1e30))
+                                           learning_rate=1e5))
     (r,) = doc["rows"]
-    assert r["status"] == "failed" and ("nan" in r["error"] or "inf" in r["error"])
+    assert r["status"] == "failed" and "became nan" in r["error"]
     assert "failed" in failure_summary(doc)
 
 

@@ -50,8 +50,10 @@ def register(app: typer.Typer) -> None:
         if lock_diffs:
             from edgebench.envlock import describe
 
-            console(stderr=True).print(f"[bold yellow]warning:[/] environment differs from lock {check_lock}: "
-                                       f"{describe(lock_diffs)} (--strict makes this fail)")
+            from rich.markup import escape
+
+            console(stderr=True).print(f"[bold yellow]warning:[/] environment differs from lock {escape(check_lock)}: "
+                                       f"{escape(describe(lock_diffs))} (--strict makes this fail)")
         elif check_lock:
             console(stderr=True).print(f"environment matches lock {check_lock}")
         if json_path:

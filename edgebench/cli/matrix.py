@@ -50,8 +50,10 @@ def register(app: typer.Typer) -> None:
             fp = host_fingerprint(with_tf=bool(read_lock(check_lock).get("with_tf")))
             lock_diffs = enforce_lock(check_lock, fp, strict=strict)
             if lock_diffs:
-                err.print(f"[bold yellow]warning:[/] environment differs from lock {check_lock}: "
-                          f"{describe(lock_diffs)}")
+                from rich.markup import escape
+
+                err.print(f"[bold yellow]warning:[/] environment differs from lock {escape(check_lock)}: "
+                          f"{escape(describe(lock_diffs))}")
         with _Progress(err, enabled=not dry_run) as on_cell:
             report = run_matrix(spec, RunOptions(db=db, resume=resume, shard=shard, dry_run=dry_run), on_cell)
         if lock_diffs is not None:
@@ -84,15 +86,17 @@ class _Progress:
         return self.on_cell
 
     def on_cell(self, event: str, cell, rec) -> None:
+        from rich.markup import escape
+
         if self.bar is None:
             return
         if event == "plan":
             self.task = self.bar.add_task("", total=rec["total"])
             return
         if event == "start":
-            self.bar.update(self.task, description=cell.key)
+            self.bar.update(self.task, description=escape(cell.key))
         else:
-            self.bar.update(self.task, advance=1, description=f"{cell.key}: {rec['status']}")
+            self.bar.update(self.task, advance=1, description=f"{escape(cell.key)}: {rec['status']}")
 
     def __exit__(self, *exc) -> None:
         if self.bar is not None:
@@ -104,18 +108,19 @@ _STATUS = {"ok": "green", "failed": "bold red", "skipped": "yellow", "resumed": 
 
 def render_matrix(report: dict[str, Any]):
     """The cells of a matrix run as a table (pure)."""
+    from rich.markup import escape
     from rich.table import Table
 
     counts = ", ".join(f"{v} {k}" for k, v in sorted(report["counts"].items()))
     shard = f" shard {report['shard']}" if report.get("shard") else ""
-    t = Table(title=f"matrix {report['matrix']} ({report['kind']}, hash {report['matrix_hash']}){shard}: "
+    t = Table(title=f"matrix {escape(report['matrix'])} ({report['kind']}, hash {report['matrix_hash']}){shard}: "
                     f"{len(report['cells'])} of {report['total_cells']} cells: {counts}")
     for col in ("#", "cell", "status", "run id", "result / reason"):
         t.add_column(col, overflow="fold")
     for c in report["cells"]:
         style = _STATUS.get(c["status"], "")
-        t.add_row(str(c["index"]), c["key"], f"[{style}]{c['status']}[/]",
-                  (c["run_id"] or "-")[:12], c["headline"] or c["reason"] or "")
+        t.add_row(str(c["index"]), escape(c["key"]), f"[{style}]{c['status']}[/]",
+                  (c["run_id"] or "-")[:12], escape(c["headline"] or c["reason"] or ""))
     if report.get("db"):
         t.caption = f"stored in {report['db']}; resume with --resume"
     return t

@@ -127,7 +127,7 @@ def register(app: typer.Typer) -> None:
         if json_path != "-":
             con = console()
             if not out:
-                con.print(f"no stored values of {metric} for model {model!r}")
+                con.print(_e(f"no stored values of {metric} for model {model!r}"))
             for part in out:
                 con.print(render_history(part))
 
@@ -186,11 +186,18 @@ def register(app: typer.Typer) -> None:
         if json_path != "-":
             con = console()
             for s in saved:
-                con.print(f"stored {s['file']} as run {s['run_id'][:12]} ({s['kind']}, {s['rows']} rows)")
+                con.print(_e(f"stored {s['file']} as run {s['run_id'][:12]} ({s['kind']}, {s['rows']} rows)"))
 
 
 # ----------------------------------------------------------------------------------------------
 # pure renderers
+
+
+def _e(v: Any) -> str:
+    """User data shown in a rich cell: escape markup ('[x]' is text, not a style)."""
+    from rich.markup import escape
+
+    return escape(str(v))
 
 
 def _f(v: Any, spec: str = ".3g") -> str:
@@ -200,7 +207,7 @@ def _f(v: Any, spec: str = ".3g") -> str:
         return "yes" if v else "no"
     if isinstance(v, float):
         return format(v, spec)
-    return str(v)
+    return _e(v)
 
 
 def render_runs(runs: list[dict[str, Any]], where: str = ""):
@@ -212,8 +219,8 @@ def render_runs(runs: list[dict[str, Any]], where: str = ""):
     for r in runs:
         st = r["status"]
         t.add_row(r["run_id"][:12], r["created"][:19].replace("T", " "), r["kind"],
-                  st if st == "ok" else f"[bold red]{st}[/]", r["models"] or "-", str(r["n_rows"]),
-                  (r["matrix_hash"] or "-")[:12], r["cell_key"] or "-")
+                  st if st == "ok" else f"[bold red]{_e(st)}[/]", _e(r["models"] or "-"), str(r["n_rows"]),
+                  (r["matrix_hash"] or "-")[:12], _e(r["cell_key"] or "-"))
     return t
 
 
@@ -244,17 +251,17 @@ def render_show(doc: dict[str, Any]) -> list[Any]:
             notes.append(str(row["error"]))
         if row.get("samples_ns") is not None:
             notes.append(f"{len(row['samples_ns'])} samples")
-        t.add_row(*[_f(h.get(k)) for k, _ in used], "; ".join(notes))
+        t.add_row(*[_f(h.get(k)) for k, _ in used], _e("; ".join(notes)))
     fp = doc.get("fingerprint") or {}
     env = Table(title="environment (key fields)")
     env.add_column("field")
     env.add_column("value", overflow="fold")
     for k in ("hostname", *KEY_FIELDS, "edgebench", "edgebench_git_sha"):
         if fp.get(k) is not None:
-            env.add_row(k, str(fp[k]))
+            env.add_row(k, _e(fp[k]))
     parts: list[Any] = [t]
     if doc.get("cell"):
-        parts.append(f"matrix {str(doc.get('matrix_hash'))[:12]} cell {doc['cell'].get('key')}")
+        parts.append(f"matrix {str(doc.get('matrix_hash'))[:12]} cell {_e(doc['cell'].get('key'))}")
     parts.append(env)
     return parts
 
@@ -270,7 +277,7 @@ def render_compare(rep: dict[str, Any]) -> list[Any]:
 
     parts: list[Any] = []
     if rep["fingerprint_diff"]:
-        lines = "\n".join(f"  {d['field']}: {d['a']}  ->  {d['b']}" for d in rep["fingerprint_diff"])
+        lines = "\n".join(f"  {d['field']}: {_e(d['a'])}  ->  {_e(d['b'])}" for d in rep["fingerprint_diff"])
         parts.append(Panel(f"[bold]These runs come from different environments; a ratio may reflect "
                            f"the environment, not the model:[/]\n{lines}",
                            title="[bold yellow]ENVIRONMENT DIFFERS[/]", border_style="yellow"))
@@ -278,7 +285,7 @@ def render_compare(rep: dict[str, Any]) -> list[Any]:
         parts.append("[green]environment key fields identical[/]")
     rule = rep["rule"]
     for pair in rep["pairs"]:
-        t = Table(title=f"{' / '.join(str(k) for k in pair['key'])}   A={str(rep['a'])[:12]}  "
+        t = Table(title=f"{_e(' / '.join(str(k) for k in pair['key']))}   A={str(rep['a'])[:12]}  "
                         f"B={str(rep['b'])[:12]}   samples {pair['n_samples'][0]} vs {pair['n_samples'][1]}")
         for col in ("metric", "A", "B", "B/A", "p (Mann-Whitney)", "verdict", "note"):
             t.add_column(col, overflow="fold")
@@ -287,15 +294,15 @@ def render_compare(rep: dict[str, Any]) -> list[Any]:
             t.add_row(ch.metric, _f(ch.a, ".4g"), _f(ch.b, ".4g"),
                       "-" if ch.ratio is None else f"{ch.ratio:.3f}x",
                       "-" if ch.p_value is None else f"{ch.p_value:.2g}",
-                      f"[{style}]{ch.verdict}[/]" if style else ch.verdict, ch.note)
+                      f"[{style}]{ch.verdict}[/]" if style else ch.verdict, _e(ch.note))
         if pair["fingerprint_diff"]:
-            t.caption = "[yellow]device differs: " + ", ".join(
-                f"{d['field']} {d['a']} -> {d['b']}" for d in pair["fingerprint_diff"]) + "[/]"
+            t.caption = "[yellow]device differs: " + _e(", ".join(
+                f"{d['field']} {d['a']} -> {d['b']}" for d in pair["fingerprint_diff"])) + "[/]"
         parts.append(t)
     for side in ("a", "b"):
         if rep[f"unmatched_{side}"]:
-            parts.append(f"only in {side.upper()}: " + "; ".join("/".join(str(x) for x in k if x is not None)
-                                                                 for k in rep[f"unmatched_{side}"]))
+            parts.append(f"only in {side.upper()}: " + _e("; ".join("/".join(str(x) for x in k if x is not None)
+                                                                    for k in rep[f"unmatched_{side}"])))
     if not rep["pairs"]:
         parts.append("[yellow]no rows in common (rows are paired by model, precision, target, batch size)[/]")
     parts.append(f"rule: a change counts when >= {rule['min_ratio']}x and p < {rule['alpha']} "
@@ -306,7 +313,7 @@ def render_compare(rep: dict[str, Any]) -> list[Any]:
 def render_history(h: dict[str, Any]):
     from rich.table import Table
 
-    t = Table(title=f"{h['model']} {h['metric']}  precision={h['precision'] or '-'} target={h['target'] or '-'}")
+    t = Table(title=_e(f"{h['model']} {h['metric']}  precision={h['precision'] or '-'} target={h['target'] or '-'}"))
     for col in ("#", "created (UTC)", "run id", "value", "step"):
         t.add_column(col)
     steps = {s["run_id"]: s for s in h["steps"]}
