@@ -287,11 +287,54 @@ def run_tflite_inprocess(model: str | Path | bytes, ds: InputSet, signature: Sig
     return {k: np.stack(v) for k, v in outs.items()}
 
 
-def parity_check(tf_out: dict[str, np.ndarray], tfl_out: dict[str, np.ndarray]) -> dict[str, Any]:
-    """Compare FP32 TFLite outputs with TF's. ``passed`` False names the worst output."""
+DETECTION_OUTPUTS = ("boxes", "scores", "num_detections")
+
+
+def _detection_parity(tf_out: dict[str, np.ndarray], tfl_out: dict[str, np.ndarray]) -> dict[str, Any]:
+    """NMS outputs: order among equal scores is arbitrary, so compare what NMS kept, not slots.
+
+    Per sample: the same number of detections and the same sorted kept scores (within the
+    parity tolerance). Box agreement (IoU >= 0.5, same class) is recorded for information.
+    """
+    from edgebench.compare import detection
+
+    ref_n = np.asarray(tf_out["num_detections"]).reshape(len(tf_out["scores"]), -1)[:, 0]
+    got_n = np.asarray(tfl_out["num_detections"]).reshape(len(tfl_out["scores"]), -1)[:, 0]
+    count_ok = bool(np.array_equal(ref_n.astype(int), got_n.astype(int)))
+    max_err = 0.0
+    for i in range(len(ref_n)):
+        k = int(min(ref_n[i], got_n[i]))
+        a = np.sort(np.asarray(tf_out["scores"][i], np.float64)[:k])
+        b = np.sort(np.asarray(tfl_out["scores"][i], np.float64)[:k])
+        if k:
+            max_err = max(max_err, float(np.abs(a - b).max()))
+    tol = PARITY_ATOL + PARITY_RTOL
+    det = detection(tf_out, tfl_out)
+    ok = count_ok and max_err <= tol
+    out = {"passed": ok, "method": "detection: same detection counts and sorted kept scores",
+           "max_abs_err": max_err, "tolerance": tol, "counts_equal": count_ok, "box_agreement": det["box_agreement"]}
+    if not ok:
+        out["error"] = ("detection counts differ" if not count_ok else
+                        f"kept scores differ by {max_err:.3g} > tolerance {tol:.3g}")
+    return out
+
+
+def parity_check(tf_out: dict[str, np.ndarray], tfl_out: dict[str, np.ndarray], task: str | None = None) -> dict[str, Any]:
+    """Compare FP32 TFLite outputs with TF's. ``passed`` False names the worst output.
+
+    Detection models (outputs boxes/scores/num_detections) are compared as sets of kept
+    detections: NMS may legitimately order equal-score boxes differently.
+    """
     per: dict[str, Any] = {}
     passed = True
     worst = None
+    if all(k in tf_out and k in tfl_out for k in DETECTION_OUTPUTS) and task in (None, "detection"):
+        d = _detection_parity(tf_out, tfl_out)
+        per["detections"] = d
+        tf_out = {k: v for k, v in tf_out.items() if k not in ("boxes", "scores", "classes", "num_detections")}
+        if not d["passed"]:
+            passed = False
+            worst = "detections"
     for name, ref in tf_out.items():
         if name not in tfl_out:
             per[name] = {"passed": False, "error": "output missing from the .tflite signature"}
@@ -440,7 +483,7 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
         pset = cast_to_signature(pset, src.signature).take(settings.parity_samples)
         tf_out = run_tf(src.saved_model_dir, src.signature, pset)
         tfl_out = run_tflite_inprocess(fp32["path"], pset)
-        parity = parity_check(tf_out, tfl_out)
+        parity = parity_check(tf_out, tfl_out, (src.info or {}).get("task"))
         parity["samples"] = pset.n
         parity["inputs"] = pset.source
         fp32["parity"] = "passed" if parity["passed"] else "failed"

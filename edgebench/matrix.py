@@ -299,8 +299,9 @@ def load_matrix(path: str, overrides: dict[str, Any] | None = None,
             if name == "kind":
                 continue
             allowed = sorted({_public(k.name, kind) for k in _KEYS if kind in k.kinds and k.name != "kind"})
-            raise BadInput(f"{_where(path, lines, name)}: unknown key {name!r} for {'an' if kind == 'edge' else 'a'} {kind} matrix; allowed keys: "
-                           f"{', '.join(allowed)}")
+            article = "an" if kind == "edge" else "a"
+            raise BadInput(f"{_where(path, lines, name)}: unknown key {name!r} for {article} {kind} matrix; "
+                           f"allowed keys: {', '.join(allowed)}")
         label = _public(name, kind)
         if key.axis:
             values = value if isinstance(value, list) else [value]
@@ -662,7 +663,9 @@ def run_matrix(spec: MatrixSpec, opts: RunOptions,
             except EdgebenchError as err:
                 doc, status, reason = _failure_doc(cell, err), "failed", str(err)
             if status != "skipped":
-                rec["run_id"] = store.save(doc, matrix_hash=spec.hash, cell=cell.to_dict())
+                from edgebench.store import save_or_keep
+
+                rec["run_id"] = save_or_keep(store, doc, matrix_hash=spec.hash, cell=cell.to_dict())
                 rec["headline"] = _headline(doc)
             rec.update(status=status, reason=reason)
         out.append(rec)

@@ -232,7 +232,8 @@ def training_batch(name: str, size: str, batch_size: int, seed: int = 0):
 
 
 def training_loss(name: str, size: str = "tiny"):
-    """A ``keras.losses.Loss`` for ``training_batch``'s y against ``build_keras``'s output."""
+    """A ``keras.losses.Loss`` for ``training_batch``'s y against ``build_keras``'s output
+    (the same loss fits every size of a model; ``size`` is accepted for symmetry)."""
     return _builders()[name].training_loss(_config(name, size))
 
 

@@ -17,7 +17,7 @@ Two rules, both from asv (airspeed velocity), which most benchmark suites copy:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 import numpy as np

@@ -297,6 +297,36 @@ def load_result_file(path: str) -> dict[str, Any]:
     return doc
 
 
+def keep_unsaved(doc: dict[str, Any]) -> Path:
+    """Write a result the database could not take to ``<data dir>/unsaved/KIND-TIME-ID.json``
+    (``edgebench results import FILE`` stores it later). Raises OSError if that fails too."""
+    from edgebench.paths import data_dir
+    from edgebench.results import now_iso, write_json
+
+    stamp = now_iso().replace(":", "").replace("+0000", "Z")
+    path = data_dir() / "unsaved" / f"{doc.get('kind', 'result')}-{stamp}-{uuid.uuid4().hex[:8]}.json"
+    write_json(doc, str(path))
+    return path
+
+
+def save_or_keep(store: "Store | None", doc: dict[str, Any], *, db: str | None = None,
+                 matrix_hash: str | None = None, cell: dict[str, Any] | None = None) -> str:
+    """``Store.save`` that never loses the result: on a database error the document is kept with
+    ``keep_unsaved`` and the InfraError names the file to import later."""
+    try:
+        if store is None:
+            with Store(db) as st:
+                return st.save(doc, matrix_hash=matrix_hash, cell=cell)
+        return store.save(doc, matrix_hash=matrix_hash, cell=cell)
+    except (BadInput, InfraError) as err:
+        try:
+            path = keep_unsaved(doc)
+            kept = f"the result was kept in {path}; store it later with `edgebench results import {path}`"
+        except OSError as exc:
+            kept = f"and the result could not be kept either ({exc}); use --json PATH to keep it"
+        raise InfraError(f"result measured but not stored: {err}; {kept}") from None
+
+
 # --------------------------------------------------------------------------------------------
 # the store
 
@@ -676,7 +706,7 @@ class Store:
     def history(self, metric: str, *, model: str, precision=None, target=None,
                 kind=None) -> list[dict[str, Any]]:
         """A metric's series for one model: [{created, run_id, row_index, value, precision,
-        target}] oldest first (rows with status != ok or no value are left out)."""
+        target, batch_size}] oldest first (rows with status != ok or no value are left out)."""
         col = METRIC_ALIASES.get(metric, metric)
         if col not in NUMERIC_METRICS:
             raise BadInput(f"--metric {metric!r} is not a stored metric; use one of "
@@ -686,7 +716,8 @@ class Store:
             if r["status"] != "ok" or r[col] is None:
                 continue
             out.append({"created": r["created"], "run_id": r["run_id"], "row_index": r["row_index"],
-                        "value": float(r[col]), "precision": r["precision"], "target": r["target"]})
+                        "value": float(r[col]), "precision": r["precision"], "target": r["target"],
+                        "batch_size": r["batch_size"]})
         return out
 
     def cell_keys(self, matrix_hash: str, *, status: str | None = "ok") -> set[str]:

@@ -110,8 +110,6 @@ def training_loss(cfg: dict[str, Any]):
     import keras  # noqa: PLC0415
     from keras import ops  # noqa: PLC0415
 
-    num_classes = cfg["classes"]
-
     class SSDMultiboxLoss(keras.losses.Loss):
         def call(self, y_true, y_pred):
             cls_true = ops.cast(y_true[..., 4], "int32")
@@ -119,6 +117,7 @@ def training_loss(cfg: dict[str, Any]):
             err = ops.abs(y_true[..., :4] - y_pred[..., :4])
             huber = ops.sum(ops.where(err < 1.0, 0.5 * err * err, err - 0.5), axis=-1)
             loc = ops.sum(huber * positive, axis=-1) / ops.maximum(ops.sum(positive, axis=-1), 1.0)
+            num_classes = y_pred.shape[-1] - 4  # static; the same loss serves every size
             onehot = ops.one_hot(cls_true, num_classes)
             ce = ops.mean(ops.binary_crossentropy(onehot, y_pred[..., 4:], from_logits=True), axis=(-2, -1))
             return loc + ce * num_classes

@@ -7,10 +7,10 @@ same model, same thread count, same run count, alternating A/B and B/A each roun
 edgebench p50 / litert-benchmark median per round and the median ratio (target: 1 +- 3%).
 
 litert-benchmark rounds to 0.01 ms, so use a model that takes >= 1 ms (the ratio of a
-10-microsecond model is quantisation noise). Without --model a MobileNetV2 (alpha 0.35,
-128x128, random weights) is built into a temp dir.
+10-microsecond model is quantisation noise). Without --model a MobileNetV2 (alpha 1.0,
+224x224, random weights, ~0.6 GFLOP) is built into a temp dir.
 
-Usage: scripts/bench_fidelity.py [--model M.tflite] [--threads 1] [--runs 300] [--rounds 6]
+Usage: scripts/bench_fidelity.py [--model M.tflite] [--threads 1] [--runs 200] [--rounds 10]
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ def build_default(tmp: Path) -> str:
     import tensorflow as tf
 
     keras.utils.set_random_seed(0)
-    m = keras.applications.MobileNetV2(input_shape=(128, 128, 3), alpha=0.35, weights=None)
-    path = tmp / "mobilenetv2_035_128.tflite"
+    m = keras.applications.MobileNetV2(input_shape=(224, 224, 3), alpha=1.0, weights=None)
+    path = tmp / "mobilenetv2_100_224.tflite"
     path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(m).convert())
     return str(path)
 
@@ -61,9 +61,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--runs", type=int, default=300)
+    ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--rounds", type=int, default=10)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="edgebench-fidelity-"))
     try:

@@ -8,8 +8,8 @@ fresh process with the same runtime, threads and delegate), ``--rounds`` times:
 * cost   = edgebench's per-iteration time (median sample + the loop's bookkeeping: timed-loop
            wall / N - mean sample, which includes set_tensor for cycling inputs) - bare loop's
            per-inference time
-The bare loop times chunks of 100 invokes and reports the median chunk / 100, so background
-load on a shared machine moves both sides alike.
+The bare loop times chunks of 100 invokes (single invokes when --runs < 2000) and reports the
+median chunk / 100, so background load on a shared machine moves both sides alike.
 
 With ``--ratio FP32.tflite INT8.tflite`` it also compares the INT8/FP32 latency ratio
 edgebench reports with the bare loop's (target: within 5%).
@@ -52,13 +52,14 @@ invoke = it.invoke
 for _ in range(warm):
     invoke()
 # chunks of 100 invokes timed as a whole: the median chunk resists background-load spikes
+chunk = 100 if runs >= 2000 else 1   # slow models: per-invoke timing costs nothing relative
 chunks = []
 clock = time.perf_counter_ns
-for _ in range(max(1, runs // 100)):
+for _ in range(max(1, runs // chunk)):
     t0 = clock()
-    for _ in range(100):
+    for _ in range(chunk):
         invoke()
-    chunks.append((clock() - t0) / 100)
+    chunks.append((clock() - t0) / chunk)
 chunks.sort()
 print(json.dumps({"per_inference_ns": chunks[len(chunks) // 2], "mean_ns": sum(chunks) / len(chunks)}))
 """
@@ -121,7 +122,8 @@ def ratio(args) -> None:
         eb_r.append(got[("eb", int8)] / got[("eb", fp32)])
         bare_r.append(got[("bare", int8)] / got[("bare", fp32)])
         print(f"round {r + 1}: edgebench INT8/FP32 {eb_r[-1]:.4f}  bare loop {bare_r[-1]:.4f}  "
-              f"(fp32 {got[('eb', fp32)] / 1e6:.2f} ms, int8 {got[('eb', int8)] / 1e6:.2f} ms)")
+              f"(edgebench fp32 {got[('eb', fp32)] / 1e6:.2f} / int8 {got[('eb', int8)] / 1e6:.2f} ms, "
+              f"bare {got[('bare', fp32)] / 1e6:.2f} / {got[('bare', int8)] / 1e6:.2f} ms)")
     e, b = statistics.median(eb_r), statistics.median(bare_r)
     print(f"\nINT8/FP32 latency ratio: edgebench {e:.4f}, bare loop {b:.4f}, "
           f"difference {100 * (e / b - 1):+.2f}% (target within 5%)")

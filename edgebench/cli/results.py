@@ -107,7 +107,7 @@ def register(app: typer.Typer) -> None:
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the series and steps as JSON to PATH ('-' for stdout)."),
     ) -> None:
-        """A metric over time for one model (one series per precision x target), with level shifts flagged."""
+        """A metric over time for one model (one series per precision x target x batch size), level shifts flagged."""
         from edgebench.cli._common import console
         from edgebench.results import envelope, write_json
         from edgebench.stats import history_with_steps
@@ -117,11 +117,11 @@ def register(app: typer.Typer) -> None:
             series = st.history(metric, model=model, precision=precision, target=target, kind=kind)
         groups: dict[tuple, list[dict[str, Any]]] = {}
         for p in series:
-            groups.setdefault((p["precision"], p["target"]), []).append(p)
+            groups.setdefault((p["precision"], p["target"], p["batch_size"]), []).append(p)
         out = []
-        for (prec, tgt), pts in groups.items():
+        for (prec, tgt, bs), pts in groups.items():
             h = history_with_steps(pts, min_ratio=min_ratio)
-            out.append({"model": model, "metric": metric, "precision": prec, "target": tgt, **h})
+            out.append({"model": model, "metric": metric, "precision": prec, "target": tgt, "batch_size": bs, **h})
         if json_path:
             write_json(envelope("results-history", out, {}, metric=metric, model=model), json_path)
         if json_path != "-":
@@ -313,7 +313,8 @@ def render_compare(rep: dict[str, Any]) -> list[Any]:
 def render_history(h: dict[str, Any]):
     from rich.table import Table
 
-    t = Table(title=_e(f"{h['model']} {h['metric']}  precision={h['precision'] or '-'} target={h['target'] or '-'}"))
+    bs = f" batch={h['batch_size']}" if h.get("batch_size") is not None else ""
+    t = Table(title=_e(f"{h['model']} {h['metric']}  precision={h['precision'] or '-'} target={h['target'] or '-'}{bs}"))
     for col in ("#", "created (UTC)", "run id", "value", "step"):
         t.add_column(col)
     steps = {s["run_id"]: s for s in h["steps"]}
