@@ -109,10 +109,12 @@ def _main(argv: list[str] | None) -> None:
         if isinstance(exc, ce.UsageError):
             exc.show()
             sys.exit(2)
-        if isinstance(exc, ce.Abort):
+        abort = getattr(ce, "Abort", None)
+        if abort is not None and isinstance(exc, abort):
             _fail("aborted", 130)
-        if isinstance(exc, ce.Exit):
-            sys.exit(exc.exit_code)
+        exit_exc = getattr(ce, "Exit", None)
+        if exit_exc is not None and isinstance(exc, exit_exc):
+            sys.exit(getattr(exc, "exit_code", 0))
         if os.environ.get("EDGEBENCH_DEBUG"):
             raise
         _fail(f"internal error: {type(exc).__name__}: {exc} (set EDGEBENCH_DEBUG=1 for a traceback "

@@ -78,3 +78,50 @@ def store_result(doc: dict, *, db: str | None, enabled: bool = True, matrix_hash
     from edgebench.store import save_or_keep
 
     return save_or_keep(None, doc, db=db, matrix_hash=matrix_hash, cell=cell)
+
+
+def finish_result(doc: dict, *, json_path: str | None, db: str | None = None, no_store: bool = False,
+                  pushgateway: str | None = None, markdown: str | None = None, junit: str | None = None) -> str | None:
+    """Everything a measuring command does with its result, in loss-proof order.
+
+    1. ``--json`` (the user's copy) 2. ``--markdown`` (+ $GITHUB_STEP_SUMMARY) 3. ``--junit``
+    4. the results store (unless ``--no-store``; stamps ``doc["run_id"]``) 5. ``--pushgateway``.
+    A failure in 4 or 5 raises InfraError only after 1-3 are written.
+    """
+    import os
+    from pathlib import Path
+
+    from edgebench.results import write_json
+
+    if json_path:
+        write_json(doc, json_path)
+    if markdown or os.environ.get("GITHUB_STEP_SUMMARY"):
+        from edgebench.report.markdown import render_markdown
+
+        text = render_markdown(doc)
+        if markdown:
+            p = Path(markdown)
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary:
+            with open(summary, "a", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+    if junit:
+        from edgebench.gate import Check, Verdict, render_junit
+
+        checks = tuple(Check(**c) for c in (doc.get("gate") or {}).get("checks", []))
+        failed = [r for r in doc.get("rows", []) if r.get("status") != "ok"]
+        p = Path(junit)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(render_junit(Verdict(checks), failed, suite=f"edgebench.{doc.get('model', 'run')}"))
+    run_id = store_result(doc, db=db, enabled=not no_store)
+    if run_id:
+        doc["run_id"] = run_id
+        if json_path and json_path != "-":
+            write_json(doc, json_path)   # now with its run id
+    if pushgateway:
+        from edgebench.export import push_result
+
+        push_result(doc, pushgateway, run_id=run_id)
+    return run_id

@@ -55,6 +55,8 @@ DEVICE_DELEGATES = ("xnnpack", "none", "gpu", "nnapi")
 SHORT_DEADLINE_S = 30.0
 # Grace between the deadline's SIGTERM and its SIGKILL.
 KILL_GRACE_S = 2
+# adb's host protocol frames a request with a 4-hex-digit length; stay well below it.
+MAX_COMMAND_BYTES = 32 * 1024
 # The host additionally gives up on a silent connection this long after the device deadline.
 HOST_MARGIN_S = 30.0
 
@@ -103,6 +105,11 @@ class RemoteCommand:
     def in_dir(cls, directory: str, argv: list[str]) -> str:
         """``cd DIR && exec ARGV``: exec so the deadline's signal reaches the program itself."""
         return f"cd {cls.q(directory)} && exec {cls.join(argv)}"
+
+    @classmethod
+    def script_line(cls, argv: list[str], *, quiet: bool = False) -> str:
+        """One line of a device-side script file: ARGV, stopping the script when it fails."""
+        return cls.join(argv) + (" >/dev/null 2>&1" if quiet else "") + " || exit $?"
 
     @classmethod
     def in_dir_script(cls, directory: str, script: str) -> str:
@@ -398,6 +405,10 @@ class AdbDevice:
             state = dict(list_states()).get(self.serial)
         except EdgebenchError:
             pass
+        if state == "device":
+            return InfraError(f"adb device {self.serial}: {what} ended without an exit code although the device "
+                              f"is still attached ({exc}); adbd or the link dropped the command; rerun, and "
+                              "check the USB/network link if it repeats")
         now = f"now {state}" if state else "no longer listed by adb devices"
         return InfraError(f"adb device {self.serial} was lost during {what} ({now}; {exc}); reconnect it "
                           f"(check the cable, or 'adb connect {self.serial}') and rerun")
@@ -407,6 +418,9 @@ class AdbDevice:
         """Run SCRIPT (built by RemoteCommand) under a device-side deadline; returns the real
         exit code from shell v2. A lost connection raises InfraError naming the serial."""
         cmd = RemoteCommand.with_deadline(script, deadline_s)
+        if len(cmd.encode()) > MAX_COMMAND_BYTES:
+            raise InfraError(f"adb device {self.serial}: {what} is a {len(cmd.encode())}-byte shell command, over "
+                             f"the {MAX_COMMAND_BYTES} bytes adb carries; this is an edgebench bug, please report it")
         try:
             r = self._dev.shell2(cmd, timeout=deadline_s + KILL_GRACE_S + HOST_MARGIN_S,
                                  encoding=None, v2=True)
@@ -793,12 +807,16 @@ class AdbTarget:
                       for d in ins]
         return in_details, out_details, prepared, n, source
 
-    def _push_inputs(self, bm, in_details, prepared, i: int, local_tmp: Path, run_dir: str):
+    def _push_inputs(self, bm, in_details, prepared, i: int, local_tmp: Path, run_dir: str,
+                     relative: bool = False):
+        """Value files of input sample i, pushed to RUN_DIR/in<i>/; their argv paths are
+        absolute, or relative to the run folder when ``relative``."""
         arrays = {d["name"]: prepared[d["index"]][i] for d in in_details}
         details = [{k: v for k, v in d.items() if k != "index"} for d in in_details]
-        ivf = bm.write_input_value_files(arrays, details, local_tmp / f"in{i}", remote_dir=f"{run_dir}/in{i}")
+        ivf = bm.write_input_value_files(arrays, details, local_tmp / f"in{i}",
+                                         remote_dir=f"in{i}" if relative else f"{run_dir}/in{i}")
         for local, remote in zip(ivf.local_paths, ivf.remote_paths):
-            self.device.push(Path(local), remote)
+            self.device.push(Path(local), remote if remote.startswith("/") else f"{run_dir}/{remote}")
         return ivf
 
     def _run_benchmark_model(self, job: Job) -> RunResult:
@@ -828,20 +846,25 @@ class AdbTarget:
             pushed["binary"] = dev.push_if_changed(info.path, binary, mode=0o755)
             model_remote = self._stage(model, pushed, "model")
             ivf0 = self._push_inputs(bm, in_details, prepared, 0, local_tmp, run_dir)
+            # inside the run folder, relative paths: the outputs script is a file on the device
+            binary_rel = f"../files/{info.path.name}"
+            model_rel = f"../files/{model.name}"
 
             # outputs first (one invocation per input sample), then the timed sample loop
             if job.save_outputs:
                 files = []
                 lines = []
                 for i in range(n_inputs):
-                    ivf = ivf0 if i == 0 else self._push_inputs(bm, in_details, prepared, i, local_tmp, run_dir)
-                    out_remote = f"{run_dir}/out{i}.bin"
-                    argv = bm.build_argv(binary, model_remote, threads=threads, num_runs=1, warmup_runs=0,
-                                         min_secs=0.0, warmup_min_secs=0.0, output_filepath=out_remote,
+                    ivf = self._push_inputs(bm, in_details, prepared, i, local_tmp, run_dir, relative=True)
+                    argv = bm.build_argv(binary_rel, model_rel, threads=threads, num_runs=1, warmup_runs=0,
+                                         min_secs=0.0, warmup_min_secs=0.0, output_filepath=f"out{i}.bin",
                                          **flags, **ivf.argv_kwargs())
-                    lines.append(f"{RemoteCommand.join(argv)} >/dev/null 2>&1 || exit $?")
-                    files.append(out_remote)
-                r = dev.shell(RemoteCommand.in_dir_script(run_dir, "\n".join(lines)), deadline_s=job.deadline_s,
+                    lines.append(RemoteCommand.script_line(argv, quiet=True))
+                    files.append(f"{run_dir}/out{i}.bin")
+                script = local_tmp / "outputs.sh"
+                script.write_text("\n".join(lines) + "\n")
+                dev.push(script, f"{run_dir}/outputs.sh")
+                r = dev.shell(RemoteCommand.in_dir(run_dir, ["sh", "outputs.sh"]), deadline_s=job.deadline_s,
                               what=f"benchmark_model outputs of {model.name}")
                 self._check_deadline(r, job, model)
                 if r.rc != 0:
