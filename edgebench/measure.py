@@ -18,7 +18,6 @@ Definitions (written once, used by every latency number edgebench prints):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 

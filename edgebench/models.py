@@ -104,8 +104,11 @@ def _versions() -> dict[str, str | None]:
 
 def config_hash(name: str, size: str, seed: int = 0) -> str:
     """Hash of everything that determines a build's bytes (config, seed, builder and TF versions)."""
+    from reference_models import _export  # noqa: PLC0415
+
     key = {"name": name, "size": size, "seed": seed, "config": _config(name, size),
-           "builder_version": _builders()[name].BUILDER_VERSION, **_versions()}
+           "builder_version": _builders()[name].BUILDER_VERSION, "export_version": _export.EXPORT_VERSION,
+           **_versions()}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -76,8 +76,13 @@ class Change:
 
 def classify(metric: str, a: float | None, b: float | None, *, higher_is_better: bool,
              samples_a: np.ndarray | None = None, samples_b: np.ndarray | None = None,
-             min_ratio: float = MIN_RATIO, alpha: float = ALPHA) -> Change:
-    """Apply the asv rule to one metric (see module docstring)."""
+             min_ratio: float = MIN_RATIO, alpha: float = ALPHA, inverse: bool = False) -> Change:
+    """Apply the asv rule to one metric (see module docstring).
+
+    ``inverse``: the metric falls when the samples rise (QPS from latency samples). A change also
+    needs the rank test to point the same way as the ratio: a mean pulled down by a few outliers
+    while most samples got slower is not "better".
+    """
     if a is None or b is None or not np.isfinite(a) or not np.isfinite(b):
         return Change(metric, a, b, None, None, "n/a", higher_is_better, "missing on one side")
     if a == 0:
@@ -86,14 +91,22 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
         ratio = b / a
     p = None
     note = ""
+    b_larger = None
     if samples_a is not None and samples_b is not None and len(samples_a) and len(samples_b):
-        _, p = mann_whitney(samples_a, samples_b)
+        u, p = mann_whitney(samples_a, samples_b)
+        half = len(samples_a) * len(samples_b) / 2
+        b_larger = None if u == half else u < half   # U of A small -> B's samples tend larger
     big = ratio >= min_ratio or (ratio > 0 and ratio <= 1.0 / min_ratio) or (ratio < 0)
+    metric_up = ratio > 1
+    agrees = b_larger is None or (metric_up == (b_larger != inverse))
     if not big:
         verdict = "same"
     elif p is not None and not (p < alpha):
         verdict = "not significant"
         note = f"ratio {ratio:.3g}x but p = {p:.3g} >= {alpha}"
+    elif p is not None and not agrees:
+        verdict = "not significant"
+        note = "ratio and rank test point opposite ways (driven by the tail or outliers)"
     else:
         up = ratio > 1
         verdict = "better" if up == higher_is_better else "worse"
@@ -148,7 +161,7 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
             if has_samples and col == "qps":
                 # QPS = 1/latency: test the same samples (a faster distribution is higher QPS).
                 ch = classify(label, ha[col], hb[col], higher_is_better=hib, samples_a=sa_ms,
-                              samples_b=sb_ms, min_ratio=min_ratio, alpha=alpha)
+                              samples_b=sb_ms, min_ratio=min_ratio, alpha=alpha, inverse=True)
             else:
                 ch = classify(label, ha.get(col), hb.get(col), higher_is_better=hib,
                               samples_a=sa_ms if has_samples else None,

@@ -396,13 +396,24 @@ def _make_train_step(strategy, model, optimizer, loss_fn, *, xla: bool, loss_sca
     return tf.function(step, jit_compile=(xla and not distributed))
 
 
-def _sync_all(strategy, variables) -> None:
-    """Read every trainable weight on the host: all queued device work is done after this."""
+def _make_sync(strategy, variables):
+    """A compiled read of one element of every trainable weight (per replica) on the host.
+
+    Called once at the end of the timed window: after it returns, no queued device work is left.
+    Traced during warm-up so that the window does not pay for tracing.
+    """
     import tensorflow as tf
 
-    for v in variables:
-        for local in strategy.experimental_local_results(v.value if hasattr(v, "value") else v):
-            tf.reduce_sum(tf.reshape(local, [-1])[:1]).numpy()
+    @tf.function
+    def touch():
+        def fn():
+            return tf.add_n([tf.reduce_sum(tf.cast(tf.reshape(v.value, [-1])[:1], tf.float32)) for v in variables])
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(fn), axis=None)
+
+    def sync() -> None:
+        touch().numpy()
+
+    return sync
 
 
 def measure_allreduce(strategy, variables, repeats: int) -> dict[str, Any]:
@@ -592,7 +603,7 @@ def run_cell(settings: TrainSettings, cell: Cell, strategy, *, pool: Pool | None
                xla_scope=("step" if not distributed else "forward_backward") if xla else None,
                device="GPU" if gpus else "CPU", gpu_count=len(gpus))
     prev_policy = keras.mixed_precision.global_policy()
-    model = optimizer = step_fn = feed = None
+    model = optimizer = step_fn = feed = sync = None
     sampler: GpuSampler | None = None
     profiling = False
     try:
@@ -619,6 +630,7 @@ def run_cell(settings: TrainSettings, cell: Cell, strategy, *, pool: Pool | None
         step_fn = _make_train_step(strategy, model, optimizer, loss_fn, xla=xla, loss_scaling=loss_scaling,
                                    distributed=distributed)
         feed = FEEDS[cell.input_pipeline](strategy, pool, cell.batch_size)
+        sync = _make_sync(strategy, model.trainable_variables)
 
         total = settings.warmup_steps + settings.steps
         prof = settings.profile_steps if profile_dir else None
@@ -632,6 +644,7 @@ def run_cell(settings: TrainSettings, cell: Cell, strategy, *, pool: Pool | None
                 tf.profiler.experimental.start(profile_dir)
                 profiling = True
             if i == settings.warmup_steps:
+                sync()  # traces the end-of-window sync outside the window
                 if gpus:
                     sampler = GpuSampler(settings.gpu_sample_interval_s).start()
                 t_window = time.perf_counter_ns()
@@ -664,7 +677,7 @@ def run_cell(settings: TrainSettings, cell: Cell, strategy, *, pool: Pool | None
             else:
                 step_ns.append(t2 - t0)
                 wait_ns.append(t1 - t0)
-        _sync_all(strategy, model.trainable_variables)
+        sync()
         window_ns = time.perf_counter_ns() - t_window
         gpu = sampler.stop() if sampler else None
         sampler = None
@@ -714,7 +727,7 @@ def run_cell(settings: TrainSettings, cell: Cell, strategy, *, pool: Pool | None
         if sampler is not None:
             sampler.stop()
         keras.mixed_precision.set_global_policy(prev_policy)
-        del model, optimizer, step_fn, feed
+        del model, optimizer, step_fn, feed, sync
         keras.backend.clear_session()
         gc.collect()
     return row
@@ -787,6 +800,7 @@ def run_worker_cells(settings: TrainSettings, cells: list[Cell], *,
     The MultiWorkerMirroredStrategy is created first, before any other TensorFlow op (it must
     configure the collective runtime). Every worker runs the same cells in the same order.
     """
+    _enable_memory_growth(visible_gpus())  # lists devices only: creates no op before the strategy
     strategy = make_strategy("multiworker", timeout_s=settings.worker_timeout_s)
     _set_determinism(settings.deterministic)
     tf_config = json.loads(os.environ.get("TF_CONFIG", "{}"))

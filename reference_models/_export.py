@@ -6,6 +6,7 @@ SavedModel *and* in the converted ``.tflite`` (a plain ``tf.saved_model.save`` o
 model leaves ``VAR_HANDLE``/``READ_VARIABLE`` ops that break INT8 calibration).
 """
 
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,18 +14,24 @@ from typing import Any, Callable
 
 import numpy as np
 
+# Part of every build's cache key: bump when the export format changes.
+EXPORT_VERSION = 2
+
 
 def export_saved_model(model: Any, fn: Callable[..., dict], input_signature: list, out_dir: Path) -> None:
-    """Write ``fn`` (a function of named tensors returning a dict of named tensors) as the
-    ``serving_default`` signature of a SavedModel at ``out_dir``; ``model``'s variables are tracked.
+    """Write ``fn`` (a function of named tensors returning a dict of named tensors, calling
+    ``model``) as the ``serving_default`` signature of a SavedModel at ``out_dir``.
 
     Each ``tf.TensorSpec`` in ``input_signature`` must carry the input's ``name``; the keys of the
-    returned dict are the output names.
+    returned dict are the output names. The variables the endpoint uses are saved automatically;
+    ``archive.track(model)`` is deliberately NOT called: in Keras 3.15 it stores every weight a
+    second time (the Keras variables beside the captured ``tf.Variable``s), doubling the
+    SavedModel's size.
     """
     import keras  # noqa: PLC0415
 
+    del model  # captured by ``fn``; see above
     archive = keras.export.ExportArchive()
-    archive.track(model)
     # The first endpoint also becomes "serving_default".
     archive.add_endpoint(name="serve", fn=fn, input_signature=input_signature)
     archive.write_out(str(out_dir), verbose=False)

@@ -4,8 +4,8 @@ Post-LN transformer encoder as in Devlin et al. 2018 / Google's reference implem
 word + position + token-type (segment 0) embeddings, LayerNorm (eps 1e-12), dropout 0.1, then
 ``layers`` x [multi-head self-attention -> add & LayerNorm -> GELU (erf) feed-forward 4*hidden ->
 add & LayerNorm], and the tanh pooler on the first ([CLS]) token. ``full`` = BERT-Base: 12 layers,
-hidden 768, 12 heads, sequence 128, vocabulary 30,522 (109,482,240 parameters, the published
-count). Inputs ``input_ids`` and ``attention_mask`` (int32, [batch, seq]); outputs
+hidden 768, 12 heads, sequence 128 (position table of 512 as in BERT), vocabulary 30,522
+(109,482,240 parameters, the published count). Inputs ``input_ids`` and ``attention_mask`` (int32, [batch, seq]); outputs
 ``pooled_output`` [batch, hidden] and ``sequence_output`` [batch, seq, hidden].
 """
 
@@ -22,9 +22,9 @@ TASK = "embedding"
 DESCRIPTION = "BERT-Base encoder (Keras layers), random weights; pooled + sequence outputs"
 BUILDER_VERSION = 1
 CONFIGS: dict[str, dict[str, Any]] = {
-    "tiny": {"layers": 2, "hidden": 64, "heads": 2, "seq_len": 16, "vocab": 1000,
+    "tiny": {"layers": 2, "hidden": 64, "heads": 2, "seq_len": 16, "max_positions": 16, "vocab": 1000,
              "calibration_samples": 100, "evaluation_samples": 64},
-    "full": {"layers": 12, "hidden": 768, "heads": 12, "seq_len": 128, "vocab": 30522,
+    "full": {"layers": 12, "hidden": 768, "heads": 12, "seq_len": 128, "max_positions": 512, "vocab": 30522,
              "calibration_samples": 100, "evaluation_samples": 32},
 }
 # Special token ids of the uncased BERT vocabulary ([PAD]=0, [CLS]=101, [SEP]=102); ordinary
@@ -79,7 +79,8 @@ def build_encoder(cfg: dict[str, Any], seed: int = 0):
     word = layers.Embedding(cfg["vocab"], hidden, embeddings_initializer=init, name="word_embeddings")(ids)
     segment = layers.Embedding(2, hidden, embeddings_initializer=init, name="token_type_embeddings")(
         layers.Lambda(lambda t: ops.zeros_like(t), output_shape=(seq,), name="segment_ids")(ids))
-    positions = layers.Embedding(seq, hidden, embeddings_initializer=init, name="position_embeddings")(
+    positions = layers.Embedding(cfg["max_positions"], hidden, embeddings_initializer=init,
+                                 name="position_embeddings")(
         layers.Lambda(lambda t: ops.zeros_like(t) + ops.arange(seq, dtype="int32"), output_shape=(seq,),
                       name="position_ids")(ids))
     x = layers.Add(name="embeddings_sum")([word, segment, positions])

@@ -176,3 +176,24 @@ def test_peak_measured_cached_and_reloaded(tmp_path, monkeypatch):
     assert peak.load_cached()["peak_gflops"] == doc["peak_gflops"]
     assert peak.peak_for_threads(doc, 1) == doc["peak_gflops_1thread"]
     assert peak.peak_for_threads(doc, None) == doc["peak_gflops"]
+
+
+def test_render_bench_is_pure_and_flags_invalid_p99():
+    from rich.console import Console
+
+    from edgebench.cli.bench import render_bench
+    from edgebench.measure import LatencyStats
+
+    lm = LatencyStats.from_samples(np.arange(1, 101) * 1_000_000).to_dict()
+    doc = {"rows": [
+        {"model": "a", "target": "host", "status": "ok", "latency_ms": lm, "threads_effective": 1,
+         "delegate": "xnnpack", "warnings": ["w1"], "pct_of_peak": 12.5, "size_bytes": 3 * 2**20},
+        {"model": "b", "target": "host", "status": "failed", "error": "boom", "delegate": "xnnpack"},
+    ]}
+    con = Console(record=True, width=200)
+    for part in render_bench(doc):
+        con.print(part)
+    text = con.export_text()
+    assert "99.01 (not valid: 100 < 662)" in text
+    assert "50.5" in text and "12.5%" in text and "3.0 MiB" in text
+    assert "FAILED: boom" in text and "warning (a): w1" in text

@@ -81,3 +81,17 @@ def test_junit_structure():
     failure = [c for c in cases if c.find("failure") is not None]
     assert len(failure) == 1 and "1.50 pp" in failure[0].find("failure").get("message")
     assert suite.findall("testcase")[-1].find("error").get("message") == "device lost <&>"
+
+
+def test_junit_validates_against_the_junit_schema(tmp_path):
+    from pathlib import Path
+
+    from lxml import etree
+
+    schema = etree.XMLSchema(etree.parse(str(Path(__file__).parent / "fixtures" / "junit-10.xsd")))
+    v = evaluate(ROWS, Thresholds(max_accuracy_drop_pp=1.0, min_psnr_db=30, max_p99_ms=1))
+    xml = render_junit(v, [{"precision": "int8", "target": "adb:emulator-5554", "error": "device offline"}])
+    doc = etree.fromstring(xml.encode())
+    assert schema.validate(doc), schema.error_log
+    broken = etree.fromstring(b"<testsuites><testsuite tests='1'><testcase/></testsuite></testsuites>")
+    assert not schema.validate(broken)   # the schema is strict enough to reject a bad report

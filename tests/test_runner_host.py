@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -205,3 +206,18 @@ def test_job_defaults_filled_by_target(bench_models, tmp_path):
     assert spec["threads"] == 2 and spec["delegate"] == "none"
     spec = HostTarget(threads=2).job_spec(replace(Job(str(bench_models["fp32"])), threads=1), str(tmp_path))
     assert spec["threads"] == 1
+
+
+def test_runner_falls_back_to_tensorflow_lite(bench_models, tmp_path):
+    """Without ai_edge_litert (and tflite_runtime) the runner uses tensorflow.lite and says so."""
+    block = tmp_path / "block" / "ai_edge_litert"
+    block.mkdir(parents=True)
+    (block / "__init__.py").write_text('raise ImportError("blocked for this test")\n')
+    job = {"model_path": str(bench_models["int8"]), "runs": 3, "warmup_runs": 1, "save_outputs": True}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "block"), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    out = subprocess.run([sys.executable, str(RUNNER_PATH), str(tmp_path / "job.json")],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    meta = json.loads((tmp_path / "result.json").read_text())
+    assert meta["runtime"].startswith(("tensorflow.lite", "tflite_runtime")), meta["runtime"]

@@ -50,7 +50,7 @@ def test_speedup_is_better_and_qps_direction():
                     samples_a=a, samples_b=b).verdict == "better"
     # QPS up by 1/0.75 with the same samples -> better as well
     assert classify("qps", 1 / np.mean(a), 1 / np.mean(b), higher_is_better=True,
-                    samples_a=a, samples_b=b).verdict == "better"
+                    samples_a=a, samples_b=b, inverse=True).verdict == "better"
 
 
 def test_small_but_significant_change_is_same():
@@ -142,3 +142,20 @@ def test_history_with_steps_marks_run():
     h = history_with_steps(series)
     assert [p["step"] for p in h["points"]].index(True) == 5
     assert h["steps"][0]["run_id"] == "r5"
+
+
+def test_ratio_against_rank_direction_is_not_a_change():
+    # B: most samples 30% slower, but A has a few huge outliers -> A's mean is higher.
+    rng = np.random.default_rng(8)
+    a = np.r_[_lat(rng, 990, 1.0), np.full(10, 100.0)]
+    b = _lat(rng, 1000, 1.3)
+    assert np.mean(b) / np.mean(a) < 1 / 1.1
+    ch = classify("mean", np.mean(a), np.mean(b), higher_is_better=False, samples_a=a, samples_b=b)
+    assert ch.p_value < ALPHA and ch.verdict == "not significant" and "opposite" in ch.note
+    # QPS (inverse of latency) rising while the samples got slower is not "better" either
+    ch = classify("qps", 1 / np.mean(a), 1 / np.mean(b), higher_is_better=True, samples_a=a, samples_b=b,
+                  inverse=True)
+    assert ch.verdict == "not significant"
+    # ... and p50 going the same way as the ranks is "worse"
+    assert classify("p50", np.median(a), np.median(b), higher_is_better=False,
+                    samples_a=a, samples_b=b).verdict == "worse"

@@ -23,7 +23,9 @@ def _fmt(v: Any, spec: str = ".3f") -> str:
 
 
 def _mib(v: Any) -> str:
-    return "-" if v is None else f"{v / 2**20:.1f} MiB"
+    if v is None:
+        return "-"
+    return f"{v / 2**20:.1f} MiB" if v >= 2**20 else f"{v / 2**10:.1f} KiB"
 
 
 def render_bench(doc: dict[str, Any]) -> list:
