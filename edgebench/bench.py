@@ -167,9 +167,10 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
             bad = ", ".join(f"{k}: {v}" for k, v in row["nonfinite_outputs"].items())
             warnings.append(f"NaN/Inf in outputs ({bad} values over the first pass); the model or its "
                             "inputs are broken: check the data range and the conversion")
-        if res.extra.get("stop_reason") == "max_time" and settings.runs is None:
-            warnings.append(f"stopped at --max-time {settings.max_time_s:g} s before --min-runs "
-                            f"{settings.min_runs}; raise --max-time")
+        if res.extra.get("stop_reason") == "max_time":
+            wanted = f"--runs {settings.runs}" if settings.runs is not None else f"--min-runs {settings.min_runs}"
+            warnings.append(f"stopped at --max-time {settings.max_time_s:g} s after {stats.samples} runs, "
+                            f"before {wanted}; raise --max-time")
         if info["flops"] and stats.p50 > 0:
             # p50, not mean: the kernel's typical speed, robust to background-load spikes
             achieved = info["flops"] / (stats.p50 / 1e3) / 1e9

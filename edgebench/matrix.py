@@ -559,8 +559,11 @@ def _edge_doc(spec: MatrixSpec, cell: Cell) -> dict[str, Any]:
     precisions = tuple(p["precisions"].split(","))
     if p["target"] == "tf":
         precisions = precisions[:1]     # the reference is what this cell measures
+    # Each cell converts into its own folder: shards running side by side never share files.
+    out_dir = str(Path("edgebench-out") / f"matrix-{spec.hash}" / f"cell{cell.index:04d}")
     doc = convert_and_compare(CompareSettings(src=p["model"], precisions=precisions, targets=(p["target"],),
-                                              data=p["data"], threads=p["threads"], delegate=p["delegate"], **kw))
+                                              data=p["data"], threads=p["threads"], delegate=p["delegate"],
+                                              out_dir=out_dir, **kw))
     if p["target"] == "tf" and isinstance(doc.get("reference"), dict):
         doc["rows"] = [dict(doc["reference"])]   # the TF reference is this cell's result row
     return doc

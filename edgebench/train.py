@@ -558,13 +558,29 @@ def _is_oom(exc: BaseException) -> bool:
 
 
 def _step_stats(samples_ns: list[int]) -> dict[str, Any]:
-    ms = np.asarray(samples_ns, dtype=np.float64) / 1e6
-    return {"p50": float(np.percentile(ms, 50)), "p90": float(np.percentile(ms, 90)),
-            "p99": float(np.percentile(ms, 99)), "mean": float(ms.mean()),
-            "std": float(ms.std(ddof=1)) if ms.size > 1 else 0.0,
-            "min": float(ms.min()), "max": float(ms.max()), "samples": int(ms.size),
-            # 64 / 662: MLPerf LoadGen early-stopping minimums for p90 / p99 at 99% confidence.
-            "p90_valid": bool(ms.size >= 64), "p99_valid": bool(ms.size >= 662)}
+    """Step-time statistics with edgebench's one set of definitions (``measure.LatencyStats``).
+
+    ``qps`` becomes ``steps_per_s``; the warnings are rephrased for training (the bench ones name
+    bench options).
+    """
+    from edgebench.measure import CV_WARN, DRIFT_WARN, MIN_SAMPLES, LatencyStats
+
+    st = LatencyStats.from_samples(samples_ns, what="training run")
+    out = st.to_dict()
+    out["steps_per_s"] = out.pop("qps")
+    warnings = []
+    if not st.p99_valid:
+        warnings.append(f"p99 from {st.samples} steps is not valid: it needs >= {MIN_SAMPLES['p99']} (MLPerf "
+                        "LoadGen minimum at 99% confidence); raise --steps")
+    if st.samples > 1 and st.cv >= CV_WARN:
+        warnings.append(f"unstable: step-time CV {st.cv:.0%} >= {CV_WARN:.0%}; close other programs, raise "
+                        "--warmup-steps or --steps")
+    if st.first_third_p50 and st.last_third_p50 and st.p50 > 0 and \
+            abs(st.last_third_p50 - st.first_third_p50) / st.p50 >= DRIFT_WARN:
+        warnings.append(f"drift: median step {st.first_third_p50:.4g} ms in the first third vs "
+                        f"{st.last_third_p50:.4g} ms in the last; raise --warmup-steps or check heat/clocks")
+    out["warnings"] = warnings
+    return out
 
 
 def base_row(settings: TrainSettings, cell: Cell) -> dict[str, Any]:
@@ -1079,6 +1095,22 @@ def run_train_baseline(settings: TrainSettings) -> dict[str, Any]:
         finally:
             store.close()
     return doc
+
+
+def latest_baseline(model: str, *, db: str | None = None) -> dict[str, Any] | None:
+    """The newest stored ``ok`` training row of ``model`` (headline columns + run_id), or None.
+
+    For reports that show a deployment result next to the training baseline of the same model
+    (e.g. convert-and-compare). ``db`` defaults to the results store's default URL.
+    """
+    from edgebench.store import Store, default_url
+
+    store = Store(db or default_url())
+    try:
+        rows = [r for r in store.rows(kind="train", model=model) if r.get("status") == "ok"]
+    finally:
+        store.close()
+    return rows[-1] if rows else None
 
 
 def failed_cells(doc: dict[str, Any]) -> list[dict[str, Any]]:

@@ -6,7 +6,6 @@ SavedModel *and* in the converted ``.tflite`` (a plain ``tf.saved_model.save`` o
 model leaves ``VAR_HANDLE``/``READ_VARIABLE`` ops that break INT8 calibration).
 """
 
-
 from __future__ import annotations
 
 from pathlib import Path

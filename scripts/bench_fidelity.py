@@ -68,7 +68,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="edgebench-fidelity-"))
     try:
         model = args.model or build_default(tmp)
-        ratios = []
+        ratios, a_all, b_all = [], [], []
         for r in range(args.rounds):
             order = ("A", "B") if r % 2 == 0 else ("B", "A")
             got = {}
@@ -76,12 +76,19 @@ def main() -> None:
                 got[who] = (edgebench_p50(model, args.threads, args.runs, args.warmup) if who == "A"
                             else litert_benchmark(model, args.threads, args.runs, args.warmup, tmp))
             ratios.append(got["A"] / got["B"])
+            a_all.append(got["A"])
+            b_all.append(got["B"])
             print(f"round {r + 1} ({'/'.join(order)}): edgebench p50 {got['A']:.3f} ms, "
                   f"litert-benchmark median {got['B']:.2f} ms, ratio {ratios[-1]:.4f}")
         med = statistics.median(ratios)
         print(f"\n{Path(model).name}, threads {args.threads}, {args.runs} runs x {args.rounds} rounds")
         print(f"edgebench p50 / litert-benchmark median: median {med:.4f} ({100 * (med - 1):+.2f}%), "
               f"range {min(ratios):.4f}..{max(ratios):.4f}; target within +-3%")
+        # On a shared machine background load only ever slows a round down: the best round of
+        # each tool is the least disturbed estimate of the same quantity.
+        best = min(a_all) / min(b_all)
+        print(f"best round of each: edgebench {min(a_all):.3f} ms / litert-benchmark {min(b_all):.2f} ms "
+              f"= {best:.4f} ({100 * (best - 1):+.2f}%)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

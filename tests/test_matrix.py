@@ -173,8 +173,9 @@ def tiny_model(tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
-def test_reference_and_train_cells_run_and_store(tmp_path):
+def test_reference_and_train_cells_run_and_store(tmp_path, monkeypatch):
     """Real convert-and-compare cells (host + tf reference) and a real training cell."""
+    monkeypatch.chdir(tmp_path)              # cells convert into ./edgebench-out/matrix-HASH/
     db = str(tmp_path / "r.db")
     edge = load_matrix(_write(tmp_path, """
         models: [digits]
@@ -194,6 +195,7 @@ def test_reference_and_train_cells_run_and_store(tmp_path):
     assert row["n_samples"] == 30
     ref = st.get(rep["cells"][1]["run_id"])
     assert ref["rows"][0]["role"] == "reference" and len(ref["rows"][0]["samples_ns"]) == 30
+    assert (tmp_path / "edgebench-out" / f"matrix-{edge.hash}" / "cell0000" / "manifest.json").is_file()
 
     train = load_matrix(_write(tmp_path, """
         model: digits

@@ -86,6 +86,9 @@ def test_build_matches_info_and_runs(built, name):
             assert list(a.shape[1:]) == spec["shape"][1:], spec["name"]
             lo, hi = spec["range"]
             assert lo <= a.min() and a.max() <= hi, (spec["name"], a.min(), a.max())
+    if "params" in info:  # weights are stored once (Keras' ExportArchive.track would double them)
+        data = sum(f.stat().st_size for f in (b.saved_model_dir / "variables").glob("variables.data-*"))
+        assert data < 1.2 * 4 * info["params"] + 65536, (data, info["params"])
     # Run the SavedModel on the first evaluation sample: names, shapes, dtypes as declared.
     feed = {k: tf.constant(v[:1]) for k, v in ev.items() if k != "labels"}
     out = sig(**feed)
@@ -231,6 +234,9 @@ def test_cli_list_and_unknown_name(capsys, cache, monkeypatch):
     rows = {r["name"]: r for r in doc["rows"]}
     assert tuple(rows) == NAMES
     assert rows["bert"]["inputs"]["full"][0]["shape"] == [None, 128]
+    assert _cli(["models", "list"]) == 0
+    table = capsys.readouterr().out
+    assert all(n in table for n in NAMES) and "1x300x300x3" in table
     assert _cli(["models", "build", "resnet"]) == 2
     err = capsys.readouterr().err
     assert "unknown reference model 'resnet'" in err and "Traceback" not in err

@@ -74,6 +74,8 @@ def test_max_time_caps_the_run(host, bench_models):
     res = host.run(Job(str(bench_models["fp32"]), min_runs=10**9, min_time_s=0.0, max_time_s=0.2))
     assert res.extra["stop_reason"] == "max_time"
     assert 0 < len(res.samples_ns) < 10**9
+    forced = host.run(Job(str(bench_models["fp32"]), runs=10**9, max_time_s=0.2))
+    assert forced.extra["stop_reason"] == "max_time" and 0 < len(forced.samples_ns) < 10**9
 
 
 def test_int8_io_quantizes_inputs_and_dequantizes_outputs(host, bench_models, tmp_path):

@@ -385,3 +385,20 @@ def test_results_import_and_store_result_keeps_unsaved(tmp_path, monkeypatch):
     bad.write_text('{"rows": 3}')
     r = _cli("results", "import", str(bad), "--db", db)
     assert r.returncode == 2 and "not an edgebench result" in r.stderr
+
+
+def test_renderers_show_user_text_verbatim(db):
+    """Model names and errors with [brackets] are text, not rich markup."""
+    from rich.console import Console
+
+    from edgebench.cli.results import render_runs, render_show
+
+    st = Store(db)
+    rid = st.save(envelope("bench", [{"model": "[bold]m[/]", "status": "failed", "error": "bad [/x] tag"}], FP),
+                  cell={"key": "model=[red]"})
+    con = Console(record=True, width=200)
+    con.print(render_runs(st.list_runs(), st.where))
+    for part in render_show(st.get(rid)):
+        con.print(part)
+    text = con.export_text()
+    assert "[bold]m[/]" in text and "bad [/x] tag" in text and "model=[red]" in text

@@ -256,3 +256,45 @@ def test_mirrored_on_gpu_reports_memory_and_utilisation():
         assert r["device"] == "GPU" and r["peak_device_memory_bytes"] > 0
         assert "gpu" in r
     assert doc["rows"][1]["allreduce_ms_per_step"] is not None
+
+
+def test_db_saves_the_training_result(tmp_path):
+    from edgebench.store import Store
+
+    db = str(tmp_path / "results.db")
+    doc = run_train_baseline(TrainSettings(model="digits", batch_sizes=(8,), steps=2, warmup_steps=1, db=db))
+    store = Store(db)
+    try:
+        (row,) = store.rows(kind="train")
+    finally:
+        store.close()
+    assert row["run_id"] == doc["run_id"] and row["model"] == "digits" and row["status"] == "ok"
+    assert math.isclose(row["examples_per_s"], doc["rows"][0]["examples_per_s"])
+    assert math.isclose(row["step_time_p50_ms"], doc["rows"][0]["step_time_ms"]["p50"])
+    from edgebench.train import latest_baseline
+
+    assert latest_baseline("digits", db=db)["run_id"] == doc["run_id"]
+    assert latest_baseline("resnet50", db=db) is None
+
+
+def test_render_train_table_shows_reasons_and_comparison():
+    from rich.console import Console
+
+    from edgebench.cli.train import render_train
+
+    ok = {"model": "digits", "size": "tiny", "strategy": "none", "workers": 1, "precision": "fp32", "xla": False,
+          "batch_size": 8, "global_batch_size": 8, "replicas": 1, "status": "ok", "examples_per_s": 1234.5,
+          "step_time_ms": {"p50": 6.5, "p99": 9.0, "samples": 5}, "input_wait_pct": 3.0, "startup_ms": 400.0,
+          "final_loss": 2.3}
+    rows = [dict(ok, input_pipeline="naive"), dict(ok, input_pipeline="optimized", examples_per_s=2469.0),
+            {"model": "digits", "strategy": "mirrored", "workers": 1, "precision": "fp32", "xla": False,
+             "batch_size": 8, "input_pipeline": "optimized", "status": "skipped", "reason": "needs GPUs"}]
+    doc = {"rows": rows, "comparisons": [{"strategy": "none", "precision": "fp32", "xla": "off", "batch_size": 8,
+                                          "naive_examples_per_s": 1234.5, "optimized_examples_per_s": 2469.0,
+                                          "speedup": 2.0, "naive_input_wait_pct": 3.0,
+                                          "optimized_input_wait_pct": 3.0}]}
+    con = Console(record=True, width=200)
+    con.print(render_train(doc))
+    text = con.export_text()
+    assert "skipped [1]" in text and "[1] needs GPUs" in text
+    assert "1234.5" in text and "2.00x" in text and "not valid" in text

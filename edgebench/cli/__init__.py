@@ -88,7 +88,9 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
     if issubclass(category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning)):
         return
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold yellow]warning:[/] {message}")
+    from rich.markup import escape
+
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold yellow]warning:[/] {escape(str(message))}")
 
 
 def _main(argv: list[str] | None) -> None:
@@ -123,6 +125,7 @@ def _main(argv: list[str] | None) -> None:
 
 def _fail(message: str, code: int) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {message}", markup=True)
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}", markup=True)
     sys.exit(code)

@@ -133,7 +133,7 @@ def register(app: typer.Typer) -> None:
         threads: Optional[int] = typer.Option(_D["threads"], "--threads", help="Interpreter threads (default: runtime default, 1 for LiteRT Python)."),
         delegate: str = typer.Option(_D["delegate"], "--delegate", help="xnnpack | none (| gpu | path/to/delegate.so)."),
         data: Optional[str] = typer.Option(_D["data"], "--data", help="InputSet .npz (keys = signature input names); default: seeded synthetic inputs."),
-        runs: Optional[int] = typer.Option(_D["runs"], "--runs", help="Force exactly N timed runs (overrides --min-runs/--min-time)."),
+        runs: Optional[int] = typer.Option(_D["runs"], "--runs", help="Force exactly N timed runs (overrides --min-runs/--min-time; still capped by --max-time)."),
         min_runs: int = typer.Option(_D["min_runs"], "--min-runs", help="Run at least N timed inferences (662 = valid p99)."),
         min_time: float = typer.Option(_D["min_time_s"], "--min-time", help="...and at least S seconds."),
         max_time: float = typer.Option(_D["max_time_s"], "--max-time", help="Stop after S seconds even if --min-runs is not reached."),

@@ -15,7 +15,9 @@ def _shape(shape: list) -> str:
 def render_list(rows: list[dict[str, Any]]) -> Table:
     """Pure renderer: one line per model, inputs shown for tiny and full sizes."""
     t = Table(title="reference models", header_style="bold")
-    for col in ("name", "task", "inputs", "tiny", "full", "cached"):
+    for col in ("name", "task"):
+        t.add_column(col, no_wrap=True)
+    for col in ("inputs", "tiny", "full", "cached"):
         t.add_column(col, overflow="fold")
     for r in rows:
         tiny, full = r["inputs"]["tiny"], r["inputs"]["full"]

@@ -90,6 +90,10 @@ class RemoteCommand:
         return "mkdir -p " + cls.join(paths)
 
     @classmethod
+    def chmod_exec(cls, path: str) -> str:
+        return f"chmod 755 {cls.q(path)}"
+
+    @classmethod
     def rm_rf(cls, path: str) -> str:
         if not path.startswith(REMOTE_ROOT + "/"):
             raise ValueError(f"refusing to remove {path!r} outside {REMOTE_ROOT}")
@@ -844,6 +848,7 @@ class AdbTarget:
         try:
             binary = f"{REMOTE_FILES}/{info.path.name}"
             pushed["binary"] = dev.push_if_changed(info.path, binary, mode=0o755)
+            dev.check(RemoteCommand.chmod_exec(binary), what="making benchmark_model executable")
             model_remote = self._stage(model, pushed, "model")
             ivf0 = self._push_inputs(bm, in_details, prepared, 0, local_tmp, run_dir)
             # inside the run folder, relative paths: the outputs script is a file on the device

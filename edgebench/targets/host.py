@@ -115,6 +115,9 @@ class HostTarget:
             )
             try:
                 rc = proc.wait(timeout=deadline_s)
+            except KeyboardInterrupt:
+                self._kill(proc)  # its own session gets no SIGINT from the terminal
+                raise
             except subprocess.TimeoutExpired:
                 self._kill(proc)
                 raise InfraError(f"worker for {model} hung: no result after the {deadline_s:g} s deadline, "

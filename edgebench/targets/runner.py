@@ -442,17 +442,16 @@ def run_single(job: dict, sess: Session) -> dict:
     i = 0
     stop_reason = "runs"
     while True:
+        el = clock() - start
         if cap is not None:
             if i >= cap:
                 break
-        else:
-            el = clock() - start
-            if i >= min_runs and el >= min_t:
-                stop_reason = "min_runs_and_min_time"
-                break
-            if el >= max_t:
-                stop_reason = "max_time"
-                break
+        elif i >= min_runs and el >= min_t:
+            stop_reason = "min_runs_and_min_time"
+            break
+        if el >= max_t:  # also caps a forced --runs, so the parent's deadline stays meaningful
+            stop_reason = "max_time"
+            break
         if not single:
             for idx, arrs in set_items:
                 it.set_tensor(idx, arrs[i % n])
@@ -655,7 +654,11 @@ def run_job(job: dict) -> dict:
         elif fault == "hang":
             while True:
                 time.sleep(3600)
-        res.update(run_single(job, sess))
+        try:
+            res.update(run_single(job, sess))
+        except RuntimeError as exc:  # a kernel rejected an input (e.g. an index out of range)
+            raise JobError(f"inference failed on {job['model_path']}: {_one_line(exc)}; check the input "
+                           "data (value ranges such as token ids within the vocabulary)") from None
         res["n_input_samples"] = sess.n
         res["input_source"] = "npz" if data is not None else "synthetic"
         res["inputs"] = sess.inputs
