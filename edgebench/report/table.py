@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -12,7 +13,7 @@ def render_fingerprint(fp: dict[str, Any], title: str = "environment") -> Table:
     t.add_column("field")
     t.add_column("value", overflow="fold")
     for k, v in fp.items():
-        t.add_row(str(k), "-" if v is None else str(v))
+        t.add_row(escape(str(k)), "-" if v is None else escape(str(v)))
     return t
 
 
@@ -38,7 +39,7 @@ def _fmt(v: Any, spec: str = ".2f", suffix: str = "") -> str:
 def render_manifest(m: dict[str, Any]) -> Table:
     """The convert manifest as a table: one row per precision."""
     src = m.get("source", {})
-    t = Table(title=f"edgebench convert: {src.get('name')}  (source sha256 {str(src.get('sha256'))[:12]})")
+    t = Table(title=f"edgebench convert: {escape(str(src.get('name')))}  (source sha256 {str(src.get('sha256'))[:12]})")
     for col in ("precision", "status", "size", "reduction", "convert s", "ops", "float ops (coverage)", "notes"):
         t.add_column(col, overflow="fold")
     for prec, v in m.get("variants", {}).items():
@@ -62,7 +63,7 @@ def render_manifest(m: dict[str, Any]) -> Table:
             str(sum(hist.values())) if hist else "-",
             (", ".join(f"{k} x{n}" for k, n in sorted(float_hist.items())) or "none")
             if ok and v.get("quantized") else "-",
-            "; ".join(notes),
+            escape("; ".join(notes)),
         )
     cal = m.get("calibration")
     if cal and cal.get("warning"):
@@ -124,18 +125,18 @@ COMPARE_COLUMNS = ("precision", "target", "size", "size red.", "p50 ms", "p99 ms
 def render_compare(doc: dict[str, Any]) -> Table:
     """convert-and-compare / compare: one row per precision x target, reference first."""
     inputs = doc.get("inputs") or {}
-    t = Table(title=f"edgebench: {doc.get('model')}  ({inputs.get('samples')} samples, inputs sha256 "
+    t = Table(title=f"edgebench: {escape(str(doc.get('model')))}  ({inputs.get('samples')} samples, inputs sha256 "
                     f"{str(inputs.get('sha256'))[:12]})", header_style="bold")
     for c in COMPARE_COLUMNS:
         t.add_column(c, overflow="fold", justify="left" if c in ("precision", "target", "status") else "right")
     for cells in compare_table_rows(doc):
         style = "red" if cells[-1].startswith(("FAILED", "NaN")) else None
-        t.add_row(*cells, style=style)
+        t.add_row(*(escape(c) for c in cells), style=style)
     notes = ["agree = top-1 agreement with TF (box agreement for detection); * p99 from fewer than 662 samples"]
     gate = doc.get("gate") or {}
     for c in gate.get("checks", []):
         if not c.get("passed"):
-            notes.append(f"[bold red]GATE FAILED[/] {c.get('message')}")
+            notes.append(f"[bold red]GATE FAILED[/] {escape(str(c.get('message')))}")
     if gate.get("checks") and gate.get("passed"):
         notes.append(f"[green]gate passed[/] ({len(gate['checks'])} checks)")
     if inputs.get("synthetic"):
