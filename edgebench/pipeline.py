@@ -51,7 +51,7 @@ class CompareSettings:
     thresholds: Thresholds = field(default_factory=Thresholds)
     gate_file: dict | None = None
     tf_batch: int = 32
-    target_options: dict[str, Any] = field(default_factory=dict)   # adb options (benchmark binary...)
+    benchmark_binary: str | None = None   # adb devices without Python: Google's benchmark_model
 
 
 def _latency(samples_ns: np.ndarray) -> dict[str, Any] | None:
@@ -63,24 +63,14 @@ def _latency(samples_ns: np.ndarray) -> dict[str, Any] | None:
 
 
 def resolve_targets(specs: tuple[str, ...], settings: CompareSettings) -> list[Any]:
-    """'host', 'adb:SERIAL', 'adb:all' -> Target objects (bad names -> BadInput)."""
-    from edgebench.targets.host import HostTarget
+    """'host', 'adb:SERIAL', 'adb:all' -> Target objects ('tf' is the reference and always runs)."""
+    from edgebench.bench import make_targets
 
-    out: list[Any] = []
-    for spec in specs:
-        if spec == "host":
-            out.append(HostTarget(threads=settings.threads, delegate=settings.delegate))
-        elif spec.startswith("adb:"):
-            try:
-                from edgebench.targets.adb import resolve_adb_targets
-            except ImportError:
-                raise BadInput(f"--targets {spec}: adb support is not installed in this build") from None
-            out.extend(resolve_adb_targets(spec, **settings.target_options))
-        elif spec == "tf":
-            continue  # the reference always runs
-        else:
-            raise BadInput(f"--targets {spec}: unknown target; use host, adb:SERIAL or adb:all")
-    return out
+    rest = [s for s in specs if s != "tf"]
+    if not rest:
+        return []
+    return make_targets(",".join(rest), threads=settings.threads, delegate=settings.delegate,
+                        benchmark_binary=settings.benchmark_binary)
 
 
 def _eval_set(settings: CompareSettings, src, out_dir: Path) -> InputSet:
@@ -168,6 +158,8 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
 
     timings["tf_import_s"] = time.perf_counter() - t
 
+    if hasattr(say, "set_total"):   # convert stages + parity + inputs + reference + every row
+        say.set_total(2 + len(settings.precisions) + 1 + 1 + len(settings.precisions) * max(len(targets), 1))
     t = time.perf_counter()
     manifest = convert(ConvertSettings(
         src=settings.src, precisions=settings.precisions,
@@ -181,6 +173,7 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     src = resolve_source(settings.src, size=settings.size, work_dir=out_dir, seed=settings.seed)
     task = (src.info or {}).get("task", "classification")
 
+    say("evaluation inputs")
     ds = _eval_set(settings, src, out_dir)
     if accuracy_gate and ds.labels is None:
         raise BadInput(f"--max-accuracy-drop needs labelled data but {ds.source} has no 'labels'; pass --data "
@@ -227,40 +220,61 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
         "fingerprint": ref_run.fingerprint,
     }
 
+    ok_variants = [(p, {**v, "model": src.name}) for p, v in manifest["variants"].items()
+                   if p in settings.precisions and v.get("status") == "ok"]
+
+    def run_one(tgt, prec: str, v: dict[str, Any]) -> RunResult:
+        say(f"{prec} on {tgt.name}")
+        job = Job(model_path=v["path"], inputs_npz=str(inputs_path), threads=settings.threads,
+                  delegate=settings.delegate, runs=settings.runs, min_runs=settings.min_runs,
+                  min_time_s=settings.min_time_s, max_time_s=settings.max_time_s,
+                  warmup_runs=settings.warmup_runs, save_outputs=True, seed=settings.seed)
+        try:
+            return tgt.run(job)
+        except EdgebenchError as e:
+            if e.exit_code == 2 and tgt.name == "host":
+                raise
+            return RunResult(target=tgt.name, model_path=v["path"], model_sha256=v.get("sha256", ""),
+                             samples_ns=np.zeros(0, np.int64), status="failed", error=str(e))
+
+    # Host rows first (alone on this machine's cores), then every device in its own lane, in
+    # parallel: a lost device fails only its own rows.
+    t = time.perf_counter()
+    results: dict[tuple[str, str], RunResult] = {}
+    hosts = [tg for tg in targets if tg.name == "host"]
+    devices = [tg for tg in targets if tg.name != "host"]
+    for tgt in hosts:
+        for prec, v in ok_variants:
+            results[(prec, tgt.name)] = run_one(tgt, prec, v)
+    if devices:
+        from concurrent.futures import ThreadPoolExecutor
+
+        def lane(tgt) -> None:
+            for prec, v in ok_variants:
+                results[(prec, tgt.name)] = run_one(tgt, prec, v)
+
+        with ThreadPoolExecutor(max_workers=len(devices), thread_name_prefix="edgebench-lane") as pool:
+            for f in [pool.submit(lane, tg) for tg in devices]:
+                f.result()
+    timings["targets_s"] = time.perf_counter() - t
+
     rows: list[dict[str, Any]] = []
-    timings["targets_s"] = 0.0
     for prec, v in manifest["variants"].items():
         if prec not in settings.precisions:
             continue
-        v = {**v, "model": src.name}
         if v.get("status") != "ok":
             for tgt in targets:
                 rows.append({"precision": prec, "target": getattr(tgt, "name", "?"), "model": src.name,
                              "status": "failed", "error": f"conversion failed: {v.get('error')}",
                              "size_bytes": v.get("bytes")})
             continue
-        host_out = None
+        v = {**v, "model": src.name}
+        host_run = next((results[(prec, h.name)] for h in hosts if results[(prec, h.name)].status == "ok"), None)
         for tgt in targets:
-            say(f"{prec} on {tgt.name}")
-            t = time.perf_counter()
-            job = Job(model_path=v["path"], inputs_npz=str(inputs_path), threads=settings.threads,
-                      delegate=settings.delegate, runs=settings.runs, min_runs=settings.min_runs,
-                      min_time_s=settings.min_time_s, max_time_s=settings.max_time_s,
-                      warmup_runs=settings.warmup_runs, save_outputs=True, seed=settings.seed)
-            try:
-                run = tgt.run(job)
-            except EdgebenchError as e:
-                if e.exit_code == 2 and tgt.name == "host":
-                    raise
-                run = RunResult(target=tgt.name, model_path=v["path"], model_sha256=v.get("sha256", ""),
-                                samples_ns=np.zeros(0, np.int64), status="failed", error=str(e))
-            timings["targets_s"] += time.perf_counter() - t
-            row = _row_from_run(run, precision=prec, variant=v, ref_out=ref_out, labels=ds.labels,
-                                class_out=class_out, ref_acc=ref_acc, task=task,
-                                host_out=host_out if tgt.name != "host" else None)
-            if tgt.name == "host" and run.status == "ok":
-                host_out = run.outputs
-            rows.append(row)
+            run = results[(prec, tgt.name)]
+            rows.append(_row_from_run(run, precision=prec, variant=v, ref_out=ref_out, labels=ds.labels,
+                                      class_out=class_out, ref_acc=ref_acc, task=task,
+                                      host_out=host_run.outputs if (host_run and tgt.name != "host") else None))
 
     verdict = evaluate(rows, settings.thresholds, settings.gate_file)
     timings["total_s"] = time.perf_counter() - t0

@@ -348,8 +348,8 @@ FEEDS = {"naive": _NaiveFeed, "optimized": _OptimizedFeed}
 
 
 def _make_train_step(strategy, model, optimizer, loss_fn, *, xla: bool, loss_scaling: bool, distributed: bool):
-    """A ``tf.function`` step: (x, y) per replica -> (mean loss, probe of an updated weight,
-    count of non-finite model outputs).
+    """A ``tf.function`` step: (x, y) per replica -> float32 [mean loss, probe of an updated
+    weight, count of non-finite model outputs].
 
     Without a distribution strategy the whole step (forward, backward, optimizer update) is
     compiled with ``jit_compile=xla``. Under mirrored/multiworker the forward + backward pass is
@@ -390,8 +390,9 @@ def _make_train_step(strategy, model, optimizer, loss_fn, *, xla: bool, loss_sca
     def step(x, y):
         loss, probe, bad = strategy.run(replica_step, args=(x, y))
         mean, total = tf.distribute.ReduceOp.MEAN, tf.distribute.ReduceOp.SUM
-        return (strategy.reduce(mean, loss, axis=None), strategy.reduce(mean, probe, axis=None),
-                strategy.reduce(total, bad, axis=None))
+        # One small vector, so the host sync is a single device-to-host copy per step.
+        return tf.stack([tf.cast(strategy.reduce(mean, loss, axis=None), tf.float32),
+                         strategy.reduce(mean, probe, axis=None), strategy.reduce(total, bad, axis=None)])
 
     return tf.function(step, jit_compile=(xla and not distributed))
 
@@ -667,10 +668,7 @@ def run_cell(settings: TrainSettings, cell: Cell, strategy, *, pool: Pool | None
             t0 = time.perf_counter_ns()
             x, y = feed.next()
             t1 = time.perf_counter_ns()
-            loss, probe, bad = step_fn(x, y)
-            loss_v = float(loss.numpy())
-            probe_v = float(probe.numpy())
-            bad_v = float(bad.numpy())
+            loss_v, probe_v, bad_v = (float(v) for v in step_fn(x, y).numpy())
             t2 = time.perf_counter_ns()
             if profiling and i == prof[1]:
                 tf.profiler.experimental.stop()
@@ -715,6 +713,7 @@ def run_cell(settings: TrainSettings, cell: Cell, strategy, *, pool: Pool | None
             final_loss=loss_v,
             loss_scale=float(optimizer.dynamic_scale.numpy()) if loss_scaling else None,
             profile_dir=profile_dir if prof else None,
+            profiled_steps=list(prof) if prof else None,  # profiling slows these steps; they stay in the stats
         )
         if gpus:
             row["gpu"] = gpu

@@ -228,6 +228,7 @@ def _cli(argv: list[str]) -> int:
 
 def test_cli_list_and_unknown_name(capsys, cache, monkeypatch):
     monkeypatch.setenv("EDGEBENCH_CACHE_DIR", str(cache))
+    monkeypatch.setenv("COLUMNS", "200")  # rich folds narrow tables
     assert _cli(["models", "list", "--json", "-"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["schema_version"] == 1 and doc["kind"] == "models"

@@ -38,31 +38,51 @@ def console(stderr: bool = False):
 
 
 class progress_reporter:  # noqa: N801 -- used as a context manager
-    """A rich status line on stderr for long stages; yields ``say(msg)``."""
+    """A rich progress bar on stderr (only on a terminal) over a command's stages.
+
+    Yields ``say(msg)``: each call completes the previous stage and starts ``msg``;
+    ``say.set_total(n)`` sizes the bar once the number of stages is known.
+    """
 
     def __init__(self, title: str) -> None:
         self.title = title
-        self._status = None
+        self._progress = None
+        self._task = None
 
     def __enter__(self):
         import sys
 
         from rich.console import Console
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         con = Console(stderr=True)
         if con.is_terminal and sys.stderr.isatty():
-            self._status = con.status(f"{self.title}: starting")
-            self._status.__enter__()
+            self._progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
+                                      TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                                      console=con, transient=True)
+            self._progress.__enter__()
+            self._task = self._progress.add_task(f"{self.title}: starting", total=None)
+        outer = self
 
-        def say(msg: str) -> None:
-            if self._status is not None:
-                self._status.update(f"{self.title}: {msg}")
+        class _Say:
+            started = False
 
-        return say
+            def __call__(self, msg: str) -> None:
+                if outer._progress is None:
+                    return
+                outer._progress.update(outer._task, description=f"{outer.title}: {msg}",
+                                       advance=1 if self.started else 0)
+                self.started = True
+
+            def set_total(self, n: int) -> None:
+                if outer._progress is not None:
+                    outer._progress.update(outer._task, total=n)
+
+        return _Say()
 
     def __exit__(self, *exc) -> None:
-        if self._status is not None:
-            self._status.__exit__(*exc)
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
 
 
 def store_result(doc: dict, *, db: str | None, enabled: bool = True, matrix_hash: str | None = None,

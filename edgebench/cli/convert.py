@@ -41,6 +41,7 @@ def register(app: typer.Typer) -> None:
             size=_size(size),
         )
         with progress_reporter("convert") as say:
+            say.set_total(2 + len(settings.precisions) + ("fp32" not in settings.precisions))
             manifest = convert(settings, progress=say)
         if json_path:
             write_json(manifest, json_path)

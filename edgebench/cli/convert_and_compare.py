@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
         preprocess: str = typer.Option(d.preprocess, "--preprocess", help="Image folders: scale01, mobilenet, imagenet-caffe, none."),
         size: str = typer.Option(d.size, "--size", help="Reference models: tiny or full."),
         out: Optional[str] = typer.Option(None, "--out", "-o", help="Output folder for .tflite files, inputs.npz and manifest."),
+        benchmark_binary: Optional[str] = typer.Option(None, "--benchmark-binary", help="Path of Google's android_aarch64_benchmark_model for devices without Python (or $EDGEBENCH_BENCHMARK_MODEL)."),
         threads: Optional[int] = typer.Option(None, "--threads", help="Interpreter threads (default: runtime default)."),
         delegate: str = typer.Option(d.delegate, "--delegate", help="xnnpack or none."),
         runs: Optional[int] = typer.Option(None, "--runs", help="Force this many timed runs per row (default: >= 662 and >= --min-time)."),
@@ -68,7 +69,7 @@ def register(app: typer.Typer) -> None:
             data=data, calibration_data=calibration_data, eval_samples=samples,
             calibration_samples=calibration_samples, int8_io=int8_io, out_dir=out, preprocess=preprocess,
             size=_size(size), threads=threads, delegate=delegate, runs=runs, min_time_s=min_time,
-            class_output=class_output,
+            class_output=class_output, benchmark_binary=benchmark_binary,
             thresholds=Thresholds(max_accuracy_drop, min_psnr, max_p99_ms, min_size_reduction),
             gate_file=load_gate_file(gate) if gate else None,
         )
