@@ -527,7 +527,8 @@ def run_concurrency(job: dict, runtime, data, level: int) -> dict:
                 el = clock() - start
                 if (i >= share and el >= min_t) or el >= max_t:
                     break
-                out.append(s.one(i))
+                d = s.one(i)
+                out.append((clock(), d))
                 i += 1
             ends[w] = clock()
         except Exception as exc:  # noqa: BLE001 -- reported by the main thread
@@ -545,7 +546,8 @@ def run_concurrency(job: dict, runtime, data, level: int) -> dict:
     wall = max(ends) - start_box[0]
     total = sum(len(x) for x in per_worker)
     return {
-        "samples_ns": np.asarray([v for x in per_worker for v in x], np.int64),
+        # in completion order across workers, so first/last-third drift checks mean time
+        "samples_ns": np.asarray([d for _, d in sorted(v for x in per_worker for v in x)], np.int64),
         "warmup_ns": np.zeros(0, np.int64),
         "first_inference_ms": None,
         "init_ms_each": [s.init_ns / 1e6 for s in sessions],
