@@ -27,7 +27,7 @@ from reference_models import _export
 
 TASK = "detection"
 DESCRIPTION = "SSD + MobileNetV2 backbone, box decoding and NMS, random weights"
-BUILDER_VERSION = 1
+BUILDER_VERSION = 3  # 3: BN recalibration + head init on sample images (no NMS ties)
 CONFIGS: dict[str, dict[str, Any]] = {
     "tiny": {"input_shape": [64, 64, 3], "alpha": 0.35, "classes": 4, "extra_layers": [],
              "anchors_per_location": [3, 3], "max_detections": 10, "iou_threshold": 0.6,
@@ -136,10 +136,44 @@ def training_batch(cfg: dict[str, Any], batch_size: int, seed: int = 0) -> tuple
     return x, np.concatenate([box, cls[..., None]], axis=-1).astype(np.float32)
 
 
+def _spread_head_outputs(model, cfg: dict[str, Any], seed: int) -> None:
+    """Data-dependent init of the random heads (as in weight-norm / LSUV init).
+
+    A randomly initialised MobileNetV2 (BatchNorm statistics 0/1) shrinks activations layer
+    by layer until class logits are ~1e-4: every sigmoid score is 0.5000, NMS ties everywhere
+    and detections are decided by float rounding. First recalibrate every BatchNorm's moving
+    statistics on sample images (one training-mode pass with momentum 0, as BN statistics of a
+    trained network come from data), so activations keep a healthy scale; then rescale each
+    head so class logits have std 2 around a prior of -1 (scores spread like a trained
+    detector's) and box offsets std 0.5.
+    """
+    import keras  # noqa: PLC0415
+
+    rng = np.random.default_rng(seed + 1)
+    x = _export.preprocessed_images(rng, 16, tuple(cfg["input_shape"]), PREPROCESS)
+    bns = [ly for ly in model.layers if isinstance(ly, keras.layers.BatchNormalization)]
+    saved = [ly.momentum for ly in bns]
+    for ly in bns:
+        ly.momentum = 0.0
+    model(x, training=True)
+    for ly, m in zip(bns, saved):
+        ly.momentum = m
+    heads = [ly for ly in model.layers if ly.name.startswith(("class_head_", "box_head_")) and
+             not ly.name.endswith("_flat")]
+    probe = keras.Model(model.input, [ly.output for ly in heads])
+    outs = probe.predict(x, verbose=0)
+    for ly, out in zip(heads, outs):
+        kernel, bias = ly.get_weights()
+        std = float(np.std(out)) or 1e-12
+        target, centre = (2.0, -1.0) if ly.name.startswith("class_head_") else (0.5, 0.0)
+        ly.set_weights([kernel * (target / std), np.full_like(bias, centre)])
+
+
 def build(cfg: dict[str, Any], seed: int, out_dir: Path) -> dict[str, Any]:
     import tensorflow as tf  # noqa: PLC0415
 
     model = build_keras(cfg, seed)
+    _spread_head_outputs(model, cfg, seed)
     anchor_t = tf.constant(anchors(cfg))
     max_det = cfg["max_detections"]
     iou, score_thr = float(cfg["iou_threshold"]), float(cfg["score_threshold"])
