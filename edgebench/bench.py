@@ -35,6 +35,7 @@ class BenchSettings:
 
     models: tuple[str, ...]
     targets: str = "host"
+    benchmark_binary: str | None = None   # adb devices without Python
     threads: int | None = None
     delegate: str = "xnnpack"
     data: str | None = None
@@ -208,7 +209,8 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
 
     settings.validate()
     infos = {m: tflite_model.inspect(m) for m in settings.models}   # bad files fail up front
-    targets = make_targets(settings.targets, threads=settings.threads, delegate=settings.delegate)
+    targets = make_targets(settings.targets, threads=settings.threads, delegate=settings.delegate,
+                           benchmark_binary=settings.benchmark_binary)
     peak = load_cached()
     local = [t for t in targets if not t.name.startswith("adb:")]
     rows = [bench_one(t, m, infos[m], settings, peak, progress) for t in local for m in settings.models]

@@ -56,3 +56,16 @@ def test_lost_device_fails_only_its_rows(run_cli, make_sim, tmp_path, digits_mod
     assert rows["host"]["status"] == "ok" and rows[f"adb:{good.serial}"]["status"] == "ok"
     assert rows[f"adb:{lost.serial}"]["status"] == "failed" and lost.serial in rows[f"adb:{lost.serial}"]["error"]
     assert doc.get("run_id")    # stored despite the failure
+
+
+def test_bench_cli_targets_adb_all(run_cli, make_sim, standin, tmp_path, digits_model):
+    code, out, err = run_cli("convert", "digits", "-p", "int8", "--out", str(tmp_path), "--json", "-")
+    model = json.loads(out)["variants"]["int8"]["path"]
+    py = make_sim(has_python=True)
+    stock = make_sim(has_python=False)
+    code, out, err = run_cli("bench", model, "--targets", "host,adb:all", "--benchmark-binary", standin,
+                             "--runs", "8", "--min-time", "0", "--json", "-", "--no-store")
+    assert code == 0, err
+    rows = {r["target"]: r for r in json.loads(out)["rows"]}
+    assert set(rows) == {"host", f"adb:{py.serial}", f"adb:{stock.serial}"}
+    assert all(r["status"] == "ok" and r["latency_ms"]["samples"] == 8 for r in rows.values())

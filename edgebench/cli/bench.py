@@ -130,6 +130,8 @@ def register(app: typer.Typer) -> None:
     @app.command("bench")
     def bench_cmd(
         models: List[str] = typer.Argument(..., help="One or more .tflite files (several -> side-by-side table)."),
+        targets: str = typer.Option(_D["targets"], "--targets", "-t", help="Comma-separated: host, adb:SERIAL, adb:all."),
+        benchmark_binary: Optional[str] = typer.Option(None, "--benchmark-binary", help="Google's android_aarch64_benchmark_model for devices without Python (or $EDGEBENCH_BENCHMARK_MODEL)."),
         threads: Optional[int] = typer.Option(_D["threads"], "--threads", help="Interpreter threads (default: runtime default, 1 for LiteRT Python)."),
         delegate: str = typer.Option(_D["delegate"], "--delegate", help="xnnpack | none (| gpu | path/to/delegate.so)."),
         data: Optional[str] = typer.Option(_D["data"], "--data", help="InputSet .npz (keys = signature input names); default: seeded synthetic inputs."),
@@ -154,7 +156,7 @@ def register(app: typer.Typer) -> None:
         from edgebench.cli._common import console, finish_result, progress_reporter, split_ints
 
         settings = BenchSettings(
-            models=tuple(models), threads=threads, delegate=delegate, data=data, runs=runs,
+            models=tuple(models), targets=targets, benchmark_binary=benchmark_binary, threads=threads, delegate=delegate, data=data, runs=runs,
             min_runs=min_runs, min_time_s=min_time, max_time_s=max_time, warmup_runs=warmup_runs,
             warmup_time_s=warmup_time, concurrency=tuple(split_ints(concurrency, option="--concurrency")),
             server_qps=server_qps, server_workers=server_workers, sla_p99_ms=sla_p99_ms, seed=seed,
