@@ -25,6 +25,7 @@ def register(app: typer.Typer) -> None:
         check_lock: Optional[str] = typer.Option(None, "--check-lock", help="Compare this machine with an environment lock FILE first (warn)."),
         strict: bool = typer.Option(False, "--strict", help="With --check-lock: a difference fails (exit 1) before any cell runs."),
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the matrix report as JSON to PATH ('-' for stdout)."),
+        pushgateway: Optional[str] = typer.Option(None, "--pushgateway", help="Also push every stored cell's metrics to this Prometheus Pushgateway URL."),
     ) -> None:
         """Expand a matrix into cells and run them; every finished cell is stored at once."""
         from edgebench.cli._common import console
@@ -66,6 +67,14 @@ def register(app: typer.Typer) -> None:
                        json_path)
         if json_path != "-":
             console().print(render_matrix(report))
+        if pushgateway and not dry_run:
+            from edgebench.export import push_result
+            from edgebench.store import Store
+
+            with Store(db) as st:   # push what was stored: the store stays the source of truth
+                for c in report["cells"]:
+                    if c.get("run_id"):
+                        push_result(st.get(c["run_id"]), pushgateway, run_id=c["run_id"])
         raise_for_failures(report)
 
 
