@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as _dt
 import html
 import math
+from edgebench.report._values import num
 from typing import Any, Iterable, Sequence
 
 from edgebench.fingerprint import KEY_FIELDS, diff_fingerprints
@@ -56,27 +57,8 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        v = value.strip().lower()
-        if v in ("inf", "+inf"):
-            return math.inf
-        if v == "-inf":
-            return -math.inf
-        try:
-            return float(v)
-        except ValueError:
-            return None
-    if hasattr(value, "item"):
-        try:
-            return float(value.item())
-        except (TypeError, ValueError):
-            return None
-    return None
+_num = num
+
 
 
 def _fmt(value: Any, digits: int = 3, *, scale: float = 1.0, suffix: str = "") -> str:

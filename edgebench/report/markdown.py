@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import math
+from edgebench.report._values import num
 from typing import Any, Sequence
 
 P99_MIN_SAMPLES = 662  # MLPerf LoadGen early-stopping minimum for a p99 at 99% confidence
@@ -25,22 +26,8 @@ def md_escape(value: Any) -> str:
     return s or "-"
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        v = value.strip().lower()
-        if v in ("inf", "+inf"):
-            return math.inf
-        if v == "-inf":
-            return -math.inf
-        try:
-            return float(v)
-        except ValueError:
-            return None
-    return None
+_num = num
+
 
 
 def _f(value: Any, digits: int = 2, *, scale: float = 1.0, suffix: str = "") -> str:
