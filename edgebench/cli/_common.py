@@ -32,9 +32,16 @@ def split_ints(value: str | None, *, option: str) -> list[int]:
 
 
 def console(stderr: bool = False):
+    """A rich console; when writing to a pipe/file (no terminal, no $COLUMNS) tables get 160
+    columns instead of rich's 80, so logs and CI output keep one line per row."""
+    import os
+
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False)
+    con = Console(stderr=stderr, highlight=False)
+    if not con.is_terminal and not os.environ.get("COLUMNS"):
+        con = Console(stderr=stderr, highlight=False, width=160)
+    return con
 
 
 class progress_reporter:  # noqa: N801 -- used as a context manager
