@@ -301,6 +301,21 @@ class ReportOutcome:
     history_series: int = 0
 
 
+def training_baselines(store: Any, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest stored training baseline of each reference model a compare run converted,
+    so a deployment report shows how fast the same model trains (not already in ``docs``)."""
+    have = {d.get("run_id") for d in docs}
+    out: list[dict[str, Any]] = []
+    names = {(d.get("source") or {}).get("path") for d in docs
+             if d.get("kind") == "compare" and (d.get("source") or {}).get("kind") == "reference"}
+    for name in sorted(n for n in names if n):
+        for summary in store.list_runs(kind="train", model=name, limit=1):
+            if summary["run_id"] not in have:
+                out.append(store.get(summary["run_id"]))
+                have.add(summary["run_id"])
+    return out
+
+
 def write_report(store: Any, run_id: str | None = None, *, latest: bool = False, matrix_hash: str | None = None,
                  html_path: str | None = None, markdown_path: str | None = None,
                  progress: Callable[[str], None] | None = None) -> ReportOutcome:
@@ -314,6 +329,7 @@ def write_report(store: Any, run_id: str | None = None, *, latest: bool = False,
     if progress:
         progress("reading results from the store")
     docs = select_docs(store, run_id, latest=latest, matrix_hash=matrix_hash)
+    docs = docs + training_baselines(store, docs)
     md = render_markdown(docs)
     out = ReportOutcome(docs=docs, markdown=md)
     if html_path:

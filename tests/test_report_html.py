@@ -181,3 +181,19 @@ def test_cli_report_from_store(sqlite_store, tmp_path, capsys):
     capsys.readouterr()
     assert run_cli("report", "--latest", "--db", db, "--markdown", "-") == 0
     assert capsys.readouterr().out.startswith("### edgebench compare: mobilenet_v2_035")
+
+
+def test_compare_report_shows_training_baseline_of_the_same_reference_model(sqlite_store, tmp_path):
+    db, store = sqlite_store
+    doc = make_compare_doc(model="digits-tiny")
+    doc["source"] = {"path": "digits", "kind": "reference"}
+    cid = store.save(doc)
+    store.save(make_train_doc(model="resnet50"))           # another model: not included
+    tid = store.save(make_train_doc(model="digits", run_id="r-train-digits"))
+    html_path = tmp_path / "r.html"
+    assert run_cli("report", cid, "--db", db, "--html", html_path) == 0
+    text = html_path.read_text()
+    s = parse(text)
+    assert s.svgs_in["training"] == 1 and tid in text and cid in text
+    assert "resnet50" not in text
+    assert_self_contained(text, s)
