@@ -36,6 +36,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -382,6 +383,15 @@ def _make_train_step(strategy, model, optimizer, loss_fn, *, xla: bool, loss_sca
 
     def replica_step(x, y):
         loss, bad, grads = fb(x, y)
+        if loss_scaling and distributed:
+            # Keras' LossScaleOptimizer decides "finite?" on each replica's *local* gradients and
+            # only the finite branch all-reduces: when one replica overflows and another does not,
+            # the collective deadlocks. One scalar all-reduce makes every replica agree, and NaN
+            # poisoning sends them all down the same (skip-and-shrink-the-scale) branch.
+            local_bad = tf.cast(tf.logical_not(optimizer.check_finite(grads)), tf.float32)
+            any_bad = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, local_bad)
+            poison = tf.where(any_bad > 0, tf.constant(float("nan")), tf.constant(0.0))
+            grads = [g + tf.cast(poison, g.dtype) for g in grads]
         optimizer.apply(grads, variables)
         # Reading an updated weight makes the host wait for the update, not only the loss.
         probe = tf.reduce_sum(tf.cast(variables[-1].value, tf.float32))
@@ -540,11 +550,22 @@ def _peak_device_memory(gpus: list, reset: bool = False) -> int | None:
 # one cell
 
 
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exceeded)\b:?")
+
+
 def _error_text(exc: BaseException) -> str:
-    """One informative line from an exception (TF errors put the cause after a generic header)."""
+    """One informative line from an exception.
+
+    TF and autograph errors put the cause after generic headers ("Graph execution error:",
+    "in user code:", stack lines): prefer the last "SomethingError: ..." line, else the first
+    line that is not a header.
+    """
     text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
-    skip = ("Graph execution error", "Detected at node", "File \"", "[[{{node", "Traceback")
+    named = [ln for ln in lines if _ERROR_LINE.match(ln)]
+    if named:
+        return named[-1][:ERROR_MAX_CHARS]
+    skip = ("Graph execution error", "Detected at node", "File \"", "[[{{node", "Traceback", "in user code:")
     useful = [ln for ln in lines if not ln.startswith(skip)]
     line = (useful or lines or [type(exc).__name__])[0]
     return f"{type(exc).__name__}: {line}"[:ERROR_MAX_CHARS]

@@ -108,6 +108,7 @@ def test_cli_naive_vs_optimized_both_reported(tmp_path):
                "--steps", "5", "--warmup-steps", "2", "--json", str(out)])
     assert rc == 0
     doc = json.loads(out.read_text())
+    assert doc.get("run_id")                      # stored by default, like every measuring command
     assert [r["input_pipeline"] for r in doc["rows"]] == ["naive", "optimized"]
     for r in doc["rows"]:
         _ok_row_consistent(r, 5)
@@ -189,9 +190,11 @@ def test_profile_steps_need_the_extra_or_capture_a_profile(tmp_path):
 
 def test_multiworker_two_local_workers():
     doc = run_train_baseline(TrainSettings(model="digits", batch_sizes=(8,), strategies=("multiworker",),
-                                           workers=2, steps=3, warmup_steps=1))
-    (r,) = doc["rows"]
+                                           precisions=("fp32", "mixed_float16"), workers=2, steps=3, warmup_steps=1))
+    r, fp16 = doc["rows"]
     _ok_row_consistent(r, 3)
+    _ok_row_consistent(fp16, 3)  # loss scaling under MWMS: replicas agree on finiteness (no deadlock)
+    assert fp16["loss_scale"] > 0
     assert r["workers"] == 2 and r["replicas"] == 2 and r["global_batch_size"] == 16
     assert r["task"] == "worker:0" and r["is_chief"]
     assert r["allreduce_ms_per_step"] > 0 and r["allreduce"]["bytes"] == 4 * r["params"]
@@ -222,7 +225,12 @@ def test_worker_group_deadline_stops_everyone(tmp_path):
 def test_oom_is_classified_and_comparison_pairs_only_matching_cells():
     import tensorflow as tf
 
-    from edgebench.train import _is_oom
+    from edgebench.train import _error_text, _is_oom
+
+    autograph = NameError("in user code:\n\n    File \"x.py\", line 3, in f  *\n        foo\n\n"
+                          "    NameError: name 'foo' is not defined\n")
+    assert _error_text(autograph) == "NameError: name 'foo' is not defined"
+    assert _error_text(ValueError("bad shape")) == "ValueError: bad shape"
 
     assert _is_oom(tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor with shape[256]"))
     assert not _is_oom(ValueError("shapes differ"))

@@ -118,8 +118,10 @@ def register(app: typer.Typer) -> None:
         timeout_s: Optional[float] = typer.Option(
             None, "--timeout", help=f"Seconds per multiworker cell before the workers are stopped "
                                     f"(default {d['worker_timeout_s']:.0f})."),
-        db: Optional[str] = typer.Option(None, "--db", help="Also save the result into this results database URL "
-                                                            "(SQLite path or SQLAlchemy URL)."),
+        db: Optional[str] = typer.Option(None, "--db", help="Results database (path or SQLAlchemy URL; default "
+                                                            "$EDGEBENCH_DB or the user data dir)."),
+        no_store: bool = typer.Option(False, "--no-store", help="Do not write the result to the results database."),
+        pushgateway: Optional[str] = typer.Option(None, "--pushgateway", help="Also push the metrics to this Prometheus Pushgateway URL."),
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the result JSON to PATH ('-' for stdout)."),
     ) -> None:
         """Train MODEL with a custom loop and report examples/s, step-time percentiles, input wait, memory.
@@ -129,7 +131,6 @@ def register(app: typer.Typer) -> None:
         """
         from edgebench.cli._common import console, split_csv, split_ints
         from edgebench.errors import BadInput, InfraError
-        from edgebench.results import write_json
         from edgebench.train import PIPELINES, PRECISIONS, STRATEGIES, XLA_CHOICES, failure_summary, run_train_baseline
 
         kw: dict[str, Any] = {"model": model}
@@ -155,15 +156,16 @@ def register(app: typer.Typer) -> None:
                 raise BadInput(f"--profile-steps: {profile_steps!r} is not START,END (two integers)")
         for name, value in (("steps", steps), ("warmup_steps", warmup_steps), ("data", data), ("seed", seed),
                             ("workers", workers), ("learning_rate", learning_rate), ("profile_dir", profile_dir),
-                            ("worker_timeout_s", timeout_s), ("db", db)):
+                            ("worker_timeout_s", timeout_s)):
             if value is not None:
                 kw[name] = value
         if deterministic:
             kw["deterministic"] = True
 
         doc = run_train_baseline(TrainSettings(**kw))
-        if json_path:
-            write_json(doc, json_path)
+        from edgebench.cli._common import finish_result
+
+        finish_result(doc, json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway)
         if json_path != "-":
             console().print(render_train(doc))
         summary = failure_summary(doc)
