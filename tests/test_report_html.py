@@ -197,3 +197,17 @@ def test_compare_report_shows_training_baseline_of_the_same_reference_model(sqli
     assert s.svgs_in["training"] == 1 and tid in text and cid in text
     assert "resnet50" not in text
     assert_self_contained(text, s)
+
+
+def test_drift_vs_host_and_detection_agreement_are_rendered():
+    doc = make_compare_doc(model="ssd_mobilenet-tiny")
+    row = doc["rows"][2]
+    row["target"] = "adb:emulator-5554"
+    row["drift_vs_host"] = {"scores": {"max_abs": 0.0, "mean_abs": 0.0, "rmse": 0.0, "rel_l2": 0.0,
+                                       "cosine": 1.0, "psnr_db": "inf", "nan": 0, "inf": 0}}
+    row["detection"] = {"box_agreement": 0.656, "matched": 210, "reference_detections": 320, "score_mae": 0.014}
+    text = render_html(doc)
+    s = parse(text)
+    assert s.sections == list(SECTIONS)
+    drift = text[text.index('id="drift"'):text.index('id="training"')]
+    assert "adb:emulator-5554" in drift and ">host<" in drift and "65.60%" in drift and "0.0140" in drift

@@ -544,33 +544,47 @@ _DRIFT_COLS = (("max_abs", "max |Δ|"), ("mean_abs", "mean |Δ|"), ("rmse", "RMS
                ("cosine", "cosine"), ("psnr_db", "PSNR dB"), ("nan", "NaN"), ("inf", "Inf"))
 
 
+def _drift_cells(stats: dict[str, Any]) -> list[str]:
+    cells: list[str] = []
+    for key, _ in _DRIFT_COLS:
+        v = stats.get(key)
+        if key in ("nan", "inf"):
+            cells.append("-" if v is None else (str(v).lower() if isinstance(v, bool) else str(v)))
+        elif key == "cosine":
+            cells.append(_fmt(v, 6))
+        elif key == "psnr_db":
+            cells.append(_fmt(v, 1))
+        else:
+            g = _num(v)
+            cells.append("-" if g is None else (_fmt(g) if not math.isfinite(g) else f"{g:.3g}"))
+    return cells
+
+
 def _drift_section(docs: list[dict[str, Any]]) -> str:
-    rows = []
+    """Per-output drift vs the TF reference and, for device rows, vs the host LiteRT result;
+    detection rows add their box agreement."""
+    rows, det_rows = [], []
     for d in docs:
         for r in _rows(d):
-            drift = r.get("drift")
-            if not isinstance(drift, dict):
-                continue
-            for out, stats in drift.items():
-                if not isinstance(stats, dict):
+            name = [r.get("model") or "-", r.get("precision") or "-", r.get("target") or "-"]
+            for against, key in (("reference", "drift"), ("host", "drift_vs_host")):
+                drift = r.get(key)
+                if not isinstance(drift, dict):
                     continue
-                cells: list[Any] = [r.get("model") or "-", r.get("precision") or "-", r.get("target") or "-", out]
-                for key, _ in _DRIFT_COLS:
-                    v = stats.get(key)
-                    if key in ("nan", "inf"):
-                        cells.append("-" if v is None else (str(v).lower() if isinstance(v, bool) else str(v)))
-                    elif key == "cosine":
-                        cells.append(_fmt(v, 6))
-                    elif key == "psnr_db":
-                        cells.append(_fmt(v, 1))
-                    else:
-                        g = _num(v)
-                        cells.append("-" if g is None else (_fmt(g) if not math.isfinite(g) else f"{g:.3g}"))
-                rows.append(cells)
+                for out, stats in drift.items():
+                    if isinstance(stats, dict):
+                        rows.append([*name, against, out, *_drift_cells(stats)])
+            det = r.get("detection")
+            if isinstance(det, dict):
+                det_rows.append([*name, _fmt_pct(_num(det.get("box_agreement"))), str(det.get("matched", "-")),
+                                 str(det.get("reference_detections", "-")), _fmt(det.get("score_mae"), 4)])
     if not rows:
         return _section("drift", "Per-output drift vs reference", _note("no drift measured in these runs"))
-    return _section("drift", "Per-output drift vs reference",
-                    _table(["model", "precision", "target", "output", *[h for _, h in _DRIFT_COLS]], rows, left=4))
+    body = _table(["model", "precision", "target", "vs", "output", *[h for _, h in _DRIFT_COLS]], rows, left=5)
+    if det_rows:
+        body += _table(["model", "precision", "target", "box agreement", "matched", "reference boxes",
+                        "score MAE"], det_rows, left=3)
+    return _section("drift", "Per-output drift vs reference", body)
 
 
 def _training_section(docs: list[dict[str, Any]]) -> str:
