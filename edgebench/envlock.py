@@ -115,10 +115,15 @@ def describe(diffs: list[dict[str, Any]]) -> str:
     return "; ".join(f"{d['where']} {d['field']}: expected {d['expected']!r}, found {d['actual']!r}" for d in diffs)
 
 
-def enforce_lock(path: str, fp: dict[str, Any], *, strict: bool = False) -> list[dict[str, Any]]:
-    """Check this machine against a lock file. Returns the differences (empty: identical) for the
-    caller to warn about; with ``strict`` a difference raises GateFailed (exit 1)."""
-    diffs = check_lock(read_lock(path), fp)
+def enforce_lock(path: str, fp: dict[str, Any], *, strict: bool = False,
+                 devices: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Check this machine (and the given adb devices' fingerprints, by serial) against a lock
+    file. Returns the differences (empty: identical) for the caller to warn about; with
+    ``strict`` a difference raises GateFailed (exit 1)."""
+    lock = read_lock(path)
+    diffs = check_lock(lock, fp)
+    for serial, dev_fp in (devices or {}).items():
+        diffs += [d for d in check_lock(lock, fp, device=serial, device_fp=dev_fp) if d["where"] == serial]
     if diffs and strict:
         raise GateFailed(f"environment differs from lock {path}: {describe(diffs)}; fix the machine, "
                          f"or re-lock with `edgebench env --lock {path}`, or drop --strict to only warn")

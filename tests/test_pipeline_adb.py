@@ -69,3 +69,20 @@ def test_bench_cli_targets_adb_all(run_cli, make_sim, standin, tmp_path, digits_
     rows = {r["target"]: r for r in json.loads(out)["rows"]}
     assert set(rows) == {"host", f"adb:{py.serial}", f"adb:{stock.serial}"}
     assert all(r["status"] == "ok" and r["latency_ms"]["samples"] == 8 for r in rows.values())
+
+
+def test_env_lock_with_adb_devices(run_cli, make_sim, tmp_path):
+    import yaml
+
+    dev = make_sim(has_python=True, model="Pixel 8")
+    lock = tmp_path / "env.lock.yaml"
+    code, _, err = run_cli("env", "--no-tf", "--lock", str(lock), "--targets", "adb:all")
+    assert code == 0, err
+    doc = yaml.safe_load(lock.read_text())
+    assert doc["devices"][dev.serial]["device_model"] == "Pixel 8"
+    code, _, err = run_cli("env", "--no-tf", "--check-lock", str(lock), "--targets", "adb:all", "--strict")
+    assert code == 0, err
+    doc["devices"][dev.serial]["device_model"] = "Pixel 7"
+    lock.write_text(yaml.safe_dump(doc))
+    code, _, err = run_cli("env", "--no-tf", "--check-lock", str(lock), "--targets", "adb:all", "--strict")
+    assert code == 1 and dev.serial in err and "Pixel 7" in err

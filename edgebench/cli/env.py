@@ -16,6 +16,7 @@ def register(app: typer.Typer) -> None:
         lock: Optional[str] = typer.Option(None, "--lock", help="Write the expected environment (key fields) to this YAML lock FILE."),
         check_lock: Optional[str] = typer.Option(None, "--check-lock", help="Compare this machine with a lock FILE: warn on differences (exit 0)."),
         strict: bool = typer.Option(False, "--strict", help="With --check-lock: a difference fails with exit 1."),
+        targets: Optional[str] = typer.Option(None, "--targets", help="With --lock/--check-lock: also lock/check these adb devices (adb:SERIAL,... or adb:all)."),
     ) -> None:
         """Print this machine's environment fingerprint (OS, CPU, Python, TF, LiteRT, GPU/CUDA, XLA/AMP)."""
         from edgebench.fingerprint import host_fingerprint
@@ -31,14 +32,23 @@ def register(app: typer.Typer) -> None:
                   "peak_gflops_1thread": round(measured["peak_gflops_1thread"], 2),
                   "peak_method": measured["method"]}
         lock_diffs = None
+        devices = None
+        if targets:
+            if not (lock or check_lock):
+                from edgebench.errors import BadInput
+
+                raise BadInput("--targets needs --lock FILE or --check-lock FILE")
+            from edgebench.targets.adb import resolve_adb_targets
+
+            devices = {t.serial: t.fingerprint() for t in resolve_adb_targets(targets)}
         if lock:
             from edgebench.envlock import write_lock
 
-            write_lock(lock, fp)
+            write_lock(lock, fp, devices)
         if check_lock:
             from edgebench.envlock import enforce_lock
 
-            lock_diffs = enforce_lock(check_lock, fp, strict=strict)
+            lock_diffs = enforce_lock(check_lock, fp, strict=strict, devices=devices)
         elif strict:
             from edgebench.errors import BadInput
 
