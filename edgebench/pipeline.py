@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from edgebench import compare as cmp
-from edgebench.data import InputSet, Signature, cast_to_signature, load_data, synthetic, validate
+from edgebench.data import InputSet, Signature, cast_to_signature, load_data, validate
 from edgebench.errors import BadInput, EdgebenchError
 from edgebench.fingerprint import host_fingerprint, sha256_file
 from edgebench.gate import Thresholds, evaluate
@@ -154,7 +154,7 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     targets = resolve_targets(settings.targets, settings)   # fail fast on bad target names
     timings["resolve_targets_s"] = time.perf_counter() - t0
     t = time.perf_counter()
-    import tensorflow  # noqa: F401 -- timed on its own: it is a fixed cost of every run
+    import tensorflow  # noqa: F401 -- timed on its own: a fixed cost of every run
 
     timings["tf_import_s"] = time.perf_counter() - t
 

@@ -111,3 +111,23 @@ def export_image_classifier(model: Any, input_shape: tuple[int, int, int], seed:
         "labels_real": False,
         "data_note": "synthetic smooth-noise images in the preprocessed input range; random weights, no real labels",
     }
+
+
+def image_classifier_loss():
+    """Loss for the softmax image classifiers (resnet50, mobilenetv2)."""
+    import keras  # noqa: PLC0415
+
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=False)
+
+
+def image_training_batch(cfg: dict, batch_size: int, seed: int, preprocess: str):
+    """Synthetic preprocessed images and random labels (throughput baselines; not real data)."""
+    rng = np.random.default_rng(seed)
+    x = preprocessed_images(rng, batch_size, tuple(cfg["input_shape"]), preprocess)
+    return x, synthetic_labels(rng, batch_size, cfg["classes"])
+
+
+def build_image_classifier(model, cfg: dict, seed: int, out_dir, preprocess: str) -> dict:
+    """Export an image classifier with its calibration/evaluation sets; adds the parameter count."""
+    extras = export_image_classifier(model, tuple(cfg["input_shape"]), seed, out_dir, cfg, preprocess)
+    return {**extras, "params": int(model.count_params())}

@@ -78,19 +78,13 @@ def build_keras(cfg: dict[str, Any], seed: int = 0):
 
 
 def training_loss(cfg: dict[str, Any]):
-    import keras  # noqa: PLC0415
-
-    return keras.losses.SparseCategoricalCrossentropy(from_logits=False)
+    return _export.image_classifier_loss()
 
 
 def training_batch(cfg: dict[str, Any], batch_size: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Synthetic preprocessed images and random labels (throughput baselines; not real data)."""
-    rng = np.random.default_rng(seed)
-    x = _export.preprocessed_images(rng, batch_size, tuple(cfg["input_shape"]), PREPROCESS)
-    return x, _export.synthetic_labels(rng, batch_size, cfg["classes"])
+    return _export.image_training_batch(cfg, batch_size, seed, PREPROCESS)
 
 
 def build(cfg: dict[str, Any], seed: int, out_dir: Path) -> dict[str, Any]:
-    model = build_keras(cfg, seed)
-    extras = _export.export_image_classifier(model, tuple(cfg["input_shape"]), seed, out_dir, cfg, PREPROCESS)
-    return {**extras, "params": int(model.count_params())}
+    return _export.build_image_classifier(build_keras(cfg, seed), cfg, seed, out_dir, PREPROCESS)

@@ -28,3 +28,14 @@ def num(value: Any) -> float | None:
         except (TypeError, ValueError):
             return None
     return None
+
+
+def fmt_bytes(value: Any) -> str:
+    """Bytes in decimal units (kB/MB/GB, 2 decimals); '-' when missing."""
+    v = num(value)
+    if v is None:
+        return "-"
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(v) >= div:
+            return f"{v / div:.2f} {unit}"
+    return f"{v:.0f} B"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import datetime as _dt
 import html
 import math
-from edgebench.report._values import num
+from edgebench.report._values import fmt_bytes, num
 from typing import Any, Iterable, Sequence
 
 from edgebench.fingerprint import KEY_FIELDS, diff_fingerprints
@@ -83,14 +83,7 @@ def _fmt_ms(value: Any) -> str:
     return f"{v:.3g}"
 
 
-def _fmt_bytes(value: Any) -> str:
-    v = _num(value)
-    if v is None:
-        return "-"
-    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(v) >= div:
-            return f"{v / div:.2f} {unit}"
-    return f"{v:.0f} B"
+_fmt_bytes = fmt_bytes
 
 
 def _fmt_pct(value: Any, digits: int = 2) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 import math
-from edgebench.report._values import num
+from edgebench.report._values import fmt_bytes, num
 from typing import Any, Sequence
 
 P99_MIN_SAMPLES = 662  # MLPerf LoadGen early-stopping minimum for a p99 at 99% confidence
@@ -62,14 +62,7 @@ def _ms(value: Any) -> str:
     return f"{v:.3g}"
 
 
-def _bytes(value: Any) -> str:
-    v = _num(value)
-    if v is None:
-        return "-"
-    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(v) >= div:
-            return f"{v / div:.2f} {unit}"
-    return f"{v:.0f} B"
+_bytes = fmt_bytes
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right_from: int) -> list[str]:
