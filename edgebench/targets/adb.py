@@ -687,7 +687,7 @@ class AdbTarget:
         thermal: dict[str, Any] = {}
         try:
             self._stage(RUNNER_PATH, pushed, "runner")
-            self._stage(model, pushed, "model")
+            model_remote = self._stage(model, pushed, "model")
             inputs_remote = self._stage(Path(job.inputs_npz), pushed, "inputs") if job.inputs_npz else None
             spec = self._job_spec(job, "../files/" + model.name,
                                   "../files/" + Path(job.inputs_npz).name if inputs_remote else None, load)
@@ -849,7 +849,7 @@ class AdbTarget:
             binary = f"{REMOTE_FILES}/{info.path.name}"
             pushed["binary"] = dev.push_if_changed(info.path, binary, mode=0o755)
             dev.check(RemoteCommand.chmod_exec(binary), what="making benchmark_model executable")
-            self._stage(model, pushed, "model")
+            model_remote = self._stage(model, pushed, "model")
             ivf0 = self._push_inputs(bm, in_details, prepared, 0, local_tmp, run_dir)
             # inside the run folder, relative paths: the outputs script is a file on the device
             binary_rel = f"../files/{info.path.name}"
