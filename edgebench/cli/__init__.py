@@ -28,18 +28,18 @@ app = typer.Typer(
 # Command modules, in help order. Each has register(app).
 _COMMANDS = (
     "convert",
-    "bench",
     "convert_and_compare",
     "compare",
-    "env",
+    "bench",
+    "devices",
+    "import_log",
     "models",
     "train",
     "matrix",
     "results",
     "report",
     "export",
-    "devices",
-    "import_log",
+    "env",
 )
 
 
