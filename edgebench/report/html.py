@@ -289,18 +289,38 @@ class _Plot:
         return "".join(parts)
 
 
+def _axis_cut(xs: Sequence[float]) -> int:
+    """How many sorted samples to draw: up to the 99.9th percentile, and never past 3 x p99, so
+    a handful of preempted runs (multi-ms on a sub-ms model) cannot squash the distribution.
+    What is cut is named in the plot title."""
+    n = len(xs)
+    if n < 2:
+        return n
+    p999 = xs[max(1, int(math.ceil(0.999 * n))) - 1]
+    p99 = xs[max(1, int(math.ceil(0.99 * n))) - 1]
+    hi = min(p999, 3 * p99) if p99 > 0 else p999
+    return max(1, sum(1 for x in xs if x <= hi))
+
+
 def svg_cdf(samples_ms: Sequence[float], *, title: str = "", p50: float | None = None,
             p99: float | None = None) -> str:
-    """Empirical CDF of latencies (ms) with p50/p99 markers."""
+    """Empirical CDF of latencies (ms) with p50/p99 markers.
+
+    The x axis stops at ``_axis_cut`` (as the histogram's does); the title says how many runs
+    lie beyond it and the max.
+    """
     xs = sorted(float(s) for s in samples_ms)
     n = len(xs)
+    cut = _axis_cut(xs)
     # Thin to <= 400 points so huge runs keep the file small; the shape is unchanged at this size.
-    step = max(1, n // 400)
-    idx = list(range(0, n, step))
-    if idx[-1] != n - 1:
-        idx.append(n - 1)
+    step = max(1, cut // 400)
+    idx = list(range(0, cut, step))
+    if idx[-1] != cut - 1:
+        idx.append(cut - 1)
     px = [xs[i] for i in idx]
     py = [(i + 1) / n for i in idx]
+    if cut < n:
+        title = f"{title} ({n - cut} slower runs off-axis; max {xs[-1]:.3g} ms)"
     plot = _Plot(px, [0.0, 1.0], xlabel="latency (ms)", ylabel="fraction of runs <= x", title=title)
     plot.polyline(px, py, _PALETTE[0])
     if p50 is not None:
@@ -311,11 +331,11 @@ def svg_cdf(samples_ms: Sequence[float], *, title: str = "", p50: float | None =
 
 
 def svg_histogram(samples_ms: Sequence[float], *, bins: int = 40, title: str = "") -> str:
-    """Histogram of latencies (ms); values above the 99.9th percentile are folded into the last bin."""
+    """Histogram of latencies (ms); values beyond ``_axis_cut`` are folded into the last bin."""
     xs = sorted(float(s) for s in samples_ms)
     n = len(xs)
     lo = xs[0]
-    hi = xs[min(n - 1, int(math.ceil(0.999 * n)) - 1)] if n > 1 else xs[0]
+    hi = xs[_axis_cut(xs) - 1]
     if hi <= lo:
         hi = lo + (abs(lo) * 0.01 or 1e-3)
     width = (hi - lo) / bins
