@@ -153,15 +153,20 @@ def tf_build_info() -> dict[str, Any]:
     import tensorflow as tf  # noqa: PLC0415 -- heavy import only when asked
 
     info: dict[str, Any] = {}
-    try:
-        build = tf.sysconfig.get_build_info()
-        info["cuda"] = build.get("cuda_version")
-        info["cudnn"] = build.get("cudnn_version")
-        info["tf_built_with_cuda"] = bool(build.get("is_cuda_build"))
-    except Exception:  # noqa: BLE001 -- build info is optional metadata
-        pass
     gpus = tf.config.list_physical_devices("GPU")
     info["tf_visible_gpus"] = len(gpus)
+    try:
+        build = tf.sysconfig.get_build_info()
+        info["tf_build_cuda"] = build.get("cuda_version")
+        info["tf_build_cudnn"] = build.get("cudnn_version")
+        info["tf_built_with_cuda"] = bool(build.get("is_cuda_build"))
+        # CUDA/cuDNN in use: TF's (hermetic) CUDA build, but only when a GPU is actually in use --
+        # on a CPU-only machine "cuda 12.5" would claim a CUDA stack that does not run.
+        if gpus:
+            info["cuda"] = build.get("cuda_version")
+            info["cudnn"] = build.get("cudnn_version")
+    except Exception:  # noqa: BLE001 -- build info is optional metadata
+        pass
     info["xla"] = bool(tf.config.optimizer.get_jit()) or ("--tf_xla_auto_jit" in os.environ.get("TF_XLA_FLAGS", ""))
     try:
         import keras  # noqa: PLC0415
