@@ -125,6 +125,26 @@ def push_result(doc: dict[str, Any], url: str, *, run_id: str | None = None, job
     return push_metrics(text, url, {"run_id": str(rid)}, job=job, timeout=timeout, stored=stored)
 
 
+def _atomic_write(p: Path, text: str) -> Path:
+    """Write ``text`` to ``p`` via a hidden temp file in the same directory, fsync, rename:
+    readers (node_exporter, a browser) never see a half-written file."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return p
+
+
 def write_textfile(docs: dict[str, Any] | Iterable[dict[str, Any]], path: str | os.PathLike) -> Path:
     """Write the exposition of ``docs`` to ``path`` atomically (temp file + rename, same directory).
 
@@ -142,21 +162,7 @@ def write_textfile(docs: dict[str, Any] | Iterable[dict[str, Any]], path: str | 
         raise BadInput(f"--textfile directory {str(parent)!r} does not exist; create it or point to "
                        "node_exporter's --collector.textfile.directory")
     text = render_prometheus(docs, run_id_label=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return p
+    return _atomic_write(p, text)
 
 
 @dataclass
@@ -275,19 +281,7 @@ def _write_text(text: str, path: str, option: str) -> str:
         raise BadInput(f"{option} {path!r} is a directory; give a file path such as {p / 'report.html'}")
     if not p.parent.is_dir():
         raise BadInput(f"{option} {path!r}: directory {str(p.parent)!r} does not exist; create it first")
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return str(p)
+    return str(_atomic_write(p, text))
 
 
 @dataclass

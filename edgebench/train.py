@@ -788,7 +788,7 @@ def _training_skip_reason(settings: TrainSettings) -> str | None:
         models.training_loss(settings.model, settings.size)
     except BadInput:
         raise
-    except Exception as e:  # noqa: BLE001 -- e.g. NotImplementedError for a model without a loss
+    except Exception as e:  # noqa: BLE001 -- any builder error: the cell is skipped with it
         return f"{settings.model} does not support training baselines: {_error_text(e)}"
     return None
 

@@ -243,8 +243,9 @@ class _Stream:
         finally:
             self.close()
 
-    def run(self) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
+    def run(self) -> None:  # pragma: no cover - every service subclass defines its own
+        """Serve the stream; each service (shell, sync, ...) overrides this."""
+        raise TypeError(f"{type(self).__name__} is a base stream and serves nothing; use a service subclass")
 
     def abort(self) -> None:
         """The host closed the stream: stop any work."""

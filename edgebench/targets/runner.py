@@ -495,6 +495,20 @@ def _count_nonfinite(o: dict, acc: dict) -> None:
                 acc[k] = acc.get(k, 0) + bad
 
 
+def _run_workers(work, n: int, barrier, start_box: list, errors: list, what: str) -> None:
+    """Start n worker threads, release them together (start time in start_box[0]), join them;
+    the first worker error becomes a JobError."""
+    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(n)]
+    for t in threads:
+        t.start()
+    start_box[0] = time.perf_counter_ns()
+    barrier.wait()
+    for t in threads:
+        t.join()
+    if errors:
+        raise JobError(f"{what} worker failed: {errors[0]}", bad_input=False)
+
+
 def run_concurrency(job: dict, runtime, data, level: int) -> dict:
     """``level`` interpreters in parallel threads (invoke releases the GIL); time-bounded.
 
@@ -534,15 +548,7 @@ def run_concurrency(job: dict, runtime, data, level: int) -> dict:
         except Exception as exc:  # noqa: BLE001 -- reported by the main thread
             errors.append(_one_line(exc))
 
-    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(level)]
-    for t in threads:
-        t.start()
-    start_box[0] = time.perf_counter_ns()
-    barrier.wait()
-    for t in threads:
-        t.join()
-    if errors:
-        raise JobError(f"concurrency worker failed: {errors[0]}", bad_input=False)
+    _run_workers(work, level, barrier, start_box, errors, "concurrency")
     wall = max(ends) - start_box[0]
     total = sum(len(x) for x in per_worker)
     return {
@@ -607,15 +613,7 @@ def run_server(job: dict, runtime, data, qps: float, workers: int, queries: int)
         except Exception as exc:  # noqa: BLE001
             errors.append(_one_line(exc))
 
-    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(workers)]
-    for t in threads:
-        t.start()
-    start_box[0] = time.perf_counter_ns()
-    barrier.wait()
-    for t in threads:
-        t.join()
-    if errors:
-        raise JobError(f"server worker failed: {errors[0]}", bad_input=False)
+    _run_workers(work, workers, barrier, start_box, errors, "server")
     completed = done > 0
     n_done = int(completed.sum())
     span = int(done[completed].max()) if n_done else 0
