@@ -38,3 +38,9 @@ class ConversionFailed(EdgebenchError):
     """A conversion produced no model or a wrong one (parity check)."""
 
     exit_code = 2
+
+
+class Interrupted(EdgebenchError):
+    """The user pressed Ctrl-C; what was measured before it was kept (the message says where)."""
+
+    exit_code = 130

@@ -8,6 +8,7 @@ result document (kind "compare"); exit-code decisions stay in the CLI.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -243,19 +244,39 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     results: dict[tuple[str, str], RunResult] = {}
     hosts = [tg for tg in targets if tg.name == "host"]
     devices = [tg for tg in targets if tg.name != "host"]
-    for tgt in hosts:
-        for prec, v in ok_variants:
-            results[(prec, tgt.name)] = run_one(tgt, prec, v)
-    if devices:
-        from concurrent.futures import ThreadPoolExecutor
-
-        def lane(tgt) -> None:
+    stop = threading.Event()   # Ctrl-C: finish nothing new, keep every row already measured
+    try:
+        for tgt in hosts:
             for prec, v in ok_variants:
                 results[(prec, tgt.name)] = run_one(tgt, prec, v)
+        if devices:
+            from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max_workers=len(devices), thread_name_prefix="edgebench-lane") as pool:
-            for f in [pool.submit(lane, tg) for tg in devices]:
-                f.result()
+            def lane(tgt) -> None:
+                for prec, v in ok_variants:
+                    if stop.is_set():
+                        return
+                    results[(prec, tgt.name)] = run_one(tgt, prec, v)
+
+            with ThreadPoolExecutor(max_workers=len(devices), thread_name_prefix="edgebench-lane") as pool:
+                futures = [pool.submit(lane, tg) for tg in devices]
+                try:
+                    for f in futures:
+                        f.result()
+                except KeyboardInterrupt:
+                    stop.set()   # lanes stop after their current run (and clean up on the device)
+                    raise
+    except KeyboardInterrupt:
+        interrupted = True
+        stop.set()
+    else:
+        interrupted = False
+    for tgt in targets:
+        for prec, v in ok_variants:
+            results.setdefault((prec, tgt.name), RunResult(
+                target=tgt.name, model_path=v["path"], model_sha256=v.get("sha256", ""),
+                samples_ns=np.zeros(0, np.int64), status="failed",
+                error="interrupted (Ctrl-C) before this row finished"))
     timings["targets_s"] = time.perf_counter() - t
 
     rows: list[dict[str, Any]] = []
@@ -292,6 +313,7 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
         parity=manifest.get("parity"),
         gate=verdict.to_dict(),
         timings=timings,
+        interrupted=interrupted,
     )
     return doc
 

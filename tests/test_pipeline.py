@@ -128,3 +128,26 @@ def test_compare_two_tflite_files(run_cli, tmp_path, digits_model):
                              str(digits_model.evaluation_npz), "--json", "-", "--no-store")
     assert code == 0, err
     assert json.loads(out)["rows"][0]["target"] == "tf"
+
+
+def test_ctrl_c_keeps_the_rows_already_measured(run_cli, tmp_path, digits_model, monkeypatch):
+    """Ctrl-C arriving during the third host run: rows 1-2 (real runs) are written and stored, exit 130."""
+    from edgebench.targets.host import HostTarget
+
+    real_run = HostTarget.run
+    calls = []
+
+    def run_then_interrupt(self, job):
+        calls.append(job.model_path)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_run(self, job)
+
+    monkeypatch.setattr(HostTarget, "run", run_then_interrupt)
+    code, _, err = run_cli("convert-and-compare", "digits", "--runs", "20", "--out", str(tmp_path / "o"),
+                           "--json", str(tmp_path / "r.json"))
+    assert code == 130 and "2 of 4 rows were measured and kept" in err
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["interrupted"] is True and doc.get("run_id")
+    assert [r["status"] for r in doc["rows"]] == ["ok", "ok", "failed", "failed"]
+    assert len(calls) == 3                        # nothing ran after the interrupt

@@ -96,31 +96,40 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 def _main(argv: list[str] | None) -> None:
     import warnings
 
+    import typer
+
     warnings.showwarning = _show_warning
     try:
-        app(args=argv, standalone_mode=False)
+        rv = app(args=argv, standalone_mode=False)
     except EdgebenchError as err:
         _fail(str(err), err.exit_code)
     except KeyboardInterrupt:
-        _fail("interrupted; results already measured were saved", 130)
+        _fail(INTERRUPTED, 130)
     except SystemExit as exc:  # typer/click exit paths
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
         sys.exit(code)
+    except typer.Abort:
+        _fail(INTERRUPTED, 130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
     except Exception as exc:  # click usage errors and anything unforeseen
-        ce = _click_exceptions()
-        if isinstance(exc, ce.UsageError):
+        if isinstance(exc, _click_exceptions().UsageError):
             exc.show()
             sys.exit(2)
-        abort = getattr(ce, "Abort", None)
-        if abort is not None and isinstance(exc, abort):
-            _fail("aborted", 130)
-        exit_exc = getattr(ce, "Exit", None)
-        if exit_exc is not None and isinstance(exc, exit_exc):
-            sys.exit(getattr(exc, "exit_code", 0))
         if os.environ.get("EDGEBENCH_DEBUG"):
             raise
         _fail(f"internal error: {type(exc).__name__}: {exc} (set EDGEBENCH_DEBUG=1 for a traceback "
               "and report it)", 3)
+    else:
+        # Without standalone mode typer *returns* the exit code of Ctrl-C (130) instead of raising.
+        if rv == 130:
+            _fail(INTERRUPTED, 130)
+        if isinstance(rv, int) and rv:
+            sys.exit(rv)
+
+
+INTERRUPTED = ("interrupted (Ctrl-C); results already stored or written with --json are kept, the "
+               "command's unfinished work is not")
 
 
 def _fail(message: str, code: int) -> None:

@@ -85,7 +85,13 @@ def raise_for_compare(doc: dict) -> None:
     """Exit-code policy: a failed target row -> 3 (infra); else a missed threshold -> 1."""
     from edgebench.errors import GateFailed, InfraError
 
-    from edgebench.errors import ConversionFailed
+    from edgebench.errors import ConversionFailed, Interrupted
+
+    if doc.get("interrupted"):
+        done = sum(1 for r in doc.get("rows", []) if r.get("status") == "ok")
+        where = f"run {doc['run_id']}" if doc.get("run_id") else "--json output"
+        raise Interrupted(f"interrupted (Ctrl-C): {done} of {len(doc.get('rows', []))} rows were measured and "
+                          f"kept ({where}); rerun to measure the rest")
 
     failed = [r for r in doc.get("rows", []) if r.get("status") != "ok"
               and not str(r.get("error", "")).startswith("conversion failed")]
