@@ -42,7 +42,7 @@ import numpy as np
 
 from edgebench.errors import BadInput, EdgebenchError, InfraError
 from edgebench.fingerprint import sha256_file
-from edgebench.targets.base import Job, RunResult
+from edgebench.targets.base import Job, RunResult, check_job_files
 
 REMOTE_ROOT = "/data/local/tmp/edgebench"
 REMOTE_FILES = f"{REMOTE_ROOT}/files"          # pushed files, cached by name (sha256-checked)
@@ -605,11 +605,7 @@ class AdbTarget:
         return self._run(job, load)
 
     def _run(self, job: Job, load: dict[str, Any] | None) -> RunResult:
-        model = Path(job.model_path)
-        if not model.is_file():
-            raise BadInput(f"model not found: {model}; give the path of an existing .tflite file")
-        if job.inputs_npz and not Path(job.inputs_npz).is_file():
-            raise BadInput(f"input data not found: {job.inputs_npz}; give an .npz InputSet (--data)")
+        check_job_files(job)
         runner = self.choose_runner()
         if runner == "edgebench":
             if not self.facts()["has_python_runtime"]:
@@ -641,20 +637,34 @@ class AdbTarget:
                 "reached": reached, "waited_s": round(time.monotonic() - start, 3), "polls": len(temps),
                 "hottest_c": temps}
 
-    def _sampler(self) -> tuple[threading.Event, list[dict], threading.Thread]:
+    def _monitored_shell(self, dev: "AdbDevice", command: str, *, deadline_s: float, what: str,
+                         thermal: dict[str, Any]):
+        """Cool down, then run ``command`` on the device while a thread samples thermal zones and
+        CPU frequencies; records cooldown/before/during/after in ``thermal``. Returns (result, wall s)."""
+        thermal["cooldown"] = self.cool_down()
+        thermal["before"] = dev.thermal_sample()
         stop = threading.Event()
-        out: list[dict] = []
+        during: list[dict] = []
 
         def loop() -> None:
             while not stop.wait(self.thermal.sample_every_s):
                 try:
-                    out.append(self.device.thermal_sample())
+                    during.append(self.device.thermal_sample())
                 except EdgebenchError:
                     return
 
-        t = threading.Thread(target=loop, daemon=True, name=f"thermal-{self.serial}")
-        t.start()
-        return stop, out, t
+        sampler = threading.Thread(target=loop, daemon=True, name=f"thermal-{self.serial}")
+        sampler.start()
+        t0 = time.monotonic()
+        try:
+            r = dev.shell(command, deadline_s=deadline_s, what=what)
+        finally:
+            stop.set()
+            sampler.join(timeout=self.thermal.sample_every_s + HOST_MARGIN_S)
+        wall = time.monotonic() - t0
+        thermal["during"] = during
+        thermal["after"] = dev.thermal_sample()
+        return r, wall
 
     # -- edgebench runner -------------------------------------------------------------------------
     def _stage(self, local: Path, pushed: dict[str, bool], key: str) -> str:
@@ -687,7 +697,7 @@ class AdbTarget:
         thermal: dict[str, Any] = {}
         try:
             self._stage(RUNNER_PATH, pushed, "runner")
-            model_remote = self._stage(model, pushed, "model")
+            self._stage(model, pushed, "model")
             inputs_remote = self._stage(Path(job.inputs_npz), pushed, "inputs") if job.inputs_npz else None
             spec = self._job_spec(job, "../files/" + model.name,
                                   "../files/" + Path(job.inputs_npz).name if inputs_remote else None, load)
@@ -695,19 +705,9 @@ class AdbTarget:
             job_file.write_text(json.dumps(spec))
             dev.push(job_file, f"{run_dir}/job.json")
 
-            thermal["cooldown"] = self.cool_down()
-            thermal["before"] = dev.thermal_sample()
-            stop, during, sampler = self._sampler()
-            t0 = time.monotonic()
-            try:
-                r = dev.shell(RemoteCommand.in_dir(run_dir, ["python3", "../files/runner.py", "job.json"]),
-                              deadline_s=job.deadline_s, what=f"the run of {model.name}")
-            finally:
-                stop.set()
-                sampler.join(timeout=self.thermal.sample_every_s + HOST_MARGIN_S)
-            wall = time.monotonic() - t0
-            thermal["during"] = during
-            thermal["after"] = dev.thermal_sample()
+            r, wall = self._monitored_shell(
+                dev, RemoteCommand.in_dir(run_dir, ["python3", "../files/runner.py", "job.json"]),
+                deadline_s=job.deadline_s, what=f"the run of {model.name}", thermal=thermal)
 
             self._check_deadline(r, job, model)
             expected = [f"{run_dir}/result.json", f"{run_dir}/result.npz"]
@@ -890,19 +890,9 @@ class AdbTarget:
 
             argv = bm.sample_argv(binary, model_remote, threads=threads, **flags, **ivf0.argv_kwargs())
             script = bm.build_sample_loop_script(argv, n)
-            thermal["cooldown"] = self.cool_down()
-            thermal["before"] = dev.thermal_sample()
-            stop, during, sampler = self._sampler()
-            t0 = time.monotonic()
-            try:
-                r = dev.shell(RemoteCommand.in_dir_script(run_dir, script), deadline_s=job.deadline_s,
-                              what=f"the benchmark_model sample loop of {model.name}")
-            finally:
-                stop.set()
-                sampler.join(timeout=self.thermal.sample_every_s + HOST_MARGIN_S)
-            wall = time.monotonic() - t0
-            thermal["during"] = during
-            thermal["after"] = dev.thermal_sample()
+            r, wall = self._monitored_shell(
+                dev, RemoteCommand.in_dir_script(run_dir, script), deadline_s=job.deadline_s,
+                what=f"the benchmark_model sample loop of {model.name}", thermal=thermal)
             self._check_deadline(r, job, model)
             samples = bm.parse_sample_loop(r.stdout, n, where=where)   # needs rc 0 and the DONE marker
             if r.rc != 0:

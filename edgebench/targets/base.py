@@ -6,6 +6,7 @@ tf, host and adb targets look the same to measure/compare: ``run(job) -> RunResu
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -52,6 +53,18 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
     status: str = "ok"                   # "ok" | "failed"
     error: str | None = None
+
+
+def check_job_files(job: Job) -> Path:
+    """The job's model path, after checking that it and its input set exist (BadInput otherwise)."""
+    from edgebench.errors import BadInput
+
+    model = Path(job.model_path)
+    if not model.is_file():
+        raise BadInput(f"model not found: {model}; give the path of an existing .tflite file")
+    if job.inputs_npz and not Path(job.inputs_npz).is_file():
+        raise BadInput(f"input data not found: {job.inputs_npz}; give an .npz InputSet (--data)")
+    return model
 
 
 class Target(Protocol):

@@ -25,7 +25,7 @@ import numpy as np
 
 from edgebench.errors import BadInput, InfraError
 from edgebench.fingerprint import host_fingerprint, sha256_file
-from edgebench.targets.base import Job, RunResult
+from edgebench.targets.base import Job, RunResult, check_job_files
 
 RUNNER_PATH = Path(__file__).with_name("runner.py")
 _JOB_DEFAULTS = {f.name: f.default for f in fields(Job)}
@@ -88,11 +88,7 @@ class HostTarget:
         return spec
 
     def _run(self, job: Job, load: dict[str, Any] | None) -> RunResult:
-        model = Path(job.model_path)
-        if not model.is_file():
-            raise BadInput(f"model not found: {model}; give the path of an existing .tflite file")
-        if job.inputs_npz and not Path(job.inputs_npz).is_file():
-            raise BadInput(f"input data not found: {job.inputs_npz}; give an .npz InputSet (--data)")
+        model = check_job_files(job)
         work = tempfile.mkdtemp(prefix="edgebench-host-")
         try:
             spec = self.job_spec(job, work, load)
