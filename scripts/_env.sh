@@ -3,6 +3,17 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${EDGEBENCH_VENV:-$ROOT/.venv}"
 PY="${PYTHON:-python3}"
+# pip's own chatter (build-backend notices, index warnings from the machine's pip config) goes to
+# a log that is shown only when the install fails, so a first install prints a few lines, not a wall.
+quiet_pip() {
+    mkdir -p "$VENV"
+    local log="$VENV/pip-install.log"
+    if ! "$@" -q >"$log" 2>&1; then
+        echo "error: '$*' failed; its output follows (also in $log)" >&2
+        cat "$log" >&2
+        return 1
+    fi
+}
 if [ ! -x "$VENV/bin/python" ]; then
     echo "==> creating virtualenv $VENV"
     "$PY" -m venv "$VENV"
@@ -13,7 +24,7 @@ STAMP="$VENV/.edgebench-installed"
 WANT="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)-${EDGEBENCH_EXTRAS:-test}"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ] || ! "$VENV/bin/python" -c "import edgebench" 2>/dev/null; then
     echo "==> installing edgebench[${EDGEBENCH_EXTRAS:-test}] into $VENV"
-    "$VENV/bin/pip" install -q -e "$ROOT[${EDGEBENCH_EXTRAS:-test}]"
+    quiet_pip "$VENV/bin/pip" install -e "$ROOT[${EDGEBENCH_EXTRAS:-test}]"
     echo "$WANT" > "$STAMP"
 fi
 export PATH="$VENV/bin:$PATH"
