@@ -17,7 +17,12 @@ quiet_pip() {
 if [ ! -x "$VENV/bin/python" ]; then
     echo "==> creating virtualenv $VENV"
     "$PY" -m venv "$VENV"
-    "$VENV/bin/pip" install -q --upgrade pip
+    quiet_pip "$VENV/bin/pip" install --upgrade pip
+fi
+# The build backend pyproject.toml asks for (SPDX license strings need setuptools >= 77): a venv
+# made by an older Python ships setuptools 65, which breaks builds without isolation.
+if ! "$VENV/bin/python" -c "import sys, setuptools; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" 2>/dev/null; then
+    quiet_pip "$VENV/bin/pip" install --upgrade "setuptools>=77" wheel
 fi
 # Reinstall only when pyproject.toml changed since the last install.
 STAMP="$VENV/.edgebench-installed"
