@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import shutil
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -122,11 +121,10 @@ def _keras_source(p: Path, work_dir: Path | None) -> Source:
                        "model.save('model.keras')") from None
     out = (work_dir or Path(p.parent)) / f".{p.stem}.savedmodel-{digest[:12]}"
     if not (out / "saved_model.pb").exists():
-        tmp = out.with_name(out.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        model.export(str(tmp), format="tf_saved_model", verbose=False)
-        shutil.rmtree(out, ignore_errors=True)
-        tmp.replace(out)
+        from edgebench.atomic import temp_dir
+
+        with temp_dir(out) as tmp:
+            model.export(str(tmp), format="tf_saved_model", verbose=False)
     sig = saved_model_signature(out)
     return Source("keras", p.stem, str(p), out, digest, sig)
 

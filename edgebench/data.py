@@ -128,14 +128,14 @@ class InputSet:
         items = dict(self.arrays)
         if self.labels is not None:
             items[LABELS_KEY] = self.labels
-        tmp = path.with_name(path.name + ".tmp")
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as zf:
+        from edgebench.atomic import temp_path
+
+        with temp_path(path) as tmp, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as zf:
             for k in sorted(items):
                 buf = io.BytesIO()
                 np.lib.format.write_array(buf, np.ascontiguousarray(items[k]), allow_pickle=False)
                 info = zipfile.ZipInfo(k + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
                 zf.writestr(info, buf.getvalue())
-        tmp.replace(path)
         return hashlib.sha256(path.read_bytes()).hexdigest()
 
     @staticmethod

@@ -62,10 +62,9 @@ def write_lock(path: str, fp: dict[str, Any], devices: dict[str, dict[str, Any]]
     p = Path(path)
     if p.is_dir():
         raise BadInput(f"--lock {path} is a directory; give a file name such as {p / 'env.lock.yaml'}")
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(yaml.safe_dump(lock, sort_keys=False))
-    tmp.replace(p)
+    from edgebench.atomic import write_text
+
+    write_text(p, yaml.safe_dump(lock, sort_keys=False))
     return lock
 
 

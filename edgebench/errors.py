@@ -40,7 +40,16 @@ class ConversionFailed(EdgebenchError):
     exit_code = 2
 
 
+# Exit codes of a run stopped by a signal: 128 + the signal number, as a shell reports it.
+SIGNAL_EXIT_CODES = {"Ctrl-C": 130, "SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
+
+
 class Interrupted(EdgebenchError):
-    """The user pressed Ctrl-C; what was measured before it was kept (the message says where)."""
+    """Ctrl-C, SIGTERM or SIGHUP stopped a run; what was measured before it was kept (the
+    message says where). Exit 130 / 143 / 129."""
 
     exit_code = 130
+
+    def __init__(self, message: str, *, signal_name: str = "Ctrl-C") -> None:
+        super().__init__(message)
+        self.exit_code = SIGNAL_EXIT_CODES.get(signal_name, 130)

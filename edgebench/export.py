@@ -24,7 +24,6 @@ import http.client
 import json
 import os
 import socket
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -126,23 +125,9 @@ def push_result(doc: dict[str, Any], url: str, *, run_id: str | None = None, job
 
 
 def _atomic_write(p: Path, text: str) -> Path:
-    """Write ``text`` to ``p`` via a hidden temp file in the same directory, fsync, rename:
-    readers (node_exporter, a browser) never see a half-written file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return p
+    from edgebench.atomic import write_text
+
+    return write_text(p, text)
 
 
 def write_textfile(docs: dict[str, Any] | Iterable[dict[str, Any]], path: str | os.PathLike) -> Path:

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
-from xml.etree import ElementTree as ET
+from typing import TYPE_CHECKING, Any, Sequence
 
 from edgebench.errors import BadInput
+
+if TYPE_CHECKING:
+    from edgebench.rows import InferenceRow
 
 GATE_KEYS = {
     "max_accuracy_drop": "max_accuracy_drop_pp",
@@ -115,23 +117,23 @@ def thresholds_for(precision: str, cli: Thresholds, file: dict[str, Thresholds] 
     return t.merged(cli) if cli.any() else t
 
 
-def evaluate(rows: list[dict[str, Any]], cli: Thresholds, file: dict[str, Thresholds] | None = None) -> Verdict:
+def evaluate(rows: "Sequence[InferenceRow]", cli: Thresholds, file: dict[str, Thresholds] | None = None) -> Verdict:
     """Check every measured row (precision x target) against its thresholds."""
     checks: list[Check] = []
     for r in rows:
-        if r.get("status") != "ok" or r.get("role") == "reference":
+        if not r.ok or r.is_reference:
             continue
-        prec, target = r.get("precision") or "?", r.get("target") or "?"
+        prec, target = r.precision or "?", r.target or "?"
         th = thresholds_for(prec, cli, file)
         if not th.any():
             continue
         where = f"{prec} on {target}"
-        nonfinite = (r.get("worst") or {}).get("nonfinite", 0)
+        nonfinite = r.worst.nonfinite if r.worst else 0
         if nonfinite:
             checks.append(Check(prec, target, "nonfinite_outputs", nonfinite, 0, False,
                                 f"{where}: {nonfinite} NaN/Inf output values (any NaN/Inf fails the gate)"))
         if th.max_accuracy_drop_pp is not None:
-            drop = (r.get("accuracy") or {}).get("top1_drop_pp")
+            drop = r.top1_drop_pp
             if drop is None:
                 raise BadInput(f"--max-accuracy-drop needs task accuracy, but {where} has none (no labels in "
                                "the data); pass --data with a 'labels' array or drop the accuracy gate")
@@ -140,7 +142,7 @@ def evaluate(rows: list[dict[str, Any]], cli: Thresholds, file: dict[str, Thresh
                                 f"{where}: top-1 drop {drop:.2f} pp vs TF reference "
                                 f"{'<=' if ok else '>'} max {th.max_accuracy_drop_pp:g} pp"))
         if th.min_psnr_db is not None:
-            psnr = (r.get("worst") or {}).get("psnr_db")
+            psnr = r.worst.psnr_db if r.worst else None
             if psnr is None:
                 raise BadInput(f"--min-psnr needs drift against the reference, but {where} has none")
             ok = psnr >= th.min_psnr_db and not nonfinite
@@ -148,16 +150,16 @@ def evaluate(rows: list[dict[str, Any]], cli: Thresholds, file: dict[str, Thresh
                                 f"{where}: worst-output PSNR {psnr:.2f} dB {'>=' if ok else '<'} min "
                                 f"{th.min_psnr_db:g} dB"))
         if th.max_p99_ms is not None:
-            p99 = (r.get("latency_ms") or {}).get("p99")
+            p99 = r.latency.p99 if r.latency else None
             if p99 is None:
                 raise BadInput(f"--max-p99-ms needs latency, but {where} has none")
             ok = p99 <= th.max_p99_ms
-            valid = (r.get("latency_ms") or {}).get("p99_valid")
+            valid = r.latency.p99_valid
             checks.append(Check(prec, target, "p99_ms", p99, th.max_p99_ms, ok,
                                 f"{where}: p99 {p99:.3f} ms {'<=' if ok else '>'} max {th.max_p99_ms:g} ms"
                                 + ("" if valid else " (p99 from too few samples)")))
         if th.min_size_reduction_pct is not None:
-            red = r.get("size_reduction_pct")
+            red = r.size_reduction_pct
             if red is None:
                 raise BadInput(f"--min-size-reduction needs an FP32 baseline size, but {where} has none")
             ok = red >= th.min_size_reduction_pct
@@ -165,22 +167,3 @@ def evaluate(rows: list[dict[str, Any]], cli: Thresholds, file: dict[str, Thresh
                                 f"{where}: size reduction {red:.1f}% {'>=' if ok else '<'} min "
                                 f"{th.min_size_reduction_pct:g}%"))
     return Verdict(tuple(checks))
-
-
-def render_junit(verdict: Verdict, failed_rows: list[dict[str, Any]] | None = None, suite: str = "edgebench") -> str:
-    """JUnit XML: one testcase per precision x target x threshold (classname = precision.target)."""
-    cases = list(verdict.checks)
-    failed_rows = failed_rows or []
-    root = ET.Element("testsuites")
-    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases) + len(failed_rows)),
-                       failures=str(len(verdict.failures)), errors=str(len(failed_rows)), skipped="0")
-    for c in cases:
-        tc = ET.SubElement(ts, "testcase", classname=f"{suite}.{c.precision}.{c.target}", name=c.metric)
-        if not c.passed:
-            f = ET.SubElement(tc, "failure", message=c.message, type="threshold")
-            f.text = c.message
-    for r in failed_rows:
-        tc = ET.SubElement(ts, "testcase", classname=f"{suite}.{r.get('precision')}.{r.get('target')}", name="run")
-        e = ET.SubElement(tc, "error", message=str(r.get("error")), type="infrastructure")
-        e.text = str(r.get("error"))
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -46,6 +46,8 @@ from typing import Any, Callable
 import yaml
 
 from edgebench.errors import BadInput, EdgebenchError, InfraError
+from edgebench.rows import Document, InferenceRow, TrainRow
+from edgebench.targets.base import DELEGATES, HOST_DELEGATES, RunControl
 
 KINDS = ("edge", "train")
 SIZES = ("tiny", "full")
@@ -56,9 +58,7 @@ DEVICES = ("cpu", "gpu", "tpu")
 STRATEGIES = ("none", "mirrored", "multiworker")
 TRAIN_METRICS = ("throughput", "memory_usage", "step_time")
 BACKBONES = ("keras.applications", "edgebench")
-DELEGATES = ("xnnpack", "none", "gpu", "nnapi")
 INPUT_PIPELINES = ("naive", "optimized")
-HOST_DELEGATES = ("xnnpack", "none")
 
 
 # ------------------------------------------------------------------------------------------
@@ -540,20 +540,24 @@ class RunOptions:
     dry_run: bool = False
 
 
-def _edge_doc(spec: MatrixSpec, cell: Cell) -> dict[str, Any]:
+def _control(s: dict[str, Any]) -> RunControl:
+    """The matrix's run-control keys over RunControl's defaults (written once, in RunControl)."""
+    return RunControl(**{k: s[k] for k in ("runs", "min_runs", "min_time_s", "max_time_s") if k in s}).validate()
+
+
+def _edge_doc(spec: MatrixSpec, cell: Cell) -> "Document":
     s, p = spec.settings, cell.params
     if str(p["model"]).endswith(".tflite"):
         from edgebench.bench import BenchSettings, run_bench
 
-        kw: dict[str, Any] = {k: s[k] for k in ("runs", "min_runs", "min_time_s", "max_time_s", "seed") if k in s}
+        kw: dict[str, Any] = {k: s[k] for k in ("seed",) if k in s}
         if p["data"] not in (None, "synthetic"):
             kw["data"] = p["data"]
         return run_bench(BenchSettings(models=(p["model"],), targets=p["target"], threads=p["threads"],
-                                       delegate=p["delegate"], **kw))
+                                       delegate=p["delegate"], control=_control(s), **kw))
     from edgebench.pipeline import CompareSettings, convert_and_compare
 
-    kw = {k: s[k] for k in ("runs", "min_runs", "min_time_s", "max_time_s", "seed", "size",
-                            "calibration_samples") if k in s}
+    kw = {k: s[k] for k in ("seed", "size", "calibration_samples") if k in s}
     if "samples" in s:
         kw["eval_samples"] = s["samples"]
     precisions = tuple(p["precisions"].split(","))
@@ -563,13 +567,13 @@ def _edge_doc(spec: MatrixSpec, cell: Cell) -> dict[str, Any]:
     out_dir = str(Path("edgebench-out") / f"matrix-{spec.hash}" / f"cell{cell.index:04d}")
     doc = convert_and_compare(CompareSettings(src=p["model"], precisions=precisions, targets=(p["target"],),
                                               data=p["data"], threads=p["threads"], delegate=p["delegate"],
-                                              out_dir=out_dir, **kw))
-    if p["target"] == "tf" and isinstance(doc.get("reference"), dict):
-        doc["rows"] = [dict(doc["reference"])]   # the TF reference is this cell's result row
+                                              out_dir=out_dir, control=_control(s), **kw))
+    if p["target"] == "tf" and doc.reference is not None:
+        doc = doc.with_rows([doc.reference])   # the TF reference is this cell's result row
     return doc
 
 
-def _train_doc(spec: MatrixSpec, cell: Cell) -> dict[str, Any]:
+def _train_doc(spec: MatrixSpec, cell: Cell) -> "Document":
     """One training cell through ``edgebench.train.run_train_baseline(settings)``."""
     from dataclasses import fields as dc_fields
 
@@ -582,32 +586,37 @@ def _train_doc(spec: MatrixSpec, cell: Cell) -> dict[str, Any]:
               **{k: s[k] for k in ("steps", "warmup_steps", "size", "seed") if k in s}}
     names = {f.name for f in dc_fields(train.TrainSettings)}
     doc = train.run_train_baseline(train.TrainSettings(**{k: v for k, v in wanted.items() if k in names}))
-    for row in doc.get("rows", []):
-        row.setdefault("device", p["device"])
+    if not isinstance(doc, Document):
+        doc = Document.from_dict(doc)
+    rows = []
+    for row in doc.rows:
+        facts = dict(row.facts)
         if s.get("backbone"):
-            row.setdefault("backbone", s["backbone"])
+            facts.setdefault("backbone", s["backbone"])
+        rows.append(row.replace(device=row.device or p["device"], facts=facts))
+    doc = doc.with_rows(rows)
     if spec.axes.get("metrics"):
-        doc["metrics_requested"] = list(spec.axes.get("metrics", []))
+        doc = doc.with_meta(metrics_requested=list(spec.axes.get("metrics", [])))
     return doc
 
 
-def _failure_doc(cell: Cell, err: EdgebenchError) -> dict[str, Any]:
+def _failure_doc(cell: Cell, err: EdgebenchError) -> "Document":
     from edgebench.fingerprint import host_fingerprint
-    from edgebench.results import envelope
 
-    kind = "train" if cell.kind == "train" else "compare"
-    row = {"model": cell.params.get("model"), "target": cell.params.get("target") or cell.params.get("device"),
-           "status": "failed", "error": str(err), "exit_code": err.exit_code, "error_type": type(err).__name__}
+    p = cell.params
+    known = dict(model=p.get("model"), target=p.get("target") or p.get("device"), status="failed", error=str(err),
+                 exit_code=err.exit_code, error_type=type(err).__name__)
     if cell.kind == "train":
-        row.update(batch_size=cell.params["batch_size"], precision=cell.params["precision"])
-    return envelope(kind, [row], host_fingerprint())
+        row = TrainRow(**known, batch_size=p["batch_size"], precision=p["precision"])
+        return Document.new("train", [row], host_fingerprint())
+    return Document.new("compare", [InferenceRow(**known)], host_fingerprint())
 
 
-def _headline(doc: dict[str, Any]) -> str:
+def _headline(doc: "Document") -> str:
     from edgebench.store import headline
 
     parts = []
-    for r in doc.get("rows", [])[:4]:
+    for r in doc.rows[:4]:
         h = headline(r)
         if h["status"] != "ok":
             parts.append(f"{h['precision'] or ''} FAILED".strip())
@@ -615,7 +624,7 @@ def _headline(doc: dict[str, Any]) -> str:
             parts.append(f"{h['precision'] or ''} p99 {h['p99_ms']:.3g} ms".strip())
         elif h["examples_per_s"] is not None:
             parts.append(f"{h['examples_per_s']:.4g} ex/s")
-    more = len(doc.get("rows", [])) - 4
+    more = len(doc.rows) - 4
     return "; ".join(parts) + (f"; +{more} rows" if more > 0 else "")
 
 
@@ -656,13 +665,13 @@ def run_matrix(spec: MatrixSpec, opts: RunOptions,
             cb("start", cell, None)
             try:
                 doc = _edge_doc(spec, cell) if cell.kind == "edge" else _train_doc(spec, cell)
-                rows = doc.get("rows", [])
-                failed = [r for r in rows if r.get("status") == "failed"]
+                rows = doc.rows
+                failed = [r for r in rows if r.status == "failed"]
                 status = "failed" if failed else "ok"
-                reason = (failed[0].get("error") if failed else None)
-                if rows and all(r.get("status") == "skipped" for r in rows):
+                reason = (failed[0].error if failed else None)
+                if rows and all(r.status == "skipped" for r in rows):
                     # the producer found it cannot run here: report, store nothing
-                    status, reason = "skipped", rows[0].get("reason") or rows[0].get("error") or "skipped by producer"
+                    status, reason = "skipped", getattr(rows[0], "reason", None) or rows[0].error or "skipped by producer"
             except EdgebenchError as err:
                 doc, status, reason = _failure_doc(cell, err), "failed", str(err)
             if status != "skipped":

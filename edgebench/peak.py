@@ -120,9 +120,9 @@ def measure_peak(n: int = DEFAULT_N, repeats: int = DEFAULT_REPEATS) -> dict[str
         "measured": now_iso(),
     }
     p = cache_path()
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(p)
+    from edgebench.atomic import write_text
+
+    write_text(p, json.dumps(doc, indent=2) + "\n")
     return doc
 
 

@@ -8,7 +8,6 @@ result document (kind "compare"); exit-code decisions stay in the CLI.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +20,9 @@ from edgebench.data import InputSet, Signature, cast_to_signature, load_data, va
 from edgebench.errors import BadInput, EdgebenchError
 from edgebench.fingerprint import host_fingerprint, sha256_file
 from edgebench.gate import Thresholds, evaluate
-from edgebench.results import envelope
-from edgebench.targets.base import P99_MIN_SAMPLES, Job, RunResult
+from edgebench.rows import Accuracy, Document, InferenceRow, Latency, Warmup, Worst, drifts_from_dict
+from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult
+from edgebench.targets.loop import is_device, resolve_targets, run_on_targets
 
 DEFAULT_EVAL_SAMPLES = 1000
 
@@ -42,36 +42,13 @@ class CompareSettings:
     size: str = "tiny"
     seed: int = 0
     threads: int | None = None
-    delegate: str = "xnnpack"
-    runs: int | None = None
-    min_runs: int = P99_MIN_SAMPLES
-    min_time_s: float = 1.0
-    max_time_s: float = 30.0
-    warmup_runs: int = 10
+    delegate: str = DEFAULT_DELEGATE
+    control: RunControl = field(default_factory=RunControl)
     class_output: str | None = None
     thresholds: Thresholds = field(default_factory=Thresholds)
     gate_file: dict | None = None
     tf_batch: int = 32
     benchmark_binary: str | None = None   # adb devices without Python: Google's benchmark_model
-
-
-def _latency(samples_ns: np.ndarray) -> dict[str, Any] | None:
-    from edgebench.measure import LatencyStats
-
-    if samples_ns is None or len(samples_ns) == 0:
-        return None
-    return LatencyStats.from_samples(samples_ns).to_dict()
-
-
-def resolve_targets(specs: tuple[str, ...], settings: CompareSettings) -> list[Any]:
-    """'host', 'adb:SERIAL', 'adb:all' -> Target objects ('tf' is the reference and always runs)."""
-    from edgebench.bench import make_targets
-
-    rest = [s for s in specs if s != "tf"]
-    if not rest:
-        return []
-    return make_targets(",".join(rest), threads=settings.threads, delegate=settings.delegate,
-                        benchmark_binary=settings.benchmark_binary)
 
 
 def _eval_set(settings: CompareSettings, src, out_dir: Path) -> InputSet:
@@ -89,7 +66,7 @@ def _eval_set(settings: CompareSettings, src, out_dir: Path) -> InputSet:
 
 
 def _accuracy(ref: dict[str, np.ndarray], got: dict[str, np.ndarray], labels, class_out: str | None,
-              ref_acc: dict[str, Any] | None) -> dict[str, Any] | None:
+              ref_acc: dict[str, Any] | None) -> Accuracy | None:
     if class_out is None:
         return None
     acc = cmp.classification(ref[class_out], got[class_out], labels)
@@ -97,51 +74,48 @@ def _accuracy(ref: dict[str, np.ndarray], got: dict[str, np.ndarray], labels, cl
     if ref_acc is not None and "top1" in acc and "top1" in ref_acc:
         acc["reference_top1"] = ref_acc["top1"]
         acc["top1_drop_pp"] = round((ref_acc["top1"] - acc["top1"]) * 100.0, 6)
-    return acc
+    return Accuracy.from_dict(acc)
+
+
+def _measured(run: RunResult, what: str) -> dict[str, Any]:
+    """The latency part of a row from a run's raw samples (shared by every compare row)."""
+    return {"latency": Latency.from_samples(run.samples_ns, what=what) if len(run.samples_ns) else None,
+            "samples_ns": tuple(int(x) for x in run.samples_ns), "warmup": Warmup.from_samples(run.warmup_ns),
+            "init_ms": run.init_ms, "first_inference_ms": run.first_inference_ms, "runtime": run.runtime,
+            "method": run.method, "fingerprint": run.fingerprint, "stop_reason": run.extra.get("stop_reason")}
 
 
 def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], ref_out, labels, class_out,
-                  ref_acc, task: str, host_out: dict[str, np.ndarray] | None) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "precision": precision,
-        "target": run.target,
-        "model": variant.get("model"),
-        "model_path": run.model_path,
-        "model_sha256": run.model_sha256,
-        "size_bytes": variant.get("bytes"),
-        "size_reduction_pct": variant.get("size_reduction_pct"),
-        "status": run.status,
-        "error": run.error,
-        "runtime": run.runtime,
-        "method": run.method,
-        "device_model": (run.fingerprint or {}).get("device_model"),
-        "fingerprint": run.fingerprint,
-        "init_ms": run.init_ms,
-        "first_inference_ms": run.first_inference_ms,
-        "peak_rss_bytes": run.peak_rss_bytes,
-        "extra": run.extra,
-    }
+                  ref_acc, task: str, host_out: dict[str, np.ndarray] | None) -> InferenceRow:
+    row = InferenceRow(
+        precision=precision, target=run.target, model=variant.get("model"), model_path=run.model_path,
+        model_sha256=run.model_sha256, size_bytes=variant.get("bytes"),
+        size_reduction_pct=variant.get("size_reduction_pct"), status=run.status, error=run.error,
+        runtime=run.runtime, method=run.method, device_model=(run.fingerprint or {}).get("device_model"),
+        fingerprint=run.fingerprint, init_ms=run.init_ms, first_inference_ms=run.first_inference_ms,
+        peak_rss_bytes=run.peak_rss_bytes, extra=run.extra, exit_code=run.extra.get("exit_code"),
+    )
     if run.status != "ok":
         return row
-    row["latency_ms"] = _latency(run.samples_ns)
-    row["samples_ns"] = [int(x) for x in run.samples_ns]
-    row["warmup_ms"] = [x / 1e6 for x in run.warmup_ns]
+    row = row.replace(**_measured(run, f"{precision} on {run.target}"), peak_rss_bytes=run.peak_rss_bytes,
+                      extra=run.extra)
     if run.outputs is not None:
-        drifts = cmp.compare_outputs(ref_out, run.outputs)
-        row["drift"] = drifts
-        row["worst"] = cmp.worst(drifts)
-        row["accuracy"] = _accuracy(ref_out, run.outputs, labels, class_out, ref_acc)
+        raw = cmp.compare_outputs(ref_out, run.outputs)
+        row = row.replace(drift=drifts_from_dict(raw), worst=Worst.from_dict(cmp.worst(raw)),
+                          accuracy=_accuracy(ref_out, run.outputs, labels, class_out, ref_acc))
         if task == "detection":
-            row["detection"] = cmp.detection(ref_out, run.outputs)
+            row = row.replace(detection=cmp.detection(ref_out, run.outputs))
         if host_out is not None:
             hd = cmp.compare_outputs(host_out, run.outputs)
-            row["drift_vs_host"] = hd
-            row["worst_vs_host"] = cmp.worst(hd)
+            row = row.replace(drift_vs_host=drifts_from_dict(hd), worst_vs_host=Worst.from_dict(cmp.worst(hd)))
     return row
 
 
-def convert_and_compare(settings: CompareSettings, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Convert, run the reference and every precision x target, compare, gate. Returns the doc."""
+def convert_and_compare(settings: CompareSettings, progress: Callable[[str], None] | None = None) -> Document:
+    """Convert, run the reference and every precision x target, compare, gate. Returns the doc.
+
+    Ctrl-C/SIGTERM during the target runs keep every row already measured (the rest are
+    failed "not run" rows); ``meta["interrupted"]`` is then true and ``interrupted_by`` names the signal."""
     from edgebench.convert import ConvertSettings, convert
 
     say = progress or (lambda _m: None)
@@ -152,7 +126,8 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
         accuracy_gate = True
     else:
         accuracy_gate = False
-    targets = resolve_targets(settings.targets, settings)   # fail fast on bad target names
+    targets = resolve_targets(settings.targets, threads=settings.threads, delegate=settings.delegate,
+                              benchmark_binary=settings.benchmark_binary, allow_tf=True)   # fail fast
     timings["resolve_targets_s"] = time.perf_counter() - t0
     t = time.perf_counter()
     import tensorflow  # noqa: F401 -- timed on its own: a fixed cost of every run
@@ -187,9 +162,8 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     from edgebench.targets.tf import TFTarget
 
     tft = TFTarget(batch=settings.tf_batch)
-    ref_job = Job(model_path=str(src.saved_model_dir), inputs_npz=str(inputs_path), runs=settings.runs,
-                  min_runs=settings.min_runs, min_time_s=settings.min_time_s, max_time_s=settings.max_time_s,
-                  warmup_runs=settings.warmup_runs, save_outputs=True, seed=settings.seed)
+    ref_job = Job(model_path=str(src.saved_model_dir), inputs_npz=str(inputs_path), control=settings.control,
+                  save_outputs=True, seed=settings.seed)
     ref_run = tft.run(ref_job, src.signature)
     timings["reference_s"] = time.perf_counter() - t
     ref_out = ref_run.outputs or {}
@@ -202,108 +176,57 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     ref_acc = None
     if class_out is not None and ds.labels is not None:
         ref_acc = cmp.classification(ref_out[class_out], ref_out[class_out], ds.labels)
-    ref_row = {
-        "role": "reference",
-        "precision": "tf",
-        "target": f"tf ({ref_run.extra.get('device')})",
-        "model": src.name,
-        "model_path": str(src.saved_model_dir),
-        "model_sha256": src.sha256,
-        "status": "ok",
-        "runtime": ref_run.runtime,
-        "method": ref_run.method,
-        "latency_ms": _latency(ref_run.samples_ns),
-        "samples_ns": [int(x) for x in ref_run.samples_ns],
-        "init_ms": ref_run.init_ms,
-        "first_inference_ms": ref_run.first_inference_ms,
-        "accuracy": None if ref_acc is None else {**ref_acc, "output": class_out},
-        "batch_throughput": ref_run.extra.get("batch_throughput"),
-        "fingerprint": ref_run.fingerprint,
-    }
+    ref_row = InferenceRow(
+        role="reference", precision="tf", target=f"tf ({ref_run.extra.get('device')})", model=src.name,
+        model_path=str(src.saved_model_dir), model_sha256=src.sha256,
+        accuracy=None if ref_acc is None else Accuracy.from_dict({**ref_acc, "output": class_out}),
+        batch_throughput=ref_run.extra.get("batch_throughput"), **_measured(ref_run, "TF reference run"))
 
     ok_variants = [(p, {**v, "model": src.name}) for p, v in manifest["variants"].items()
                    if p in settings.precisions and v.get("status") == "ok"]
 
-    def run_one(tgt, prec: str, v: dict[str, Any]) -> RunResult:
-        say(f"{prec} on {tgt.name}")
+    def run_one(tgt, item: tuple[str, dict[str, Any]]) -> RunResult:
+        prec, v = item
         job = Job(model_path=v["path"], inputs_npz=str(inputs_path), threads=settings.threads,
-                  delegate=settings.delegate, runs=settings.runs, min_runs=settings.min_runs,
-                  min_time_s=settings.min_time_s, max_time_s=settings.max_time_s,
-                  warmup_runs=settings.warmup_runs, save_outputs=True, seed=settings.seed)
-        try:
-            return tgt.run(job)
-        except EdgebenchError as e:
-            if e.exit_code == 2 and tgt.name == "host":
-                raise
-            return RunResult(target=tgt.name, model_path=v["path"], model_sha256=v.get("sha256", ""),
-                             samples_ns=np.zeros(0, np.int64), status="failed", error=str(e))
+                  delegate=settings.delegate, control=settings.control, save_outputs=True, seed=settings.seed)
+        return tgt.run(job)
 
-    # Host rows first (alone on this machine's cores), then every device in its own lane, in
-    # parallel: a lost device fails only its own rows.
+    def failed(tgt, item: tuple[str, dict[str, Any]], err: EdgebenchError) -> RunResult:
+        return RunResult.failed(tgt.name, item[1]["path"], str(err), model_sha256=item[1].get("sha256", ""),
+                                exit_code=err.exit_code)
+
     t = time.perf_counter()
-    results: dict[tuple[str, str], RunResult] = {}
-    hosts = [tg for tg in targets if tg.name == "host"]
-    devices = [tg for tg in targets if tg.name != "host"]
-    stop = threading.Event()   # Ctrl-C: finish nothing new, keep every row already measured
-    try:
-        for tgt in hosts:
-            for prec, v in ok_variants:
-                results[(prec, tgt.name)] = run_one(tgt, prec, v)
-        if devices:
-            from concurrent.futures import ThreadPoolExecutor
-
-            def lane(tgt) -> None:
-                for prec, v in ok_variants:
-                    if stop.is_set():
-                        return
-                    results[(prec, tgt.name)] = run_one(tgt, prec, v)
-
-            with ThreadPoolExecutor(max_workers=len(devices), thread_name_prefix="edgebench-lane") as pool:
-                futures = [pool.submit(lane, tg) for tg in devices]
-                try:
-                    for f in futures:
-                        f.result()
-                except KeyboardInterrupt:
-                    stop.set()   # lanes stop after their current run (and clean up on the device)
-                    raise
-    except KeyboardInterrupt:
-        interrupted = True
-        stop.set()
-    else:
-        interrupted = False
-    for tgt in targets:
-        for prec, v in ok_variants:
-            results.setdefault((prec, tgt.name), RunResult(
-                target=tgt.name, model_path=v["path"], model_sha256=v.get("sha256", ""),
-                samples_ns=np.zeros(0, np.int64), status="failed",
-                error="interrupted (Ctrl-C) before this row finished"))
+    outcome = run_on_targets(targets, ok_variants, run_one, failed, progress=say,
+                             describe=lambda tg, item: f"{item[0]} on {tg.name}")
+    results = {(prec, name): r for (name, i), r in outcome.results.items() for prec in [ok_variants[i][0]]}
     timings["targets_s"] = time.perf_counter() - t
 
-    rows: list[dict[str, Any]] = []
+    rows: list[InferenceRow] = []
     for prec, v in manifest["variants"].items():
         if prec not in settings.precisions:
             continue
         if v.get("status") != "ok":
             for tgt in targets:
-                rows.append({"precision": prec, "target": getattr(tgt, "name", "?"), "model": src.name,
-                             "status": "failed", "error": f"conversion failed: {v.get('error')}",
-                             "size_bytes": v.get("bytes")})
+                rows.append(InferenceRow(precision=prec, target=tgt.name, model=src.name, status="failed",
+                                         error=f"conversion failed: {v.get('error')}", size_bytes=v.get("bytes"),
+                                         error_type="ConversionFailed", exit_code=2))
             continue
         v = {**v, "model": src.name}
-        host_run = next((results[(prec, h.name)] for h in hosts if results[(prec, h.name)].status == "ok"), None)
+        host_run = next((results[(prec, h.name)] for h in targets
+                         if not is_device(h) and results[(prec, h.name)].status == "ok"), None)
         for tgt in targets:
             run = results[(prec, tgt.name)]
             rows.append(_row_from_run(run, precision=prec, variant=v, ref_out=ref_out, labels=ds.labels,
                                       class_out=class_out, ref_acc=ref_acc, task=task,
-                                      host_out=host_run.outputs if (host_run and tgt.name != "host") else None))
+                                      host_out=host_run.outputs if (host_run and is_device(tgt)) else None))
 
     verdict = evaluate(rows, settings.thresholds, settings.gate_file)
     timings["total_s"] = time.perf_counter() - t0
-    doc = envelope(
+    return Document.new(
         "compare", rows, host_fingerprint(with_tf=True, threads=settings.threads, delegate=settings.delegate),
+        reference=ref_row,
         model=src.name,
         source={"path": settings.src, "sha256": src.sha256, "kind": src.kind, "task": task},
-        reference=ref_row,
         inputs={"path": str(inputs_path), "sha256": inputs_sha, "content_sha256": ds.sha256, "samples": ds.n,
                 "source": ds.source, "synthetic": ds.synthetic, "labels": ds.labels is not None},
         manifest=str(out_dir / "manifest.json"),
@@ -313,9 +236,9 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
         parity=manifest.get("parity"),
         gate=verdict.to_dict(),
         timings=timings,
-        interrupted=interrupted,
+        interrupted=outcome.interrupted is not None, interrupted_by=outcome.interrupted,
+        run_control=settings.control.to_dict(),
     )
-    return doc
 
 
 # --------------------------------------------------------------------------- compare A B
@@ -329,7 +252,8 @@ class PairSettings:
     samples: int = DEFAULT_EVAL_SAMPLES
     preprocess: str = "scale01"
     threads: int | None = None
-    delegate: str = "xnnpack"
+    delegate: str = DEFAULT_DELEGATE
+    control: RunControl = field(default_factory=RunControl)
     class_output: str | None = None
     seed: int = 0
 
@@ -369,7 +293,7 @@ def _tflite_signature(path: str) -> Signature:
                      tuple(spec(k, d) for k, d in sorted(r.get_output_details().items())))
 
 
-def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None = None) -> Document:
     """Run A and B (each .tflite on the host, or a SavedModel with TF) on the same inputs; A is the reference."""
     import tempfile
 
@@ -389,7 +313,7 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
     for path, kind in zip((settings.a, settings.b), kinds):
         say(f"running {path}")
         job = Job(model_path=path, inputs_npz=str(inputs_path), threads=settings.threads,
-                  delegate=settings.delegate, save_outputs=True, seed=settings.seed)
+                  delegate=settings.delegate, control=settings.control, save_outputs=True, seed=settings.seed)
         if kind == "saved_model":
             from edgebench.targets.tf import TFTarget
 
@@ -406,21 +330,39 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
                if class_out is not None and ds.labels is not None else None)
     rows = []
     for path, run in zip((settings.a, settings.b), runs):
-        row: dict[str, Any] = {
-            "model": Path(path).name, "model_path": path, "model_sha256": run.model_sha256 or sha256_file(path),
-            "target": run.target, "precision": None, "status": run.status, "error": run.error,
-            "runtime": run.runtime, "role": "reference" if run is ref else "compared",
-            "size_bytes": Path(path).stat().st_size if Path(path).is_file() else None,
-        }
+        row = InferenceRow(
+            model=Path(path).name, model_path=path, model_sha256=run.model_sha256 or sha256_file(path),
+            target=run.target, precision=None, status=run.status, error=run.error, runtime=run.runtime,
+            role="reference" if run is ref else "compared",
+            size_bytes=Path(path).stat().st_size if Path(path).is_file() else None)
         if run.status == "ok":
-            row["latency_ms"] = _latency(run.samples_ns)
-            row["samples_ns"] = [int(x) for x in run.samples_ns]
-            drifts = cmp.compare_outputs(ref.outputs, run.outputs)
-            row["drift"] = drifts
-            row["worst"] = cmp.worst(drifts)
-            row["accuracy"] = _accuracy(ref.outputs, run.outputs, ds.labels, class_out, ref_acc)
+            raw = cmp.compare_outputs(ref.outputs, run.outputs)
+            row = row.replace(**_measured(run, f"run of {path}"), drift=drifts_from_dict(raw),
+                              worst=Worst.from_dict(cmp.worst(raw)),
+                              accuracy=_accuracy(ref.outputs, run.outputs, ds.labels, class_out, ref_acc))
         rows.append(row)
-    return envelope("compare", rows, host_fingerprint(threads=settings.threads, delegate=settings.delegate),
-                    model=Path(settings.b).name, reference=rows[0],
-                    inputs={"path": str(inputs_path), "sha256": inputs_sha, "samples": ds.n, "source": ds.source,
-                            "synthetic": ds.synthetic, "labels": ds.labels is not None})
+    return Document.new("compare", rows, host_fingerprint(threads=settings.threads, delegate=settings.delegate),
+                        reference=rows[0], model=Path(settings.b).name,
+                        inputs={"path": str(inputs_path), "sha256": inputs_sha, "samples": ds.n, "source": ds.source,
+                                "synthetic": ds.synthetic, "labels": ds.labels is not None})
+
+
+def raise_for_compare(doc: Document) -> None:
+    """After the result was stored and shown: a failed target row -> its error (3, or 2 for bad
+    input such as a model LiteRT refuses); a conversion failure -> 2; a missed threshold -> 1."""
+    from edgebench.errors import ConversionFailed, GateFailed, InfraError
+
+    failed = [r for r in doc.rows if not r.ok and r.error_type != "ConversionFailed"]
+    conv = [r for r in doc.rows if not r.ok and r.error_type == "ConversionFailed"]
+    misses = [c for c in (doc.get("gate") or {}).get("checks", []) if not c.get("passed")]
+    if failed:
+        first = failed[0]
+        msg = (f"{len(failed)} row(s) FAILED, e.g. {first.precision} on {first.target}: {first.error} "
+               "(other rows were reported and saved)")
+        if all(r.exit_code == 2 for r in failed):
+            raise BadInput(msg)
+        raise InfraError(msg)
+    if conv:
+        raise ConversionFailed(f"{conv[0].precision}: {conv[0].error} (other rows were reported and saved)")
+    if misses:
+        raise GateFailed("gate failed: " + "; ".join(c["message"] for c in misses))

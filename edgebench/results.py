@@ -84,8 +84,6 @@ def write_json(doc: dict[str, Any], path: str) -> None:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
         return
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(text + "\n")
-    tmp.replace(p)
+    from edgebench.atomic import write_text
+
+    write_text(path, text + "\n")

@@ -31,7 +31,7 @@ import uuid
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 import sqlalchemy as sa
@@ -40,6 +40,9 @@ from sqlalchemy.engine import Connection, Engine
 
 from edgebench.errors import BadInput, InfraError
 from edgebench.results import to_jsonable
+
+if TYPE_CHECKING:
+    from edgebench.rows import Document, Row
 
 # Version of the table layout. Bump it and add ``_MIGRATIONS[old] = fn`` (old -> old + 1) when
 # the layout changes; a database from a newer edgebench is refused rather than misread.
@@ -153,70 +156,32 @@ def _int(v: Any) -> int | None:
     return None if f is None else int(f)
 
 
-def _first(d: dict[str, Any] | None, *keys: str) -> Any:
-    if not isinstance(d, dict):
-        return None
-    for k in keys:
-        if d.get(k) is not None:
-            return d[k]
-    return None
+def headline(row: "Row | dict[str, Any]", *, kind: str | None = None) -> dict[str, Any]:
+    """The headline columns of one result row (None where the row lacks the value).
 
+    Read through the typed rows (``edgebench.rows``): one name per quantity, no alias guessing."""
+    from edgebench.rows import InferenceRow, TrainRow, row_from_dict
 
-def _worst(drift: Any, keys: tuple[str, ...]) -> float | None:
-    """Lowest value of a higher-is-better drift metric over all output tensors."""
-    if not isinstance(drift, dict):
-        return None
-    vals = []
-    for out in drift.values():
-        if isinstance(out, dict):
-            v = _num(_first(out, *keys))
-            if v is not None:
-                vals.append(v)
-    # an infinite PSNR (identical outputs) is stored as "inf" by to_jsonable
-    if not vals:
-        for out in drift.values():
-            if isinstance(out, dict) and _first(out, *keys) == "inf":
-                return None
-    return min(vals) if vals else None
-
-
-def headline(row: dict[str, Any]) -> dict[str, Any]:
-    """The headline columns of one result row (None where the row lacks the value)."""
-    lat = row.get("latency_ms") if isinstance(row.get("latency_ms"), dict) else {}
-    acc = row.get("accuracy") if isinstance(row.get("accuracy"), dict) else {}
-    step = row.get("step_time_ms") if isinstance(row.get("step_time_ms"), dict) else {}
-    fp = row.get("fingerprint") if isinstance(row.get("fingerprint"), dict) else {}
-    p99_valid = lat.get("p99_valid", row.get("p99_valid"))
-    psnr = _num(row.get("psnr_db"))
-    if psnr is None:
-        psnr = _worst(row.get("drift"), ("psnr_db", "psnr"))
-    cos = _num(row.get("cosine"))
-    if cos is None:
-        cos = _worst(row.get("drift"), ("cosine", "cosine_similarity", "cos"))
-    model = row.get("model")
-    return {
-        "model": None if model is None else str(model),
-        "model_sha256": row.get("model_sha256"),
-        "precision": row.get("precision"),
-        "target": row.get("target"),
-        "device_model": row.get("device_model") or fp.get("device_model"),
-        "status": str(row.get("status") or "ok"),
-        "batch_size": _int(row.get("batch_size")),
-        "p50_ms": _num(lat.get("p50")),
-        "p90_ms": _num(lat.get("p90")),
-        "p99_ms": _num(lat.get("p99")),
-        "p99_valid": None if p99_valid is None else bool(p99_valid),
-        "mean_ms": _num(lat.get("mean")),
-        "qps": _num(_first(lat, "qps")) if lat.get("qps") is not None else _num(row.get("qps")),
-        "size_bytes": _int(row.get("size_bytes")),
-        "size_reduction_pct": _num(row.get("size_reduction_pct")),
-        "top1": _num(_first(acc, "top1", "top1_accuracy")) if acc else _num(row.get("top1")),
-        "top1_drop_pp": _num(acc.get("top1_drop_pp")) if acc else _num(row.get("top1_drop_pp")),
-        "psnr_db": psnr,
-        "cosine": cos,
-        "examples_per_s": _num(row.get("examples_per_s")),
-        "step_time_p50_ms": _num(step.get("p50")) if step else _num(row.get("step_time_p50_ms")),
-    }
+    r = row if isinstance(row, (InferenceRow, TrainRow)) else row_from_dict(row, kind=kind)
+    out: dict[str, Any] = {k: None for k in HEADLINE}
+    out.update(model=None if r.model is None else str(r.model), precision=r.precision, target=r.target,
+               status=r.status, batch_size=r.batch_size if isinstance(r, TrainRow) else None)
+    if isinstance(r, TrainRow):
+        st = r.step_time
+        out.update(examples_per_s=_num(r.examples_per_s), step_time_p50_ms=_num(st.p50) if st else None,
+                   device_model=r.fingerprint.get("device_model"))
+        return out
+    lat, acc, worst = r.latency, r.accuracy, r.worst
+    out.update(
+        model_sha256=r.model_sha256, device_model=r.device_model or r.fingerprint.get("device_model"),
+        size_bytes=_int(r.size_bytes), size_reduction_pct=_num(r.size_reduction_pct),
+        top1=_num(acc.top1) if acc else None, top1_drop_pp=_num(acc.top1_drop_pp) if acc else None,
+        psnr_db=_num(worst.psnr_db) if worst else None, cosine=_num(worst.cosine) if worst else None,
+    )
+    if lat is not None:
+        out.update(p50_ms=_num(lat.p50), p90_ms=_num(lat.p90), p99_ms=_num(lat.p99), mean_ms=_num(lat.mean),
+                   qps=_num(lat.qps), p99_valid=bool(lat.p99_valid))
+    return out
 
 
 def encode_samples(samples: Any) -> bytes:
@@ -297,19 +262,21 @@ def load_result_file(path: str) -> dict[str, Any]:
     return doc
 
 
-def keep_unsaved(doc: dict[str, Any]) -> Path:
+def keep_unsaved(doc: "Document | dict[str, Any]") -> Path:
     """Write a result the database could not take to ``<data dir>/unsaved/KIND-TIME-ID.json``
     (``edgebench results import FILE`` stores it later). Raises OSError if that fails too."""
     from edgebench.paths import data_dir
     from edgebench.results import now_iso, write_json
 
+    if not isinstance(doc, dict):
+        doc = doc.to_dict()
     stamp = now_iso().replace(":", "").replace("+0000", "Z")
     path = data_dir() / "unsaved" / f"{doc.get('kind', 'result')}-{stamp}-{uuid.uuid4().hex[:8]}.json"
     write_json(doc, str(path))
     return path
 
 
-def save_or_keep(store: "Store | None", doc: dict[str, Any], *, db: str | None = None,
+def save_or_keep(store: "Store | None", doc: "Document | dict[str, Any]", *, db: str | None = None,
                  matrix_hash: str | None = None, cell: dict[str, Any] | None = None) -> str:
     """``Store.save`` that never loses the result: on a database error the document is kept with
     ``keep_unsaved`` and the InfraError names the file to import later."""
@@ -519,9 +486,11 @@ class Store:
 
     # ---- writing -------------------------------------------------------------------------
 
-    def save(self, doc: dict[str, Any], *, matrix_hash: str | None = None,
+    def save(self, doc: "Document | dict[str, Any]", *, matrix_hash: str | None = None,
              cell: dict[str, Any] | None = None) -> str:
         """Store one result document (and its rows' samples); returns the new run id."""
+        if hasattr(doc, "to_dict") and not isinstance(doc, dict):
+            doc = doc.to_dict()
         if not isinstance(doc, dict) or not isinstance(doc.get("rows", []), list):
             raise BadInput("result document must be a dict with a 'rows' list (the envelope from "
                            "edgebench.results.envelope)")
@@ -539,7 +508,7 @@ class Store:
             slim = dict(row)
             samples = slim.pop("samples_ns", None)
             stored_rows.append(slim)
-            rec = {"run_id": run_id, "row_index": i, **headline(row)}
+            rec = {"run_id": run_id, "row_index": i, **headline(row, kind=doc.get("kind"))}
             if samples is not None:
                 arr = np.asarray(samples, dtype=np.int64).ravel()
                 rec.update(n_samples=int(arr.size), samples_codec=SAMPLES_CODEC,

@@ -145,3 +145,16 @@ def run_cli(tmp_path, monkeypatch):
 
 def rng_images(n: int, shape, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).uniform(0, 1, size=(n, *shape)).astype(np.float32)
+
+
+def make_job(model_path, **kw):
+    """A Job from flat keyword arguments: run-control fields (runs, min_runs, min_time_s, ...)
+    go into its RunControl, ``deadline_s`` into its deadline, the rest onto the job."""
+    from dataclasses import fields
+
+    from edgebench.targets.base import Job, RunControl
+
+    ctl = {f.name: kw.pop(f.name) for f in fields(RunControl) if f.name in kw}
+    if "deadline_s" in kw:
+        kw["deadline"] = kw.pop("deadline_s")
+    return Job(model_path=str(model_path), control=RunControl(**ctl), **kw)

@@ -19,7 +19,7 @@ from edgebench.targets.adb import (
     resolve_adb_targets,
     run_lanes,
 )
-from edgebench.targets.base import Job
+from conftest import make_job
 
 pytest_plugins = ["conftest_adb"]
 
@@ -65,7 +65,7 @@ def test_run_through_edgebench_runner_equals_host(phone, tiny_tflite, tmp_path):
     x = np.random.default_rng(3).uniform(-1, 1, (5, 6)).astype(np.float32)
     npz = tmp_path / "inputs.npz"
     np.savez(npz, x=x)
-    job = Job(model_path=str(tiny_tflite), inputs_npz=str(npz), save_outputs=True, **FAST)
+    job = make_job(str(tiny_tflite), inputs_npz=str(npz), save_outputs=True, **FAST)
     r = AdbTarget(phone.serial, thermal=ThermalPolicy(sample_every_s=0.05)).run(job)
     h = HostTarget().run(job)
     assert r.target == f"adb:{phone.serial}" and r.status == "ok"
@@ -101,7 +101,7 @@ def test_hostile_file_name_reaches_device_intact(phone, tiny_tflite, tmp_path):
     name = "we ird \"q\" 'x'; touch PWNED $(touch PWNED2) `touch PWNED3` & x.tflite"
     model = tmp_path / name
     shutil.copy(tiny_tflite, model)
-    r = AdbTarget(phone.serial, thermal=NO_COOL).run(Job(model_path=str(model), **FAST))
+    r = AdbTarget(phone.serial, thermal=NO_COOL).run(make_job(str(model), **FAST))
     assert len(r.samples_ns) >= 40
     assert (phone.root / "data/local/tmp/edgebench/files" / name).read_bytes() == model.read_bytes()
     assert not list(phone.root.rglob("PWNED*"))
@@ -138,7 +138,7 @@ def test_device_side_deadline_kills_hung_command(phone):
 def test_daemon_killed_mid_run_is_infra_error_naming_serial(make_sim, tiny_tflite):
     dev = make_sim(has_python=True, die_on=r"runner\.py job\.json")
     with pytest.raises(InfraError) as ei:
-        AdbTarget(dev.serial, thermal=NO_COOL).run(Job(model_path=str(tiny_tflite), **FAST))
+        AdbTarget(dev.serial, thermal=NO_COOL).run(make_job(str(tiny_tflite), **FAST))
     msg = str(ei.value)
     assert f"adb device {dev.serial}" in msg and "the run of tiny.tflite" in msg
     assert "was lost" in msg and "reconnect it" in msg
@@ -147,7 +147,7 @@ def test_daemon_killed_mid_run_is_infra_error_naming_serial(make_sim, tiny_tflit
 def test_storage_full_is_a_clear_error(make_sim, tiny_tflite):
     dev = make_sim(has_python=True, storage_free_bytes=2000)
     with pytest.raises(InfraError) as ei:
-        AdbTarget(dev.serial, thermal=NO_COOL).run(Job(model_path=str(tiny_tflite), **FAST))
+        AdbTarget(dev.serial, thermal=NO_COOL).run(make_job(str(tiny_tflite), **FAST))
     msg = str(ei.value)
     assert f"adb device {dev.serial} storage is full" in msg and "No space left on device" in msg
     assert "rm -rf /data/local/tmp/edgebench" in msg
@@ -180,7 +180,7 @@ def test_lanes_lost_device_fails_only_its_own_rows(make_sim, tiny_tflite):
     good = make_sim(has_python=True)
     bad = make_sim(has_python=True, die_on=r"runner\.py job\.json")
     targets = resolve_adb_targets(f"adb:{good.serial},adb:{bad.serial}", thermal=NO_COOL)
-    job = Job(model_path=str(tiny_tflite), **FAST)
+    job = make_job(str(tiny_tflite), **FAST)
     out = {o.target.serial: o for o in run_lanes(targets, lambda t: t.run(job))}
     assert out[good.serial].error is None and len(out[good.serial].value.samples_ns) >= 40
     err = out[bad.serial].error
@@ -234,7 +234,7 @@ def test_benchmark_model_runner_samples_and_outputs_equal_host(make_sim, tiny_tf
     x = np.random.default_rng(5).uniform(-1, 1, (3, 6)).astype(np.float32)
     npz = tmp_path / "inputs.npz"
     np.savez(npz, x=x)
-    job = Job(model_path=str(tiny_tflite), inputs_npz=str(npz), save_outputs=True, runs=5, warmup_runs=1)
+    job = make_job(str(tiny_tflite), inputs_npz=str(npz), save_outputs=True, runs=5, warmup_runs=1)
     t = AdbTarget(dev.serial, benchmark_binary=standin_binary, thermal=NO_COOL)
     assert t.choose_runner() == "benchmark_model"
     r = t.run(job)
@@ -254,7 +254,7 @@ def test_benchmark_model_runner_samples_and_outputs_equal_host(make_sim, tiny_tf
 def test_benchmark_model_missing_or_wrong_abi(make_sim, tiny_tflite, tmp_path, monkeypatch):
     monkeypatch.delenv("EDGEBENCH_BENCHMARK_MODEL", raising=False)
     dev = make_sim(has_python=False)
-    job = Job(model_path=str(tiny_tflite), runs=3)
+    job = make_job(str(tiny_tflite), runs=3)
     with pytest.raises(BadInput, match="no benchmark_model binary given.*android_aarch64_benchmark_model"):
         AdbTarget(dev.serial, thermal=NO_COOL).run(job)
     x86 = tmp_path / "benchmark_model_x86_64"
@@ -271,9 +271,11 @@ def test_bench_adb_all_both_runners_and_a_lost_device(make_sim, tiny_tflite, sta
     py = make_sim(has_python=True)
     stock = make_sim(has_python=False, model="Galaxy S24")
     lost = make_sim(has_python=True, model="Pixel 7", die_on=r"runner\.py job\.json")
-    doc = run_bench(BenchSettings(models=(str(tiny_tflite),), targets="adb:all", runs=8, min_runs=8,
-                                  warmup_runs=1, min_time_s=0.0))
-    rows = {r["target"]: r for r in doc["rows"]}
+    from edgebench.targets.base import RunControl
+
+    doc = run_bench(BenchSettings(models=(str(tiny_tflite),), targets="adb:all",
+                                  control=RunControl(runs=8, min_runs=8, warmup_runs=1, min_time_s=0.0)))
+    rows = {r["target"]: r for r in doc.to_dict()["rows"]}
     assert set(rows) == {f"adb:{d.serial}" for d in (py, stock, lost)}
     assert rows[f"adb:{py.serial}"]["status"] == "ok" and rows[f"adb:{py.serial}"]["latency_ms"]["samples"] == 8
     assert rows[f"adb:{stock.serial}"]["status"] == "ok"

@@ -12,9 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgebench.bench import BenchSettings, make_targets, run_bench
+from edgebench.bench import BenchSettings, run_bench
+from edgebench.targets.base import RunControl
+from edgebench.targets.loop import resolve_targets
 from edgebench.errors import BadInput
-from edgebench.targets.base import Job
+from conftest import make_job
 from edgebench.targets.host import HostTarget
 from edgebench import load
 
@@ -116,7 +118,8 @@ def test_worker_crash_exit_3_and_partial_json(bench_models, tmp_path):
 
 
 def test_nan_outputs_flagged_in_row(bench_models, tmp_path):
-    doc = run_bench(BenchSettings(models=(str(bench_models["nan"]),), runs=20, warmup_runs=1))
+    doc = run_bench(BenchSettings(models=(str(bench_models["nan"]),),
+                                  control=RunControl(runs=20, warmup_runs=1))).to_dict()
     row = doc["rows"][0]
     assert row["status"] == "ok" and row["nonfinite_outputs"]["y"] > 0
     assert any("NaN/Inf" in w for w in row["warnings"])
@@ -138,16 +141,16 @@ def test_load_modes_through_cli(bench_models, tmp_path):
 
 def test_sla_unmeetable_says_why(bench_models):
     target = HostTarget()
-    job = Job(str(bench_models["fp32"]), runs=50, warmup_runs=1)
+    job = make_job(str(bench_models["fp32"]), runs=50, warmup_runs=1)
     res = load.sla_search(target, job, p99_ms=1e-6)
     assert res["met"] is False and res["max_qps"] is None and "already exceeds" in res["reason"]
 
 
 def test_make_targets():
-    (t,) = make_targets("host", threads=2)
+    (t,) = resolve_targets("host", threads=2)
     assert t.name == "host" and t.threads == 2
     with pytest.raises(BadInput, match="not supported"):
-        make_targets("tpu0")
+        resolve_targets("tpu0")
 
 
 def test_pct_of_peak_from_cached_peak(bench_models, tmp_path, monkeypatch):
@@ -158,7 +161,8 @@ def test_pct_of_peak_from_cached_peak(bench_models, tmp_path, monkeypatch):
     fp = host_fingerprint()
     peak.cache_path().write_text(json.dumps({"peak_gflops": 20.0, "peak_gflops_1thread": 10.0, "cores": 2,
                                              "cpu_model": fp["cpu_model"], "hostname": fp["hostname"]}))
-    row = run_bench(BenchSettings(models=(str(bench_models["fp32"]),), runs=50, warmup_runs=1))["rows"][0]
+    row = run_bench(BenchSettings(models=(str(bench_models["fp32"]),),
+                                  control=RunControl(runs=50, warmup_runs=1))).to_dict()["rows"][0]
     assert row["peak_gflops"] == 10.0   # default 1 thread -> single-core peak
     assert row["pct_of_peak"] == pytest.approx(100 * row["achieved_gflops_per_s"] / 10.0)
     p50_s = row["latency_ms"]["p50"] / 1e3
@@ -181,7 +185,7 @@ def test_peak_measured_cached_and_reloaded(tmp_path, monkeypatch):
 def test_render_bench_is_pure_and_flags_invalid_p99():
     from rich.console import Console
 
-    from edgebench.cli.bench import render_bench
+    from edgebench.report.terminal.bench import render_bench
     from edgebench.measure import LatencyStats
 
     lm = LatencyStats.from_samples(np.arange(1, 101) * 1_000_000).to_dict()
@@ -195,5 +199,5 @@ def test_render_bench_is_pure_and_flags_invalid_p99():
         con.print(part)
     text = con.export_text()
     assert "99.01 (not valid: 100 < 662)" in text
-    assert "50.5" in text and "12.5%" in text and "3.0 MiB" in text
+    assert "50.5" in text and "12.5%" in text and "3.00 MiB" in text
     assert "FAILED: boom" in text and "warning (a): w1" in text

@@ -7,9 +7,11 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from edgebench.errors import BadInput
-from edgebench.gate import Thresholds, evaluate, load_gate_file, render_junit
+from edgebench.gate import Thresholds, evaluate, load_gate_file
+from edgebench.report.junit import render_junit
+from edgebench.rows import InferenceRow
 
-ROWS = [
+ROWS_D = [
     {"precision": "fp32", "target": "host", "status": "ok", "accuracy": {"top1_drop_pp": 0.0},
      "worst": {"psnr_db": 120.0, "nonfinite": 0}, "latency_ms": {"p99": 0.2, "p99_valid": True},
      "size_reduction_pct": 0.0},
@@ -17,6 +19,11 @@ ROWS = [
      "worst": {"psnr_db": 31.0, "nonfinite": 0}, "latency_ms": {"p99": 0.1, "p99_valid": True},
      "size_reduction_pct": 74.0},
 ]
+ROWS = [InferenceRow.from_dict(d) for d in ROWS_D]
+
+
+def row(d):
+    return InferenceRow.from_dict(d)
 
 
 def test_accuracy_drop_gate_names_precision_metric_value_threshold():
@@ -35,13 +42,13 @@ def test_other_thresholds():
 
 
 def test_nan_fails_every_gate():
-    rows = [dict(ROWS[1], worst={"psnr_db": 50.0, "nonfinite": 3})]
+    rows = [row(dict(ROWS_D[1], worst={"psnr_db": 50.0, "nonfinite": 3}))]
     v = evaluate(rows, Thresholds(min_psnr_db=10))
     assert not v.passed and any(c.metric == "nonfinite_outputs" for c in v.failures)
 
 
 def test_accuracy_gate_without_labels_is_an_error_not_a_pass():
-    rows = [dict(ROWS[1], accuracy={"top1_agreement": 1.0})]
+    rows = [row(dict(ROWS_D[1], accuracy={"top1_agreement": 1.0}))]
     with pytest.raises(BadInput, match="no labels"):
         evaluate(rows, Thresholds(max_accuracy_drop_pp=1.0))
 
@@ -72,7 +79,8 @@ def test_bad_gate_files(tmp_path, text, msg):
 
 def test_junit_structure():
     v = evaluate(ROWS, Thresholds(max_accuracy_drop_pp=1.0, min_psnr_db=30))
-    xml = render_junit(v, [{"precision": "fp16", "target": "adb:x", "error": "device lost <&>"}])
+    xml = render_junit(v, [row({"precision": "fp16", "target": "adb:x", "status": "failed",
+                                "error": "device lost <&>"})])
     root = ET.fromstring(xml)
     suite = root.find("testsuite")
     assert suite.get("tests") == "5" and suite.get("failures") == "1" and suite.get("errors") == "1"
@@ -90,7 +98,8 @@ def test_junit_validates_against_the_junit_schema(tmp_path):
 
     schema = etree.XMLSchema(etree.parse(str(Path(__file__).parent / "fixtures" / "junit-10.xsd")))
     v = evaluate(ROWS, Thresholds(max_accuracy_drop_pp=1.0, min_psnr_db=30, max_p99_ms=1))
-    xml = render_junit(v, [{"precision": "int8", "target": "adb:emulator-5554", "error": "device offline"}])
+    xml = render_junit(v, [row({"precision": "int8", "target": "adb:emulator-5554", "status": "failed",
+                                "error": "device offline"})])
     doc = etree.fromstring(xml.encode())
     assert schema.validate(doc), schema.error_log
     broken = etree.fromstring(b"<testsuites><testsuite tests='1'><testcase/></testsuite></testsuites>")

@@ -62,10 +62,10 @@ run 4be1c0de9a8f4f3e8d2b7c6a5e4f3d2c · 2026-12-02T10:00:00+00:00 · TF 2.21.0 �
 
 | model | precision | target | device | status | size | size red. | p50 ms | p99 ms | QPS | top-1 | top-1 drop pp | top-1 agree | min PSNR dB |
 |---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-| mobilenet_v2_035 | fp32 (ref) | tf | - | ok | 7.34 MB | - | 9.80 | 12.64 | 100.9 | 71.25% | - | - | - |
-| mobilenet_v2_035 | fp16 | host | - | ok | 3.49 MB | 52.5% | 4.31 | 5.71 | 229.9 | 71.25% | 0.00 | 99.80% | 70.4 |
-| mobilenet_v2_035 | int8 | adb:R58N | Galaxy A52 | ok | 1.86 MB | 74.6% | 11.02 | 14.93 † | 89.3 | 69.75% | 1.50 | 95.30% | 40.1 |
-| mobilenet_v2_035 | int8 | host | - | ok | 1.86 MB | 74.6% | 0.0198 | 0.0267 | 48,309.2 | - | - | - | - |
+| mobilenet_v2_035 | fp32 (ref) | tf | - | ok | 7.00 MiB | - | 9.80 | 12.64 | 100.9 | 71.25% | - | - | - |
+| mobilenet_v2_035 | fp16 | host | - | ok | 3.33 MiB | 52.5% | 4.31 | 5.71 | 229.9 | 71.25% | 0.00 | 99.80% | 70.4 |
+| mobilenet_v2_035 | int8 | adb:R58N | Galaxy A52 | ok | 1.78 MiB | 74.6% | 11.02 | 14.93 † | 89.3 | 69.75% | 1.50 | 95.30% | 40.1 |
+| mobilenet_v2_035 | int8 | host | - | ok | 1.78 MiB | 74.6% | 0.0198 | 0.0267 | 48,309.2 | - | - | - | - |
 | mobilenet_v2_035 | dynamic | adb:R58N | Galaxy A52 | **failed**: device lost \\| adb: no devices | - | - | - | - | - | - | - | - | - |
 
 <details><summary>per-output drift vs reference</summary>

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from edgebench.errors import BadInput, InfraError
-from edgebench.targets.base import Job, RunResult
+from conftest import make_job
+from edgebench.targets.base import RunResult
 from edgebench.targets.host import RUNNER_PATH, HostTarget
 from edgebench.targets.runner import FAULT_ENV
 
@@ -51,7 +52,7 @@ def test_runner_is_standalone():
 
 
 def test_forced_runs_and_facts(host, bench_models):
-    res = host.run(Job(str(bench_models["fp32"]), runs=50, warmup_runs=3))
+    res = host.run(make_job(str(bench_models["fp32"]), runs=50, warmup_runs=3))
     assert isinstance(res, RunResult)
     assert res.samples_ns.dtype == np.int64 and len(res.samples_ns) == 50
     assert np.all(res.samples_ns > 0)
@@ -65,16 +66,16 @@ def test_forced_runs_and_facts(host, bench_models):
 
 
 def test_default_run_control_reaches_662(host, bench_models):
-    res = host.run(Job(str(bench_models["int8"]), min_time_s=0.05))
+    res = host.run(make_job(str(bench_models["int8"]), min_time_s=0.05))
     assert len(res.samples_ns) >= 662
     assert res.extra["stop_reason"] == "min_runs_and_min_time"
 
 
 def test_max_time_caps_the_run(host, bench_models):
-    res = host.run(Job(str(bench_models["fp32"]), min_runs=10**9, min_time_s=0.0, max_time_s=0.2))
+    res = host.run(make_job(str(bench_models["fp32"]), min_runs=10**9, min_time_s=0.0, max_time_s=0.2))
     assert res.extra["stop_reason"] == "max_time"
     assert 0 < len(res.samples_ns) < 10**9
-    forced = host.run(Job(str(bench_models["fp32"]), runs=10**9, max_time_s=0.2))
+    forced = host.run(make_job(str(bench_models["fp32"]), runs=10**9, max_time_s=0.2))
     assert forced.extra["stop_reason"] == "max_time" and 0 < len(forced.samples_ns) < 10**9
 
 
@@ -82,7 +83,7 @@ def test_int8_io_quantizes_inputs_and_dequantizes_outputs(host, bench_models, tm
     x = np.random.default_rng(1).uniform(-1, 1, (5, 8, 8, 1)).astype(np.float32)
     npz = tmp_path / "in.npz"
     np.savez(npz, image=x, labels=np.arange(5))
-    res = host.run(Job(str(bench_models["int8"]), inputs_npz=str(npz), runs=2, save_outputs=True, **{k: v for k, v in QUICK.items() if k != "min_runs"}))
+    res = host.run(make_job(str(bench_models["int8"]), inputs_npz=str(npz), runs=2, save_outputs=True, **{k: v for k, v in QUICK.items() if k != "min_runs"}))
     out = res.outputs["output_0"]
     assert out.shape == (5, 10) and out.dtype == np.float32   # every sample, even with 2 timed runs
     info = res.extra["inputs"][0]
@@ -100,7 +101,7 @@ def test_two_inputs_mapped_by_signature_name(host, bench_models, tmp_path):
     b = rng.normal(size=(3, 3)).astype(np.float32)
     npz = tmp_path / "two.npz"
     np.savez(npz, b=b, a=a)   # stored in the opposite order of the tensor indices
-    res = host.run(Job(str(bench_models["two_input"]), inputs_npz=str(npz), save_outputs=True, **QUICK))
+    res = host.run(make_job(str(bench_models["two_input"]), inputs_npz=str(npz), save_outputs=True, **QUICK))
     for i in range(3):
         ref = _ref(bench_models["two_input"], {"a": a[i:i + 1], "b": b[i:i + 1]})["output_0"]
         np.testing.assert_allclose(res.outputs["output_0"][i:i + 1], ref, rtol=1e-6)
@@ -110,36 +111,36 @@ def test_int32_inputs_and_dtype_mismatch(host, bench_models, tmp_path):
     ids = np.arange(10, dtype=np.int32).reshape(2, 5)
     good = tmp_path / "ids.npz"
     np.savez(good, ids=ids)
-    res = host.run(Job(str(bench_models["int32"]), inputs_npz=str(good), save_outputs=True, **QUICK))
+    res = host.run(make_job(str(bench_models["int32"]), inputs_npz=str(good), save_outputs=True, **QUICK))
     np.testing.assert_array_equal(res.outputs["total"].ravel(), 2 * ids.sum(axis=1))
     bad = tmp_path / "floats.npz"
     np.savez(bad, ids=ids.astype(np.float32))
     with pytest.raises(BadInput, match=r"dtype float32 does not match the model input dtype int32"):
-        host.run(Job(str(bench_models["int32"]), inputs_npz=str(bad), **QUICK))
+        host.run(make_job(str(bench_models["int32"]), inputs_npz=str(bad), **QUICK))
 
 
 def test_shape_mismatch_is_bad_input(host, bench_models, tmp_path):
     npz = tmp_path / "wrong.npz"
     np.savez(npz, image=np.zeros((4, 7, 7, 1), np.float32))
     with pytest.raises(BadInput, match=r"input 'image'.*does not match the model input \[1, 8, 8, 1\]"):
-        host.run(Job(str(bench_models["fp32"]), inputs_npz=str(npz), **QUICK))
+        host.run(make_job(str(bench_models["fp32"]), inputs_npz=str(npz), **QUICK))
     keys = tmp_path / "keys.npz"
     np.savez(keys, x=np.zeros((2, 4)), y=np.zeros((2, 4)), z=np.zeros((2, 4)))
     with pytest.raises(BadInput, match="model's inputs are"):
-        host.run(Job(str(bench_models["two_input"]), inputs_npz=str(keys), **QUICK))
+        host.run(make_job(str(bench_models["two_input"]), inputs_npz=str(keys), **QUICK))
 
 
 def test_nan_outputs_are_flagged(host, bench_models):
-    res = host.run(Job(str(bench_models["nan"]), save_outputs=True, **QUICK))
+    res = host.run(make_job(str(bench_models["nan"]), save_outputs=True, **QUICK))
     assert res.extra["nonfinite_outputs"].get("y", 0) > 0
     assert np.isnan(res.outputs["y"]).any()
 
 
 def test_delegate_none_and_unappliable_delegate(bench_models):
-    res = HostTarget(delegate="none").run(Job(str(bench_models["fp32"]), **QUICK))
+    res = HostTarget(delegate="none").run(make_job(str(bench_models["fp32"]), **QUICK))
     assert res.extra["delegate"] == "none" and len(res.samples_ns) >= 20
     with pytest.raises(BadInput, match="delegate 'gpu' cannot be applied"):
-        HostTarget(delegate="gpu").run(Job(str(bench_models["fp32"]), **QUICK))
+        HostTarget(delegate="gpu").run(make_job(str(bench_models["fp32"]), **QUICK))
     with pytest.raises(BadInput, match="unknown"):
         HostTarget(delegate="tpu")
 
@@ -148,29 +149,29 @@ def test_bad_model_files(host, bench_models, tmp_path):
     trunc = tmp_path / "trunc.tflite"
     trunc.write_bytes(bench_models["fp32"].read_bytes()[:3000])
     with pytest.raises(BadInput, match="cannot load"):
-        host.run(Job(str(trunc), **QUICK))
+        host.run(make_job(str(trunc), **QUICK))
     junk = tmp_path / "junk.tflite"
     junk.write_bytes(b"\x00" * 64)
     with pytest.raises(BadInput, match="not a TFLite flatbuffer"):
-        host.run(Job(str(junk), **QUICK))
+        host.run(make_job(str(junk), **QUICK))
     with pytest.raises(BadInput, match="model not found"):
-        host.run(Job(str(tmp_path / "nope.tflite"), **QUICK))
+        host.run(make_job(str(tmp_path / "nope.tflite"), **QUICK))
 
 
 def test_worker_crash_becomes_infra_error(host, bench_models, monkeypatch):
     monkeypatch.setenv(FAULT_ENV, "abort")
     with pytest.raises(InfraError, match="crashed with SIGABRT"):
-        host.run(Job(str(bench_models["fp32"]), **QUICK))
+        host.run(make_job(str(bench_models["fp32"]), **QUICK))
 
 
 def test_worker_hang_is_killed_at_deadline(host, bench_models, monkeypatch):
     monkeypatch.setenv(FAULT_ENV, "hang")
     with pytest.raises(InfraError, match=r"hung: no result after the 2 s deadline, killed"):
-        host.run(Job(str(bench_models["fp32"]), deadline_s=2.0, **QUICK))
+        host.run(make_job(str(bench_models["fp32"]), deadline_s=2.0, **QUICK))
 
 
 def test_concurrency_and_server_modes(host, bench_models):
-    job = Job(str(bench_models["fp32"]), runs=40, warmup_runs=2)
+    job = make_job(str(bench_models["fp32"]), runs=40, warmup_runs=2)
     res = host.run_load(job, {"mode": "concurrency", "level": 2})
     load = res.extra["load"]
     assert load["level"] == 2 and load["completed"] == len(res.samples_ns) >= 40
@@ -204,9 +205,9 @@ def test_runner_runs_as_plain_script(bench_models, tmp_path):
 
 
 def test_job_defaults_filled_by_target(bench_models, tmp_path):
-    spec = HostTarget(threads=2, delegate="none").job_spec(Job(str(bench_models["fp32"])), str(tmp_path))
+    spec = HostTarget(threads=2, delegate="none").job_spec(make_job(str(bench_models["fp32"])), str(tmp_path))
     assert spec["threads"] == 2 and spec["delegate"] == "none"
-    spec = HostTarget(threads=2).job_spec(replace(Job(str(bench_models["fp32"])), threads=1), str(tmp_path))
+    spec = HostTarget(threads=2).job_spec(replace(make_job(str(bench_models["fp32"])), threads=1), str(tmp_path))
     assert spec["threads"] == 1
 
 

@@ -362,18 +362,19 @@ def test_results_cli_bad_inputs(history_db, tmp_path):
 
 
 def test_results_import_and_store_result_keeps_unsaved(tmp_path, monkeypatch):
-    from edgebench.cli._common import store_result
+    from edgebench.publish import PublishOptions, publish
+    from edgebench.rows import Document
 
     monkeypatch.setenv("EDGEBENCH_DATA_DIR", str(tmp_path / "data"))
     db = str(tmp_path / "r.db")
     Store(db)
     doc = bench_doc()
-    rid = store_result(doc, db=db)
+    rid = publish(Document.from_dict(doc), PublishOptions(db=db)).run_id
     assert Store(db).get(rid)["rows"][0]["model"] == "digits"
-    assert store_result(doc, db=db, enabled=False) is None
+    assert publish(Document.from_dict(doc), PublishOptions(db=db, store=False)).run_id is None
     # a read-only database: the result is kept in <data>/unsaved and the error says where
     with pytest.raises(InfraError, match=r"result measured but not stored: .*read-only.*kept in (\S+unsaved\S+\.json)") as ei:
-        store_result(doc, db=f"sqlite:///file:{db}?mode=ro&uri=true")
+        publish(Document.from_dict(doc), PublishOptions(db=f"sqlite:///file:{db}?mode=ro&uri=true")).raise_error()
     kept = ei.value.args[0].split("kept in ")[1].split(";")[0]
     assert json.loads(open(kept).read())["rows"][0]["model"] == "digits"
     r = _cli("results", "import", kept, "--db", db, "--json", "-")
@@ -391,7 +392,7 @@ def test_renderers_show_user_text_verbatim(db):
     """Model names and errors with [brackets] are text, not rich markup."""
     from rich.console import Console
 
-    from edgebench.cli.results import render_runs, render_show
+    from edgebench.report.terminal.results import render_runs, render_show
 
     st = Store(db)
     rid = st.save(envelope("bench", [{"model": "[bold]m[/]", "status": "failed", "error": "bad [/x] tag"}], FP),

@@ -75,11 +75,30 @@ def main(argv: list[str] | None = None) -> int:
 
     quiet = StderrFilter()
     quiet.start()
+    _stop_on_signals()
     try:
         _main(argv)
     finally:
         quiet.stop()
     return 0
+
+
+def _stop_on_signals() -> None:
+    """SIGTERM (what `timeout` and CI cancellation send) and SIGHUP (a closed terminal) stop a run
+    the way Ctrl-C does: the current row finishes or is abandoned, what was measured is stored
+    and written, and the exit code is 128 + the signal (143 / 129)."""
+    import signal
+
+    from edgebench.targets.loop import Stop
+
+    def handler(signum, _frame):
+        raise Stop(signal.Signals(signum).name)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, handler)
+        except (ValueError, OSError):   # not the main thread / not supported here
+            pass
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -103,8 +122,12 @@ def _main(argv: list[str] | None) -> None:
         rv = app(args=argv, standalone_mode=False)
     except EdgebenchError as err:
         _fail(str(err), err.exit_code)
-    except KeyboardInterrupt:
-        _fail(INTERRUPTED, 130)
+    except KeyboardInterrupt as exc:
+        from edgebench.errors import SIGNAL_EXIT_CODES
+        from edgebench.targets.loop import interrupt_name
+
+        name = interrupt_name(exc)
+        _fail(INTERRUPTED.replace("(Ctrl-C)", f"({name})"), SIGNAL_EXIT_CODES.get(name, 130))
     except SystemExit as exc:  # typer/click exit paths
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
         sys.exit(code)

@@ -44,32 +44,56 @@ def console(stderr: bool = False):
     return con
 
 
+def terminal_stderr():
+    """A text stream on the user's real stderr when it is a terminal, else None.
+
+    The CLI routes fd 2 through a log filter (``_quiet.StderrFilter``), which makes stderr a pipe;
+    the progress bar writes to the terminal the filter saved instead, so it shows in a real
+    terminal and stays quiet when stderr is piped or redirected."""
+    import os
+    import sys
+
+    from edgebench.cli import _quiet
+
+    fd = _quiet.original_stderr_fd()
+    if fd is None:
+        return sys.stderr if sys.stderr.isatty() else None
+    if not os.isatty(fd):
+        return None
+    return os.fdopen(os.dup(fd), "w", buffering=1, encoding="utf-8", errors="replace", closefd=True)
+
+
 class progress_reporter:  # noqa: N801 -- used as a context manager
-    """A rich progress bar on stderr (only on a terminal) over a command's stages.
+    """A rich progress bar on the terminal (never when stderr is piped) over a command's stages.
 
     Yields ``say(msg)``: each call completes the previous stage and starts ``msg``;
-    ``say.set_total(n)`` sizes the bar once the number of stages is known.
+    ``say.set_total(n)`` sizes the bar once the number of stages is known (then an ETA shows).
+    Safe to call from device-lane threads.
     """
 
     def __init__(self, title: str) -> None:
         self.title = title
         self._progress = None
         self._task = None
+        self._stream = None
 
     def __enter__(self):
-        import sys
+        import threading
 
         from rich.console import Console
-        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
 
-        con = Console(stderr=True)
-        if con.is_terminal and sys.stderr.isatty():
+        self._stream = terminal_stderr()
+        if self._stream is not None:
+            con = Console(file=self._stream, force_terminal=True)
             self._progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
-                                      TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                                      console=con, transient=True)
+                                      MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
+                                      TimeRemainingColumn(), console=con, transient=True)
             self._progress.__enter__()
             self._task = self._progress.add_task(f"{self.title}: starting", total=None)
         outer = self
+        lock = threading.Lock()
 
         class _Say:
             started = False
@@ -77,9 +101,10 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
             def __call__(self, msg: str) -> None:
                 if outer._progress is None:
                     return
-                outer._progress.update(outer._task, description=f"{outer.title}: {msg}",
-                                       advance=1 if self.started else 0)
-                self.started = True
+                with lock:
+                    outer._progress.update(outer._task, description=f"{outer.title}: {escape_markup(msg)}",
+                                           advance=1 if self.started else 0)
+                    self.started = True
 
             def set_total(self, n: int) -> None:
                 if outer._progress is not None:
@@ -90,65 +115,39 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
     def __exit__(self, *exc) -> None:
         if self._progress is not None:
             self._progress.__exit__(*exc)
+        if self._stream is not None and self._stream is not __import__("sys").stderr:
+            self._stream.close()
 
 
-def store_result(doc: dict, *, db: str | None, enabled: bool = True, matrix_hash: str | None = None,
-                 cell: dict | None = None) -> str | None:
-    """Save a measured result document in the results store; returns its run id (None if disabled).
+def escape_markup(text: str) -> str:
+    from rich.markup import escape
 
-    Call it AFTER writing the user's ``--json``. A store failure never loses the result: the
-    document is first copied to ``<data dir>/unsaved/`` and the InfraError (exit 3) names that
-    file and how to import it later (``edgebench results import FILE``).
-    """
-    if not enabled:
-        return None
-    from edgebench.store import save_or_keep
-
-    return save_or_keep(None, doc, db=db, matrix_hash=matrix_hash, cell=cell)
+    return escape(str(text))
 
 
-def finish_result(doc: dict, *, json_path: str | None, db: str | None = None, no_store: bool = False,
-                  pushgateway: str | None = None, markdown: str | None = None, junit: str | None = None) -> str | None:
-    """Everything a measuring command does with its result, in loss-proof order.
+def deliver(doc, opts, render, *, json_path: str | None = None) -> "object":
+    """Publish a measured document, show it, then raise what went wrong -- in that order.
 
-    1. ``--json`` (the user's copy) 2. ``--markdown`` (+ $GITHUB_STEP_SUMMARY) 3. ``--junit``
-    4. the results store (unless ``--no-store``; stamps ``doc["run_id"]``) 5. ``--pushgateway``.
-    A failure in 4 or 5 raises InfraError only after 1-3 are written.
-    """
-    import os
-    from pathlib import Path
+    ``render(doc)`` returns rich renderables (nothing is printed when ``--json -`` owns stdout).
+    An interruption (Ctrl-C/SIGTERM/SIGHUP) is raised after the rows measured before it were
+    stored and shown; a store or push failure after the table was printed. Returns the
+    published document (with ``run_id``)."""
+    from edgebench.errors import Interrupted
+    from edgebench.publish import publish
 
-    from edgebench.results import write_json
-
-    if json_path:
-        write_json(doc, json_path)
-    if markdown or os.environ.get("GITHUB_STEP_SUMMARY"):
-        from edgebench.report.markdown import render_markdown
-
-        text = render_markdown(doc)
-        if markdown:
-            p = Path(markdown)
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(text)
-        summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        if summary:
-            with open(summary, "a", encoding="utf-8") as fh:
-                fh.write(text + "\n")
-    if junit:
-        from edgebench.gate import Check, Verdict, render_junit
-
-        checks = tuple(Check(**c) for c in (doc.get("gate") or {}).get("checks", []))
-        failed = [r for r in doc.get("rows", []) if r.get("status") != "ok"]
-        p = Path(junit)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(render_junit(Verdict(checks), failed, suite=f"edgebench.{doc.get('model', 'run')}"))
-    run_id = store_result(doc, db=db, enabled=not no_store)
-    if run_id:
-        doc["run_id"] = run_id
-        if json_path and json_path != "-":
-            write_json(doc, json_path)   # now with its run id
-    if pushgateway:
-        from edgebench.export import push_result
-
-        push_result(doc, pushgateway, run_id=run_id)
-    return run_id
+    outcome = publish(doc, opts)
+    doc = outcome.doc
+    if json_path != "-":
+        con = console()
+        parts = render(doc)
+        for part in (parts if isinstance(parts, (list, tuple)) else [parts]):
+            con.print(part)
+    if doc.get("interrupted"):
+        signal_name = doc.get("interrupted_by") or "Ctrl-C"
+        done = sum(1 for r in doc.rows if r.ok)
+        where = f"run {doc.get('run_id')}" if doc.get("run_id") else (
+            f"--json {json_path}" if json_path and json_path != "-" else "nowhere: it was not stored")
+        raise Interrupted(f"interrupted ({signal_name}): {done} of {len(doc.rows)} rows were measured and kept "
+                          f"({where}); rerun to measure the rest", signal_name=signal_name)
+    outcome.raise_error()
+    return doc

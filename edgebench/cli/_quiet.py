@@ -25,6 +25,14 @@ NOISE = re.compile(
 )
 
 
+_ACTIVE: "StderrFilter | None" = None
+
+
+def original_stderr_fd() -> int | None:
+    """The user's real stderr (a dup) while the filter is active, else None."""
+    return None if _ACTIVE is None else _ACTIVE._saved
+
+
 class StderrFilter:
     def __init__(self) -> None:
         self._saved: int | None = None
@@ -43,6 +51,8 @@ class StderrFilter:
             self._saved = None
             return
         saved = self._saved
+        global _ACTIVE
+        _ACTIVE = self
 
         def pump() -> None:
             buf = b""
@@ -63,8 +73,10 @@ class StderrFilter:
         self._thread.start()
 
     def stop(self) -> None:
+        global _ACTIVE
         if self._saved is None:
             return
+        _ACTIVE = None
         try:
             sys.stderr.flush()
         except Exception:  # noqa: BLE001

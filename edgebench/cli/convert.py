@@ -8,7 +8,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    from edgebench.convert import INT8_IO, PRECISION_NAMES, ConvertSettings
+    from edgebench.convert import PRECISION_NAMES, ConvertSettings
 
     defaults = ConvertSettings(src="")
 
@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
         """Convert a model to FP32/FP16/INT8/dynamic .tflite, check FP32 parity, write manifest.json."""
         from edgebench.cli._common import console, progress_reporter, split_csv
         from edgebench.convert import check_manifest, convert
-        from edgebench.report.table import render_manifest
+        from edgebench.report.terminal.compare import render_manifest
         from edgebench.results import write_json
 
         settings = ConvertSettings(
@@ -35,10 +35,10 @@ def register(app: typer.Typer) -> None:
             precisions=tuple(split_csv(precision, option="--precision", allowed=PRECISION_NAMES)),
             data=data,
             calibration_samples=calibration_samples,
-            int8_io=int8_io if int8_io in INT8_IO else _bad_int8_io(int8_io),
+            int8_io=check_int8_io(int8_io),
             out_dir=out,
             preprocess=preprocess,
-            size=_size(size),
+            size=check_size(size),
         )
         with progress_reporter("convert") as say:
             say.set_total(2 + len(settings.precisions) + ("fp32" not in settings.precisions))
@@ -50,13 +50,16 @@ def register(app: typer.Typer) -> None:
         check_manifest(manifest)
 
 
-def _bad_int8_io(value: str) -> str:
+def check_int8_io(value: str) -> str:
+    from edgebench.convert import INT8_IO
     from edgebench.errors import BadInput
 
-    raise BadInput(f"--int8-io {value}: use float or int8")
+    if value not in INT8_IO:
+        raise BadInput(f"--int8-io {value}: use {' or '.join(INT8_IO)}")
+    return value
 
 
-def _size(value: str) -> str:
+def check_size(value: str) -> str:
     from edgebench.errors import BadInput
 
     if value not in ("tiny", "full"):

@@ -2,53 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import typer
-
-
-def _khz_layout(khz: list[Any]) -> str:
-    """[1704000]*4 + [2367000]*4 + [2913000] -> '4x1.70 + 4x2.37 + 1x2.91 GHz'."""
-    vals = [k for k in khz if k]
-    if not vals:
-        return "-"
-    groups: dict[int, int] = {}
-    for k in vals:
-        groups[k] = groups.get(k, 0) + 1
-    return " + ".join(f"{n}x{k / 1e6:.2f}" for k, n in sorted(groups.items())) + " GHz"
-
-
-def render_devices(rows: list[dict[str, Any]]):
-    """Pure renderer: one table row per device."""
-    from rich.table import Table
-
-    t = Table(title="adb devices", show_header=True, header_style="bold")
-    for col in ("serial", "state", "model", "SoC / board", "ABI", "Android", "CPU cores", "RAM",
-                "governor", "hottest zone", "battery", "runner"):
-        t.add_column(col, overflow="fold")
-    for r in rows:
-        if r.get("state") != "device" or r.get("error"):
-            t.add_row(r["serial"], r.get("state", "?"), f"[red]{r.get('error', '')}[/]", *["-"] * 9)
-            continue
-        zones = r.get("thermal_c") or {}
-        hot = max(zones.items(), key=lambda kv: kv[1]) if zones else None
-        bat = r.get("battery") or {}
-        ram = r.get("ram_bytes")
-        t.add_row(
-            r["serial"], r["state"], r.get("model") or "-",
-            f"{r.get('soc') or '-'} / {r.get('board') or '-'}",
-            r.get("abi") or "-",
-            f"{r.get('android_version') or '-'} (SDK {r.get('sdk') or '-'})",
-            f"{r.get('cpu_cores') or '-'}: {_khz_layout(r.get('cpu_max_khz') or [])}",
-            f"{ram / 2**30:.1f} GiB" if ram else "-",
-            r.get("governor") or "-",
-            f"{hot[0]} {hot[1]:.1f} °C" if hot else "-",
-            (f"{bat.get('level_pct', '-')}% {bat.get('temp_c', '-')} °C {bat.get('status', '')}".strip()
-             if bat else "-"),
-            "edgebench (python3 + " + r["tflite_runtime"] + ")" if r.get("has_python_runtime")
-            else "benchmark_model",
-        )
-    return t
 
 
 def register(app: typer.Typer) -> None:
@@ -69,6 +25,7 @@ def register(app: typer.Typer) -> None:
             if json_path == "-":
                 return
         from edgebench.cli._common import console
+        from edgebench.report.terminal.devices import render_devices
 
         con = console()
         if not rows:

@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Print this machine's environment fingerprint (OS, CPU, Python, TF, LiteRT, GPU/CUDA, XLA/AMP)."""
         from edgebench.fingerprint import host_fingerprint
-        from edgebench.report.table import render_fingerprint
+        from edgebench.report.terminal.compare import render_fingerprint
         from edgebench.results import envelope, write_json
 
         fp = host_fingerprint(with_tf=not no_tf)

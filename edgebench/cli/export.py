@@ -6,6 +6,8 @@ from typing import Optional
 
 import typer
 
+from edgebench.cli._options import DbOpt
+
 
 def register(app: typer.Typer) -> None:
     export_app = typer.Typer(name="export", help="Export stored results to monitoring systems.",
@@ -18,7 +20,7 @@ def register(app: typer.Typer) -> None:
         latest: bool = typer.Option(False, "--latest", help="Export the newest stored run."),
         pushgateway: Optional[str] = typer.Option(None, "--pushgateway", help="Push to this Pushgateway URL (grouped by job=edgebench, run_id)."),
         textfile: Optional[str] = typer.Option(None, "--textfile", help="Write a node_exporter textfile (PATH ending in .prom; atomic)."),
-        db: Optional[str] = typer.Option(None, "--db", help="Results database (path or SQLAlchemy URL; default $EDGEBENCH_DB or the user data dir)."),
+        db: DbOpt = None,
     ) -> None:
         """Export a stored run as Prometheus metrics (edgebench_inference_latency_seconds,
         edgebench_model_size_bytes, edgebench_accuracy_top1_ratio, edgebench_drift_psnr_db,

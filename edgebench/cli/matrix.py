@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import typer
+
+from edgebench.cli._options import DbOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -15,7 +17,7 @@ def register(app: typer.Typer) -> None:
     @matrix.command("run")
     def run_cmd(
         file: str = typer.Argument(..., help="Matrix YAML (see matrices/ and docs/store-and-matrix.md)."),
-        db: Optional[str] = typer.Option(None, "--db", help="Results database: SQLite path or SQLAlchemy URL (default $EDGEBENCH_DB, else the user data dir)."),
+        db: DbOpt = None,
         resume: bool = typer.Option(False, "--resume", help="Skip cells already stored ok for this matrix hash."),
         shard: Optional[str] = typer.Option(None, "--shard", help="K/N: run only cells K-1, K-1+N, ... so N machines split one matrix."),
         dry_run: bool = typer.Option(False, "--dry-run", help="List the cells (and skip reasons); run nothing, store nothing."),
@@ -66,6 +68,8 @@ def register(app: typer.Typer) -> None:
             write_json(envelope("matrix", report["cells"], host_fingerprint(), matrix_kind=report["kind"], **extra),
                        json_path)
         if json_path != "-":
+            from edgebench.report.terminal.matrix import render_matrix
+
             console().print(render_matrix(report))
         if pushgateway and not dry_run:
             from edgebench.export import push_result
@@ -110,26 +114,3 @@ class _Progress:
     def __exit__(self, *exc) -> None:
         if self.bar is not None:
             self.bar.__exit__(*exc)
-
-
-_STATUS = {"ok": "green", "failed": "bold red", "skipped": "yellow", "resumed": "cyan", "planned": "white"}
-
-
-def render_matrix(report: dict[str, Any]):
-    """The cells of a matrix run as a table (pure)."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    counts = ", ".join(f"{v} {k}" for k, v in sorted(report["counts"].items()))
-    shard = f" shard {report['shard']}" if report.get("shard") else ""
-    t = Table(title=f"matrix {escape(report['matrix'])} ({report['kind']}, hash {report['matrix_hash']}){shard}: "
-                    f"{len(report['cells'])} of {report['total_cells']} cells: {counts}")
-    for col in ("#", "cell", "status", "run id", "result / reason"):
-        t.add_column(col, overflow="fold")
-    for c in report["cells"]:
-        style = _STATUS.get(c["status"], "")
-        t.add_row(str(c["index"]), escape(c["key"]), f"[{style}]{c['status']}[/]",
-                  (c["run_id"] or "-")[:12], escape(c["headline"] or c["reason"] or ""))
-    if report.get("db"):
-        t.caption = f"stored in {report['db']}; resume with --resume"
-    return t

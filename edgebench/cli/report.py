@@ -6,6 +6,8 @@ from typing import Optional
 
 import typer
 
+from edgebench.cli._options import DbOpt
+
 
 def register(app: typer.Typer) -> None:
     @app.command("report")
@@ -15,7 +17,7 @@ def register(app: typer.Typer) -> None:
         matrix: Optional[str] = typer.Option(None, "--matrix", help="Report every stored run of this matrix hash."),
         html: Optional[str] = typer.Option(None, "--html", help="Write a self-contained HTML report (inline SVG plots) to PATH."),
         markdown: Optional[str] = typer.Option(None, "--markdown", help="Write PR-comment-ready Markdown to PATH ('-' for stdout)."),
-        db: Optional[str] = typer.Option(None, "--db", help="Results database (path or SQLAlchemy URL; default $EDGEBENCH_DB or the user data dir)."),
+        db: DbOpt = None,
     ) -> None:
         """Render stored results as HTML (fingerprint, precision x target, latency CDFs/histograms,
         size-p99-accuracy Pareto, drift, training throughput, history) and/or Markdown.

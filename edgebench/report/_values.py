@@ -31,11 +31,23 @@ def num(value: Any) -> float | None:
 
 
 def fmt_bytes(value: Any) -> str:
-    """Bytes in decimal units (kB/MB/GB, 2 decimals); '-' when missing."""
+    """Bytes in binary units, the one size format of every renderer (terminal, Markdown, HTML):
+    ``512 B``, ``158.8 KiB``, ``3.52 MiB``, ``1.92 GiB``; '-' when missing."""
     v = num(value)
     if v is None:
         return "-"
-    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+    for unit, div, digits in (("GiB", 2**30, 2), ("MiB", 2**20, 2), ("KiB", 2**10, 1)):
         if abs(v) >= div:
-            return f"{v / div:.2f} {unit}"
+            return f"{v / div:.{digits}f} {unit}"
     return f"{v:.0f} B"
+
+
+def fmt_value(v: Any, spec: str = ".3g", none: str = "-") -> str:
+    """A number with a format spec, booleans as yes/no, '-' for missing; anything else as text."""
+    if v is None or v == "":
+        return none
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (int, float)):
+        return format(v, spec)
+    return str(v)

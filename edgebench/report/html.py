@@ -534,19 +534,19 @@ def _pareto_section(docs: list[dict[str, Any]]) -> str:
     front = pareto_front([(s, p, a) for _, s, p, a in pts])
     targets = list(dict.fromkeys(str(r.get("target") or "-") for r, *_ in pts))
     legend = [(t, _PALETTE[i % len(_PALETTE)]) for i, t in enumerate(targets)]
-    plot = _Plot([s / 1e6 for _, s, _, _ in pts], [p for _, _, p, _ in pts], xlabel="model size (MB)",
+    plot = _Plot([s / 2**20 for _, s, _, _ in pts], [p for _, _, p, _ in pts], xlabel="model size (MiB)",
                  ylabel="p99 latency (ms)", title="filled = Pareto-optimal (size, p99, top-1)",
                  width=620, height=340, y0=True, legend=legend, x_pad=(0.05, 0.22))
     # Pareto front: connect optimal points by size for orientation.
-    fp = sorted((s / 1e6, p) for (_, s, p, _), f in zip(pts, front) if f)
+    fp = sorted((s / 2**20, p) for (_, s, p, _), f in zip(pts, front) if f)
     if len(fp) > 1:
         plot.polyline([x for x, _ in fp], [y for _, y in fp], "#bbb", width=1.0)
     rows = []
     for (r, s, p, a), opt in zip(pts, front):
         color = _PALETTE[targets.index(str(r.get("target") or "-")) % len(_PALETTE)]
         label = f"{r.get('precision') or '-'}" + ("" if a is None else f" {a * 100:.1f}%")
-        plot.point(s / 1e6, p, color, filled=opt, r=5.0, tip=_row_name(r))
-        plot.text(s / 1e6, p, label, color)
+        plot.point(s / 2**20, p, color, filled=opt, r=5.0, tip=_row_name(r))
+        plot.text(s / 2**20, p, label, color)
         rows.append((_row_name(r), _fmt_bytes(s), _fmt_ms(p), _fmt_pct(a), "yes" if opt else "no"))
     body = plot.svg("size vs p99 latency") + _table(
         ["row", "size", "p99 ms", "top-1 (or agreement)", "Pareto-optimal"], rows, left=1)
@@ -668,9 +668,9 @@ def render_html(docs: dict[str, Any] | Sequence[dict[str, Any]], *,
     ``Store.history``); series with fewer than two points are not drawn. The label's text after
     " — " is used as the y-axis label.
     """
-    if isinstance(docs, dict):
+    if isinstance(docs, dict) or hasattr(docs, "to_dict"):
         docs = [docs]
-    docs = list(docs)
+    docs = [d.to_dict() if hasattr(d, "to_dict") else d for d in docs]   # the stored (JSON) form
     if title is None:
         kinds = sorted({str(d.get("kind") or "?") for d in docs})
         models = list(dict.fromkeys(str(r.get("model")) for d in docs for r in (d.get("rows") or [])

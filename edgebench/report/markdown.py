@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import html
 import math
-from edgebench.report._values import fmt_bytes, num
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
-P99_MIN_SAMPLES = 662  # MLPerf LoadGen early-stopping minimum for a p99 at 99% confidence
+from edgebench.report._values import fmt_bytes, num
+from edgebench.rows import Document, InferenceRow, Row, TrainRow
+from edgebench.targets.base import P99_MIN_SAMPLES
 
 
 def md_escape(value: Any) -> str:
@@ -72,47 +73,32 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right_from: in
     return out
 
 
-def _worst(drift: Any, key: str, lowest: bool) -> float | None:
-    if not isinstance(drift, dict):
-        return None
-    vals = [_num(s.get(key)) for s in drift.values() if isinstance(s, dict)]
-    vals = [v for v in vals if v is not None]
-    if not vals:
-        return None
-    return min(vals) if lowest else max(vals)
+def _inference_rows(doc: Document) -> list[tuple[InferenceRow, bool]]:
+    """(row, is_reference) for the inference rows, the reference (TF) row first."""
+    rows = [(r, r.is_reference) for r in doc.rows if isinstance(r, InferenceRow)]
+    ref = doc.reference
+    if ref is not None and ref not in [r for r, _ in rows]:
+        rows = [(ref, True), *rows]
+    return rows
 
 
-def _inference_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = [r for r in (doc.get("rows") or []) if isinstance(r, dict)]
-    ref = doc.get("reference")
-    if isinstance(ref, dict):
-        ref = {**ref, "precision": ref.get("precision") or "reference"}
-        ref["_reference"] = True
-        rows = [ref, *rows]
-    return [r for r in rows if not (doc.get("kind") == "train" or ("examples_per_s" in r and "latency_ms" not in r))]
-
-
-def _status(row: dict[str, Any]) -> str:
-    st = row.get("status") or "-"
-    if st == "ok":
+def _status(row: Row) -> str:
+    if row.status == "ok":
         return "ok"
-    err = row.get("error")
-    return f"**{md_escape(st)}**" + (f": {md_escape(err)}" if err else "")
+    return f"**{md_escape(row.status)}**" + (f": {md_escape(row.error)}" if row.error else "")
 
 
-def _header(doc: dict[str, Any]) -> list[str]:
-    kind = doc.get("kind") or "result"
-    models = list(dict.fromkeys(str(r.get("model")) for r in (doc.get("rows") or [])
-                                if isinstance(r, dict) and r.get("model")))
-    title = f"### edgebench {md_escape(kind)}"
+def _header(doc: Document) -> list[str]:
+    models = list(dict.fromkeys(str(r.model) for r in doc.rows if r.model))
+    title = f"### edgebench {md_escape(doc.kind or 'result')}"
     if models:
         title += ": " + ", ".join(md_escape(m) for m in models)
-    fp = doc.get("fingerprint") or {}
+    fp = doc.fingerprint
     facts = []
     if doc.get("run_id"):
-        facts.append(f"run {md_escape(doc['run_id'])}")
-    if doc.get("created"):
-        facts.append(md_escape(doc["created"]))
+        facts.append(f"run {md_escape(doc.get('run_id'))}")
+    if doc.created:
+        facts.append(md_escape(doc.created))
     for label, key in (("TF", "tensorflow"), ("LiteRT", "litert")):
         if fp.get(key):
             facts.append(f"{label} {md_escape(fp[key])}")
@@ -121,85 +107,78 @@ def _header(doc: dict[str, Any]) -> list[str]:
         facts.append(f"{cpu} ×{fp['cpu_count']}" if fp.get("cpu_count") else cpu)
     if fp.get("gpu"):
         facts.append(md_escape(fp["gpu"]))
-    if doc.get("edgebench_version"):
-        facts.append(f"edgebench {md_escape(doc['edgebench_version'])}")
+    if doc.edgebench_version:
+        facts.append(f"edgebench {md_escape(doc.edgebench_version)}")
     out = [title, ""]
     if facts:
         out += [" · ".join(facts), ""]
     return out
 
 
-def _inference_table(rows: list[dict[str, Any]]) -> tuple[list[str], bool]:
+def _inference_table(rows: list[tuple[InferenceRow, bool]]) -> tuple[list[str], bool]:
     few = False
     body = []
-    for r in rows:
-        lat = r.get("latency_ms") if isinstance(r.get("latency_ms"), dict) else {}
-        acc = r.get("accuracy") if isinstance(r.get("accuracy"), dict) else {}
-        p99 = _ms(lat.get("p99"))
-        if lat and lat.get("p99_valid") is False:
+    for r, is_ref in rows:
+        lat, acc, worst = r.latency, r.accuracy, r.worst
+        p99 = _ms(lat.p99 if lat else None)
+        if lat is not None and not lat.p99_valid:
             p99 += " †"
             few = True
-        prec = md_escape(r.get("precision"))
-        if r.get("_reference"):
+        prec = md_escape(r.precision or ("reference" if is_ref else None))
+        if is_ref:
             prec += " (ref)"
-        red = _num(r.get("size_reduction_pct"))
+        red = r.size_reduction_pct
         body.append([
-            md_escape(r.get("model")), prec, md_escape(r.get("target")), md_escape(r.get("device_model")),
-            _status(r), _bytes(r.get("size_bytes")),
+            md_escape(r.model), prec, md_escape(r.target), md_escape(r.device_model),
+            _status(r), _bytes(r.size_bytes),
             "-" if red is None else f"{red:.1f}%",
-            _ms(lat.get("p50")), p99, _f(lat.get("qps"), 1),
-            _f(acc.get("top1"), 2, scale=100, suffix="%"), _f(acc.get("top1_drop_pp"), 2),
-            _f(acc.get("top1_agreement"), 2, scale=100, suffix="%"),
-            _f(_worst(r.get("drift"), "psnr_db", True), 1),
+            _ms(lat.p50 if lat else None), p99, _f(lat.qps if lat else None, 1),
+            _f(acc.top1 if acc else None, 2, scale=100, suffix="%"), _f(acc.top1_drop_pp if acc else None, 2),
+            _f(acc.top1_agreement if acc else None, 2, scale=100, suffix="%"),
+            _f(worst.psnr_db if worst else None, 1),
         ])
     headers = ["model", "precision", "target", "device", "status", "size", "size red.", "p50 ms", "p99 ms",
                "QPS", "top-1", "top-1 drop pp", "top-1 agree", "min PSNR dB"]
     return _table(headers, body, right_from=5), few
 
 
-def _drift_table(rows: list[dict[str, Any]]) -> list[str]:
+def _drift_table(rows: list[tuple[InferenceRow, bool]]) -> list[str]:
     body = []
-    for r in rows:
-        drift = r.get("drift")
-        if not isinstance(drift, dict):
-            continue
-        for out, s in drift.items():
-            if not isinstance(s, dict):
-                continue
-            body.append([md_escape(r.get("model")), md_escape(r.get("precision")), md_escape(r.get("target")),
-                         md_escape(out), _g(s.get("max_abs")), _g(s.get("mean_abs")), _g(s.get("rmse")),
-                         _g(s.get("rel_l2")), _f(s.get("cosine"), 6), _f(s.get("psnr_db"), 1),
-                         md_escape(s.get("nan")) if s.get("nan") is not None else "-",
-                         md_escape(s.get("inf")) if s.get("inf") is not None else "-"])
+    for r, _ in rows:
+        for out, d in (r.drift or {}).items():
+            body.append([md_escape(r.model), md_escape(r.precision), md_escape(r.target),
+                         md_escape(out), _g(d.max_abs), _g(d.mean_abs), _g(d.rmse),
+                         _g(d.rel_l2), _f(d.cosine, 6), _f(d.psnr_db, 1),
+                         "-" if d.nan is None else md_escape(d.nan), "-" if d.inf is None else md_escape(d.inf)])
     if not body:
         return []
     return _table(["model", "precision", "target", "output", "max abs", "mean abs", "RMSE", "rel L2", "cosine",
                    "PSNR dB", "NaN", "Inf"], body, right_from=4)
 
 
-def _train_table(doc: dict[str, Any]) -> list[str]:
+def _train_table(doc: Document) -> list[str]:
     body = []
-    for r in (doc.get("rows") or []):
-        if not isinstance(r, dict) or not (doc.get("kind") == "train" or "examples_per_s" in r and "latency_ms" not in r):
+    for r in doc.rows:
+        if not isinstance(r, TrainRow):
             continue
-        st = r.get("step_time_ms") if isinstance(r.get("step_time_ms"), dict) else {}
-        xla = r.get("xla")
-        body.append([md_escape(r.get("model")), md_escape(r.get("precision")),
-                     "-" if xla is None else str(bool(xla)).lower(), md_escape(r.get("strategy")),
-                     md_escape(r.get("input_pipeline")), md_escape(r.get("target")), _status(r), _f(r.get("batch_size"), 0),
-                     _f(r.get("examples_per_s"), 1), _ms(st.get("p50", st.get("mean"))), _ms(st.get("p99"))])
+        st = r.step_time
+        body.append([md_escape(r.model), md_escape(r.precision),
+                     "-" if r.xla is None else str(bool(r.xla)).lower(), md_escape(r.strategy),
+                     md_escape(r.input_pipeline), md_escape(r.target), _status(r), _f(r.batch_size, 0),
+                     _f(r.examples_per_s, 1), _ms((st.p50 if st.p50 is not None else st.mean) if st else None),
+                     _ms(st.p99 if st else None)])
     if not body:
         return []
     return _table(["model", "precision", "xla", "strategy", "pipeline", "target", "status", "batch", "examples/s",
                    "step p50 ms", "step p99 ms"], body, right_from=7)
 
 
-def render_markdown(docs: dict[str, Any] | Sequence[dict[str, Any]]) -> str:
+def render_markdown(docs: Document | Mapping[str, Any] | Sequence[Document | Mapping[str, Any]]) -> str:
     """Result document(s) -> GitHub-flavoured Markdown (ends with one newline)."""
-    if isinstance(docs, dict):
+    if isinstance(docs, (Document, Mapping)):
         docs = [docs]
     out: list[str] = []
-    for doc in docs:
+    for doc in (d if isinstance(d, Document) else Document.from_dict(d) for d in docs):
         if out:
             out.append("")
         out += _header(doc)

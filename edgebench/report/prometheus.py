@@ -332,8 +332,9 @@ def render_prometheus(docs: dict[str, Any] | Iterable[dict[str, Any]], *, run_id
     runs can share one textfile. Pushes turn it off: the Pushgateway adds ``run_id`` from the
     grouping key.
     """
-    if isinstance(docs, dict):
+    if isinstance(docs, dict) or hasattr(docs, "to_dict"):
         docs = [docs]
+    docs = [d.to_dict() if hasattr(d, "to_dict") else d for d in docs]   # the stored (JSON) form
     reg = _Registry()
     for doc in docs:
         base: dict[str, Any] = {}

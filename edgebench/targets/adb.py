@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -674,16 +674,14 @@ class AdbTarget:
 
     def _job_spec(self, job: Job, model_rel: str, inputs_rel: str | None,
                   load: dict[str, Any] | None = None) -> dict[str, Any]:
-        spec = asdict(job)
+        spec = job.worker_spec()
         spec["threads"] = spec["threads"] if spec["threads"] is not None else self.threads
-        if spec["delegate"] == "xnnpack":
-            spec["delegate"] = self.delegate
+        spec["delegate"] = job.delegate or self.delegate
         if spec["delegate"] == "nnapi":
             raise BadInput("delegate 'nnapi' is only available through the benchmark_model runner; "
                            "use --delegate xnnpack, none or gpu with the edgebench runner")
         spec["model_path"] = model_rel       # relative to the run folder: the runner runs there
         spec["inputs_npz"] = inputs_rel
-        spec.pop("deadline_s", None)
         spec["load"] = load
         return spec
 
@@ -832,7 +830,7 @@ class AdbTarget:
         abis = (facts["props"].get("ro.product.cpu.abilist") or facts["abi"] or "").split(",")
         bm.check_abi(info, abis, self.serial)
         model = Path(job.model_path)
-        delegate = self.delegate if job.delegate == "xnnpack" else job.delegate
+        delegate = job.delegate or self.delegate
         threads = job.threads if job.threads is not None else self.threads
         flags = self._bm_flags(delegate)
         in_details, out_details, prepared, n_inputs, source = self._host_io(job)

@@ -11,27 +11,124 @@ from typing import Any, Protocol
 
 import numpy as np
 
-# 662: MLPerf LoadGen early-stopping minimum sample count for a p99 at 99% confidence.
-P99_MIN_SAMPLES = 662
+from edgebench.measure import MIN_SAMPLES
+
+# 662: MLPerf LoadGen early-stopping minimum sample count for a p99 at 99% confidence
+# (derived once in measure.MIN_SAMPLES; imported from here by everything else).
+P99_MIN_SAMPLES = MIN_SAMPLES["p99"]
+
+# Delegates a LiteRT target accepts (a path to a delegate .so is accepted too); "gpu" and
+# "nnapi" need a device that has them. One list for the CLI, the matrix and every target.
+DELEGATES = ("xnnpack", "none", "gpu", "nnapi")
+HOST_DELEGATES = ("xnnpack", "none")   # what LiteRT's Python interpreter applies on a Linux/macOS host
+DEFAULT_DELEGATE = "xnnpack"
+
+
+@dataclass(frozen=True)
+class RunControl:
+    """How long to measure: the one run-control object every settings object embeds and every
+    target (TF reference, host, adb) obeys. Each default is written here once.
+
+    Timed runs stop when ``runs`` were done (if set), else when at least ``min_runs`` runs AND
+    ``min_time_s`` seconds were timed; in every case at ``max_time_s`` (a forced ``runs`` is
+    capped too, and the row says so, so a slow model is never mistaken for a hang). Warm-up
+    runs ``warmup_runs`` times and for at least ``warmup_time_s`` seconds, untimed.
+    """
+
+    runs: int | None = None
+    min_runs: int = P99_MIN_SAMPLES
+    min_time_s: float = 1.0
+    max_time_s: float = 60.0
+    warmup_runs: int = 10
+    warmup_time_s: float = 0.0
+
+    def validate(self) -> "RunControl":
+        from edgebench.errors import BadInput
+
+        if self.runs is not None and self.runs < 1:
+            raise BadInput(f"--runs must be >= 1, got {self.runs}")
+        if self.min_runs < 1:
+            raise BadInput(f"--min-runs must be >= 1, got {self.min_runs}")
+        if self.min_time_s < 0 or self.max_time_s <= 0:
+            raise BadInput("--min-time must be >= 0 and --max-time > 0")
+        if self.max_time_s < self.min_time_s:
+            raise BadInput(f"--max-time {self.max_time_s:g} is below --min-time {self.min_time_s:g}; "
+                           "raise --max-time")
+        if self.warmup_runs < 1 or self.warmup_time_s < 0:
+            raise BadInput("--warmup-runs must be >= 1 and --warmup-time >= 0")
+        return self
+
+    def deadline_s(self) -> float:
+        """Wall-clock bound for one worker: the timed loop stops at max_time, leaving room for
+        load, warm-up and the untimed output pass."""
+        return self.max_time_s * 2 + self.warmup_time_s + 120.0
+
+    def stop_reason(self, n: int, elapsed_s: float) -> str | None:
+        """Why a timed loop stops after ``n`` runs and ``elapsed_s`` seconds (None: go on).
+        The same rule, in the same order, as the standalone worker's loop (runner.py), for the
+        in-process TF reference."""
+        if self.runs is not None:
+            if n >= self.runs:
+                return "runs"
+        elif n >= self.min_runs and elapsed_s >= self.min_time_s:
+            return "min_runs_and_min_time"
+        if elapsed_s >= self.max_time_s:
+            return "max_time"
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"runs": self.runs, "min_runs": self.min_runs, "min_time_s": self.min_time_s,
+                "max_time_s": self.max_time_s, "warmup_runs": self.warmup_runs,
+                "warmup_time_s": self.warmup_time_s}
 
 
 @dataclass(frozen=True)
 class Job:
-    """What to run. Defaults are written here once; the CLI passes through what the user set."""
+    """What to run on one target. Run control is the embedded :class:`RunControl`; its fields
+    are readable on the job (``job.min_runs``) for the targets."""
 
     model_path: str
     inputs_npz: str | None = None       # InputSet file; None -> seeded synthetic inputs
-    threads: int | None = None          # None -> runtime default
-    delegate: str = "xnnpack"           # "xnnpack" | "none" (| "gpu" | "nnapi" on devices)
-    warmup_runs: int = 10
-    warmup_time_s: float = 0.0
-    min_runs: int = P99_MIN_SAMPLES
-    min_time_s: float = 1.0
-    max_time_s: float = 60.0
-    runs: int | None = None             # forces exactly this many timed runs
+    threads: int | None = None          # None -> the target's setting, else the runtime default
+    delegate: str | None = None         # None -> the target's setting (default DEFAULT_DELEGATE)
+    control: RunControl = field(default_factory=RunControl)
     save_outputs: bool = False          # outputs for every input sample (for drift)
-    deadline_s: float = 300.0           # worker is killed after this
+    deadline: float | None = None       # worker is killed after this; None -> control.deadline_s()
     seed: int = 0
+
+    @property
+    def deadline_s(self) -> float:
+        return self.deadline if self.deadline is not None else self.control.deadline_s()
+
+    @property
+    def runs(self) -> int | None:
+        return self.control.runs
+
+    @property
+    def min_runs(self) -> int:
+        return self.control.min_runs
+
+    @property
+    def min_time_s(self) -> float:
+        return self.control.min_time_s
+
+    @property
+    def max_time_s(self) -> float:
+        return self.control.max_time_s
+
+    @property
+    def warmup_runs(self) -> int:
+        return self.control.warmup_runs
+
+    @property
+    def warmup_time_s(self) -> float:
+        return self.control.warmup_time_s
+
+    def worker_spec(self) -> dict[str, Any]:
+        """The flat job JSON of the standalone worker contract (runner.py)."""
+        return {"model_path": self.model_path, "inputs_npz": self.inputs_npz, "threads": self.threads,
+                "delegate": self.delegate or DEFAULT_DELEGATE, **self.control.to_dict(),
+                "save_outputs": self.save_outputs, "seed": self.seed}
 
 
 @dataclass(frozen=True)
@@ -53,6 +150,43 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
     status: str = "ok"                   # "ok" | "failed"
     error: str | None = None
+
+
+    # Facts of the worker's result.json that travel in ``extra`` (the worker contract, runner.py).
+    WORKER_EXTRA_KEYS = ("stop_reason", "timed_wall_s", "n_input_samples", "input_source", "inputs",
+                         "outputs_meta", "nonfinite_outputs", "rss_before_load_bytes", "load", "init_ms_each",
+                         "runner_version", "python", "numpy", "platform", "pid")
+
+    @classmethod
+    def from_worker(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray], *, target: str, model_path: str,
+                    model_sha256: str, spec: dict[str, Any], fingerprint: dict[str, Any], method: str,
+                    extra: dict[str, Any] | None = None) -> "RunResult":
+        """The one place a worker's ``result.json`` + ``result.npz`` become a RunResult (host and
+        devices alike). ``spec`` is the job JSON the worker ran (threads/delegate in effect)."""
+        outputs = {k.split("::", 1)[1]: v for k, v in arrays.items() if k.startswith("out::")} or None
+        facts: dict[str, Any] = {k: meta[k] for k in cls.WORKER_EXTRA_KEYS if k in meta}
+        if "service_ns" in arrays:
+            facts["service_ns"] = arrays["service_ns"]
+        facts["threads"] = spec.get("threads")
+        facts["delegate"] = spec.get("delegate")
+        facts.update(extra or {})
+        fp = dict(fingerprint)
+        fp.update({"threads": spec.get("threads"), "delegate": spec.get("delegate"), "runtime": meta.get("runtime")})
+        return cls(
+            target=target, model_path=model_path, model_sha256=model_sha256,
+            samples_ns=np.asarray(arrays.get("samples_ns", np.zeros(0)), np.int64),
+            warmup_ns=np.asarray(arrays.get("warmup_ns", np.zeros(0)), np.int64),
+            init_ms=meta.get("init_ms"), first_inference_ms=meta.get("first_inference_ms"), outputs=outputs,
+            peak_rss_bytes=meta.get("peak_rss_bytes"), runtime=meta.get("runtime"), method=method,
+            fingerprint=fp, extra=facts,
+        )
+
+    @classmethod
+    def failed(cls, target: str, model_path: str, error: str, *, model_sha256: str = "",
+               exit_code: int = 3) -> "RunResult":
+        """A run that produced nothing; ``extra["exit_code"]`` keeps the error's exit code."""
+        return cls(target=target, model_path=model_path, model_sha256=model_sha256,
+                   samples_ns=np.zeros(0, np.int64), status="failed", error=error, extra={"exit_code": exit_code})
 
 
 def check_job_files(job: Job) -> Path:

@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +24,20 @@ import numpy as np
 
 from edgebench.errors import BadInput, InfraError
 from edgebench.fingerprint import host_fingerprint, sha256_file
-from edgebench.targets.base import Job, RunResult, check_job_files
+from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, HOST_DELEGATES, Job, RunResult, check_job_files
 
 RUNNER_PATH = Path(__file__).with_name("runner.py")
-_JOB_DEFAULTS = {f.name: f.default for f in fields(Job)}
-DELEGATES = ("xnnpack", "none", "gpu")
+HOST_METHOD = "per-inference perf_counter_ns around invoke()"
 
 
-def check_delegate(delegate: str) -> str:
-    """xnnpack | none | gpu | a path to a delegate .so; anything else is bad input."""
-    if delegate in DELEGATES or delegate.endswith(".so"):
+def check_delegate(delegate: str, allowed: tuple[str, ...] = HOST_DELEGATES) -> str:
+    """One of ``allowed`` or a path to a delegate .so; anything else is bad input."""
+    if delegate in allowed or delegate.endswith(".so"):
         return delegate
-    raise BadInput(f"--delegate {delegate!r} is unknown; use xnnpack, none, gpu or a path to a delegate .so")
+    if delegate in DELEGATES:
+        raise BadInput(f"delegate {delegate!r} cannot be applied on this host (its LiteRT has "
+                       f"{', '.join(allowed)}, or pass a path to a delegate .so); {delegate} runs on adb devices")
+    raise BadInput(f"--delegate {delegate!r} is unknown; use {', '.join(DELEGATES)} or a path to a delegate .so")
 
 
 def _signal_name(rc: int) -> str:
@@ -50,7 +51,7 @@ class HostTarget:
     """Runs jobs with LiteRT on this machine. Target settings fill in what the job leaves at
     its defaults (threads None, delegate "xnnpack")."""
 
-    def __init__(self, threads: int | None = None, delegate: str = "xnnpack", name: str = "host"):
+    def __init__(self, threads: int | None = None, delegate: str = DEFAULT_DELEGATE, name: str = "host"):
         if threads is not None and threads < 1:
             raise BadInput(f"--threads must be >= 1, got {threads}")
         self.threads = threads
@@ -73,18 +74,15 @@ class HostTarget:
 
     # -- internals ------------------------------------------------------------------------
     def job_spec(self, job: Job, out_dir: str, load: dict[str, Any] | None = None) -> dict[str, Any]:
-        spec = asdict(job)
-        if spec["threads"] is None:
+        spec = job.worker_spec()
+        if job.threads is None:
             spec["threads"] = self.threads
-        if spec["delegate"] == _JOB_DEFAULTS["delegate"]:
-            spec["delegate"] = self.delegate
-        spec["delegate"] = check_delegate(spec["delegate"])
+        spec["delegate"] = check_delegate(job.delegate or self.delegate)
         spec["model_path"] = str(Path(job.model_path).resolve())
         if job.inputs_npz:
             spec["inputs_npz"] = str(Path(job.inputs_npz).resolve())
         spec["out_dir"] = out_dir
         spec["load"] = load
-        spec.pop("deadline_s", None)
         return spec
 
     def _run(self, job: Job, load: dict[str, Any] | None) -> RunResult:
@@ -150,31 +148,9 @@ class HostTarget:
         proc.wait()
 
     def _to_result(self, job: Job, spec: dict, meta: dict, arrays: dict) -> RunResult:
-        outputs = {k.split("::", 1)[1]: v for k, v in arrays.items() if k.startswith("out::")} or None
-        extra_keys = ("stop_reason", "timed_wall_s", "n_input_samples", "input_source", "inputs",
-                      "outputs_meta", "nonfinite_outputs", "rss_before_load_bytes", "load",
-                      "init_ms_each", "runner_version", "python", "numpy", "platform", "pid")
-        extra = {k: meta[k] for k in extra_keys if k in meta}
-        if "service_ns" in arrays:
-            extra["service_ns"] = arrays["service_ns"]
-        extra["threads"] = spec["threads"]
-        extra["delegate"] = spec["delegate"]
-        fp = self.fingerprint()
-        fp.update({"threads": spec["threads"], "delegate": spec["delegate"], "runtime": meta.get("runtime")})
-        return RunResult(
-            target=self.name,
-            model_path=str(job.model_path),
-            model_sha256=sha256_file(job.model_path),
-            samples_ns=np.asarray(arrays.get("samples_ns", np.zeros(0)), np.int64),
-            warmup_ns=np.asarray(arrays.get("warmup_ns", np.zeros(0)), np.int64),
-            init_ms=meta.get("init_ms"),
-            first_inference_ms=meta.get("first_inference_ms"),
-            outputs=outputs,
-            peak_rss_bytes=meta.get("peak_rss_bytes"),
-            runtime=meta.get("runtime"),
-            fingerprint=fp,
-            extra=extra,
-        )
+        return RunResult.from_worker(meta, arrays, target=self.name, model_path=str(job.model_path),
+                                     model_sha256=sha256_file(job.model_path), spec=spec,
+                                     fingerprint=self.fingerprint(), method=HOST_METHOD)
 
 
 def _tail(path: Path, limit: int = 300) -> str:

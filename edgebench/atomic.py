@@ -1,0 +1,67 @@
+"""The one atomic file writer: every file edgebench writes for a user or a collector.
+
+``write_text(path, text)`` / ``write_bytes(path, data)`` write to a *unique* hidden temp file in
+the target's own folder (``mkstemp``: created with O_EXCL, so a pre-planted ``PATH.tmp`` symlink is
+never followed and two concurrent writers never share a temp file), fsync it and ``os.replace``
+it over the target: readers (node_exporter, a browser, a CI step) see the old file or the new
+one, never half of one. ``temp_path(path)`` gives writers that need a file name (zip, npz) the
+same guarantee; ``temp_dir(path)`` does it for a folder built in place (a SavedModel export).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+
+@contextmanager
+def temp_path(path: str | os.PathLike, mode: int = 0o644) -> Iterator[Path]:
+    """Yield a fresh temp file next to ``path``; on success it replaces ``path`` (fsynced)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    with temp_path(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    with temp_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+@contextmanager
+def temp_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a fresh temp folder next to ``path``; on success it replaces ``path``."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent))
+    try:
+        yield tmp
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        os.replace(tmp, p)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -1,0 +1,79 @@
+"""Options shared by several commands, declared once (``Annotated`` types for typer).
+
+A command writes ``db: DbOpt = None`` instead of repeating ``typer.Option(None, "--db", help=...)``;
+defaults come from the library's settings objects (``RunControl``, ``DEFAULT_DELEGATE``), so each
+default is written once. ``run_control(...)`` and ``publish_options(...)`` turn the parsed values
+into the library's settings objects.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from edgebench.publish import PublishOptions
+from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, P99_MIN_SAMPLES, RunControl
+
+_RC = RunControl()
+
+# --- outputs and the store
+JsonOpt = Annotated[Optional[str], typer.Option("--json", help="Write the result as JSON to PATH ('-' for stdout).")]
+DbOpt = Annotated[Optional[str], typer.Option(
+    "--db", help="Results database: a SQLite file path or a SQLAlchemy URL (default $EDGEBENCH_DB, else the user data dir).")]
+NoStoreOpt = Annotated[bool, typer.Option("--no-store", help="Do not write the result to the results database.")]
+PushgatewayOpt = Annotated[Optional[str], typer.Option(
+    "--pushgateway", help="Also push the metrics to this Prometheus Pushgateway URL.")]
+MarkdownOpt = Annotated[Optional[str], typer.Option(
+    "--markdown", help="Write a PR-comment-ready Markdown report to PATH (also appended to $GITHUB_STEP_SUMMARY).")]
+JunitOpt = Annotated[Optional[str], typer.Option(
+    "--junit", help="Write JUnit XML (one case per precision x target x threshold).")]
+WideOpt = Annotated[bool, typer.Option("--wide", help="Show every column even when the terminal is narrow.")]
+
+# --- where and how models run
+TargetsOpt = Annotated[str, typer.Option(
+    "--targets", "-t", help="Comma-separated: host, adb:SERIAL, adb:all (adb: every attached device in parallel).")]
+ThreadsOpt = Annotated[Optional[int], typer.Option(
+    "--threads", help="Interpreter threads (default: the runtime's default, recorded in the result).")]
+DelegateOpt = Annotated[str, typer.Option(
+    "--delegate", help=f"{', '.join(DELEGATES)}, or a path to a delegate .so (default {DEFAULT_DELEGATE}).")]
+BenchmarkBinaryOpt = Annotated[Optional[str], typer.Option(
+    "--benchmark-binary", help="Google's android_aarch64_benchmark_model for devices without Python "
+                               "(or $EDGEBENCH_BENCHMARK_MODEL).")]
+
+# --- run control (RunControl's defaults)
+RunsOpt = Annotated[Optional[int], typer.Option(
+    "--runs", help=f"Force exactly N timed runs (default: >= --min-runs and >= --min-time; {P99_MIN_SAMPLES} "
+                   "samples are needed for a valid p99).")]
+MinRunsOpt = Annotated[int, typer.Option(
+    "--min-runs", help=f"Run at least N timed inferences ({P99_MIN_SAMPLES} = valid p99).")]
+MinTimeOpt = Annotated[float, typer.Option("--min-time", help="...and at least S timed seconds.")]
+MaxTimeOpt = Annotated[float, typer.Option(
+    "--max-time", help="Stop after S timed seconds even if --runs/--min-runs is not reached (the row says so).")]
+WarmupRunsOpt = Annotated[int, typer.Option("--warmup-runs", help="Untimed warm-up inferences before timing.")]
+WarmupTimeOpt = Annotated[float, typer.Option("--warmup-time", help="...and warm up for at least S seconds.")]
+
+# --- gate thresholds
+MaxAccuracyDropOpt = Annotated[Optional[float], typer.Option(
+    "--max-accuracy-drop", help="Gate: max task top-1 drop vs TF, in percentage points (needs labels).")]
+MinPsnrOpt = Annotated[Optional[float], typer.Option("--min-psnr", help="Gate: min worst-output PSNR (dB).")]
+MaxP99Opt = Annotated[Optional[float], typer.Option("--max-p99-ms", help="Gate: max p99 latency (ms).")]
+MinSizeReductionOpt = Annotated[Optional[float], typer.Option(
+    "--min-size-reduction", help="Gate: min size reduction vs FP32 (%).")]
+
+
+def run_control(runs: int | None = None, min_runs: int = _RC.min_runs, min_time: float = _RC.min_time_s,
+                max_time: float = _RC.max_time_s, warmup_runs: int = _RC.warmup_runs,
+                warmup_time: float = _RC.warmup_time_s) -> RunControl:
+    return RunControl(runs=runs, min_runs=min_runs, min_time_s=min_time, max_time_s=max_time,
+                      warmup_runs=warmup_runs, warmup_time_s=warmup_time).validate()
+
+
+def publish_options(*, json_path: str | None = None, db: str | None = None, no_store: bool = False,
+                    pushgateway: str | None = None, markdown: str | None = None,
+                    junit: str | None = None) -> PublishOptions:
+    return PublishOptions(json_path=json_path, markdown=markdown, junit=junit, db=db, store=not no_store,
+                          pushgateway=pushgateway)
+
+
+RC_DEFAULTS = _RC

@@ -1,0 +1,56 @@
+"""Shared cell helpers for the terminal renderers: escaping, numbers, widths."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from rich.markup import escape
+
+from edgebench.report._values import fmt_bytes, fmt_value, num  # noqa: F401 -- re-exported for renderers
+from edgebench.rows import Document
+
+
+def e(v: Any) -> str:
+    """User data in a rich cell: markup escaped ('[x]' is text, not a style)."""
+    return escape("-" if v is None else str(v))
+
+
+def as_document(doc: Document | Mapping[str, Any]) -> Document:
+    return doc if isinstance(doc, Document) else Document.from_dict(doc)
+
+
+def numeric_column(table, name: str, **kw) -> None:
+    """A right-aligned column whose cells never wrap mid-number (rich would fold "0.0644" into
+    "0.0" over "644" at 80 columns): the table shrinks other columns instead."""
+    table.add_column(name, justify="right", no_wrap=True, **kw)
+
+
+def text_column(table, name: str, **kw) -> None:
+    table.add_column(name, overflow="fold", **kw)
+
+
+def fit_columns(columns: list[tuple[str, int]], rows: list[list[str]], width: int | None,
+                wide: bool = False) -> tuple[list[int], list[str]]:
+    """Which columns fit ``width`` without splitting a number or an id.
+
+    ``columns`` are ``(name, priority)`` (0 = always shown, higher = dropped first). Returns
+    the indices to show and the names dropped (the caller says so, and ``--wide`` keeps all)."""
+    keep = list(range(len(columns)))
+    if wide or not width:
+        return keep, []
+
+    def need(idx: list[int]) -> int:
+        total = 1
+        for i in idx:
+            cells = [len(columns[i][0])] + [len(r[i]) for r in rows]
+            total += max(cells) + 3          # padding and the rule on each side
+        return total
+
+    dropped: list[str] = []
+    order = sorted((i for i in keep if columns[i][1] > 0), key=lambda i: (-columns[i][1], -i))
+    for i in order:
+        if need(keep) <= width:
+            break
+        keep.remove(i)
+        dropped.append(columns[i][0])
+    return keep, dropped

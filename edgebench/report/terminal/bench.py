@@ -1,0 +1,129 @@
+"""``edgebench bench``: metrics as rows, one column per model x target, then load-mode tables
+and every warning with its advice."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from rich.table import Table
+from rich.text import Text
+
+from edgebench.report.terminal._cells import as_document, e, fmt_bytes, fmt_value
+from edgebench.rows import Document, InferenceRow
+
+
+def _lat(r: InferenceRow, k: str) -> str:
+    return fmt_value(getattr(r.latency, k) if r.latency else None, ".4g")
+
+
+def _p99(r: InferenceRow) -> str:
+    lat = r.latency
+    if lat is None:
+        return "-"
+    flag = "" if lat.p99_valid else f" (not valid: {lat.samples} < {(lat.details.get('min_samples') or {}).get('p99')})"
+    return fmt_value(lat.p99, ".4g") + flag
+
+
+def _ci(r: InferenceRow) -> str:
+    if r.latency is None:
+        return "-"
+    lo, hi = (r.latency.details.get("p99_ci") or [None, None])
+    return f"[{fmt_value(lo, '.4g')}, {fmt_value(hi, '.4g') if hi is not None else 'unbounded'}]"
+
+
+def _pct(r: InferenceRow) -> str:
+    c = r.cost
+    if c is None or c.pct_of_peak is None:
+        return "-" if c is None or not c.peak_note else "- (device)"
+    return f"{c.pct_of_peak:.1f}%"
+
+
+def _warmup(r: InferenceRow) -> str:
+    w = r.warmup
+    if w is None:
+        return "-"
+    runs = "?" if w.runs is None else str(w.runs)
+    return f"{runs} runs, mean {fmt_value(w.mean, '.4g')} ms"
+
+
+SPEC = (
+    ("status", lambda r: r.status if r.ok else f"FAILED: {r.error}"),
+    ("samples", lambda r: fmt_value(r.latency.samples if r.latency else None, "d")),
+    ("mean ms", lambda r: _lat(r, "mean")),
+    ("std ms", lambda r: _lat(r, "std")),
+    ("min ms", lambda r: _lat(r, "min")),
+    ("p50 ms", lambda r: _lat(r, "p50")),
+    ("p90 ms", lambda r: _lat(r, "p90")),
+    ("p95 ms", lambda r: _lat(r, "p95")),
+    ("p99 ms", _p99),
+    ("p99 95% CI ms", _ci),
+    ("max ms", lambda r: _lat(r, "max")),
+    ("QPS (1/mean)", lambda r: fmt_value(r.latency.qps if r.latency else None, ".1f")),
+    ("warmup", _warmup),
+    ("init ms", lambda r: fmt_value(r.init_ms, ".3f")),
+    ("first inference ms", lambda r: fmt_value(r.first_inference_ms, ".3f")),
+    ("peak RSS", lambda r: fmt_bytes(r.peak_rss_bytes)),
+    ("GFLOP / inference", lambda r: fmt_value(r.cost.gflops if r.cost else None, ".4g")),
+    ("achieved GFLOP/s", lambda r: fmt_value(r.cost.achieved_gflops_per_s if r.cost else None, ".2f")),
+    ("% of peak", _pct),
+    ("int8 op coverage", lambda r: "-" if not (r.cost and r.cost.quantized) else
+        f"{100 * (r.cost.quantization_coverage or 0):.0f}%"),
+    ("threads / delegate", lambda r: f"{fmt_value(r.threads_effective or r.threads, 'd')} / {r.delegate}"),
+    ("runtime", lambda r: fmt_value(r.runtime)),
+    ("size", lambda r: fmt_bytes(r.size_bytes)),
+    ("sha256", lambda r: (r.model_sha256 or "")[:12]),
+)
+
+
+def render_bench(doc: Document | Mapping[str, Any]) -> list:
+    """A side-by-side table plus load tables and warnings (rich renderables; prints nothing)."""
+    doc = as_document(doc)
+    rows = [r for r in doc.rows if isinstance(r, InferenceRow)]
+    out: list = []
+    t = Table(title="edgebench bench", show_header=True, header_style="bold")
+    t.add_column("metric")
+    one_target = len({x.target for x in rows}) == 1
+    for r in rows:
+        t.add_column(e(r.model if one_target else f"{r.model} @ {r.target}"), justify="right", overflow="fold")
+    for label, fn in SPEC:
+        t.add_row(label, *[e(fn(r)) for r in rows])
+    out.append(t)
+
+    for r in rows:
+        name = e(r.model)
+        if r.concurrency:
+            ct = Table(title=f"{name}: concurrency", header_style="bold")
+            for c in ("level", "QPS", "x vs first", "p50 ms", "p99 ms", "samples", "p99 valid"):
+                ct.add_column(c, justify="right", no_wrap=True)
+            for c in r.concurrency:
+                ct.add_row(str(c["level"]), fmt_value(c["qps"], ".1f"), fmt_value(c.get("speedup_vs_first"), ".2f"),
+                           fmt_value(c["p50_ms"], ".4g"), fmt_value(c["p99_ms"], ".4g"), str(c["samples"]),
+                           fmt_value(c["p99_valid"]))
+            out.append(ct)
+        if r.server:
+            s = r.server
+            st = Table(title=f"{name}: server (Poisson arrivals, latency incl. queueing)", header_style="bold")
+            for c in ("target QPS", "achieved QPS", "workers", "p50 ms", "p99 ms", "samples", "p99 valid",
+                      "overloaded"):
+                st.add_column(c, justify="right", no_wrap=True)
+            st.add_row(fmt_value(s["target_qps"], ".1f"), fmt_value(s["achieved_qps"], ".1f"), str(s["workers"]),
+                       fmt_value(s["p50_ms"], ".4g"), fmt_value(s["p99_ms"], ".4g"), str(s["samples"]),
+                       fmt_value(s["p99_valid"]), fmt_value(s["overloaded"]))
+            out.append(st)
+        if r.sla:
+            s = r.sla
+            if s.get("met"):
+                out.append(Text(f"{r.model}: highest QPS with p99 <= {s['sla_p99_ms']:g} ms: "
+                                f"{s['max_qps']:.1f} (p99 {s['p99_at_max_ms']:.3f} ms, "
+                                f"resolution {s['resolution_qps']:.1f} QPS)"))
+            else:
+                out.append(Text(f"{r.model}: SLA p99 <= {s['sla_p99_ms']:g} ms not met: {s.get('reason')}"))
+        for w in r.warnings:
+            out.append(Text(f"warning ({r.model}): {w}", style="yellow"))
+        if r.cost is not None and r.cost.peak_note:
+            out.append(Text(f"% of peak ({r.model} @ {r.target}): {r.cost.peak_note}", style="dim"))
+    host_rows = [r for r in rows if r.ok and not (r.cost and r.cost.peak_note)]
+    if host_rows and all(r.cost is None or r.cost.pct_of_peak is None for r in host_rows):
+        out.append(Text("% of peak: run `edgebench env --peak` once to measure this machine's peak GFLOP/s",
+                        style="dim"))
+    return out

@@ -1,0 +1,145 @@
+"""convert-and-compare / compare: one row per precision x target, the reference first; the
+convert manifest; the environment fingerprint."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from rich.table import Table
+
+from edgebench.report._values import fmt_bytes
+from edgebench.report.terminal._cells import as_document, e, fit_columns
+from edgebench.rows import Document, InferenceRow
+from edgebench.targets.base import P99_MIN_SAMPLES
+
+# (column, drop priority: 0 = always shown, higher = dropped first on a narrow terminal)
+COMPARE_COLUMNS = (("precision", 0), ("target", 0), ("size", 2), ("size red.", 4), ("p50 ms", 0), ("p99 ms", 0),
+                   ("QPS", 5), ("top-1", 1), ("Δtop-1 pp", 1), ("agree", 3), ("PSNR dB", 3), ("cosine", 6),
+                   ("status", 0))
+_TEXT = ("precision", "target", "status")
+
+
+def _fmt(v: Any, spec: str = ".2f", suffix: str = "") -> str:
+    if v is None or v == "":
+        return "-"
+    if isinstance(v, (int, float)):
+        return f"{v:{spec}}{suffix}"
+    return str(v)
+
+
+def _psnr(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return "inf" if v == float("inf") else f"{v:.1f}"
+
+
+def row_status(r: InferenceRow) -> str:
+    if not r.ok:
+        return f"FAILED: {r.error}"
+    if r.worst is not None and r.worst.nonfinite:
+        return f"NaN/Inf x{r.worst.nonfinite}"
+    return "ok"
+
+
+def compare_cells(r: InferenceRow) -> list[str]:
+    """One table row as strings (shared by the terminal and Markdown renderers)."""
+    lat, acc, worst = r.latency, r.accuracy, r.worst
+    p99 = _fmt(lat.p99 if lat else None, ".3f")
+    if lat is not None and not lat.p99_valid and lat.p99 is not None:
+        p99 += "*"
+    agree = acc.top1_agreement if acc else None
+    if agree is None and r.detection:
+        agree = r.detection.get("box_agreement")
+    top1 = acc.top1 if acc else None
+    return [
+        str(r.precision or "-"), str(r.target or "-"), fmt_bytes(r.size_bytes), _fmt(r.size_reduction_pct, ".1f", "%"),
+        _fmt(lat.p50 if lat else None, ".3f"), p99, _fmt(lat.qps if lat else None, ".0f"),
+        _fmt(top1 * 100 if top1 is not None else None, ".2f", "%"), _fmt(acc.top1_drop_pp if acc else None, "+.2f"),
+        _fmt(agree * 100 if agree is not None else None, ".1f", "%"), _psnr(worst.psnr_db if worst else None),
+        _fmt(worst.cosine if worst else None, ".5f"), row_status(r),
+    ]
+
+
+def compare_rows(doc: Document) -> list[InferenceRow]:
+    ref = doc.reference
+    rows = [r for r in doc.rows if isinstance(r, InferenceRow)]
+    return ([ref] if ref is not None and ref not in rows else []) + rows
+
+
+def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = None, wide: bool = False) -> list:
+    """The table (reference first), its notes, and every row's stability warnings under it."""
+    doc = as_document(doc)
+    inputs = doc.get("inputs") or {}
+    cells = [compare_cells(r) for r in compare_rows(doc)]
+    keep, dropped = fit_columns(list(COMPARE_COLUMNS), cells, width, wide)
+    t = Table(title=f"edgebench: {e(doc.get('model'))}  ({inputs.get('samples')} samples, inputs sha256 "
+                    f"{str(inputs.get('sha256'))[:12]})", header_style="bold")
+    for i in keep:
+        name = COMPARE_COLUMNS[i][0]
+        if name in _TEXT:
+            t.add_column(name, overflow="fold", justify="left")
+        else:
+            t.add_column(name, justify="right", no_wrap=True)
+    for row in cells:
+        style = "red" if row[-1].startswith(("FAILED", "NaN")) else None
+        t.add_row(*(e(row[i]) for i in keep), style=style)
+    notes = [f"agree = top-1 agreement with TF (box agreement for detection); * p99 from fewer than "
+             f"{P99_MIN_SAMPLES} samples"]
+    if dropped:
+        notes.append(f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)")
+    gate = doc.get("gate") or {}
+    for c in gate.get("checks", []):
+        if not c.get("passed"):
+            notes.append(f"[bold red]GATE FAILED[/] {e(c.get('message'))}")
+    if gate.get("checks") and gate.get("passed"):
+        notes.append(f"[green]gate passed[/] ({len(gate['checks'])} checks)")
+    if inputs.get("synthetic"):
+        notes.append("[bold yellow]warning:[/] synthetic inputs: drift only, accuracy is meaningless")
+    t.caption = "\n".join(notes)
+    out: list = [t]
+    for r in compare_rows(doc):
+        where = f"{r.precision} on {r.target}"
+        for w in (r.latency.warnings if r.latency else ()) + tuple(r.warnings):
+            out.append(f"[yellow]warning ({e(where)}):[/] {e(w)}")
+    return out
+
+
+def render_manifest(m: dict[str, Any]) -> Table:
+    """The convert manifest as a table: one row per precision."""
+    src = m.get("source", {})
+    t = Table(title=f"edgebench convert: {e(src.get('name'))}  (source sha256 {str(src.get('sha256'))[:12]})")
+    for col in ("precision", "status", "size", "reduction", "convert s", "ops", "float ops (coverage)", "notes"):
+        t.add_column(col, overflow="fold")
+    for prec, v in m.get("variants", {}).items():
+        ok = v.get("status") == "ok"
+        hist = v.get("op_histogram") or {}
+        float_hist = v.get("float_op_histogram") or {}
+        notes = []
+        if v.get("parity"):
+            notes.append(f"parity {v['parity']}")
+        q = v.get("quantization") or {}
+        if q.get("mode"):
+            notes.append(q["mode"])
+        if not ok:
+            notes.append(str(v.get("error")))
+        t.add_row(
+            e(prec), "[green]ok[/]" if ok else "[bold red]FAILED[/]", fmt_bytes(v.get("bytes")),
+            _fmt(v.get("size_reduction_pct"), ".1f", "%"), _fmt(v.get("seconds"), ".1f"),
+            str(sum(hist.values())) if hist else "-",
+            e(", ".join(f"{k} x{n}" for k, n in sorted(float_hist.items())) or "none")
+            if ok and v.get("quantized") else "-",
+            e("; ".join(notes)),
+        )
+    cal = m.get("calibration")
+    if cal and cal.get("warning"):
+        t.caption = f"[bold yellow]warning:[/] {e(cal['warning'])}"
+    return t
+
+
+def render_fingerprint(fp: Mapping[str, Any], title: str = "environment") -> Table:
+    t = Table(title=title, show_header=True, header_style="bold")
+    t.add_column("field")
+    t.add_column("value", overflow="fold")
+    for k, v in fp.items():
+        t.add_row(e(k), e(v))
+    return t

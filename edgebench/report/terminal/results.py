@@ -1,0 +1,142 @@
+"""``edgebench results``: stored runs, one run, a comparison, a history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _e(v: Any) -> str:
+    """User data shown in a rich cell: escape markup ('[x]' is text, not a style)."""
+    from rich.markup import escape
+
+    return escape(str(v))
+
+
+def _f(v: Any, spec: str = ".3g") -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return format(v, spec)
+    return _e(v)
+
+
+def render_runs(runs: list[dict[str, Any]], where: str = ""):
+    from rich.table import Table
+
+    t = Table(title=f"stored runs ({len(runs)})" + (f" in {where}" if where else ""))
+    for col in ("run id", "created (UTC)", "kind", "status", "models", "rows", "matrix", "cell"):
+        t.add_column(col, overflow="fold")
+    for r in runs:
+        st = r["status"]
+        t.add_row(r["run_id"][:12], r["created"][:19].replace("T", " "), r["kind"],
+                  st if st == "ok" else f"[bold red]{_e(st)}[/]", _e(r["models"] or "-"), str(r["n_rows"]),
+                  (r["matrix_hash"] or "-")[:12], _e(r["cell_key"] or "-"))
+    return t
+
+
+_ROW_COLS = (("model", "model"), ("precision", "prec"), ("target", "target"), ("status", "status"),
+             ("batch_size", "batch"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"), ("qps", "QPS"),
+             ("size_bytes", "size B"), ("top1", "top-1"), ("psnr_db", "PSNR dB"), ("cosine", "cosine"),
+             ("examples_per_s", "ex/s"), ("step_time_p50_ms", "step p50 ms"))
+
+
+def render_show(doc: dict[str, Any]) -> list[Any]:
+    """Header line, a table of the rows' headline metrics, and the environment's key fields."""
+    from rich.table import Table
+
+    from edgebench.fingerprint import KEY_FIELDS
+    from edgebench.store import headline
+
+    from edgebench.report.terminal._cells import as_document
+
+    typed = as_document(doc)
+    heads = [headline(r) for r in typed.rows]
+    used = [(k, lbl) for k, lbl in _ROW_COLS if any(h.get(k) is not None for h in heads)]
+    t = Table(title=f"run {doc.get('run_id', '?')[:12]}  {doc.get('kind')}  created {doc.get('created')}")
+    for _, lbl in used:
+        t.add_column(lbl, overflow="fold")
+    t.add_column("notes", overflow="fold")
+    for row, h in zip(typed.rows, heads):
+        notes = []
+        if h.get("p99_valid") is False:
+            notes.append("p99 not valid (too few samples)")
+        if row.error:
+            notes.append(str(row.error))
+        if row.samples_ns is not None:
+            notes.append(f"{len(row.samples_ns)} samples")
+        t.add_row(*[_f(h.get(k)) for k, _ in used], _e("; ".join(notes)))
+    fp = doc.get("fingerprint") or {}
+    env = Table(title="environment (key fields)")
+    env.add_column("field")
+    env.add_column("value", overflow="fold")
+    for k in ("hostname", *KEY_FIELDS, "edgebench", "edgebench_git_sha"):
+        if fp.get(k) is not None:
+            env.add_row(k, _e(fp[k]))
+    parts: list[Any] = [t]
+    if doc.get("cell"):
+        parts.append(f"matrix {str(doc.get('matrix_hash'))[:12]} cell {_e(doc['cell'].get('key'))}")
+    parts.append(env)
+    return parts
+
+
+_VERDICT_STYLE = {"worse": "bold red", "better": "bold green", "same": "dim", "not significant": "yellow",
+                  "n/a": "dim"}
+
+
+def render_results_compare(rep: dict[str, Any]) -> list[Any]:
+    """Environment differences FIRST (loud), then one table per paired row."""
+    from rich.panel import Panel
+    from rich.table import Table
+
+    parts: list[Any] = []
+    if rep["fingerprint_diff"]:
+        lines = "\n".join(f"  {d['field']}: {_e(d['a'])}  ->  {_e(d['b'])}" for d in rep["fingerprint_diff"])
+        parts.append(Panel(f"[bold]These runs come from different environments; a ratio may reflect "
+                           f"the environment, not the model:[/]\n{lines}",
+                           title="[bold yellow]ENVIRONMENT DIFFERS[/]", border_style="yellow"))
+    else:
+        parts.append("[green]environment key fields identical[/]")
+    rule = rep["rule"]
+    for pair in rep["pairs"]:
+        t = Table(title=f"{_e(' / '.join(str(k) for k in pair['key']))}   A={str(rep['a'])[:12]}  "
+                        f"B={str(rep['b'])[:12]}   samples {pair['n_samples'][0]} vs {pair['n_samples'][1]}")
+        for col in ("metric", "A", "B", "B/A", "p (Mann-Whitney)", "verdict", "note"):
+            t.add_column(col, overflow="fold")
+        for ch in pair["changes"]:
+            style = _VERDICT_STYLE.get(ch.verdict, "")
+            t.add_row(ch.metric, _f(ch.a, ".4g"), _f(ch.b, ".4g"),
+                      "-" if ch.ratio is None else f"{ch.ratio:.3f}x",
+                      "-" if ch.p_value is None else f"{ch.p_value:.2g}",
+                      f"[{style}]{ch.verdict}[/]" if style else ch.verdict, _e(ch.note))
+        if pair["fingerprint_diff"]:
+            t.caption = "[yellow]device differs: " + _e(", ".join(
+                f"{d['field']} {d['a']} -> {d['b']}" for d in pair["fingerprint_diff"])) + "[/]"
+        parts.append(t)
+    for side in ("a", "b"):
+        if rep[f"unmatched_{side}"]:
+            parts.append(f"only in {side.upper()}: " + _e("; ".join("/".join(str(x) for x in k if x is not None)
+                                                                    for k in rep[f"unmatched_{side}"])))
+    if not rep["pairs"]:
+        parts.append("[yellow]no rows in common (rows are paired by model, precision, target, batch size)[/]")
+    parts.append(f"rule: a change counts when >= {rule['min_ratio']}x and p < {rule['alpha']} "
+                 f"({rule['test']} on raw samples); {rep['regressions']} significantly worse")
+    return parts
+
+
+def render_history(h: dict[str, Any]):
+    from rich.table import Table
+
+    bs = f" batch={h['batch_size']}" if h.get("batch_size") is not None else ""
+    t = Table(title=_e(f"{h['model']} {h['metric']}  precision={h['precision'] or '-'} target={h['target'] or '-'}{bs}"))
+    for col in ("#", "created (UTC)", "run id", "value", "step"):
+        t.add_column(col)
+    steps = {s["run_id"]: s for s in h["steps"]}
+    for i, p in enumerate(h["points"]):
+        s = steps.get(p["run_id"]) if p["step"] else None
+        mark = f"[bold red]level shift {s['ratio']:.2f}x (p={s['p_value']:.2g})[/]" if s else ""
+        t.add_row(str(i), p["created"][:19].replace("T", " "), p["run_id"][:12], f"{p['value']:.4g}", mark)
+    if not h["steps"]:
+        t.caption = "no level shift (needs >= 1.1x and >= 4 runs on each side)"
+    return t

@@ -1,0 +1,157 @@
+"""One resolver and one target loop for bench, convert-and-compare and matrix.
+
+``resolve_targets("host,adb:all", ...)`` turns a ``--targets`` spec into Target objects (bad
+names fail up front, before anything is measured). ``run_on_targets(targets, items, run,
+on_error)`` runs every work item on every target:
+
+* host targets first, one after another, alone on this machine's cores;
+* then every device in its own lane (a thread), in parallel: a device's own latency does not
+  depend on the host, and a lost device fails only its own items;
+* an ``EdgebenchError`` from one item becomes that item's failed result (``on_error``) and the
+  loop goes on; anything unforeseen in a device lane fails that lane's remaining items;
+* Ctrl-C, SIGTERM or SIGHUP (the CLI turns the signals into :class:`Stop`) stop the loop after the
+  current item of each lane (devices clean up their run folders); every item already measured is
+  kept, the rest get a failed result saying they were not run, and ``outcome.interrupted`` names
+  the signal so the caller can store what was measured and exit 130/143.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generic, Sequence, TypeVar
+
+from edgebench.errors import BadInput, EdgebenchError, InfraError
+
+T = TypeVar("T")
+
+HOST_TARGETS = ("host",)
+
+
+class Stop(KeyboardInterrupt):
+    """Raised in the main thread by the CLI's SIGTERM/SIGHUP handler: handled like Ctrl-C."""
+
+    def __init__(self, signal_name: str = "SIGTERM") -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+def interrupt_name(exc: BaseException) -> str:
+    return exc.signal_name if isinstance(exc, Stop) else "Ctrl-C"
+
+
+def resolve_targets(spec: str | Sequence[str], *, threads: int | None = None, delegate: str | None = None,
+                    benchmark_binary: str | None = None, allow_tf: bool = False) -> list[Any]:
+    """``host``, ``adb``, ``adb:SERIAL``, ``adb:all`` (comma-separated) -> targets, in spec order
+    with devices after the host. ``tf`` (the reference) is accepted only where it always runs
+    anyway (``allow_tf``) and is then left out of the list."""
+    from edgebench.targets.base import DEFAULT_DELEGATE
+    from edgebench.targets.host import HostTarget
+
+    names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s and s.strip()]
+    if not names:
+        raise BadInput("--targets is empty; use host, adb:SERIAL or adb:all")
+    out: list[Any] = []
+    for name in names:
+        if name in HOST_TARGETS:
+            out.append(HostTarget(threads=threads, delegate=delegate or DEFAULT_DELEGATE, name=name))
+        elif name == "tf" and allow_tf:
+            continue
+        elif not (name == "adb" or name.startswith("adb:")):
+            allowed = "host, adb, adb:SERIAL or adb:all" + (" (tf always runs as the reference)" if allow_tf else "")
+            raise BadInput(f"target {name!r} is not supported here; use {allowed}")
+    adb_names = [n for n in names if n == "adb" or n.startswith("adb:")]
+    if adb_names:
+        from edgebench.targets.adb import resolve_adb_targets
+
+        kw: dict[str, Any] = {"threads": threads, "benchmark_binary": benchmark_binary}
+        if delegate is not None:
+            kw["delegate"] = delegate
+        out.extend(resolve_adb_targets(",".join(adb_names), **kw))
+    return out
+
+
+def is_device(target: Any) -> bool:
+    return getattr(target, "name", "") not in HOST_TARGETS
+
+
+@dataclass
+class LoopOutcome(Generic[T]):
+    """Results keyed by ``(target name, item index)``; every key present once the loop returns."""
+
+    results: dict[tuple[str, int], T] = field(default_factory=dict)
+    interrupted: str | None = None       # "Ctrl-C" | "SIGTERM" | "SIGHUP" | None
+
+    def for_target(self, name: str) -> list[T]:
+        return [v for (t, _), v in sorted(self.results.items(), key=lambda kv: kv[0][1]) if t == name]
+
+
+def run_on_targets(targets: Sequence[Any], items: Sequence[Any], run: Callable[[Any, Any], T],
+                   on_error: Callable[[Any, Any, EdgebenchError], T],
+                   progress: Callable[[str], None] | None = None,
+                   describe: Callable[[Any, Any], str] | None = None) -> LoopOutcome[T]:
+    """Run ``run(target, item)`` for every item on every target (see the module docstring)."""
+    out: LoopOutcome[T] = LoopOutcome()
+    stop = threading.Event()
+    lock = threading.Lock()
+    say = progress or (lambda _m: None)
+    label = describe or (lambda t, it: f"{it} on {getattr(t, 'name', t)}")
+
+    def one(target: Any, i: int, item: Any) -> None:
+        say(label(target, item))
+        try:
+            value = run(target, item)
+        except EdgebenchError as err:
+            value = on_error(target, item, err)
+        with lock:
+            out.results[(target.name, i)] = value
+
+    hosts = [t for t in targets if not is_device(t)]
+    devices = [t for t in targets if is_device(t)]
+    try:
+        for t in hosts:
+            for i, item in enumerate(items):
+                one(t, i, item)
+        if devices:
+            _device_lanes(devices, items, one, stop, out, lock, on_error)
+    except KeyboardInterrupt as exc:     # Ctrl-C, or Stop from the SIGTERM/SIGHUP handler
+        stop.set()
+        out.interrupted = interrupt_name(exc)
+    for t in targets:
+        for i, item in enumerate(items):
+            if (t.name, i) not in out.results:
+                why = (f"not run: interrupted ({out.interrupted}) before this row finished" if out.interrupted
+                       else "not run: its device lane stopped early")
+                out.results[(t.name, i)] = on_error(t, item, InfraError(why))
+    return out
+
+
+def _device_lanes(devices, items, one, stop: threading.Event, out: LoopOutcome, lock, on_error) -> None:
+    errors: dict[str, BaseException] = {}
+
+    def lane(target: Any) -> None:
+        try:
+            for i, item in enumerate(items):
+                if stop.is_set():
+                    return
+                one(target, i, item)
+        except Exception as exc:  # noqa: BLE001 -- a lane's crash must not lose the other lanes
+            errors[target.name] = exc
+            err = InfraError(f"{target.name}: internal error {type(exc).__name__}: {exc}")
+            with lock:
+                for i, item in enumerate(items):
+                    out.results.setdefault((target.name, i), on_error(target, item, err))
+
+    threads = [threading.Thread(target=lane, args=(t,), name=f"edgebench-lane-{t.name}", daemon=True)
+               for t in devices]
+    for th in threads:
+        th.start()
+    try:
+        for th in threads:
+            while th.is_alive():
+                th.join(timeout=0.2)   # short joins keep the main thread responsive to signals
+    except KeyboardInterrupt:
+        stop.set()                      # lanes finish their current run (and clean up on the device)
+        for th in threads:
+            th.join()
+        raise

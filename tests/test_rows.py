@@ -1,0 +1,93 @@
+"""Typed result rows: round trips, old (0.1.0) documents and databases, misspelt fields fail."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgebench.rows import Document, InferenceRow, Latency, TrainRow, Warmup, row_from_dict
+from edgebench.store import Store, headline
+
+FIXTURE_DB = Path(__file__).parent / "fixtures" / "store" / "results-0.1.0.db"
+
+
+def test_inference_row_round_trip_keeps_every_field_and_unknown_keys():
+    lat = Latency.from_samples(np.arange(1, 801) * 1000)
+    row = InferenceRow(target="host", model="m", precision="int8", latency=lat,
+                       samples_ns=tuple(range(1000, 801000, 1000)), warmup=Warmup.from_samples([5000, 4000]),
+                       unknown={"from_a_newer_edgebench": {"x": 1}})
+    d = row.to_dict()
+    assert d["latency_ms"]["p99_valid"] is True and d["latency_ms"]["samples"] == 800
+    assert d["warmup_ms"] == pytest.approx({"runs": 2, "mean": 0.0045, "min": 0.004, "max": 0.005,
+                                            "total": 0.009, "first": 0.005})
+    assert d["warmup_samples_ns"] == [5000, 4000]
+    assert d["from_a_newer_edgebench"] == {"x": 1}
+    back = InferenceRow.from_dict(d)
+    assert back == row
+    assert back.to_dict() == d
+
+
+def test_a_misspelt_field_fails_instead_of_rendering_a_dash():
+    row = InferenceRow(target="host")
+    with pytest.raises(AttributeError):
+        row.p99_ms  # noqa: B018 -- the typed row has latency.p99, not p99_ms
+    with pytest.raises(TypeError):
+        InferenceRow(target="host", latncy=None)
+    with pytest.raises(ValueError, match="status"):
+        InferenceRow(target="host", status="fine")
+
+
+@pytest.mark.parametrize("old,runs,mean", [
+    ([0.5, 0.25], 2, 0.375),                                   # 0.1.0 compare rows: a list of ms
+    ({"runs": 10, "mean": 1.0, "min": 0.5, "max": 2, "total": 10, "first": 2}, 10, 1.0),   # bench rows
+    (0.7, None, 0.7),                                          # 0.1.0 import-log rows: a scalar mean
+])
+def test_schema_1_warmup_shapes_read_as_one_type(old, runs, mean):
+    row = InferenceRow.from_dict({"target": "host", "status": "ok", "warmup_ms": old}, schema_version=1)
+    assert row.warmup.runs == runs and row.warmup.mean == pytest.approx(mean)
+    assert set(row.to_dict()["warmup_ms"]) == {"runs", "mean", "min", "max", "total", "first"}
+
+
+def test_train_rows_by_kind_and_by_fields():
+    d = {"model": "digits", "status": "ok", "batch_size": 32, "examples_per_s": 10.0, "strategy": "none",
+         "step_time_ms": {"p50": 3.0, "p99": 5.0, "samples": 20, "p99_valid": False}, "xla_requested": "off"}
+    r = row_from_dict(d)
+    assert isinstance(r, TrainRow) and r.step_time.p50 == 3.0 and r.facts["xla_requested"] == "off"
+    assert isinstance(row_from_dict({"model": "x", "status": "failed"}, kind="train"), TrainRow)
+    assert r.to_dict()["xla_requested"] == "off"
+
+
+def test_the_store_still_reads_a_database_written_by_edgebench_0_1_0(tmp_path):
+    """tests/fixtures/store/results-0.1.0.db was written by edgebench 0.1.0 (commit 2fa09f6):
+    convert-and-compare, bench, train-baseline, compare and an imported benchmark_model log."""
+    db = tmp_path / "old.db"
+    shutil.copy(FIXTURE_DB, db)
+    with Store(str(db)) as st:
+        runs = st.list_runs(limit=None)
+        assert {r["kind"] for r in runs} == {"compare", "bench", "train", "import-log"}
+        for r in runs:
+            raw = st.get(r["run_id"])
+            doc = Document.from_dict(raw)
+            assert doc.kind == raw["kind"] and len(doc.rows) == len(raw["rows"])
+            for typed, old in zip(doc.rows, raw["rows"]):
+                assert typed.status == old["status"]
+                if isinstance(typed, InferenceRow) and old.get("latency_ms"):
+                    assert typed.latency.p50 == old["latency_ms"]["p50"]
+                    assert typed.latency.p99_valid == old["latency_ms"]["p99_valid"]
+                if old.get("samples_ns") is not None:
+                    assert list(typed.samples_ns) == old["samples_ns"]
+                # the headline read through the typed row matches the columns stored by 0.1.0
+                stored = [x for x in st.rows() if x["run_id"] == r["run_id"]]
+                h = headline(typed)
+                for col in ("p50_ms", "p99_ms", "top1", "psnr_db", "examples_per_s", "size_bytes"):
+                    assert h[col] == stored[0][col] or len(stored) > 1
+            if raw["kind"] == "compare" and raw.get("reference"):
+                assert doc.reference is not None and doc.reference.is_reference
+                assert isinstance(doc.reference.warmup, Warmup) or doc.reference.warmup is None
+        # and writing a new document next to the old ones works
+        new = Document.from_dict(st.get(runs[0]["run_id"]))
+        rid = st.save(new)
+        assert Document.from_dict(st.get(rid)).rows == new.rows
