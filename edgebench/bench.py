@@ -92,7 +92,7 @@ def make_targets(spec: str, *, threads: int | None = None, delegate: str = "xnnp
         elif not (name == "adb" or name.startswith("adb:")):
             raise BadInput(f"target {name!r} is not supported here; use host, adb, adb:SERIAL or adb:all")
     if any(n == "adb" or n.startswith("adb:") for n in names):
-        from edgebench.targets.adb import resolve_adb_targets
+        from edgebench.targets.adb.devices import resolve_adb_targets
 
         out.extend(resolve_adb_targets(",".join(names), threads=threads, delegate=delegate,
                                        benchmark_binary=benchmark_binary))
@@ -216,7 +216,7 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
     rows = [bench_one(t, m, infos[m], settings, peak, progress) for t in local for m in settings.models]
     devices = [t for t in targets if t.name.startswith("adb:")]
     if devices:   # one lane (thread) per device; a lost device fails only its own rows
-        from edgebench.targets.adb import run_lanes
+        from edgebench.targets.adb.lanes import run_lanes
 
         for lane in run_lanes(devices, lambda t: [bench_one(t, m, infos[m], settings, peak, progress)
                                                   for m in settings.models]):

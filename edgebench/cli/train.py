@@ -78,7 +78,7 @@ def render_train(doc: dict[str, Any]) -> Group:
 
 
 def register(app: typer.Typer) -> None:
-    from edgebench.train import TrainSettings
+    from edgebench.train.settings import TrainSettings
 
     d = {f.name: f.default for f in dataclasses.fields(TrainSettings) if f.default is not dataclasses.MISSING}
 
@@ -131,7 +131,8 @@ def register(app: typer.Typer) -> None:
         """
         from edgebench.cli._common import console, split_csv, split_ints
         from edgebench.errors import BadInput, InfraError
-        from edgebench.train import PIPELINES, PRECISIONS, STRATEGIES, XLA_CHOICES, failure_summary, run_train_baseline
+        from edgebench.train.settings import PIPELINES, PRECISIONS, STRATEGIES, XLA_CHOICES
+        from edgebench.train.sweep import failure_summary, run_train_baseline
 
         kw: dict[str, Any] = {"model": model}
         if size is not None:
