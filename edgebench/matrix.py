@@ -459,7 +459,7 @@ class Probe:
     def adb_missing(self, serial: str) -> str | None:
         """Why adb:SERIAL (or adb:all) cannot run now, or None when the device is usable."""
         if not hasattr(self, "_adb"):
-            from edgebench.targets.adb import list_states
+            from edgebench.targets.adb.client import list_states
 
             try:
                 self._adb: list[tuple[str, str]] | str = list_states()
@@ -483,7 +483,7 @@ class Probe:
         model, target, delegate = p["model"], p["target"], p["delegate"]
         tflite = str(model).endswith(".tflite")
         if target.startswith("adb:"):
-            if not self.has_module("edgebench.targets.adb", "resolve_adb_targets"):
+            if not self.has_module("edgebench.targets.adb.devices", "resolve_adb_targets"):
                 return "adb targets not available in this build"
             missing = self.adb_missing(target[4:])
             if missing:
@@ -519,11 +519,11 @@ class Probe:
         if device == "cpu" and self.gpu() and not self.gpu_hidden():
             # edgebench.train places work on every GPU TensorFlow sees; a CPU cell needs them hidden.
             return "a GPU is visible, so TensorFlow would not train on the CPU; run CPU cells with CUDA_VISIBLE_DEVICES="
-        if not self.has_module("edgebench.train", "run_train_baseline"):
+        if not self.has_module("edgebench.train.sweep", "run_train_baseline"):
             return "training baselines (edgebench.train) not available in this build"
-        from edgebench import train
+        from edgebench.train import settings as train_settings
 
-        if device != "gpu" and p["strategy"] in getattr(train, "GPU_STRATEGIES", ()):
+        if device != "gpu" and p["strategy"] in getattr(train_settings, "GPU_STRATEGIES", ()):
             return f"strategy {p['strategy']} needs GPUs (edgebench.train runs it only on GPUs)"
         return None
 
@@ -577,15 +577,16 @@ def _train_doc(spec: MatrixSpec, cell: Cell) -> "Document":
     """One training cell through ``edgebench.train.run_train_baseline(settings)``."""
     from dataclasses import fields as dc_fields
 
-    from edgebench import train
+    from edgebench.train.settings import TrainSettings
+    from edgebench.train.sweep import run_train_baseline
 
     s, p = spec.settings, cell.params
     wanted = {"model": p["model"], "batch_sizes": (p["batch_size"],), "precisions": (p["precision"],),
               "strategies": (p["strategy"],), "xla": (p["xla"],), "input_pipelines": (p["input_pipeline"],),
               "data": p["data"] or "synthetic",
               **{k: s[k] for k in ("steps", "warmup_steps", "size", "seed") if k in s}}
-    names = {f.name for f in dc_fields(train.TrainSettings)}
-    doc = train.run_train_baseline(train.TrainSettings(**{k: v for k, v in wanted.items() if k in names}))
+    names = {f.name for f in dc_fields(TrainSettings)}
+    doc = run_train_baseline(TrainSettings(**{k: v for k, v in wanted.items() if k in names}))
     if not isinstance(doc, Document):
         doc = Document.from_dict(doc)
     rows = []

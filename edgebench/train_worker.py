@@ -1,6 +1,6 @@
 """One worker of a multi-worker training baseline: ``python -m edgebench.train_worker``.
 
-Started by ``edgebench train-baseline --strategy multiworker`` (``edgebench.train.WorkerGroup``)
+Started by ``edgebench train-baseline --strategy multiworker`` (``edgebench.train.multiworker.WorkerGroup``)
 with ``TF_CONFIG`` naming every worker on loopback ports, or by hand on each machine of a real
 cluster with that cluster's ``TF_CONFIG``. It reads the sweep from ``--spec`` (JSON: ``settings``
 as ``TrainSettings`` fields and ``cells``), runs every cell under one
@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
     from edgebench.errors import EdgebenchError
-    from edgebench.train import Cell, TrainSettings, run_worker_cells
+    from edgebench.train.multiworker import run_worker_cells
+    from edgebench.train.settings import Cell, TrainSettings
 
     try:
         spec = json.loads(Path(args.spec).read_text())

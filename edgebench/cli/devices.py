@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
         frequencies, RAM, governor, thermal zones, battery, and which runner edgebench will use."""
         from edgebench.fingerprint import host_fingerprint
         from edgebench.results import envelope, write_json
-        from edgebench.targets.adb import list_devices
+        from edgebench.targets.adb.devices import list_devices
 
         rows = list_devices(with_props=props)
         if json_path:

@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
                 from edgebench.errors import BadInput
 
                 raise BadInput("--targets needs --lock FILE or --check-lock FILE")
-            from edgebench.targets.adb import resolve_adb_targets
+            from edgebench.targets.adb.devices import resolve_adb_targets
 
             devices = {t.serial: t.fingerprint() for t in resolve_adb_targets(targets)}
         if lock:

@@ -16,7 +16,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Parse a captured TFLite benchmark_model log into edgebench results (no p99: the tool prints no samples)."""
         from edgebench.results import write_json
-        from edgebench.targets.benchmark_model import import_log_file
+        from edgebench.targets.benchmark_model.log_rows import import_log_file
 
         doc = import_log_file(file)
         if json_path:

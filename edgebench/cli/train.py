@@ -11,7 +11,7 @@ from edgebench.cli._options import DbOpt, JsonOpt, NoStoreOpt, PushgatewayOpt
 
 
 def register(app: typer.Typer) -> None:
-    from edgebench.train import TrainSettings
+    from edgebench.train.settings import TrainSettings
 
     d = {f.name: f.default for f in dataclasses.fields(TrainSettings) if f.default is not dataclasses.MISSING}
 
@@ -67,7 +67,8 @@ def register(app: typer.Typer) -> None:
         from edgebench.report.terminal._cells import as_document
         from edgebench.report.terminal.train import render_train
         from edgebench.errors import BadInput, InfraError
-        from edgebench.train import PIPELINES, PRECISIONS, STRATEGIES, XLA_CHOICES, failure_summary, run_train_baseline
+        from edgebench.train.settings import PIPELINES, PRECISIONS, STRATEGIES, XLA_CHOICES
+        from edgebench.train.sweep import failure_summary, run_train_baseline
 
         kw: dict[str, Any] = {"model": model}
         if size is not None:

@@ -62,7 +62,7 @@ def resolve_targets(spec: str | Sequence[str], *, threads: int | None = None, de
             raise BadInput(f"target {name!r} is not supported here; use {allowed}")
     adb_names = [n for n in names if n == "adb" or n.startswith("adb:")]
     if adb_names:
-        from edgebench.targets.adb import resolve_adb_targets
+        from edgebench.targets.adb.devices import resolve_adb_targets
 
         kw: dict[str, Any] = {"threads": threads, "benchmark_binary": benchmark_binary}
         if delegate is not None:

@@ -1,0 +1,274 @@
+"""Remote commands: the ONE place where device shell strings are built and quoted
+(``RemoteCommand``), and ``AdbDevice``, which runs them under a device-side deadline and moves
+files (sha256-checked push, pull) over one adb connection."""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+import stat
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from edgebench.errors import EdgebenchError, InfraError
+from edgebench.fingerprint import sha256_file
+from edgebench.targets.adb.client import _adb_errors, _client, _describe, list_states
+from edgebench.targets.adb.facts import _sections, parse_cpufreq, parse_probe, parse_thermal
+
+REMOTE_ROOT = "/data/local/tmp/edgebench"
+REMOTE_FILES = f"{REMOTE_ROOT}/files"          # pushed files, cached by name (sha256-checked)
+# A command's device-side deadline when the caller gives none (probes, pushes' checks, cleanup).
+SHORT_DEADLINE_S = 30.0
+# Grace between the deadline's SIGTERM and its SIGKILL.
+KILL_GRACE_S = 2
+# adb's host protocol frames a request with a 4-hex-digit length; stay well below it.
+MAX_COMMAND_BYTES = 32 * 1024
+# The host additionally gives up on a silent connection this long after the device deadline.
+HOST_MARGIN_S = 30.0
+
+
+# ============================================================================ shell strings
+class RemoteCommand:
+    """The ONE place where device shell strings are built. Every argument goes through
+    ``shlex.quote``; scripts below are constants or composed only of quoted arguments."""
+
+    @staticmethod
+    def q(arg: str | int | float) -> str:
+        return shlex.quote(str(arg))
+
+    @classmethod
+    def join(cls, argv: Iterable[str | int | float]) -> str:
+        return " ".join(cls.q(a) for a in argv)
+
+    @classmethod
+    def with_deadline(cls, script: str, deadline_s: float) -> str:
+        """``timeout`` (toybox on Android, coreutils on boards) kills the script on the device,
+        TERM first and KILL ``KILL_GRACE_S`` later; exit 124/137 means the deadline hit."""
+        secs = max(1, int(math.ceil(deadline_s)))
+        return f"timeout -k {KILL_GRACE_S} {secs} sh -c {cls.q(script)}"
+
+    @classmethod
+    def sha256(cls, path: str) -> str:
+        return f"sha256sum {cls.q(path)} 2>/dev/null"
+
+    @classmethod
+    def mkdir(cls, *paths: str) -> str:
+        return "mkdir -p " + cls.join(paths)
+
+    @classmethod
+    def chmod_exec(cls, path: str) -> str:
+        return f"chmod 755 {cls.q(path)}"
+
+    @classmethod
+    def rm_rf(cls, path: str) -> str:
+        if not path.startswith(REMOTE_ROOT + "/"):
+            raise ValueError(f"refusing to remove {path!r} outside {REMOTE_ROOT}")
+        return f"rm -rf {cls.q(path)}"
+
+    @classmethod
+    def test_files(cls, paths: Iterable[str]) -> str:
+        """Prints ``OK i`` / ``NO i`` for the i-th path (a non-empty file or not)."""
+        return "; ".join(f"if [ -s {cls.q(p)} ]; then echo OK {i}; else echo NO {i}; fi"
+                         for i, p in enumerate(paths))
+
+    @classmethod
+    def in_dir(cls, directory: str, argv: list[str]) -> str:
+        """``cd DIR && exec ARGV``: exec so the deadline's signal reaches the program itself."""
+        return f"cd {cls.q(directory)} && exec {cls.join(argv)}"
+
+    @classmethod
+    def script_line(cls, argv: list[str], *, quiet: bool = False) -> str:
+        """One line of a device-side script file: ARGV, stopping the script when it fails."""
+        return cls.join(argv) + (" >/dev/null 2>&1" if quiet else "") + " || exit $?"
+
+    @classmethod
+    def in_dir_script(cls, directory: str, script: str) -> str:
+        return f"cd {cls.q(directory)} && {script}"
+
+    PROBE = r"""
+echo '@@props'; getprop
+echo '@@cpuinfo'; cat /proc/cpuinfo 2>/dev/null
+echo '@@meminfo'; cat /proc/meminfo 2>/dev/null
+echo '@@cpufreq'
+for c in /sys/devices/system/cpu/cpu[0-9]*; do
+  echo "${c##*/} $(cat $c/cpufreq/cpuinfo_max_freq 2>/dev/null || echo -) $(cat $c/cpufreq/scaling_max_freq 2>/dev/null || echo -) $(cat $c/cpufreq/scaling_cur_freq 2>/dev/null || echo -) $(cat $c/cpufreq/scaling_governor 2>/dev/null || echo -)"
+done
+echo '@@thermal'
+for z in /sys/class/thermal/thermal_zone*; do
+  echo "${z##*/} $(cat $z/temp 2>/dev/null || echo -) $(cat $z/type 2>/dev/null)"
+done
+echo '@@battery'
+for f in capacity temp status; do echo "$f $(cat /sys/class/power_supply/battery/$f 2>/dev/null)"; done
+echo '@@python'
+if command -v python3 >/dev/null 2>&1; then
+  echo "path $(command -v python3)"
+  python3 -c 'import importlib.util as u, importlib.metadata as m
+for mod, dist in (("ai_edge_litert", "ai-edge-litert"), ("tflite_runtime", "tflite-runtime"), ("tensorflow", "tensorflow")):
+    if u.find_spec(mod):
+        try: v = m.version(dist)
+        except Exception: v = "?"
+        print("runtime", mod, v); break' 2>/dev/null
+fi
+echo '@@timeout'; command -v timeout 2>/dev/null
+echo '@@end'
+"""
+
+    THERMAL = r"""
+echo '@@thermal'
+for z in /sys/class/thermal/thermal_zone*; do
+  echo "${z##*/} $(cat $z/temp 2>/dev/null || echo -) $(cat $z/type 2>/dev/null)"
+done
+echo '@@cpufreq'
+for c in /sys/devices/system/cpu/cpu[0-9]*; do
+  echo "${c##*/} $(cat $c/cpufreq/cpuinfo_max_freq 2>/dev/null || echo -) $(cat $c/cpufreq/scaling_max_freq 2>/dev/null || echo -) $(cat $c/cpufreq/scaling_cur_freq 2>/dev/null || echo -) $(cat $c/cpufreq/scaling_governor 2>/dev/null || echo -)"
+done
+echo '@@end'
+"""
+
+
+# ============================================================================ one device
+@dataclass
+class ShellResult:
+    rc: int
+    stdout: str
+    stderr: str
+
+
+class AdbDevice:
+    """One device: quoted shell with a device-side deadline, sha-checked push, pull, facts."""
+
+    def __init__(self, serial: str) -> None:
+        self.serial = serial
+        self._dev = _client().device(serial)
+
+    # --- errors -----------------------------------------------------------------------------
+    def lost(self, what: str, exc: BaseException | str) -> InfraError:
+        state = None
+        try:
+            state = dict(list_states()).get(self.serial)
+        except EdgebenchError:
+            pass
+        if state == "device":
+            return InfraError(f"adb device {self.serial}: {what} ended without an exit code although the device "
+                              f"is still attached ({exc}); adbd or the link dropped the command; rerun, and "
+                              "check the USB/network link if it repeats")
+        now = f"now {state}" if state else "no longer listed by adb devices"
+        return InfraError(f"adb device {self.serial} was lost during {what} ({now}; {exc}); reconnect it "
+                          f"(check the cable, or 'adb connect {self.serial}') and rerun")
+
+    # --- shell --------------------------------------------------------------------------------
+    def shell(self, script: str, *, deadline_s: float = SHORT_DEADLINE_S, what: str = "a shell command") -> ShellResult:
+        """Run SCRIPT (built by RemoteCommand) under a device-side deadline; returns the real
+        exit code from shell v2. A lost connection raises InfraError naming the serial."""
+        cmd = RemoteCommand.with_deadline(script, deadline_s)
+        if len(cmd.encode()) > MAX_COMMAND_BYTES:
+            raise InfraError(f"adb device {self.serial}: {what} is a {len(cmd.encode())}-byte shell command, over "
+                             f"the {MAX_COMMAND_BYTES} bytes adb carries; this is an edgebench bug, please report it")
+        try:
+            r = self._dev.shell2(cmd, timeout=deadline_s + KILL_GRACE_S + HOST_MARGIN_S,
+                                 encoding=None, v2=True)
+        except _adb_errors() as exc:
+            raise self.lost(what, _describe(exc)) from None
+        res = ShellResult(r.returncode, (r.stdout or b"").decode("utf-8", "replace"),
+                          (r.stderr or b"").decode("utf-8", "replace"))
+        if res.rc == 127 and "timeout" in res.stderr and "not found" in res.stderr:
+            raise InfraError(f"adb device {self.serial} has no 'timeout' command, which edgebench needs to "
+                             "enforce deadlines on the device (toybox has it from Android 6; on a board install "
+                             "coreutils)")
+        return res
+
+    def check(self, script: str, *, what: str, deadline_s: float = SHORT_DEADLINE_S) -> ShellResult:
+        r = self.shell(script, deadline_s=deadline_s, what=what)
+        if r.rc in (124, 137):
+            raise InfraError(f"adb device {self.serial}: {what} exceeded its device-side deadline of "
+                             f"{deadline_s:g} s and was killed (exit {r.rc}); raise the deadline or check the device")
+        if r.rc != 0:
+            tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or [""]
+            raise InfraError(f"adb device {self.serial}: {what} failed with exit {r.rc}: {tail[0][:300]}")
+        return r
+
+    # --- files ---------------------------------------------------------------------------------
+    def remote_sha256(self, path: str) -> str | None:
+        r = self.shell(RemoteCommand.sha256(path), what=f"sha256 of {path}")
+        tok = r.stdout.split()[:1]
+        return tok[0] if r.rc == 0 and tok and re.fullmatch(r"[0-9a-f]{64}", tok[0]) else None
+
+    def push(self, local: Path, remote: str, *, mode: int = 0o644) -> None:
+        """sync SEND; a device-side failure message (e.g. ENOSPC) is kept, not lost."""
+        size = local.stat().st_size
+        try:
+            with self._dev.open_transport(timeout=HOST_MARGIN_S) as c:
+                c.send_command("sync:")
+                c.check_okay()
+                spec = f"{remote},{stat.S_IFREG | mode}".encode()
+                sock = c.conn
+                status = None
+                try:
+                    sock.sendall(b"SEND" + struct.pack("<I", len(spec)) + spec)
+                    with open(local, "rb") as fh:
+                        while True:
+                            chunk = fh.read(64 * 1024)
+                            if not chunk:
+                                break
+                            sock.sendall(b"DATA" + struct.pack("<I", len(chunk)) + chunk)
+                    sock.sendall(b"DONE" + struct.pack("<I", int(time.time())))
+                except OSError:
+                    pass   # the device may have answered FAIL and closed early: read it below
+                status = c.read_exact(4)
+                n = struct.unpack("<I", c.read_exact(4))[0]
+                if status == b"FAIL":
+                    msg = c.read_exact(n).decode("utf-8", "replace")
+                    if "No space left" in msg or "ENOSPC" in msg:
+                        raise InfraError(
+                            f"adb device {self.serial} storage is full: pushing {local.name} ({size} bytes) to "
+                            f"{remote} failed ({msg}); free space on the device (e.g. adb -s {self.serial} "
+                            f"shell rm -rf {REMOTE_ROOT}) and rerun")
+                    raise InfraError(f"adb device {self.serial}: pushing {local} to {remote} failed: {msg}")
+                if status != b"OKAY":
+                    raise InfraError(f"adb device {self.serial}: unexpected sync answer {status!r} pushing {local}")
+                try:
+                    sock.sendall(b"QUIT" + struct.pack("<I", 0))
+                except OSError:
+                    pass
+        except EdgebenchError:
+            raise
+        except _adb_errors() as exc:
+            raise self.lost(f"push of {local.name}", _describe(exc)) from None
+
+    def push_if_changed(self, local: Path, remote: str, *, mode: int = 0o644) -> bool:
+        """Push unless the remote file's sha256 equals the local one. True when pushed."""
+        want = sha256_file(local)
+        if self.remote_sha256(remote) == want:
+            return False
+        self.push(local, remote, mode=mode)
+        got = self.remote_sha256(remote)
+        if got is not None and got != want:
+            raise InfraError(f"adb device {self.serial}: {remote} has sha256 {got[:12]}... after the push, "
+                             f"expected {want[:12]}...; the transfer was corrupted, rerun")
+        return True
+
+    def pull(self, remote: str, local: Path) -> None:
+        try:
+            self._dev.sync.pull_file(remote, local)
+        except _adb_errors() as exc:
+            raise self.lost(f"pull of {remote}", _describe(exc)) from None
+
+    # --- facts ------------------------------------------------------------------------------
+    def probe(self) -> dict[str, Any]:
+        r = self.shell(RemoteCommand.PROBE, what="reading device facts")
+        facts = parse_probe(r.stdout)
+        if not facts["probe_complete"]:
+            raise self.lost("reading device facts", "output ended early")
+        return facts
+
+    def thermal_sample(self) -> dict[str, Any]:
+        r = self.shell(RemoteCommand.THERMAL, what="sampling thermal zones")
+        s = _sections(r.stdout)
+        if "end" not in s:
+            raise self.lost("sampling thermal zones", "output ended early")
+        return {"t": time.time(), "zones_c": parse_thermal(s.get("thermal", [])),
+                "cpus": parse_cpufreq(s.get("cpufreq", []))}

@@ -1,0 +1,386 @@
+"""Running one job on one adb device (``AdbTarget``): the edgebench runner (``runner.py`` with
+python3 + a TFLite runtime on the device) or Google's ``benchmark_model`` binary through a
+device-side sample loop; staging files, the run folder, checks of what came back, cleanup."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgebench.errors import BadInput, EdgebenchError, InfraError
+from edgebench.fingerprint import sha256_file
+from edgebench.targets.adb.remote import REMOTE_FILES, REMOTE_ROOT, AdbDevice, RemoteCommand, ShellResult
+from edgebench.targets.adb.thermal import ThermalPolicy, detect_throttle, monitored_shell
+from edgebench.targets.adb.thermal import cool_down as cool_down_device
+from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, Job, RunResult, check_job_files
+from edgebench.targets.benchmark_model.argv import (
+    build_argv,
+    describe_argv,
+    split_output_file,
+    write_input_value_files,
+)
+from edgebench.targets.benchmark_model.binary import check_abi, classify_failure, resolve_binary
+from edgebench.targets.benchmark_model.parse import parse_log
+from edgebench.targets.benchmark_model.sample_loop import (
+    build_sample_loop_script,
+    parse_sample_loop,
+    sample_argv,
+    sample_method,
+)
+
+# The standalone worker pushed to devices (it stays a single file: edgebench/targets/runner.py).
+RUNNER_PATH = Path(__file__).parent.parent / "runner.py"
+DEVICE_DELEGATES = DELEGATES     # the one list (targets/base.py): every delegate a device may have
+DEVICE_RUNNER_METHOD = "per-inference perf_counter_ns around invoke(), edgebench runner on the device"
+
+
+# ============================================================================ the target
+def _run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:8]
+
+
+class AdbTarget:
+    """Runs jobs on one adb device. ``runner``: "auto" (edgebench runner when the device has
+    python3 + a TFLite runtime, else benchmark_model), "edgebench" or "benchmark_model"."""
+
+    def __init__(self, serial: str, *, threads: int | None = None, delegate: str = DEFAULT_DELEGATE,
+                 runner: str = "auto", benchmark_binary: str | None = None,
+                 thermal: ThermalPolicy | None = None, keep_files: bool = False) -> None:
+        if delegate not in DEVICE_DELEGATES and not delegate.endswith(".so"):
+            raise BadInput(f"--delegate {delegate!r} is unknown for adb targets; use one of "
+                           f"{', '.join(DEVICE_DELEGATES)} or a path to a delegate .so on the device")
+        if runner not in ("auto", "edgebench", "benchmark_model"):
+            raise BadInput(f"runner {runner!r} is unknown; use auto, edgebench or benchmark_model")
+        if threads is not None and threads < 1:
+            raise BadInput(f"--threads must be >= 1, got {threads}")
+        self.serial = serial
+        self.name = f"adb:{serial}"
+        self.threads = threads
+        self.delegate = delegate
+        self.runner = runner
+        self.benchmark_binary = benchmark_binary
+        self.thermal = thermal or ThermalPolicy()
+        self.keep_files = keep_files
+        self.device = AdbDevice(serial)
+        self._facts: dict[str, Any] | None = None
+
+    # -- protocol ------------------------------------------------------------------------------
+    def facts(self, refresh: bool = False) -> dict[str, Any]:
+        if self._facts is None or refresh:
+            self._facts = self.device.probe()
+        return self._facts
+
+    def fingerprint(self) -> dict[str, Any]:
+        f = self.facts()
+        return {
+            "target": self.name,
+            "serial": self.serial,
+            "device_model": f["model"],
+            "manufacturer": f["manufacturer"],
+            "soc": f["soc"],
+            "board": f["board"],
+            "abi": f["abi"],
+            "os": f"Android {f['android_version']} (SDK {f['sdk']})" if f["android_version"] else None,
+            "build_fingerprint": f["build_fingerprint"],
+            "cpu_model": f["soc"],
+            "cpu_count": f["cpu_cores"],
+            "cpu_max_khz": f["cpu_max_khz"],
+            "mem_total_bytes": f["ram_bytes"],
+            "governor": f["governor"],
+            "threads": self.threads,
+            "delegate": self.delegate,
+            "device_runtime": f["tflite_runtime"],
+        }
+
+    def choose_runner(self) -> str:
+        if self.runner != "auto":
+            return self.runner
+        return "edgebench" if self.facts()["has_python_runtime"] else "benchmark_model"
+
+    def run(self, job: Job) -> RunResult:
+        return self._run(job, None)
+
+    def run_load(self, job: Job, load: dict[str, Any]) -> RunResult:
+        """Load modes (concurrency / server) through the edgebench runner on the device."""
+        if self.choose_runner() != "edgebench":
+            raise BadInput(f"adb device {self.serial}: load modes (--concurrency, --server-qps, --sla-p99-ms) need "
+                           "python3 with a TFLite runtime on the device; benchmark_model has no load modes")
+        return self._run(job, load)
+
+    def _run(self, job: Job, load: dict[str, Any] | None) -> RunResult:
+        check_job_files(job)
+        runner = self.choose_runner()
+        if runner == "edgebench":
+            if not self.facts()["has_python_runtime"]:
+                raise BadInput(f"adb device {self.serial} has no python3 with a TFLite runtime, so the edgebench "
+                               "runner cannot run there; use the benchmark_model runner (--benchmark-binary)")
+            return self._run_edgebench(job, load)
+        return self._run_benchmark_model(job)
+
+    # -- cool-down and sampling (edgebench.targets.adb.thermal) ------------------------------------
+    def cool_down(self) -> dict[str, Any]:
+        """Poll until the hottest CPU/SoC zone is below the threshold, or the timeout passes."""
+        return cool_down_device(self.device, self.thermal)
+
+    # -- edgebench runner -------------------------------------------------------------------------
+    def _stage(self, local: Path, pushed: dict[str, bool], key: str) -> str:
+        remote = f"{REMOTE_FILES}/{local.name}"
+        pushed[key] = self.device.push_if_changed(local, remote)
+        return remote
+
+    def _job_spec(self, job: Job, model_rel: str, inputs_rel: str | None,
+                  load: dict[str, Any] | None = None) -> dict[str, Any]:
+        spec = job.worker_spec()
+        spec["threads"] = spec["threads"] if spec["threads"] is not None else self.threads
+        spec["delegate"] = job.delegate or self.delegate
+        if spec["delegate"] == "nnapi":
+            raise BadInput("delegate 'nnapi' is only available through the benchmark_model runner; "
+                           "use --delegate xnnpack, none or gpu with the edgebench runner")
+        spec["model_path"] = model_rel       # relative to the run folder: the runner runs there
+        spec["inputs_npz"] = inputs_rel
+        spec["load"] = load
+        return spec
+
+    def _run_edgebench(self, job: Job, load: dict[str, Any] | None = None) -> RunResult:
+        dev = self.device
+        model = Path(job.model_path)
+        run_dir = f"{REMOTE_ROOT}/run-{_run_id()}"
+        pushed: dict[str, bool] = {}
+        dev.check(RemoteCommand.mkdir(REMOTE_FILES, run_dir), what="creating the run folder")
+        local_tmp = Path(tempfile.mkdtemp(prefix="edgebench-adb-"))
+        thermal: dict[str, Any] = {}
+        try:
+            self._stage(RUNNER_PATH, pushed, "runner")
+            self._stage(model, pushed, "model")
+            inputs_remote = self._stage(Path(job.inputs_npz), pushed, "inputs") if job.inputs_npz else None
+            spec = self._job_spec(job, "../files/" + model.name,
+                                  "../files/" + Path(job.inputs_npz).name if inputs_remote else None, load)
+            job_file = local_tmp / "job.json"
+            job_file.write_text(json.dumps(spec))
+            dev.push(job_file, f"{run_dir}/job.json")
+
+            r, wall = monitored_shell(
+                dev, self.thermal, RemoteCommand.in_dir(run_dir, ["python3", "../files/runner.py", "job.json"]),
+                deadline_s=job.deadline_s, what=f"the run of {model.name}", thermal=thermal)
+
+            self._check_deadline(r, job, model)
+            expected = [f"{run_dir}/result.json", f"{run_dir}/result.npz"]
+            listing = dev.check(RemoteCommand.test_files(expected), what="checking result files")
+            present = {expected[int(ln[3:])] for ln in listing.stdout.splitlines()
+                       if ln.startswith("OK ") and ln[3:].strip().isdigit()}
+            if expected[0] not in present:
+                tail = (r.stderr.strip().splitlines() or [""])[-1][:300]
+                raise InfraError(f"adb device {self.serial}: the runner exited {r.rc} and wrote no result.json"
+                                 f"{': ' + tail if tail else ''}; run it by hand: adb -s {self.serial} shell "
+                                 f"'cd {run_dir} && python3 ../files/runner.py job.json'")
+            dev.pull(f"{run_dir}/result.json", local_tmp / "result.json")
+            meta = json.loads((local_tmp / "result.json").read_text())
+            if r.rc != 0 or meta.get("status") != "ok":
+                msg = meta.get("error") or f"runner exited with status {r.rc}"
+                msg = f"adb device {self.serial}: {msg}"
+                if meta.get("error_kind") == "bad_input" or r.rc == 2:
+                    raise BadInput(msg)
+                raise InfraError(msg)
+            if f"{run_dir}/result.npz" not in present:
+                raise InfraError(f"adb device {self.serial}: the runner reported success but result.npz is "
+                                 "missing (connection or storage problem); rerun")
+            dev.pull(f"{run_dir}/result.npz", local_tmp / "result.npz")
+            with np.load(local_tmp / "result.npz", allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+        finally:
+            self._cleanup(run_dir)
+            shutil.rmtree(local_tmp, ignore_errors=True)
+
+        samples = np.asarray(arrays.get("samples_ns", np.zeros(0)), np.int64)
+        thermal.update(detect_throttle(thermal.get("before"), thermal["during"], thermal.get("after"), samples))
+        return RunResult.from_worker(
+            meta, arrays, target=self.name, model_path=str(job.model_path), model_sha256=sha256_file(model),
+            spec=spec, fingerprint=self.fingerprint(), method=DEVICE_RUNNER_METHOD,
+            extra={"runner": "edgebench", "serial": self.serial, "pushed": pushed, "remote_run_dir": run_dir,
+                   "device_wall_s": round(wall, 3), "thermal": thermal, "throttled": thermal["throttled"]})
+
+    def _cleanup(self, run_dir: str) -> None:
+        if self.keep_files:
+            return
+        try:
+            self.device.shell(RemoteCommand.rm_rf(run_dir), what="cleanup")
+        except EdgebenchError:
+            pass   # the device is gone; the run's own error says so
+
+    # -- benchmark_model runner ---------------------------------------------------------------------
+    def _bm_flags(self, delegate: str) -> dict[str, Any]:
+        """Delegate -> benchmark_model flags. GPU precision loss is always explicit (off): the
+        tool's own default (on, fp16) would silently change the numbers."""
+        if delegate.endswith(".so"):
+            raise BadInput(f"delegate {delegate!r}: benchmark_model cannot load an arbitrary delegate .so here; "
+                           "use xnnpack, none, gpu or nnapi")
+        return {"use_xnnpack": delegate == "xnnpack" if delegate in ("xnnpack", "none") else None,
+                "use_gpu": delegate == "gpu", "gpu_precision_loss_allowed": False,
+                "use_nnapi": delegate == "nnapi"}
+
+    def _host_io(self, job: Job):
+        """Model I/O and the InputSet prepared exactly as the edgebench runner prepares them
+        (same synthetic seed, same quantization), so outputs compare with the host's."""
+        from edgebench.targets import runner as rn  # noqa: PLC0415 -- LiteRT only when needed
+
+        try:
+            it = rn.make_interpreter(rn.load_runtime(), str(job.model_path), None, "xnnpack")
+            ins, outs = rn.io_details(it)
+            if job.inputs_npz:
+                data = rn.map_inputs(rn.load_npz(job.inputs_npz), ins, job.inputs_npz)
+                source = "npz"
+            else:
+                data = rn.synthetic_inputs(ins, job.seed)
+                source = "synthetic"
+            prepared, n = rn.prepare_samples(it, ins, data, source)
+        except rn.JobError as exc:
+            raise BadInput(str(exc)) from None
+        tensor_in = {d["index"]: d["name"] for d in it.get_input_details()}
+        # benchmark_model writes outputs in the interpreter's output order, under tensor names
+        out_order = [d["index"] for d in it.get_output_details()]
+        by_index = {d["index"]: d for d in outs}
+        out_details = [{"name": by_index[i]["name"] if i in by_index else str(i),
+                        "shape": by_index[i]["shape"], "dtype": by_index[i]["dtype"],
+                        "quantization": (by_index[i]["scale"], by_index[i]["zero_point"])}
+                       for i in out_order]
+        in_details = [{"name": tensor_in[d["index"]], "shape": d["shape"],
+                       "shape_signature": d["shape_signature"], "dtype": d["dtype"], "index": d["index"]}
+                      for d in ins]
+        return in_details, out_details, prepared, n, source
+
+    def _push_inputs(self, in_details, prepared, i: int, local_tmp: Path, run_dir: str,
+                     relative: bool = False):
+        """Value files of input sample i, pushed to RUN_DIR/in<i>/; their argv paths are
+        absolute, or relative to the run folder when ``relative``."""
+        arrays = {d["name"]: prepared[d["index"]][i] for d in in_details}
+        details = [{k: v for k, v in d.items() if k != "index"} for d in in_details]
+        ivf = write_input_value_files(arrays, details, local_tmp / f"in{i}",
+                                      remote_dir=f"in{i}" if relative else f"{run_dir}/in{i}")
+        for local, remote in zip(ivf.local_paths, ivf.remote_paths):
+            self.device.push(Path(local), remote if remote.startswith("/") else f"{run_dir}/{remote}")
+        return ivf
+
+    def _run_benchmark_model(self, job: Job) -> RunResult:
+        dev = self.device
+        facts = self.facts()
+        info = resolve_binary(self.benchmark_binary)
+        abis = (facts["props"].get("ro.product.cpu.abilist") or facts["abi"] or "").split(",")
+        check_abi(info, abis, self.serial)
+        model = Path(job.model_path)
+        delegate = job.delegate or self.delegate
+        threads = job.threads if job.threads is not None else self.threads
+        flags = self._bm_flags(delegate)
+        in_details, out_details, prepared, n_inputs, source = self._host_io(job)
+        n = int(job.runs or job.min_runs)
+        where = f"adb device {self.serial}"
+
+        run_dir = f"{REMOTE_ROOT}/run-{_run_id()}"
+        pushed: dict[str, bool] = {}
+        dev.check(RemoteCommand.mkdir(REMOTE_FILES, run_dir), what="creating the run folder")
+        local_tmp = Path(tempfile.mkdtemp(prefix="edgebench-adb-"))
+        thermal: dict[str, Any] = {}
+        outputs: dict[str, np.ndarray] | None = None
+        try:
+            binary = f"{REMOTE_FILES}/{info.path.name}"
+            pushed["binary"] = dev.push_if_changed(info.path, binary, mode=0o755)
+            dev.check(RemoteCommand.chmod_exec(binary), what="making benchmark_model executable")
+            model_remote = self._stage(model, pushed, "model")
+            ivf0 = self._push_inputs(in_details, prepared, 0, local_tmp, run_dir)
+            # inside the run folder, relative paths: the outputs script is a file on the device
+            binary_rel = f"../files/{info.path.name}"
+            model_rel = f"../files/{model.name}"
+
+            # outputs first (one invocation per input sample), then the timed sample loop
+            if job.save_outputs:
+                files = []
+                lines = []
+                for i in range(n_inputs):
+                    ivf = self._push_inputs(in_details, prepared, i, local_tmp, run_dir, relative=True)
+                    argv = build_argv(binary_rel, model_rel, threads=threads, num_runs=1, warmup_runs=0,
+                                      min_secs=0.0, warmup_min_secs=0.0, output_filepath=f"out{i}.bin",
+                                      **flags, **ivf.argv_kwargs())
+                    lines.append(RemoteCommand.script_line(argv, quiet=True))
+                    files.append(f"{run_dir}/out{i}.bin")
+                script = local_tmp / "outputs.sh"
+                script.write_text("\n".join(lines) + "\n")
+                dev.push(script, f"{run_dir}/outputs.sh")
+                r = dev.shell(RemoteCommand.in_dir(run_dir, ["sh", "outputs.sh"]), deadline_s=job.deadline_s,
+                              what=f"benchmark_model outputs of {model.name}")
+                self._check_deadline(r, job, model)
+                if r.rc != 0:
+                    raise classify_failure(r.stdout + r.stderr, r.rc, where=where)
+                listing = dev.check(RemoteCommand.test_files(files), what="checking output files")
+                ok = {int(ln[3:]) for ln in listing.stdout.splitlines() if ln.startswith("OK ") and ln[3:].isdigit()}
+                missing = [f for i, f in enumerate(files) if i not in ok]
+                if missing:
+                    raise InfraError(f"{where}: benchmark_model exited 0 but wrote no {missing[0]}; the binary "
+                                     "ignored --output_filepath (too old?) or storage is full; rerun")
+                per_sample: list[dict[str, np.ndarray]] = []
+                for i, f in enumerate(files):
+                    dev.pull(f, local_tmp / f"out{i}.bin")
+                    per_sample.append(split_output_file((local_tmp / f"out{i}.bin").read_bytes(),
+                                                        out_details, dequantize=True))
+                outputs = {d["name"]: np.concatenate([s[d["name"]] for s in per_sample], axis=0)
+                           for d in out_details}
+
+            argv = sample_argv(binary, model_remote, threads=threads, **flags, **ivf0.argv_kwargs())
+            script = build_sample_loop_script(argv, n)
+            r, wall = monitored_shell(
+                dev, self.thermal, RemoteCommand.in_dir_script(run_dir, script), deadline_s=job.deadline_s,
+                what=f"the benchmark_model sample loop of {model.name}", thermal=thermal)
+            self._check_deadline(r, job, model)
+            samples = parse_sample_loop(r.stdout, n, where=where)   # needs rc 0 and the DONE marker
+            if r.rc != 0:
+                raise classify_failure(r.stdout + r.stderr, r.rc, where=where)
+            first = parse_log(_first_sample_body(r.stdout))
+        finally:
+            self._cleanup(run_dir)
+            shutil.rmtree(local_tmp, ignore_errors=True)
+
+        thermal.update(detect_throttle(thermal.get("before"), thermal["during"], thermal.get("after"), samples))
+        settings = describe_argv(argv)
+        extra: dict[str, Any] = {
+            "runner": "benchmark_model", "serial": self.serial, "threads": threads, "delegate": delegate,
+            "benchmark_model_flags": settings, "benchmark_binary": str(info.path),
+            "benchmark_binary_sha256": sha256_file(info.path),
+            "p99_method": sample_method(n, int(settings.get("warmup_runs", 1))),
+            "input_source": source, "n_input_samples": n_inputs,
+            "delegates_applied": list(first.delegates), "delegate_fallback": list(first.delegate_fallback),
+            "mem_overall_mb": first.mem_overall_mb, "pushed": pushed, "remote_run_dir": run_dir,
+            "device_wall_s": round(wall, 3), "thermal": thermal, "throttled": thermal["throttled"],
+        }
+        fp = self.fingerprint()
+        fp.update({"threads": threads, "delegate": delegate, "runtime": "benchmark_model",
+                   "gpu_precision_loss_allowed": settings.get("gpu_precision_loss_allowed")})
+        return RunResult(
+            target=self.name, model_path=str(job.model_path), model_sha256=sha256_file(model),
+            samples_ns=samples, warmup_ns=np.zeros(0, np.int64),
+            init_ms=first.init_us / 1e3 if first.init_us is not None else None,
+            first_inference_ms=first.first_inference_us / 1e3 if first.first_inference_us is not None else None,
+            outputs=outputs, runtime="benchmark_model", method=extra["p99_method"],
+            fingerprint=fp, extra=extra,
+        )
+
+    def _check_deadline(self, r: ShellResult, job: Job, model: Path) -> None:
+        if r.rc in (124, 137):
+            raise InfraError(f"adb device {self.serial}: the run of {model.name} exceeded its device-side "
+                             f"deadline of {job.deadline_s:g} s and was killed (exit {r.rc}); raise the "
+                             "deadline or lower the number of runs")
+
+
+def _first_sample_body(text: str) -> str:
+    """The output of the first invocation in a benchmark_model sample loop."""
+    lines = text.splitlines()
+    try:
+        b = next(i for i, ln in enumerate(lines) if ln.strip().startswith("EDGEBENCH_SAMPLE_BEGIN 0"))
+        e = next(i for i, ln in enumerate(lines) if ln.strip().startswith("EDGEBENCH_SAMPLE_END 0"))
+    except StopIteration:
+        return ""
+    return "\n".join(lines[b + 1:e])

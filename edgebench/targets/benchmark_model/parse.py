@@ -1,0 +1,402 @@
+"""Reading captured benchmark_model text into a ``BenchmarkModelLog``: ``parse_log`` (any version,
+any prefix; never raises) and ``parse_stats`` for one ``count=...`` line."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from edgebench.targets.benchmark_model.log import BenchmarkModelLog, OpProfileRow, RunStats, _norm_key
+
+# --------------------------------------------------------------------------- line patterns
+
+# Prefixes a captured log may carry before the tool's own text.
+_LOGCAT_THREADTIME = re.compile(
+    r"^\d\d-\d\d\s+\d\d:\d\d:\d\d\.\d+\s+\d+\s+\d+\s+([VDIWEF])\s+[^:]*?:\s?")
+_LOGCAT_BRIEF = re.compile(r"^([VDIWEF])/[^:(]+?\s*\(\s*\d+\):\s?")
+_ELLIPSIS_TAG = re.compile(r"^\.\.\.\s*tflite\s*:\s?")
+_GLOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: ([IWEF]) \S+\] ")
+_LEVEL = re.compile(r"^(INFO|WARN|WARNING|ERROR|VERBOSE|DEBUG|FATAL):\s?")
+_LOGCAT_LEVEL = {"V": "VERBOSE", "D": "DEBUG", "I": "INFO", "W": "WARN", "E": "ERROR", "F": "FATAL"}
+
+_NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf)"
+_STATS = re.compile(r"^count=(\d+)\b(.*)$")
+_KV = re.compile(r"(\w+)=(\S+)")
+_SUMMARY_NEW = re.compile(r"^Inference timings in us:\s*(.*)$")
+_SUMMARY_OLD = re.compile(r"^Average inference timings in us:\s*(.*)$")
+_MEM_DELTA = re.compile(r"^Memory footprint delta from the start of the tool \(MB\):\s*init=" + _NUM
+                        + r"\s+overall=" + _NUM)
+_MEM_PEAK_OLD = re.compile(r"^Peak memory footprint \(MB\):\s*init=" + _NUM + r"\s+overall=" + _NUM)
+_MEM_PERIODIC = re.compile(r"^Overall peak memory footprint \(MB\) via periodic monitoring:\s*" + _NUM)
+_INIT_SESSION = re.compile(r"^Initialized session in\s*" + _NUM + r"\s*ms\.?$")
+_MODEL_SIZE = re.compile(r"^The input model file size \(MB\):\s*" + _NUM)
+_LOADED = re.compile(r"^Loaded model\s+(.+)$")
+_PARAM = re.compile(r"^([#A-Za-z][^\[\]=]*?)\s*:\s*\[(.*)\]\s*$")
+_RUNNING = re.compile(r"^Running benchmark for (?:at least |max )?(\d+) iterations")
+_REPLACING = re.compile(
+    r"Replacing (\d+)(?: out of (\d+))? node\(s\) with delegate \(([^)]+)\)")
+_CREATED = re.compile(r"Created TensorFlow Lite (?:(\w+) )?delegate for (\w+)")
+_EXPLICIT = re.compile(r"Explicitly applied (\w+) delegate")
+_NOT_EXECUTED = re.compile(r"Though (\w+) delegate is explicitly applied, the model graph will not be executed")
+_UNSUPPORTED = re.compile(r"^(\w+) acceleration is unsupported on this platform")
+_FAILED_APPLY = re.compile(r"Failed to apply (\w+) delegate")
+_DELEGATE_CREATED = re.compile(r"^(\w+) delegate created\.?$")
+_SECTION_INIT = "Profiling Info for Benchmark Initialization:"
+_SECTION_REGULAR = "Operator-wise Profiling Info for Regular Benchmark Runs:"
+_TABLE_TITLE = re.compile(r"^=+\s*(.+?)\s*=+$")
+_TIMINGS = re.compile(r"^Timings \(microseconds\):\s*(count=.*)$")
+_PROFILE_MISC = re.compile(
+    r"^(Memory \(bytes\): count=\d+.*|\d+ nodes observed|Number of nodes executed: \d+)$")
+
+_KERNEL_TO_DELEGATE = {
+    "tflitexnnpackdelegate": "XNNPACK",
+    "tflitegpudelegatev2": "GPU",
+    "tflitegpudelegate": "GPU",
+    "tflitennapidelegate": "NNAPI",
+    "tflitehexagondelegate": "Hexagon",
+    "tflitecoremldelegate": "CoreML",
+}
+
+# Lines the tool prints that carry no number we keep; recognised so they are not "unparsed".
+_KNOWN_TEXT = (
+    "STARTING!", "resolved reporter", "Benchmarking failed.",
+    "Note: as the benchmark tool itself affects memory footprint",
+    "Initialized TensorFlow Lite runtime.", "Initialized OpenCL-based API.",
+    "Created 1 GPU delegate kernels.", "Duplicate flags:", "Unconsumed cmdline flags:",
+    "Memory status at the end of exeution", "The GPU delegate compile options",
+)
+
+
+def _f(s: str) -> float | None:
+    try:
+        v = float(s)
+    except ValueError:
+        return None
+    return None if math.isnan(v) else v
+
+
+def _strip_prefix(raw: str) -> tuple[str | None, str]:
+    """(level or None, message) with logcat/glog/INFO: prefixes removed."""
+    line = raw.strip()
+    level = None
+    for rx in (_LOGCAT_THREADTIME, _LOGCAT_BRIEF, _GLOG):
+        m = rx.match(line)
+        if m:
+            level = _LOGCAT_LEVEL.get(m.group(1), level)
+            line = line[m.end():]
+            break
+    else:
+        m = _ELLIPSIS_TAG.match(line)
+        if m:
+            line = line[m.end():]
+    m = _LEVEL.match(line)
+    if m:
+        level = "WARN" if m.group(1) == "WARNING" else m.group(1)
+        line = line[m.end():]
+    return level, line.strip()
+
+
+def parse_stats(text: str) -> RunStats | None:
+    """``count=N first=.. curr=.. ...`` -> RunStats (None when the text is not a stats line)."""
+    m = _STATS.match(text.strip())
+    if not m:
+        return None
+    kv = dict(_KV.findall(m.group(2)))
+    names = {"first": "first_us", "curr": "curr_us", "min": "min_us", "max": "max_us",
+             "avg": "avg_us", "std": "std_us", "p5": "p5_us", "median": "median_us", "p95": "p95_us"}
+    vals = {names[k]: _f(v) for k, v in kv.items() if k in names}
+    return RunStats(count=int(m.group(1)), **vals)
+
+
+def _summary_pairs(body: str) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for part in body.split(","):
+        if ":" not in part:
+            continue
+        k, v = part.rsplit(":", 1)
+        out[_norm_key(k)] = _f(v.strip())
+    return out
+
+
+def _split_row(line: str) -> list[str]:
+    if "\t" in line:
+        return [t.strip() for t in line.split("\t") if t.strip()]
+    return [t for t in re.split(r"\s{2,}", line.strip()) if t]
+
+
+def _pct(s: str) -> float | None:
+    return _f(s.rstrip("%"))
+
+
+def _profile_row(section: str, table: str, header: list[str], cells: list[str]) -> OpProfileRow | None:
+    if len(cells) < len(header):
+        return None
+    if len(cells) > len(header):  # a name containing the separator
+        cells = cells[: len(header) - 1] + [" ".join(cells[len(header) - 1:])]
+    d = dict(zip(header, cells))
+    try:
+        times = d.get("times called")
+        cnt = d.get("count")
+        return OpProfileRow(
+            section=section, table=table, node_type=d.get("node type", ""),
+            avg_ms=_f(d.get("avg ms", "")), pct=_pct(d.get("%", d.get("avg %", ""))),
+            cdf_pct=_pct(d.get("cdf%", d.get("cdf %", ""))), mem_kb=_f(d.get("mem kb", "")),
+            times_called=int(times) if times is not None else None,
+            start_ms=_f(d["start"]) if "start" in d else None,
+            first_ms=_f(d["first"]) if "first" in d else None,
+            count=int(cnt) if cnt is not None else None,
+            name=d.get("name"),
+        )
+    except ValueError:
+        return None
+
+
+def parse_log(text: str) -> BenchmarkModelLog:
+    """Parse one captured benchmark_model run (stdout+stderr) of any version. Never raises.
+
+    When the text holds several runs, the summary numbers are those of the last one and a
+    warning says so.
+    """
+    params: dict[str, str] = {}
+    stats: list[tuple[int | None, RunStats]] = []   # (phase index from "Running benchmark" markers, stats)
+    phase = -1
+    markers = 0
+    summary: dict[str, float | None] = {}
+    summary_format = None
+    summary_lines = 0
+    out: dict[str, Any] = {}
+    delegates: list[str] = []
+    fallback: list[str] = []
+    ops: list[OpProfileRow] = []
+    op_timings: dict[str, RunStats] = {}
+    errors: list[str] = []
+    warnings: list[str] = []
+    unparsed: list[str] = []
+    failed = False
+    recognized = 0
+
+    section: str | None = None
+    table: str | None = None
+    header: list[str] | None = None
+
+    def add_delegate(name: str) -> None:
+        name = {"xnnpack": "XNNPACK", "gpu": "GPU", "nnapi": "NNAPI", "hexagon": "Hexagon",
+                "coreml": "CoreML"}.get(name.lower(), name)
+        if name not in delegates:
+            delegates.append(name)
+
+    for raw in text.splitlines():
+        level, msg = _strip_prefix(raw)
+        if not msg:
+            table = header = None   # a blank line ends an op-profiling table
+            continue
+
+        # ---- op-profiling tables
+        if msg == _SECTION_INIT or msg == _SECTION_REGULAR:
+            section = "init" if msg == _SECTION_INIT else "regular"
+            table = header = None
+            recognized += 1
+            continue
+        m = _TABLE_TITLE.match(msg)
+        if m:
+            section = section or "regular"   # very old logs print the tables without a section title
+            table, header = m.group(1), None
+            recognized += 1
+            continue
+        if table is not None and msg.startswith("["):
+            header = [h.strip().lower() for h in re.findall(r"\[([^\]]+)\]", msg)]
+            continue
+        if table is not None and header is not None:
+            row = _profile_row(section or "regular", table, header, _split_row(msg))
+            if row is not None:
+                ops.append(row)
+                continue
+            table = header = None
+        m = _TIMINGS.match(msg)
+        if m:
+            st = parse_stats(m.group(1))
+            if st is not None:
+                op_timings[section or "regular"] = st
+            recognized += 1
+            continue
+        if _PROFILE_MISC.match(msg):
+            recognized += 1
+            continue
+
+        # ---- run statistics and summaries
+        st = parse_stats(msg)
+        if st is not None:
+            stats.append((phase if markers else None, st))
+            recognized += 1
+            continue
+        m = _RUNNING.match(msg)
+        if m:
+            markers += 1
+            phase += 1
+            recognized += 1
+            continue
+        m = _SUMMARY_NEW.match(msg) or _SUMMARY_OLD.match(msg)
+        if m:
+            summary = _summary_pairs(m.group(1))
+            summary_format = "inference-timings" if msg.startswith("Inference") else "average-inference-timings"
+            summary_lines += 1
+            recognized += 1
+            continue
+        m = _MEM_DELTA.match(msg)
+        if m:
+            out.update(mem_init_mb=_f(m.group(1)), mem_overall_mb=_f(m.group(2)),
+                       mem_kind="delta-from-tool-start")
+            recognized += 1
+            continue
+        m = _MEM_PEAK_OLD.match(msg)
+        if m:
+            out.update(mem_init_mb=_f(m.group(1)), mem_overall_mb=_f(m.group(2)),
+                       mem_kind="peak-footprint (TFLite <= 2.4 wording)")
+            recognized += 1
+            continue
+        m = _MEM_PERIODIC.match(msg)
+        if m:
+            out["peak_mem_mb"] = _f(m.group(1))
+            recognized += 1
+            continue
+        m = _INIT_SESSION.match(msg)
+        if m:
+            out["init_session_ms"] = _f(m.group(1))
+            recognized += 1
+            continue
+        m = _MODEL_SIZE.match(msg)
+        if m:
+            out["model_size_mb"] = _f(m.group(1))
+            recognized += 1
+            continue
+        m = _LOADED.match(msg)
+        if m:
+            out["model_path"] = m.group(1).strip()
+            recognized += 1
+            continue
+
+        # ---- delegates
+        hit = False
+        m = _REPLACING.search(msg)
+        if m:
+            replaced = int(m.group(1))
+            total = int(m.group(2)) if m.group(2) else None
+            out["delegated_nodes"] = (replaced, total) if total is not None else (replaced, replaced)
+            add_delegate(_KERNEL_TO_DELEGATE.get(m.group(3).lower(), m.group(3)))
+            hit = True
+        m = _CREATED.search(msg)
+        if m:
+            add_delegate(m.group(1) or m.group(2))
+            hit = True
+        m = _EXPLICIT.search(msg)
+        if m:
+            add_delegate(m.group(1))
+            hit = True
+        m = _DELEGATE_CREATED.match(msg)
+        if m:
+            add_delegate(m.group(1))
+            hit = True
+        m = _NOT_EXECUTED.search(msg)
+        if m:
+            fallback.append(m.group(1).upper())
+            warnings.append(msg)
+            hit = True
+        m = _UNSUPPORTED.match(msg)
+        if m:
+            fallback.append(m.group(1).upper())
+            warnings.append(msg)
+            hit = True
+        m = _FAILED_APPLY.search(msg)
+        if m:
+            fallback.append(m.group(1).upper())
+            errors.append(msg)
+            failed = True
+            hit = True
+        if hit:
+            recognized += 1
+            continue
+
+        if msg.startswith("Benchmarking failed"):
+            failed = True
+            errors.append(msg)
+            recognized += 1
+            continue
+
+        # ---- echoed parameters
+        m = _PARAM.match(msg)
+        if m:
+            params[m.group(1).strip()] = m.group(2).strip()
+            recognized += 1
+            continue
+
+        if level in ("ERROR", "FATAL"):
+            errors.append(msg)
+            continue
+        if level == "WARN":
+            warnings.append(msg)
+            continue
+        if any(msg.startswith(k) for k in _KNOWN_TEXT):
+            recognized += 1
+            continue
+        unparsed.append(raw.rstrip("\n"))
+
+    for row in ops:   # delegate kernels show up as node types in the profile
+        d = _KERNEL_TO_DELEGATE.get(row.node_type.lower())
+        if d:
+            add_delegate(d)
+    warmup, inference = _assign_phases(stats, markers, summary)
+    if summary_lines > 1:
+        warnings.append(f"the log holds {summary_lines} benchmark runs; the summary numbers are the last run's")
+
+    first_inf = summary.get("first inference")
+    warm_avg = summary.get("warmup (avg)", summary.get("warmup"))
+    inf_avg = summary.get("inference (avg)", summary.get("no stats", summary.get("inference")))
+    if first_inf is None and warmup is not None:
+        first_inf = warmup.first_run_us
+    if not failed and errors and inference is None and inf_avg is None:
+        failed = True
+
+    return BenchmarkModelLog(
+        params=params, warmup=warmup, inference=inference,
+        run_stats=tuple(s for _, s in stats),
+        init_us=summary.get("init"), first_inference_us=first_inf,
+        warmup_avg_us=warm_avg, inference_avg_us=inf_avg, summary_format=summary_format,
+        delegates=tuple(delegates), delegate_fallback=tuple(dict.fromkeys(fallback)),
+        op_profile=tuple(ops), op_profile_timings=op_timings,
+        errors=tuple(errors), warnings=tuple(warnings), failed=failed,
+        unparsed=tuple(unparsed), recognized_lines=recognized, summary_lines=summary_lines,
+        **out,
+    )
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    return a is not None and b is not None and abs(a - b) <= max(1.0, 1e-4 * abs(b))
+
+
+def _assign_phases(stats: list[tuple[int | None, RunStats]], markers: int,
+                   summary: dict[str, float | None]) -> tuple[RunStats | None, RunStats | None]:
+    """Which stats line is the warmup and which the timed run.
+
+    The tool prints "Running benchmark for ... iterations" before each phase (warmup first);
+    logs quoted without those lines are resolved by order (first = warmup, last = timed)
+    and, for a single line, by matching the summary's averages.
+    """
+    if not stats:
+        return None, None
+    if markers >= 2:
+        warm = [s for p, s in stats if p is not None and p % 2 == 0]
+        timed = [s for p, s in stats if p is not None and p % 2 == 1]
+        return (warm[-1] if warm else None), (timed[-1] if timed else None)
+    if len(stats) >= 2:
+        return stats[-2][1], stats[-1][1]
+    only = stats[0][1]
+    inf_avg = summary.get("inference (avg)", summary.get("no stats", summary.get("inference")))
+    warm_avg = summary.get("warmup (avg)", summary.get("warmup"))
+    if _close(only.mean_us, inf_avg):
+        return None, only
+    if _close(only.mean_us, warm_avg):
+        return only, None
+    if markers == 1:   # only the warmup phase was reached
+        return only, None
+    return None, only
