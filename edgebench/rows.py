@@ -421,8 +421,7 @@ class InferenceRow:
         for k in self._PLAIN:     # every key on every row (None when unknown): readers never guess
             v = getattr(self, k)
             out[k] = dict(v) if isinstance(v, Mapping) else v
-        if self.latency is not None:
-            out["latency_ms"] = self.latency.to_dict()
+        out["latency_ms"] = None if self.latency is None else self.latency.to_dict()
         if self.samples_ns is not None:
             out["samples_ns"] = list(self.samples_ns)
         if self.warmup is not None:
@@ -563,12 +562,13 @@ class TrainRow:
 Row = InferenceRow | TrainRow
 
 _TRAIN_KINDS = ("train",)
+_TRAIN_FIELDS = ("examples_per_s", "step_time_ms", "strategy")   # for documents that lack a kind
 
 
 def row_from_dict(d: Mapping[str, Any], *, kind: str | None = None,
                   schema_version: int = SCHEMA_VERSION) -> Row:
     """A stored/JSON row -> its typed row (training rows by document kind or by their fields)."""
-    is_train = kind in _TRAIN_KINDS or (kind is None and ("examples_per_s" in d or "step_time_ms" in d))
+    is_train = kind in _TRAIN_KINDS or (not kind and any(k in d for k in _TRAIN_FIELDS))
     return (TrainRow if is_train else InferenceRow).from_dict(d, schema_version)
 
 

@@ -31,7 +31,7 @@ def test_digits_passes_the_accuracy_gate(cac_digits):
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "I0000" not in proc.stderr
     doc = json.loads((out / "r.json").read_text())
-    assert doc["schema_version"] == 1 and doc["kind"] == "compare"
+    assert doc["schema_version"] == 2 and doc["kind"] == "compare"
     rows = {r["precision"]: r for r in doc["rows"]}
     assert set(rows) == {"fp32", "fp16", "int8", "dynamic"}
     ref_top1 = doc["reference"]["accuracy"]["top1"]

@@ -23,8 +23,14 @@ from edgebench.train import (
     WorkerGroup,
     failure_summary,
     pipeline_comparison,
-    run_train_baseline,
 )
+from edgebench.train import run_train_baseline as _run_train_baseline
+
+
+def run_train_baseline(settings):
+    """The result document in its JSON form (what --json writes and the store keeps)."""
+    return _run_train_baseline(settings).to_dict()
+
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -288,7 +294,7 @@ def test_db_saves_the_training_result(tmp_path):
 def test_render_train_table_shows_reasons_and_comparison():
     from rich.console import Console
 
-    from edgebench.cli.train import render_train
+    from edgebench.report.terminal.train import render_train
 
     ok = {"model": "digits", "size": "tiny", "strategy": "none", "workers": 1, "precision": "fp32", "xla": False,
           "batch_size": 8, "global_batch_size": 8, "replicas": 1, "status": "ok", "examples_per_s": 1234.5,

@@ -1,5 +1,5 @@
 """The sweep: ``run_train_baseline`` runs (or skips, with the reason) every cell in order and
-returns the ``train`` envelope; the pipeline comparison, the stored baseline lookup and the
+returns the ``train`` document; the pipeline comparison, the stored baseline lookup and the
 failure summary read it."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from edgebench.errors import BadInput
+from edgebench.rows import Document, TrainRow
 from edgebench.train.cell import _error_text, _profile_dir_for, _profile_root, base_row, run_cell
 from edgebench.train.data import load_pool
 from edgebench.train.metrics import visible_gpus
@@ -64,8 +65,8 @@ def pipeline_comparison(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def run_train_baseline(settings: TrainSettings) -> dict[str, Any]:
-    """Run the sweep and return the ``train`` result envelope (one row per cell, in sweep order).
+def run_train_baseline(settings: TrainSettings) -> Document:
+    """Run the sweep and return the ``train`` result document (one TrainRow per cell, in sweep order).
 
     Raises BadInput for an unknown model or unusable options; per-cell failures (OOM, NaN loss,
     unsupported precision, a dying worker) are rows with status "failed"; cells needing absent
@@ -73,7 +74,6 @@ def run_train_baseline(settings: TrainSettings) -> dict[str, Any]:
     """
     from edgebench import models
     from edgebench.fingerprint import host_fingerprint
-    from edgebench.results import envelope
 
     settings.validate()
     models.resolve(settings.model)
@@ -120,19 +120,19 @@ def run_train_baseline(settings: TrainSettings) -> dict[str, Any]:
             _set_determinism(False)
 
     fp = host_fingerprint(with_tf=True)
-    doc = envelope("train", rows, fp,
-                   settings={k: v for k, v in dataclasses.asdict(settings).items() if k != "db"},
-                   comparisons=pipeline_comparison(rows),
-                   method=("custom loop, tf.function step under strategy.run; per-step perf_counter_ns "
-                           "from input fetch to host read of loss and an updated weight; warm-up excluded"))
-    if settings.db:
-        from edgebench.store import Store
+    # Cells are built as dicts inside the training package (they also cross worker processes as
+    # JSON); they leave it as typed rows.
+    doc = Document.new("train", [TrainRow.from_dict(r) for r in rows], fp,
+                       settings={k: v for k, v in dataclasses.asdict(settings).items() if k != "db"},
+                       comparisons=pipeline_comparison(rows),
+                       method=("custom loop, tf.function step under strategy.run; per-step perf_counter_ns "
+                               "from input fetch to host read of loss and an updated weight; warm-up excluded"))
+    if settings.db:   # library callers: the one publish path (store, keep unsaved on failure)
+        from edgebench.publish import PublishOptions, publish
 
-        store = Store(settings.db)
-        try:
-            doc["run_id"] = store.save(doc)
-        finally:
-            store.close()
+        outcome = publish(doc, PublishOptions(db=settings.db))
+        outcome.raise_error()
+        doc = outcome.doc
     return doc
 
 
@@ -152,8 +152,9 @@ def latest_baseline(model: str, *, db: str | None = None) -> dict[str, Any] | No
     return rows[-1] if rows else None
 
 
-def failed_cells(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    return [r for r in doc.get("rows", []) if r.get("status") == "failed"]
+def failed_cells(doc: Document | dict[str, Any]) -> list[dict[str, Any]]:
+    d = doc.to_dict() if isinstance(doc, Document) else doc
+    return [r for r in d.get("rows", []) if r.get("status") == "failed"]
 
 
 def _row_label(r: dict[str, Any]) -> str:
@@ -161,11 +162,12 @@ def _row_label(r: dict[str, Any]) -> str:
             f"{r.get('input_pipeline')}")
 
 
-def failure_summary(doc: dict[str, Any]) -> str | None:
+def failure_summary(doc: Document | dict[str, Any]) -> str | None:
     """One line naming the failed cells, or None when none failed."""
     bad = failed_cells(doc)
     if not bad:
         return None
     first = bad[0]
-    return (f"{len(bad)} of {len(doc['rows'])} training cells failed; first: {_row_label(first)}: "
+    n = len(doc.rows) if isinstance(doc, Document) else len(doc["rows"])
+    return (f"{len(bad)} of {n} training cells failed; first: {_row_label(first)}: "
             f"{first.get('error')}")

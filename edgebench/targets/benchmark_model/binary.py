@@ -72,8 +72,12 @@ def check_abi(info: BinaryInfo, device_abis: Sequence[str], serial: str = "devic
 
 
 _NOT_FOUND = re.compile(r"(not found|No such file or directory|inaccessible or not found)", re.I)
+# What shells and loaders print for a binary of another architecture: the kernel (Exec format
+# error), Android's mksh/toybox, bash, dash, and qemu-user when binfmt_misc hands a foreign ELF
+# to an emulator that then cannot load it ("Invalid ELF image for this architecture").
 _EXEC_FORMAT = re.compile(r"(Exec format error|not executable: (?:32|64)-bit ELF|cannot execute binary file|"
-                          r"syntax error: .*unexpected|ELF: not found)", re.I)
+                          r"syntax error: .*unexpected|ELF: not found|Invalid ELF image for this architecture)",
+                          re.I)
 _PERMISSION = re.compile(r"Permission denied", re.I)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from edgebench.errors import BadInput
+from edgebench.rows import Document, InferenceRow, Latency, Warmup
 from edgebench.targets.benchmark_model.log import BenchmarkModelLog
 from edgebench.targets.benchmark_model.parse import parse_log
 
@@ -74,8 +75,18 @@ def latency_from_log(log: BenchmarkModelLog) -> dict[str, Any] | None:
     return lat
 
 
+def _warmup(log: BenchmarkModelLog) -> Warmup | None:
+    warm = log.warmup
+    if warm is not None and warm.mean_us is not None:
+        return Warmup(runs=warm.count, mean=_ms(warm.mean_us), min=_ms(warm.min_us), max=_ms(warm.max_us),
+                      total=_ms(warm.mean_us * warm.count) if warm.count else None, first=_ms(warm.first_us))
+    if log.warmup_avg_us is not None:
+        return Warmup(runs=None, mean=_ms(log.warmup_avg_us))
+    return None
+
+
 def to_result_rows(log: BenchmarkModelLog, *, source: str | None = None,
-                   target: str = "benchmark_model") -> list[dict[str, Any]]:
+                   target: str = "benchmark_model") -> list[InferenceRow]:
     """edgebench result rows (one per run) from a parsed log."""
     lat = latency_from_log(log)
     status = "failed" if (log.failed or lat is None) else "ok"
@@ -84,30 +95,17 @@ def to_result_rows(log: BenchmarkModelLog, *, source: str | None = None,
         error = (log.errors[0] if log.errors else "the log has no timed run (no stats line and no summary)")
     model_path = log.param("Graph") or log.model_path
     warm = log.warmup
-    row: dict[str, Any] = {
-        "model": Path(model_path).name if model_path else None,
-        "model_path": model_path,
-        "target": target,
-        "runtime": "benchmark_model",
-        "status": status,
-        "error": error,
-        "method": "benchmark_model summary statistics (no per-inference samples)",
-        "latency_ms": lat,
-        "init_ms": _ms(log.init_us) if log.init_us is not None else log.init_session_ms,
-        "first_inference_ms": _ms(log.first_inference_us),
-        "warmup_ms": _ms(log.warmup_avg_us if log.warmup_avg_us is not None
-                         else (warm.mean_us if warm else None)),
+    delegate = primary_delegate(log)
+    facts = {
         "warmup": warm.to_dict() if warm else None,
         "memory_mb": {
             "init": log.mem_init_mb, "overall": log.mem_overall_mb, "kind": log.mem_kind,
             "peak_periodic": log.peak_mem_mb,
         } if (log.mem_overall_mb is not None or log.peak_mem_mb is not None) else None,
-        "delegate": primary_delegate(log),
         "delegates": list(log.delegates),
         "delegate_fallback": list(log.delegate_fallback),
         "delegated_nodes": (f"{log.delegated_nodes[0]}/{log.delegated_nodes[1]}"
                             if log.delegated_nodes else None),
-        "threads": log.threads,
         "model_size_mb": log.model_size_mb,
         "params": dict(log.params),
         "op_profile": [r.to_dict() for r in log.op_profile
@@ -115,23 +113,28 @@ def to_result_rows(log: BenchmarkModelLog, *, source: str | None = None,
         "op_summary": [r.to_dict() for r in log.op_profile
                        if r.section == "regular" and r.table.startswith("Summary")],
         "op_profile_timings": {k: v.to_dict() for k, v in log.op_profile_timings.items()},
-        "warnings": list(log.warnings),
         "errors": list(log.errors),
         "unparsed_lines": len(log.unparsed),
         "source": source,
     }
-    row["fingerprint"] = {k: v for k, v in {
-        "threads": row["threads"], "delegate": row["delegate"], "runtime": "benchmark_model",
+    fingerprint = {k: v for k, v in {
+        "threads": log.threads, "delegate": delegate, "runtime": "benchmark_model",
         "gpu_precision_loss_allowed": log.param("gpu_precision_loss_allowed",
                                                 "Allow lower precision in gpu"),
     }.items() if v is not None}
-    return [row]
+    return [InferenceRow(
+        model=Path(model_path).name if model_path else None, model_path=model_path, target=target,
+        runtime="benchmark_model", status=status, error=error,
+        method="benchmark_model summary statistics (no per-inference samples)",
+        latency=Latency.from_dict(lat) if lat is not None else None,
+        init_ms=_ms(log.init_us) if log.init_us is not None else log.init_session_ms,
+        first_inference_ms=_ms(log.first_inference_us), warmup=_warmup(log), delegate=delegate,
+        threads=log.threads, warnings=tuple(log.warnings), log=facts, fingerprint=fingerprint)]
 
 
-def import_log_file(path: str | os.PathLike) -> dict[str, Any]:
+def import_log_file(path: str | os.PathLike) -> Document:
     """``edgebench import-log FILE``: read, parse and wrap a captured log as a result document."""
     from edgebench import __version__
-    from edgebench.results import envelope
 
     p = Path(path)
     if not p.is_file():
@@ -149,5 +152,5 @@ def import_log_file(path: str | os.PathLike) -> dict[str, Any]:
     fingerprint = {"source": "imported benchmark_model log", "log_file": str(p),
                    "importer": f"edgebench {__version__}",
                    "device": "unknown (not recorded in the log)"}
-    fingerprint.update(rows[0]["fingerprint"])
-    return envelope("import-log", rows, fingerprint, source=str(p))
+    fingerprint.update(rows[0].fingerprint)
+    return Document.new("import-log", rows, fingerprint, source=str(p))
