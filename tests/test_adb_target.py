@@ -311,3 +311,33 @@ def test_parse_probe_tolerates_real_phone_quirks():
     assert f["has_python_runtime"] is False and f["timeout_tool"] == "/system/bin/timeout"
     assert f["probe_complete"] is True
     assert parse_probe(text.replace("@@end", ""))["probe_complete"] is False
+
+
+def test_matching_profile_sets_threads_and_affinity_and_devices_shows_it(run_cli, make_sim, tiny_tflite, tmp_path):
+    """A device that matches a profile (the sim is a 'Pixel 8') runs with the profile's recommended
+    threads and cores when the user sets none, and says so; an explicit --threads wins; an unknown
+    device gets a generated profile the user can save."""
+    pixel = make_sim(has_python=True)
+    odd = make_sim(has_python=True, model="Frobnicator X1", name="frob", device="frob", board="frob",
+                   cpu_max_khz=(1800000,) * 4 + (2400000,) * 2)
+    r = AdbTarget(pixel.serial, thermal=NO_COOL).run(make_job(tiny_tflite, **FAST))
+    assert r.extra["profile"] == "pixel_8" and r.extra["threads_source"] == "profile pixel_8"
+    assert r.extra["threads"] == 4 and r.fingerprint["device_profile"] == "pixel_8"
+    # the profile's cores (f0 = cpus 4-7) were applied, or the runner says why not (this host may
+    # have fewer cores than a Pixel 8): never silently ignored
+    assert r.extra.get("cpu_affinity") == [4, 5, 6, 7] or "cannot pin" in r.extra["cpu_affinity_error"]
+    mine = AdbTarget(pixel.serial, thermal=NO_COOL).run(make_job(tiny_tflite, threads=1, **FAST))
+    assert mine.extra["threads"] == 1 and mine.extra["threads_source"] == "user"
+    assert "cpu_affinity" not in mine.extra and "cpu_affinity_error" not in mine.extra
+    code, out, err = run_cli("devices", "--json", "-", "--save-profiles", str(tmp_path / "profiles"))
+    assert code == 0, err
+    rows = {x["serial"]: x for x in json.loads(out)["rows"]}
+    assert rows[pixel.serial]["profile"]["id"] == "pixel_8" and rows[pixel.serial]["profile"]["threads"] == 4
+    gen = rows[odd.serial]["profile"]
+    assert gen["generated"] is True and gen["threads"] == 2 and gen["affinity_mask"] == "30"
+    (saved,) = (tmp_path / "profiles").glob("*.yaml")
+    from edgebench.profiles import load_profile_file
+
+    assert load_profile_file(saved).threads == 2
+    code, out, _ = run_cli("devices")
+    assert "pixel_8:" in out and "suggested" in out      # (the cell may wrap at word boundaries)

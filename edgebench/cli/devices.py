@@ -2,31 +2,48 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
+
+from edgebench.cli._options import JsonOpt
 
 
 def register(app: typer.Typer) -> None:
     @app.command("devices")
     def devices_cmd(
-        json_path: Optional[str] = typer.Option(None, "--json", help="Write the device list as JSON to PATH ('-' for stdout)."),
-        props: bool = typer.Option(False, "--props", help="Include every getprop property in the JSON."),
+        json_path: JsonOpt = None,
+        props: Annotated[bool, typer.Option("--props", help="Include every getprop property in the JSON.")] = False,
+        save_profiles: Annotated[Optional[str], typer.Option(
+            "--save-profiles", help="Write a generated profile (YAML) for every device no profile matches into "
+                                    "DIR (edit it, then edgebench uses its threads/affinity).")] = None,
     ) -> None:
-        """List adb devices: state, model, SoC/board, ABI, Android/SDK, CPU cores and max
-        frequencies, RAM, governor, thermal zones, battery, and which runner edgebench will use."""
+        """List adb devices: state, model, SoC/board, ABI, Android/SDK, CPU cores and max frequencies, RAM,
+        governor, thermal zones, battery, the matching device profile, and which runner edgebench will use."""
+        from pathlib import Path
+
+        from edgebench.cli._common import console, escape_markup
         from edgebench.fingerprint import host_fingerprint
+        from edgebench.profiles import profile_id_for, save_profile
+        from edgebench.report.terminal.devices import render_devices
         from edgebench.results import envelope, write_json
         from edgebench.targets.adb.devices import list_devices
 
-        rows = list_devices(with_props=props)
+        rows = list_devices(with_props=True)
+        saved = []
+        if save_profiles:
+            for r in rows:
+                prof = r.get("profile") or {}
+                if prof.get("generated") and prof.get("document"):
+                    path = Path(save_profiles) / f"{profile_id_for(r.get('props') or {})}.yaml"
+                    saved.append(str(save_profile(prof["document"], path)))
+        if not props:
+            for r in rows:
+                r.pop("props", None)
         if json_path:
             write_json(envelope("devices", rows, host_fingerprint()), json_path)
             if json_path == "-":
                 return
-        from edgebench.cli._common import console
-        from edgebench.report.terminal.devices import render_devices
-
         con = console()
         if not rows:
             con.print("no adb devices (adb devices lists none): connect a phone with USB debugging on, "
@@ -34,3 +51,6 @@ def register(app: typer.Typer) -> None:
                       "--sandbox /tmp/simphone --python, then adb connect 127.0.0.1:5599")
             return
         con.print(render_devices(rows))
+        for path in saved:
+            con.print(escape_markup(f"saved a generated profile to {path}; check it against the maker's spec "
+                                    f"sheet, then put it in {Path(path).parent} (or $EDGEBENCH_DEVICE_PROFILES)"))

@@ -155,7 +155,8 @@ class RunResult:
     # Facts of the worker's result.json that travel in ``extra`` (the worker contract, runner.py).
     WORKER_EXTRA_KEYS = ("stop_reason", "timed_wall_s", "n_input_samples", "input_source", "inputs",
                          "outputs_meta", "nonfinite_outputs", "rss_before_load_bytes", "load", "init_ms_each",
-                         "runner_version", "python", "numpy", "platform", "pid")
+                         "runner_version", "python", "numpy", "platform", "pid", "cpu_affinity",
+                         "cpu_affinity_error")
 
     @classmethod
     def from_worker(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray], *, target: str, model_path: str,

@@ -15,6 +15,7 @@ Usage::
      "delegate": "xnnpack" | "none" | "gpu" | "/path/libdelegate.so",
      "warmup_runs": 10, "warmup_time_s": 0.0, "min_runs": 662, "min_time_s": 1.0,
      "max_time_s": 60.0, "runs": null, "save_outputs": false, "seed": 0,
+     "cpu_affinity": null | [4, 5, 6, 7],
      "out_dir": "<dir of job.json>",
      "load": null | {"mode": "concurrency", "level": 2}
                   | {"mode": "server", "qps": 50.0, "workers": 1, "queries": 1000}}
@@ -634,15 +635,31 @@ def run_server(job: dict, runtime, data, qps: float, workers: int, queries: int)
 
 # ---------------------------------------------------------------------------- main
 
+def apply_affinity(cpus) -> dict:
+    """Pin this process (and the interpreter threads it starts) to ``cpus`` (a device profile's
+    recommended cores); the facts of what was applied go into the result."""
+    if not cpus:
+        return {}
+    want = sorted(int(c) for c in cpus)
+    if not hasattr(os, "sched_setaffinity"):
+        return {"cpu_affinity": None, "cpu_affinity_error": "os.sched_setaffinity is not available here"}
+    try:
+        os.sched_setaffinity(0, set(want))
+    except OSError as exc:
+        return {"cpu_affinity": None, "cpu_affinity_error": f"cannot pin to cpus {want}: {exc}"}
+    return {"cpu_affinity": sorted(os.sched_getaffinity(0))}
+
+
 def run_job(job: dict) -> dict:
     if "model_path" not in job:
         raise JobError("job has no model_path")
     check_flatbuffer(job["model_path"])
+    pinned = apply_affinity(job.get("cpu_affinity"))
     runtime = load_runtime()
     rss0 = rss_bytes("VmRSS")
     data = None
     load = job.get("load") or None
-    res: dict = {"runtime": runtime[3]}
+    res: dict = {"runtime": runtime[3], **pinned}
     if job.get("inputs_npz"):
         data = load_npz(job["inputs_npz"])  # read once; each Session maps it to its interpreter
     if load is None or load.get("mode") == "single":

@@ -18,6 +18,18 @@ def _khz_layout(khz: list[Any]) -> str:
     return " + ".join(f"{n}x{k / 1e6:.2f}" for k, n in sorted(groups.items())) + " GHz"
 
 
+def _profile(p: Any) -> str:
+    """'pixel_8: 4 threads on f0' for a known device; 'unknown (generated: ...)' otherwise."""
+    if not p:
+        return "-"
+    if p.get("error"):
+        return e(f"unknown ({p['error']})")
+    what = f"{p.get('threads')} threads on {p.get('affinity_mask')}"
+    if p.get("generated"):
+        return e(f"unknown; suggested {what} (--save-profiles DIR)")
+    return e(f"{p['id']}: {what}")
+
+
 def render_devices(rows: list[dict[str, Any]]):
     """Pure renderer: one table row per device."""
     from rich.table import Table
@@ -25,11 +37,11 @@ def render_devices(rows: list[dict[str, Any]]):
     t = Table(title="adb devices", show_header=True, header_style="bold")
     t.add_column("serial", no_wrap=True)    # an id is never split across lines
     for col in ("state", "model", "SoC / board", "ABI", "Android", "CPU cores", "RAM",
-                "governor", "hottest zone", "battery", "runner"):
+                "governor", "hottest zone", "battery", "profile", "runner"):
         t.add_column(col, overflow="fold")
     for r in rows:
         if r.get("state") != "device" or r.get("error"):
-            t.add_row(e(r["serial"]), e(r.get("state", "?")), f"[red]{e(r.get('error', ''))}[/]", *["-"] * 9)
+            t.add_row(e(r["serial"]), e(r.get("state", "?")), f"[red]{e(r.get('error', ''))}[/]", *["-"] * 10)
             continue
         zones = r.get("thermal_c") or {}
         hot = max(zones.items(), key=lambda kv: kv[1]) if zones else None
@@ -46,6 +58,7 @@ def render_devices(rows: list[dict[str, Any]]):
             e(f"{hot[0]} {hot[1]:.1f} °C") if hot else "-",
             (f"{bat.get('level_pct', '-')}% {bat.get('temp_c', '-')} °C {bat.get('status', '')}".strip()
              if bat else "-"),
+            _profile(r.get("profile")),
             e("edgebench (python3 + " + str(r["tflite_runtime"]) + ")") if r.get("has_python_runtime")
             else "benchmark_model",
         )

@@ -75,7 +75,29 @@ def device_info(serial: str, state: str) -> dict[str, Any]:
         return row
     facts.pop("probe_complete", None)
     row.update(facts)
+    row["profile"] = _profile_summary(facts)
     return row
+
+
+def _profile_summary(facts: dict[str, Any]) -> dict[str, Any]:
+    """The matching device profile (what edgebench uses when the user sets no --threads), or, for
+    an unknown device, the generated profile the user can save (``edgebench devices --save-profiles``)."""
+    from edgebench.profiles import generate_profile, match_profile
+
+    props = facts.get("props") or {}
+    prof = match_profile(props)
+    if prof is not None:
+        return {"id": prof.id, "name": prof.name, "threads": prof.threads, "affinity_mask": prof.affinity_mask,
+                "delegates": list(prof.delegates), "generated": False}
+    cpus = [{"id": i, "max_mhz": int(k) // 1000} for i, k in enumerate(facts.get("cpu_max_khz") or []) if k]
+    try:
+        doc = generate_profile(props, cpus)
+    except EdgebenchError as exc:
+        return {"id": None, "generated": False, "error": str(exc)}
+    rec = doc.get("recommended") or {}
+    return {"id": None, "name": doc.get("name"), "threads": rec.get("threads"),
+            "affinity_mask": rec.get("affinity_mask"), "delegates": doc.get("delegates"), "generated": True,
+            "document": doc}
 
 
 def list_devices(with_props: bool = True) -> list[dict[str, Any]]:

@@ -77,6 +77,38 @@ class AdbTarget:
             self._facts = self.device.probe()
         return self._facts
 
+    @property
+    def profile(self):
+        """The device profile matching this device (``device_profiles/*.yaml`` or the user's), or None."""
+        from edgebench.profiles import match_profile
+
+        if not hasattr(self, "_profile"):
+            try:
+                self._profile = match_profile(self.facts().get("props") or {})
+            except EdgebenchError:
+                self._profile = None
+        return self._profile
+
+    def settings_used(self, job_threads: int | None, delegate: str) -> dict[str, Any]:
+        """Threads and CPU affinity for a run: what the user set, else the matching profile's
+        recommendation (recorded as such), else the runtime default. Warns when the profile
+        says the device has no such delegate."""
+        prof = self.profile
+        threads = job_threads if job_threads is not None else self.threads
+        out: dict[str, Any] = {"profile": prof.id if prof else None, "threads_source": "user"}
+        if threads is None and prof is not None:
+            threads, out["threads_source"] = prof.threads, f"profile {prof.id}"
+        elif threads is None:
+            out["threads_source"] = "runtime default"
+        out["threads"] = threads
+        if prof is not None and out["threads_source"] != "user":
+            out["cpu_affinity"] = list(prof.affinity_cpus)
+        if prof is not None and delegate not in ("none",) and delegate not in prof.delegates \
+                and not delegate.endswith(".so"):
+            out["profile_warning"] = (f"profile {prof.id} lists delegates {', '.join(prof.delegates)}; "
+                                      f"{delegate} may not exist on {prof.name}")
+        return out
+
     def fingerprint(self) -> dict[str, Any]:
         f = self.facts()
         return {
@@ -97,6 +129,7 @@ class AdbTarget:
             "threads": self.threads,
             "delegate": self.delegate,
             "device_runtime": f["tflite_runtime"],
+            "device_profile": self.profile.id if self.profile else None,
         }
 
     def choose_runner(self) -> str:
@@ -138,8 +171,11 @@ class AdbTarget:
     def _job_spec(self, job: Job, model_rel: str, inputs_rel: str | None,
                   load: dict[str, Any] | None = None) -> dict[str, Any]:
         spec = job.worker_spec()
-        spec["threads"] = spec["threads"] if spec["threads"] is not None else self.threads
         spec["delegate"] = job.delegate or self.delegate
+        used = self.settings_used(job.threads, spec["delegate"])
+        spec["threads"] = used["threads"]
+        if used.get("cpu_affinity"):
+            spec["cpu_affinity"] = used["cpu_affinity"]
         if spec["delegate"] == "nnapi":
             raise BadInput("delegate 'nnapi' is only available through the benchmark_model runner; "
                            "use --delegate xnnpack, none or gpu with the edgebench runner")
@@ -204,7 +240,9 @@ class AdbTarget:
             meta, arrays, target=self.name, model_path=str(job.model_path), model_sha256=sha256_file(model),
             spec=spec, fingerprint=self.fingerprint(), method=DEVICE_RUNNER_METHOD,
             extra={"runner": "edgebench", "serial": self.serial, "pushed": pushed, "remote_run_dir": run_dir,
-                   "device_wall_s": round(wall, 3), "thermal": thermal, "throttled": thermal["throttled"]})
+                   "device_wall_s": round(wall, 3), "thermal": thermal, "throttled": thermal["throttled"],
+                   **{k: v for k, v in self.settings_used(job.threads, spec["delegate"]).items()
+                      if k in ("profile", "threads_source", "profile_warning")}})
 
     def _cleanup(self, run_dir: str) -> None:
         if self.keep_files:
@@ -275,7 +313,8 @@ class AdbTarget:
         check_abi(info, abis, self.serial)
         model = Path(job.model_path)
         delegate = job.delegate or self.delegate
-        threads = job.threads if job.threads is not None else self.threads
+        used = self.settings_used(job.threads, delegate)
+        threads = used["threads"]
         flags = self._bm_flags(delegate)
         in_details, out_details, prepared, n_inputs, source = self._host_io(job)
         n = int(job.runs or job.min_runs)
@@ -348,6 +387,10 @@ class AdbTarget:
         settings = describe_argv(argv)
         extra: dict[str, Any] = {
             "runner": "benchmark_model", "serial": self.serial, "threads": threads, "delegate": delegate,
+            "profile": used["profile"], "threads_source": used["threads_source"],
+            **({"profile_warning": used["profile_warning"]} if "profile_warning" in used else {}),
+            **({"cpu_affinity_note": "benchmark_model has no affinity flag: the profile's cores are not pinned"}
+               if used.get("cpu_affinity") else {}),
             "benchmark_model_flags": settings, "benchmark_binary": str(info.path),
             "benchmark_binary_sha256": sha256_file(info.path),
             "p99_method": sample_method(n, int(settings.get("warmup_runs", 1))),
