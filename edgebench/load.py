@@ -7,8 +7,8 @@
   ``qps``; ``workers`` interpreters serve them FIFO. Latency = completion - scheduled arrival,
   so it includes queueing (MLPerf server scenario). Reports achieved QPS and p99.
 * ``sla_search(target, job, p99_ms, workers)``: bisection for the highest Poisson QPS whose
-  p99 latency stays <= ``p99_ms`` (each probe is a server run of >= 662 queries so its p99
-  is valid, capped by the job's ``max_time_s``).
+  p99 latency stays <= ``p99_ms`` (each probe is a server run of at least the p99 minimum,
+  ``measure.MIN_SAMPLES["p99"]``, queries so its p99 is valid, capped by the job's ``max_time_s``).
 """
 
 from __future__ import annotations

@@ -41,6 +41,8 @@ import math
 import re
 from typing import Any, Iterable
 
+from edgebench.targets.base import P99_MIN_SAMPLES
+
 # ---------------------------------------------------------------------------------------------
 # escaping / sanitising
 
@@ -231,7 +233,7 @@ def _add_latency(reg: _Registry, labels: dict[str, Any], lat: dict[str, Any]) ->
                 f"Per-inference latency {stat} over the timed runs.").add(labels, None if v is None else v / 1e3)
     if "p99_valid" in lat:
         reg.fam("edgebench_inference_latency_p99_valid", "gauge",
-                "1 when the run had enough samples for a trustworthy p99 (>= 662), else 0."
+                f"1 when the run had enough samples for a trustworthy p99 (>= {P99_MIN_SAMPLES}), else 0."
                 ).add(labels, 1.0 if lat.get("p99_valid") else 0.0)
     reg.fam("edgebench_inference_queries_per_second", "gauge",
             "Inferences per second.").add(labels, _num(lat.get("qps")))

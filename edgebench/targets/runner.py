@@ -9,7 +9,8 @@ Usage::
 
     python runner.py job.json
 
-``job.json`` (every key optional except ``model_path``)::
+``job.json`` (every key optional except ``model_path``; the defaults below mirror
+``targets.base.RunControl``, which the parent always sends -- this file cannot import it)::
 
     {"model_path": "m.tflite", "inputs_npz": "inputs.npz" | null, "threads": 4 | null,
      "delegate": "xnnpack" | "none" | "gpu" | "/path/libdelegate.so",
