@@ -320,6 +320,23 @@ class Cost:
 # ------------------------------------------------------------------------------------ rows
 
 
+class _RowMixin:
+    """What both row types share: a validated status and copy-with-changes."""
+
+    status: str
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"row status {self.status!r} is not one of {STATUSES}")
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def replace(self, **changes: Any):
+        return dataclasses.replace(self, **changes)
+
+
 def _samples(v: Any) -> tuple[int, ...] | None:
     if v is None:
         return None
@@ -327,7 +344,7 @@ def _samples(v: Any) -> tuple[int, ...] | None:
 
 
 @dataclass(frozen=True)
-class InferenceRow:
+class InferenceRow(_RowMixin):
     """One model x precision x target measurement (or the TF reference, ``role="reference"``).
 
     ``samples_ns`` are the raw per-inference latencies ``latency`` was derived from (None for a
@@ -395,15 +412,7 @@ class InferenceRow:
     _STRUCT = ("latency_ms", "samples_ns", "warmup_ms", "warmup_samples_ns", "drift", "worst", "drift_vs_host",
                "worst_vs_host", "accuracy", "concurrency", "fingerprint", "warnings", "gflops")
 
-    def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"row status {self.status!r} is not one of {STATUSES}")
-
     # -- views ----------------------------------------------------------------------------
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
     @property
     def is_reference(self) -> bool:
         return self.role == "reference"
@@ -411,9 +420,6 @@ class InferenceRow:
     @property
     def top1_drop_pp(self) -> float | None:
         return None if self.accuracy is None else self.accuracy.top1_drop_pp
-
-    def replace(self, **changes: Any) -> "InferenceRow":
-        return dataclasses.replace(self, **changes)
 
     # -- JSON boundary --------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -482,7 +488,7 @@ class InferenceRow:
 
 
 @dataclass(frozen=True)
-class TrainRow:
+class TrainRow(_RowMixin):
     """One training cell (batch x precision x XLA x strategy x input pipeline) of a baseline."""
 
     model: str | None
@@ -520,17 +526,6 @@ class TrainRow:
               "global_batch_size", "replicas", "precision", "xla", "strategy", "workers", "input_pipeline",
               "device", "examples_per_s", "input_wait_pct", "startup_ms", "peak_device_memory_bytes",
               "allreduce_ms_per_step", "final_loss", "note")
-
-    def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"row status {self.status!r} is not one of {STATUSES}")
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    def replace(self, **changes: Any) -> "TrainRow":
-        return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: getattr(self, k) for k in self._PLAIN}
