@@ -231,7 +231,7 @@ def test_cli_list_and_unknown_name(capsys, cache, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")  # rich folds narrow tables
     assert _cli(["models", "list", "--json", "-"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["schema_version"] == 1 and doc["kind"] == "models"
+    assert doc["schema_version"] == 2 and doc["kind"] == "models"
     rows = {r["name"]: r for r in doc["rows"]}
     assert tuple(rows) == NAMES
     assert rows["bert"]["inputs"]["full"][0]["shape"] == [None, 128]
