@@ -22,7 +22,9 @@ from typing import Any, Callable
 from edgebench.errors import BadInput, EdgebenchError, InfraError
 from edgebench.fingerprint import host_fingerprint, sha256_file
 from edgebench.rows import Cost, Document, InferenceRow, Latency, Warmup
-from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl
+from edgebench import sustain
+from edgebench.energy import EnergySettings
+from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, Schedule
 from edgebench.targets.loop import is_device, resolve_targets, run_on_targets
 
 
@@ -44,11 +46,22 @@ class BenchSettings:
     save_outputs: bool = False
     deadline_s: float | None = None     # None -> the run control's deadline
     seed: int = 0
+    schedule: Schedule = field(default_factory=Schedule)   # sustained / paced (edgebench.sustain)
+    cold_starts: int = 0
+    xnnpack_cache: bool = False
+    energy: EnergySettings | None = None
 
     def validate(self) -> None:
         if not self.models:
             raise BadInput("no model given; pass one or more .tflite files")
         self.control.validate()
+        self.schedule.validate()
+        if self.energy is not None:
+            self.energy.validate()
+        if self.cold_starts < 0:
+            raise BadInput(f"--cold-starts must be >= 0, got {self.cold_starts}")
+        if self.xnnpack_cache and not self.cold_starts:
+            raise BadInput("--xnnpack-cache applies to cold starts; add --cold-starts N (e.g. 5)")
         if self.threads is not None and self.threads < 1:
             raise BadInput(f"--threads must be >= 1, got {self.threads}")
         if any(c < 1 for c in self.concurrency):
@@ -64,7 +77,7 @@ class BenchSettings:
 def _job(settings: BenchSettings, model: str) -> Job:
     return Job(model_path=model, inputs_npz=settings.data, threads=settings.threads, delegate=settings.delegate,
                control=settings.control, save_outputs=settings.save_outputs, deadline=settings.deadline_s,
-               seed=settings.seed)
+               seed=settings.seed, schedule=settings.schedule, energy=settings.energy)
 
 
 def failed_row(target_name: str, model: str, err: EdgebenchError, **known: Any) -> InferenceRow:
@@ -123,7 +136,10 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
             device_model=(res.fingerprint or {}).get("device_model"),
             outputs_saved={k: list(v.shape) for k, v in res.outputs.items()} if res.outputs is not None else None,
         )
-        loadjob = replace(job, save_outputs=False)
+        row = sustain.attach(row.replace(warnings=tuple(warnings)), target, job, res,
+                             cold_starts=settings.cold_starts, xnnpack_cache=settings.xnnpack_cache, progress=progress)
+        warnings = list(row.warnings)
+        loadjob = replace(job, save_outputs=False, schedule=Schedule(), energy=None)
         if settings.concurrency:
             row = row.replace(concurrency=tuple(load.concurrency(target, loadjob, list(settings.concurrency),
                                                                  progress)))
@@ -165,15 +181,18 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
         run=lambda t, m: bench_one(t, m, infos[m], settings, peak, progress),
         on_error=lambda t, m, err: failed_row(t.name, m, err),
         progress=progress, describe=lambda t, m: f"{Path(m).stem} on {t.name}")
-    rows = [outcome.results[(t.name, i)] for t in targets for i in range(len(settings.models))]
+    rows = sustain.ranking_changes([outcome.results[(t.name, i)] for t in targets
+                                    for i in range(len(settings.models))])
     fp = host_fingerprint(threads=settings.threads, delegate=settings.delegate)
     return Document.new("bench", rows, fp, settings=_settings_dict(settings), peak=peak,
                         interrupted=outcome.interrupted is not None, interrupted_by=outcome.interrupted)
 
 
 def _settings_dict(s: BenchSettings) -> dict[str, Any]:
-    out = {f.name: getattr(s, f.name) for f in fields(s) if f.name != "control"}
+    out = {f.name: getattr(s, f.name) for f in fields(s) if f.name not in ("control", "schedule", "energy")}
     out.update(s.control.to_dict())
+    out.update(s.schedule.to_dict())
+    out["energy"] = None if s.energy is None else s.energy.to_dict()
     return out
 
 

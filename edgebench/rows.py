@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -317,6 +317,123 @@ class Cost:
         return {k: v for k, v in out.items() if v is not None or k in ("flops", "gflops")}
 
 
+# ------------------------------------------------------------------------------------ regimes
+# Sustained, paced and cold-start runs and energy (issue 17): parts built by edgebench.sustain.
+
+
+def _lat(v: Any) -> Latency | None:
+    return Latency.from_dict(v) if isinstance(v, Mapping) else None
+
+
+def _lat_dict(v: Latency | None) -> dict[str, Any] | None:
+    return None if v is None else v.to_dict()
+
+
+@dataclass(frozen=True)
+class Window:
+    """One window of a sustained run: its latency statistics and the thermal state at its end."""
+
+    index: int
+    t_start_s: float | None
+    t_end_s: float | None
+    samples: int
+    latency: Latency | None = None
+    thermal: Mapping[str, Any] | None = None
+    thermal_reason: str | None = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Window":
+        return cls(index=_i(d.get("index")) or 0, t_start_s=_f(d.get("t_start_s")), t_end_s=_f(d.get("t_end_s")),
+                   samples=_i(d.get("samples")) or 0, latency=_lat(d.get("latency_ms")),
+                   thermal=_freeze(d["thermal"]) if isinstance(d.get("thermal"), Mapping) else None,
+                   thermal_reason=d.get("thermal_reason"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "t_start_s": self.t_start_s, "t_end_s": self.t_end_s, "samples": self.samples,
+                "latency_ms": _lat_dict(self.latency), "thermal": None if self.thermal is None else dict(self.thermal),
+                "thermal_reason": self.thermal_reason}
+
+
+@dataclass(frozen=True)
+class _Summary:
+    """A summary object: typed headline fields, everything else kept as measured in ``details``."""
+
+    details: Mapping[str, Any] = field(default_factory=dict)
+    _TYPED: ClassVar[tuple[str, ...]] = ()
+    _LAT: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None):
+        if not isinstance(d, Mapping):
+            return None
+        kw: dict[str, Any] = {k: d.get(k) for k in cls._TYPED}
+        kw.update({k: _lat(d.get(k)) for k in cls._LAT})
+        if "invalid_reasons" in kw:
+            kw["invalid_reasons"] = tuple(str(x) for x in (kw["invalid_reasons"] or ()))
+        kw["details"] = _freeze({k: v for k, v in d.items() if k not in cls._TYPED and k not in cls._LAT})
+        return cls(**kw)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {k: getattr(self, k) for k in self._TYPED}
+        if "invalid_reasons" in out:
+            out["invalid_reasons"] = list(out["invalid_reasons"])
+        out.update({k: _lat_dict(getattr(self, k)) for k in self._LAT})
+        out.update(self.details)
+        return out
+
+
+@dataclass(frozen=True)
+class Sustained(_Summary):
+    """Summary of a sustained run: steady-state ratio (last window p50 / first), time to throttle."""
+
+    duration_s: float | None = None
+    report_every_s: float | None = None
+    steady_state_ratio: float | None = None
+    time_to_throttle_s: float | None = None
+    throttle_reason: str | None = None
+    _TYPED = ("duration_s", "report_every_s", "steady_state_ratio", "time_to_throttle_s", "throttle_reason")
+
+
+@dataclass(frozen=True)
+class Paced(_Summary):
+    """A paced run next to back-to-back: the row's ``latency_ms`` is the paced one."""
+
+    period_ms: float | None = None
+    achieved_period_ms: float | None = None
+    late_starts: int | None = None
+    p50_ratio: float | None = None           # paced p50 / back-to-back p50
+    back_to_back_ms: Latency | None = None
+    _TYPED = ("period_ms", "achieved_period_ms", "late_starts", "p50_ratio")
+    _LAT = ("back_to_back_ms",)
+
+
+@dataclass(frozen=True)
+class ColdStart(_Summary):
+    """N fresh processes: LatencyStats of each phase over the starts without a weight cache."""
+
+    count: int | None = None
+    xnnpack_cache: bool | None = None
+    process_start_ms: Latency | None = None
+    init_ms: Latency | None = None
+    first_inference_ms: Latency | None = None
+    total_ms: Latency | None = None
+    _TYPED = ("count", "xnnpack_cache")
+    _LAT = ("process_start_ms", "init_ms", "first_inference_ms", "total_ms")
+
+
+@dataclass(frozen=True)
+class Energy(_Summary):
+    """Energy per inference with its validity (edgebench.energy documents the method)."""
+
+    source: str | None = None
+    valid: bool | None = None
+    mj_per_inference: float | None = None
+    inferences_per_j: float | None = None
+    joules: float | None = None
+    invalid_reasons: tuple[str, ...] = ()
+    _TYPED = ("source", "valid", "mj_per_inference", "inferences_per_j", "joules", "invalid_reasons")
+
+
 # ------------------------------------------------------------------------------------ rows
 
 
@@ -397,6 +514,13 @@ class InferenceRow(_RowMixin):
     warnings: tuple[str, ...] = ()
     extra: Mapping[str, Any] | None = None          # target-specific facts (thermal, device runner ...)
     log: Mapping[str, Any] | None = None            # what a parsed benchmark_model log adds (import-log)
+    timeline: tuple[Window, ...] | None = None      # sustained runs (--duration)
+    sustained: Sustained | None = None
+    period_ms: float | None = None                  # paced runs (--period-ms): latency is the paced one
+    paced: Paced | None = None
+    cold_start: ColdStart | None = None             # --cold-starts
+    energy: Energy | None = None                    # --energy; None with energy_reason when unmeasurable
+    energy_reason: str | None = None
     unknown: Mapping[str, Any] = field(default_factory=dict)
 
     kind = "inference"
@@ -411,6 +535,7 @@ class InferenceRow(_RowMixin):
                  "op_profile", "op_summary", "op_profile_timings", "errors", "unparsed_lines", "source", "warmup")
     _STRUCT = ("latency_ms", "samples_ns", "warmup_ms", "warmup_samples_ns", "drift", "worst", "drift_vs_host",
                "worst_vs_host", "accuracy", "concurrency", "fingerprint", "warnings", "gflops")
+    _REGIMES = ("timeline", "sustained", "period_ms", "paced", "cold_start", "energy", "energy_reason")
 
     # -- views ----------------------------------------------------------------------------
     @property
@@ -450,6 +575,16 @@ class InferenceRow(_RowMixin):
             out["concurrency"] = [dict(c) for c in self.concurrency]
         if self.log is not None:
             out.update(self.log)
+        if self.timeline is not None:
+            out["timeline"] = [w.to_dict() for w in self.timeline]
+        for k in ("sustained", "paced", "cold_start"):
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k).to_dict()
+        if self.period_ms is not None:
+            out["period_ms"] = self.period_ms
+        if self.energy is not None or self.energy_reason is not None:
+            out["energy"] = None if self.energy is None else self.energy.to_dict()
+            out["energy_reason"] = self.energy_reason
         out["fingerprint"] = dict(self.fingerprint)
         if self.warnings or self.status == "ok":
             out["warnings"] = list(self.warnings)
@@ -458,7 +593,7 @@ class InferenceRow(_RowMixin):
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], schema_version: int = SCHEMA_VERSION) -> "InferenceRow":
-        known = set(cls._PLAIN) | set(cls._STRUCT) | set(cls._LOG_KEYS) | set(Cost.KEYS)
+        known = set(cls._PLAIN) | set(cls._STRUCT) | set(cls._LOG_KEYS) | set(Cost.KEYS) | set(cls._REGIMES)
         kw: dict[str, Any] = {k: d.get(k) for k in cls._PLAIN}
         kw["status"] = str(d.get("status") or "ok")
         for k in ("exit_code", "size_bytes", "threads", "threads_effective", "peak_rss_bytes",
@@ -483,6 +618,14 @@ class InferenceRow(_RowMixin):
         kw["log"] = _freeze(log) if log else None
         kw["fingerprint"] = _freeze(d.get("fingerprint") if isinstance(d.get("fingerprint"), Mapping) else {})
         kw["warnings"] = tuple(str(w) for w in (d.get("warnings") or ()))
+        tl = d.get("timeline")
+        kw["timeline"] = tuple(Window.from_dict(w) for w in tl if isinstance(w, Mapping)) if isinstance(tl, list) else None
+        kw["sustained"] = Sustained.from_dict(d.get("sustained"))
+        kw["period_ms"] = _f(d.get("period_ms"))
+        kw["paced"] = Paced.from_dict(d.get("paced"))
+        kw["cold_start"] = ColdStart.from_dict(d.get("cold_start"))
+        kw["energy"] = Energy.from_dict(d.get("energy"))
+        kw["energy_reason"] = d.get("energy_reason")
         kw["unknown"] = _freeze({k: v for k, v in d.items() if k not in known})
         return cls(**kw)
 

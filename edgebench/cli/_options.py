@@ -12,10 +12,13 @@ from typing import Annotated, Optional
 
 import typer
 
+from edgebench.energy import EnergySettings
 from edgebench.publish import PublishOptions
-from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, P99_MIN_SAMPLES, RunControl
+from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, P99_MIN_SAMPLES, RunControl, Schedule
 
 _RC = RunControl()
+_SCHEDULE = Schedule()
+_ENERGY = EnergySettings()
 
 # --- outputs and the store
 JsonOpt = Annotated[Optional[str], typer.Option("--json", help="Write the result as JSON to PATH ('-' for stdout).")]
@@ -53,6 +56,27 @@ MaxTimeOpt = Annotated[float, typer.Option(
 WarmupRunsOpt = Annotated[int, typer.Option("--warmup-runs", help="Untimed warm-up inferences before timing.")]
 WarmupTimeOpt = Annotated[float, typer.Option("--warmup-time", help="...and warm up for at least S seconds.")]
 
+# --- when inferences happen, cold starts, energy (Schedule's and EnergySettings' defaults)
+DurationOpt = Annotated[Optional[float], typer.Option(
+    "--duration", help="Sustained run: invoke for S seconds and report a timeline of windows (latency, thermal); "
+                       "replaces --runs/--min-runs/--min-time/--max-time for the timed loop.")]
+ReportEveryOpt = Annotated[float, typer.Option(
+    "--report-every", help="Sustained run: one timeline window every S seconds.")]
+PeriodMsOpt = Annotated[Optional[float], typer.Option(
+    "--period-ms", help="Paced: one invoke every P ms, sleeping in between (latency = invoke only); reported "
+                        "next to a back-to-back run.")]
+ColdStartsOpt = Annotated[int, typer.Option(
+    "--cold-starts", help="Also measure N fresh worker processes: process start, model load + allocate, first "
+                          "inference.")]
+XnnpackCacheOpt = Annotated[bool, typer.Option(
+    "--xnnpack-cache", help="Cold starts with LiteRT's XNNPACK weight cache (CompiledModel API): starts without "
+                            "a cache, the cache-writing start and the warm ones are reported apart.")]
+EnergyOpt = Annotated[bool, typer.Option(
+    "--energy", help="Energy per inference: battery current x voltage on devices, RAPL on Intel/AMD hosts, "
+                     "minus an idle baseline; with validity.")]
+EnergyIdleOpt = Annotated[float, typer.Option(
+    "--energy-idle", help="Seconds of idle baseline before the run (--energy).")]
+
 # --- gate thresholds
 MaxAccuracyDropOpt = Annotated[Optional[float], typer.Option(
     "--max-accuracy-drop", help="Gate: max task top-1 drop vs TF, in percentage points (needs labels).")]
@@ -69,6 +93,15 @@ def run_control(runs: int | None = None, min_runs: int = _RC.min_runs, min_time:
                       warmup_runs=warmup_runs, warmup_time_s=warmup_time).validate()
 
 
+def schedule(duration: float | None = None, report_every: float = _SCHEDULE.report_every_s,
+             period_ms: float | None = None) -> Schedule:
+    return Schedule(duration_s=duration, report_every_s=report_every, period_ms=period_ms).validate()
+
+
+def energy_settings(enabled: bool, idle_s: float = _ENERGY.idle_s) -> EnergySettings | None:
+    return EnergySettings(idle_s=idle_s).validate() if enabled else None
+
+
 def publish_options(*, json_path: str | None = None, db: str | None = None, no_store: bool = False,
                     pushgateway: str | None = None, markdown: str | None = None,
                     junit: str | None = None) -> PublishOptions:
@@ -77,3 +110,5 @@ def publish_options(*, json_path: str | None = None, db: str | None = None, no_s
 
 
 RC_DEFAULTS = _RC
+SCHEDULE_DEFAULTS = _SCHEDULE
+ENERGY_DEFAULTS = _ENERGY

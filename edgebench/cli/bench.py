@@ -6,9 +6,11 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from edgebench.cli._options import (RC_DEFAULTS, BenchmarkBinaryOpt, DbOpt, DelegateOpt, JsonOpt, MaxTimeOpt,
-                                    MinRunsOpt, MinTimeOpt, NoStoreOpt, PushgatewayOpt, RunsOpt, TargetsOpt,
-                                    ThreadsOpt, WarmupRunsOpt, WarmupTimeOpt)
+from edgebench.cli._options import (ENERGY_DEFAULTS, RC_DEFAULTS, SCHEDULE_DEFAULTS, BenchmarkBinaryOpt,
+                                    ColdStartsOpt, DbOpt, DelegateOpt, DurationOpt, EnergyIdleOpt, EnergyOpt,
+                                    JsonOpt, MaxTimeOpt, MinRunsOpt, MinTimeOpt, NoStoreOpt, PeriodMsOpt,
+                                    PushgatewayOpt, ReportEveryOpt, RunsOpt, TargetsOpt, ThreadsOpt,
+                                    WarmupRunsOpt, WarmupTimeOpt, XnnpackCacheOpt)
 from edgebench.targets.base import DEFAULT_DELEGATE
 
 
@@ -36,6 +38,13 @@ def register(app: typer.Typer) -> None:
             "--server-workers", help="Interpreters serving the server-mode queue.")] = 1,
         sla_p99_ms: Annotated[Optional[float], typer.Option(
             "--sla-p99-ms", help="Search the highest QPS whose p99 stays under X ms.")] = None,
+        duration: DurationOpt = None,
+        report_every: ReportEveryOpt = SCHEDULE_DEFAULTS.report_every_s,
+        period_ms: PeriodMsOpt = None,
+        cold_starts: ColdStartsOpt = 0,
+        xnnpack_cache: XnnpackCacheOpt = False,
+        energy: EnergyOpt = False,
+        energy_idle: EnergyIdleOpt = ENERGY_DEFAULTS.idle_s,
         seed: Annotated[int, typer.Option("--seed", help="Seed for synthetic inputs and Poisson arrivals.")] = 0,
         json_path: JsonOpt = None,
         db: DbOpt = None,
@@ -45,7 +54,7 @@ def register(app: typer.Typer) -> None:
         """Benchmark .tflite models: per-inference latency percentiles with validity, QPS, memory, % of peak."""
         from edgebench.bench import BenchSettings, raise_for_failures, run_bench
         from edgebench.cli._common import deliver, progress_reporter, split_ints
-        from edgebench.cli._options import publish_options, run_control
+        from edgebench.cli._options import energy_settings, publish_options, run_control, schedule
         from edgebench.publish import check_store
         from edgebench.report.terminal.bench import render_bench
 
@@ -55,6 +64,8 @@ def register(app: typer.Typer) -> None:
             control=run_control(runs, min_runs, min_time, max_time, warmup_runs, warmup_time),
             concurrency=tuple(split_ints(concurrency, option="--concurrency")),
             server_qps=server_qps, server_workers=server_workers, sla_p99_ms=sla_p99_ms, seed=seed,
+            schedule=schedule(duration, report_every, period_ms), cold_starts=cold_starts,
+            xnnpack_cache=xnnpack_cache, energy=energy_settings(energy, energy_idle),
         )
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway)
         check_store(opts)

@@ -12,6 +12,8 @@ Sections (always present, with a one-line note when the data for them is absent)
                  between runs (they make numbers not directly comparable)
 ``results``      precision x target grid per model (p99 / size / top-1) and the full row table
 ``latency``      per row: latency CDF and histogram from the raw ``samples_ns``
+``sustained``    latency and temperature over time of sustained runs, paced vs back-to-back, cold
+                 starts, energy per inference (``report/html_sustain.py``)
 ``pareto``       size vs p99 scatter, accuracy annotated, Pareto-optimal rows filled
 ``drift``        per-output drift table (max/mean abs, RMSE, rel L2, cosine, PSNR, NaN/Inf)
 ``training``     training throughput vs batch size, one line per (model, precision, xla, strategy,
@@ -29,7 +31,7 @@ from typing import Any, Iterable, Sequence
 
 from edgebench.fingerprint import KEY_FIELDS, diff_fingerprints
 
-SECTIONS = ("fingerprint", "results", "latency", "pareto", "drift", "training", "history")
+SECTIONS = ("fingerprint", "results", "latency", "sustained", "pareto", "drift", "training", "history")
 
 _PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
             "#7f7f7f", "#bcbd22", "#17becf")
@@ -678,11 +680,14 @@ def render_html(docs: dict[str, Any] | Sequence[dict[str, Any]], *,
         title = f"edgebench {'/'.join(kinds)} report" + (f": {', '.join(models[:4])}" if models else "")
         if len(models) > 4:
             title += f" (+{len(models) - 4} more)"
+    from edgebench.report.html_sustain import sustained_section
+
     generated = max((str(d.get("created") or "") for d in docs), default="")
     sections = [
         _fingerprint_section(docs),
         _results_section(docs),
         _latency_section(docs),
+        sustained_section(docs),
         _pareto_section(docs),
         _drift_section(docs),
         _training_section(docs),

@@ -31,6 +31,20 @@ key), ``model``, ``precision``, ``target``, ``device_model`` on every row metric
 ``edgebench_training_examples_per_second``      gauge     labels add batch_size, xla, strategy,
                                                           input_pipeline
 ``edgebench_training_step_time_seconds``        summary   from ``step_time_ms``
+``edgebench_timeline_latency_seconds``          summary   per window of a sustained run (``window`` label,
+                                                          1-based); also ``edgebench_timeline_window_end_seconds``,
+                                                          ``edgebench_timeline_hottest_celsius``,
+                                                          ``edgebench_timeline_thermal_status``
+``edgebench_sustained_steady_state_ratio``      gauge     last window p50 / first window p50; also
+                                                          ``edgebench_sustained_time_to_throttle_seconds``
+``edgebench_paced_period_seconds``              gauge     requested period; also ``_achieved_period_seconds``,
+                                                          ``edgebench_paced_back_to_back_latency_seconds``
+                                                          (quantile), ``edgebench_paced_p50_ratio``
+``edgebench_cold_start_seconds``                gauge     p50 per ``phase`` (process_start, init,
+                                                          first_inference, total) and ``cache`` (none, warm)
+``edgebench_energy_joules_per_inference``       gauge     net energy per inference (``source`` label); also
+                                                          ``edgebench_energy_inferences_per_joule``,
+                                                          ``edgebench_energy_valid`` (1/0)
 =============================================  ========  ==============================================
 """
 
@@ -278,6 +292,7 @@ def _add_inference_row(reg: _Registry, doc: dict[str, Any], row: dict[str, Any],
             dl = {**labels, "output": output}
             for key, name, help_text in _DRIFT_STATS:
                 reg.fam(name, "gauge", help_text).add(dl, _num(stats.get(key)))
+    _add_regimes(reg, labels, row)
     conc = row.get("concurrency")
     if isinstance(conc, list):
         for item in conc:
@@ -295,6 +310,69 @@ def _add_inference_row(reg: _Registry, doc: dict[str, Any], row: dict[str, Any],
             reg.fam("edgebench_inference_concurrent_latency_p99_seconds", "gauge",
                     "p99 per-inference latency with N concurrent streams."
                     ).add(cl, None if p99 is None else p99 / 1e3)
+
+
+def _add_regimes(reg: _Registry, labels: dict[str, Any], row: dict[str, Any]) -> None:
+    """Sustained timeline, paced, cold-start and energy families (edgebench.sustain)."""
+    for w in row.get("timeline") or []:
+        if not isinstance(w, dict):
+            continue
+        wl = {**labels, "window": (w.get("index") or 0) + 1}
+        lat = w.get("latency_ms") if isinstance(w.get("latency_ms"), dict) else {}
+        fam = reg.fam("edgebench_timeline_latency_seconds", "summary",
+                      "Per-inference latency in one window of a sustained run.")
+        for key, q in _LATENCY_QUANTILES[:4]:
+            v = _num(lat.get(key))
+            if v is not None:
+                fam.add({**wl, "quantile": q}, v / 1e3)
+        mean, count = _num(lat.get("mean")), _num(w.get("samples"))
+        if count is not None:
+            fam.add(wl, (mean or 0.0) / 1e3 * count, suffix="_sum")
+            fam.add(wl, count, suffix="_count")
+        reg.fam("edgebench_timeline_window_end_seconds", "gauge", "End of the window, seconds into the sustained run."
+                ).add(wl, _num(w.get("t_end_s")))
+        th = w.get("thermal") if isinstance(w.get("thermal"), dict) else {}
+        reg.fam("edgebench_timeline_hottest_celsius", "gauge", "Hottest CPU/SoC thermal zone at the window's end."
+                ).add(wl, _num(th.get("hottest_c")))
+        reg.fam("edgebench_timeline_thermal_status", "gauge", "Android thermal status at the window's end (0 none .. 6)."
+                ).add(wl, _num(th.get("thermal_status")))
+    s = row.get("sustained") if isinstance(row.get("sustained"), dict) else {}
+    reg.fam("edgebench_sustained_steady_state_ratio", "gauge", "Last window p50 / first window p50 of a sustained run."
+            ).add(labels, _num(s.get("steady_state_ratio")))
+    reg.fam("edgebench_sustained_time_to_throttle_seconds", "gauge",
+            "Seconds into a sustained run when throttling was first seen (absent: never)."
+            ).add(labels, _num(s.get("time_to_throttle_s")))
+    p = row.get("paced") if isinstance(row.get("paced"), dict) else {}
+    if p:
+        per, ach = _num(row.get("period_ms")), _num(p.get("achieved_period_ms"))
+        reg.fam("edgebench_paced_period_seconds", "gauge", "Requested period between paced invokes."
+                ).add(labels, None if per is None else per / 1e3)
+        reg.fam("edgebench_paced_achieved_period_seconds", "gauge", "Achieved period between paced invokes."
+                ).add(labels, None if ach is None else ach / 1e3)
+        b2b = p.get("back_to_back_ms") if isinstance(p.get("back_to_back_ms"), dict) else {}
+        for key, q in _LATENCY_QUANTILES[:4]:
+            v = _num(b2b.get(key))
+            reg.fam("edgebench_paced_back_to_back_latency_seconds", "gauge",
+                    "Back-to-back latency of the same model next to a paced run."
+                    ).add({**labels, "quantile": q}, None if v is None else v / 1e3)
+        reg.fam("edgebench_paced_p50_ratio", "gauge", "Paced p50 / back-to-back p50.").add(labels, _num(p.get("p50_ratio")))
+    c = row.get("cold_start") if isinstance(row.get("cold_start"), dict) else {}
+    for cache, src in (("none", c), ("warm", c.get("warm_cache") if isinstance(c.get("warm_cache"), dict) else {})):
+        for phase in ("process_start", "init", "first_inference", "total"):
+            v = _num((src.get(f"{phase}_ms") or {}).get("p50")) if isinstance(src.get(f"{phase}_ms"), dict) else None
+            reg.fam("edgebench_cold_start_seconds", "gauge", "Median over fresh processes of one cold-start phase."
+                    ).add({**labels, "phase": phase, "cache": cache}, None if v is None else v / 1e3)
+    e = row.get("energy")
+    if isinstance(e, dict):
+        el = {**labels, "source": e.get("source") or ""}
+        mj = _num(e.get("mj_per_inference"))
+        reg.fam("edgebench_energy_joules_per_inference", "gauge",
+                "Net energy per inference (run minus idle baseline); see edgebench_energy_valid."
+                ).add(el, None if mj is None else mj / 1e3)
+        reg.fam("edgebench_energy_inferences_per_joule", "gauge", "Inferences per joule of net energy."
+                ).add(el, _num(e.get("inferences_per_j")))
+        reg.fam("edgebench_energy_valid", "gauge", "1 when the energy figure passed every validity check, else 0."
+                ).add(el, 1.0 if e.get("valid") else 0.0)
 
 
 def _add_train_row(reg: _Registry, doc: dict[str, Any], row: dict[str, Any], base: dict[str, Any]) -> None:

@@ -47,6 +47,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
+from edgebench.sim.power import BatteryConfig, SimBattery, dumpsys_script
+
 # --- transport constants (adb/protocol.txt) ---------------------------------------------------
 A_CNXN = 0x4E584E43
 A_AUTH = 0x48545541
@@ -102,7 +104,7 @@ class SimConfig:
     thermal_zones: dict[str, float] = field(default_factory=lambda: {"cpu-big": 38.0, "battery": 30.0})
     battery_level: int = 80
     battery_temp_c: float = 29.5
-    battery_status: str = "Discharging"
+    battery_status: str = "Discharging"     # with battery={"enabled": False}; else the battery model decides
     has_python: bool = False                 # python3 + a TFLite runtime (the host's venv)
     python: str = sys.executable
     storage_free_bytes: int | None = None    # None: unlimited; pushes past this fail ENOSPC
@@ -110,6 +112,10 @@ class SimConfig:
     die_on: str | None = None                # regex: the daemon dies when a shell command matches
     thermal_script: dict[str, list[float]] = field(default_factory=dict)  # zone -> next temps
     freq_script: dict[int, list[int]] = field(default_factory=dict)       # cpu -> next cur kHz
+    # power (edgebench.sim.power): battery whose current follows the load; dumpsys battery/thermalservice
+    battery: dict[str, Any] = field(default_factory=dict)                 # BatteryConfig keys
+    thermal_status: int = 0                                               # dumpsys thermalservice
+    thermal_status_script: list[int] = field(default_factory=list)        # next statuses, one per command
     extra_props: dict[str, str] = field(default_factory=dict)
 
     def props(self) -> dict[str, str]:
@@ -130,6 +136,7 @@ class SimConfig:
             "ro.serialno": self.serialno,
             "ro.build.fingerprint": f"google/{self.name}/{self.device}:{self.release}/SIM/1:user/release-keys",
             "ro.build.type": "user",
+            "ro.debuggable": "1" if self.battery.get("debuggable") else "0",
         }
         p.update(self.extra_props)
         return p
@@ -609,6 +616,7 @@ class SimDevice:
         self.alive = False
         self.commands: list[str] = []        # every shell command received, for tests
         self.pushes: list[str] = []          # every sync SEND destination, for tests
+        self.battery: SimBattery | None = None
 
     # --- filesystem -------------------------------------------------------------------------
     @property
@@ -706,6 +714,30 @@ printf '%s\\n' "${{2:-}}"
         (bat / "capacity").write_text(f"{c.battery_level}\n")
         (bat / "temp").write_text(f"{int(round(c.battery_temp_c * 10))}\n")
         (bat / "status").write_text(f"{c.battery_status}\n")
+        self._build_power()
+
+    def _build_power(self) -> None:
+        """/proc/uptime (the host's: the same CLOCK_BOOTTIME the device's python3 sees), dumpsys,
+        the thermal status and the load-following battery (edgebench.sim.power)."""
+        c = self.config
+        up = self.root / "proc" / "uptime"
+        if not up.is_symlink():
+            up.symlink_to("/proc/uptime")
+        _write_exec(self.bin_dir / "dumpsys", dumpsys_script(self.root))
+        (self.root / ".sim" / "thermal_status").write_text(f"{int(c.thermal_status)}\n")
+        cfg = BatteryConfig.from_dict(c.battery)
+        if self.battery is not None:
+            self.battery.stop()
+            self.battery = None
+        if cfg.enabled:
+            self.battery = SimBattery(self.root, cfg, c.battery_level, c.battery_temp_c, self._running_pids)
+            self.battery.build()
+            if self.alive:
+                self.battery.start()
+
+    def _running_pids(self) -> list[int]:
+        with self._lock:
+            return [p.pid for p in self._procs if p.poll() is None]
 
     def set_temperature(self, zone: str, celsius: float) -> None:
         """Set one thermal zone's temperature now."""
@@ -725,6 +757,9 @@ printf '%s\\n' "${{2:-}}"
         with self._lock:
             steps = [(z, seq.pop(0)) for z, seq in c.thermal_script.items() if seq]
             fsteps = [(cpu, seq.pop(0)) for cpu, seq in c.freq_script.items() if seq]
+            status = c.thermal_status_script.pop(0) if c.thermal_status_script else None
+        if status is not None:
+            (self.root / ".sim" / "thermal_status").write_text(f"{int(status)}\n")
         for zone, t in steps:
             self.set_temperature(zone, t)
         for cpu, khz in fsteps:
@@ -776,6 +811,8 @@ printf '%s\\n' "${{2:-}}"
         self.port = s.getsockname()[1]
         self._listener = s
         self.alive = True
+        if self.battery is not None:
+            self.battery.start()
         threading.Thread(target=self._accept_loop, daemon=True, name=f"simadbd-{self.port}").start()
         return self
 
@@ -797,6 +834,8 @@ printf '%s\\n' "${{2:-}}"
     def kill(self) -> None:
         """Kill switch: stop listening, drop every connection, kill every running command."""
         self.alive = False
+        if self.battery is not None:
+            self.battery.stop()
         if self._listener is not None:
             try:
                 self._listener.shutdown(socket.SHUT_RDWR)

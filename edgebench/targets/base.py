@@ -83,6 +83,48 @@ class RunControl:
 
 
 @dataclass(frozen=True)
+class Schedule:
+    """When the timed inferences happen: back-to-back (the default), one every ``period_ms``
+    (paced, sleeping in between), and/or for ``duration_s`` seconds closed into windows of
+    ``report_every_s`` (sustained). Embedded in Job and BenchSettings beside RunControl; each
+    default written here once. A sustained run replaces RunControl's stop rule by its duration."""
+
+    duration_s: float | None = None
+    report_every_s: float = 10.0
+    period_ms: float | None = None
+
+    @property
+    def sustained(self) -> bool:
+        return self.duration_s is not None
+
+    @property
+    def paced(self) -> bool:
+        return self.period_ms is not None
+
+    def validate(self) -> "Schedule":
+        from edgebench.errors import BadInput
+
+        if self.duration_s is not None and self.duration_s <= 0:
+            raise BadInput(f"--duration must be > 0 seconds, got {self.duration_s:g}")
+        if self.report_every_s <= 0:
+            raise BadInput(f"--report-every must be > 0 seconds, got {self.report_every_s:g}")
+        if self.duration_s is not None and self.report_every_s > self.duration_s:
+            raise BadInput(f"--report-every {self.report_every_s:g} is longer than --duration "
+                           f"{self.duration_s:g}, so there would be no second window; lower --report-every")
+        if self.period_ms is not None and self.period_ms <= 0:
+            raise BadInput(f"--period-ms must be > 0, got {self.period_ms:g}")
+        return self
+
+    def worker_keys(self) -> dict[str, Any]:
+        """The worker contract's ``period_ms`` and ``timeline`` keys (runner.py)."""
+        tl = ({"duration_s": self.duration_s, "report_every_s": self.report_every_s} if self.sustained else None)
+        return {"period_ms": self.period_ms, "timeline": tl}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"duration_s": self.duration_s, "report_every_s": self.report_every_s, "period_ms": self.period_ms}
+
+
+@dataclass(frozen=True)
 class Job:
     """What to run on one target. Run control is the embedded :class:`RunControl`; its fields
     are readable on the job (``job.min_runs``) for the targets."""
@@ -95,10 +137,15 @@ class Job:
     save_outputs: bool = False          # outputs for every input sample (for drift)
     deadline: float | None = None       # worker is killed after this; None -> control.deadline_s()
     seed: int = 0
+    schedule: Schedule = field(default_factory=Schedule)
+    energy: Any = None                  # energy.EnergySettings: read power around the run (targets)
 
     @property
     def deadline_s(self) -> float:
-        return self.deadline if self.deadline is not None else self.control.deadline_s()
+        if self.deadline is not None:
+            return self.deadline
+        extra = (self.schedule.duration_s or 0.0) + (self.energy.idle_s if self.energy is not None else 0.0)
+        return self.control.deadline_s() + extra
 
     @property
     def runs(self) -> int | None:
@@ -128,7 +175,7 @@ class Job:
         """The flat job JSON of the standalone worker contract (runner.py)."""
         return {"model_path": self.model_path, "inputs_npz": self.inputs_npz, "threads": self.threads,
                 "delegate": self.delegate or DEFAULT_DELEGATE, **self.control.to_dict(),
-                "save_outputs": self.save_outputs, "seed": self.seed}
+                "save_outputs": self.save_outputs, "seed": self.seed, **self.schedule.worker_keys()}
 
 
 @dataclass(frozen=True)
@@ -156,7 +203,7 @@ class RunResult:
     WORKER_EXTRA_KEYS = ("stop_reason", "timed_wall_s", "n_input_samples", "input_source", "inputs",
                          "outputs_meta", "nonfinite_outputs", "rss_before_load_bytes", "load", "init_ms_each",
                          "runner_version", "python", "numpy", "platform", "pid", "cpu_affinity",
-                         "cpu_affinity_error")
+                         "cpu_affinity_error", "timed_span_boottime_s", "paced", "timeline", "cold_start")
 
     @classmethod
     def from_worker(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray], *, target: str, model_path: str,
@@ -166,8 +213,9 @@ class RunResult:
         devices alike). ``spec`` is the job JSON the worker ran (threads/delegate in effect)."""
         outputs = {k.split("::", 1)[1]: v for k, v in arrays.items() if k.startswith("out::")} or None
         facts: dict[str, Any] = {k: meta[k] for k in cls.WORKER_EXTRA_KEYS if k in meta}
-        if "service_ns" in arrays:
-            facts["service_ns"] = arrays["service_ns"]
+        for key in ("service_ns", "lag_ns"):
+            if key in arrays:
+                facts[key] = arrays[key]
         facts["threads"] = spec.get("threads")
         facts["delegate"] = spec.get("delegate")
         facts.update(extra or {})

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import numpy as np
 from edgebench.errors import BadInput, InfraError
 from edgebench.fingerprint import host_fingerprint, sha256_file
 from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, HOST_DELEGATES, Job, RunResult, check_job_files
+from edgebench.targets.host_sensors import HostSampler
 
 RUNNER_PATH = Path(__file__).with_name("runner.py")
 HOST_METHOD = "per-inference perf_counter_ns around invoke()"
@@ -92,10 +94,30 @@ class HostTarget:
             spec = self.job_spec(job, work, load)
             job_file = Path(work) / "job.json"
             job_file.write_text(json.dumps(spec))
-            meta, arrays = self._spawn(job_file, Path(work), job.deadline_s, model)
+            sampler = self._start_sensors(job, load)
+            try:
+                meta, arrays = self._spawn(job_file, Path(work), job.deadline_s, model)
+            finally:
+                readings = sampler.stop() if sampler is not None else None
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        return self._to_result(job, spec, meta, arrays)
+        res = self._to_result(job, spec, meta, arrays)
+        if sampler is not None:
+            res.extra.update(sensor_facts(job, sampler, readings, res))
+        return res
+
+    @staticmethod
+    def _start_sensors(job: Job, load: dict[str, Any] | None) -> HostSampler | None:
+        """Thermal/cpufreq readings for a sustained run, RAPL counters (after an idle window)
+        for ``--energy``; None when neither is asked for."""
+        if load is not None or not (job.schedule.sustained or job.energy is not None):
+            return None
+        period = min(1.0, job.energy.sample_every_s) if job.energy is not None else 1.0
+        sampler = HostSampler(period_s=period, thermal=job.schedule.sustained, rapl=job.energy is not None)
+        sampler.start()
+        if job.energy is not None and sampler.rapl_reason is None:
+            time.sleep(job.energy.idle_s)      # the idle baseline: nothing of ours runs yet
+        return sampler
 
     def _spawn(self, job_file: Path, work: Path, deadline_s: float, model: Path):
         env = dict(os.environ)
@@ -161,3 +183,27 @@ def _tail(path: Path, limit: int = 300) -> str:
         return ""
     lines = [ln for ln in lines if not ln.startswith("INFO:")]
     return lines[-1][:limit] if lines else ""
+
+
+def sensor_facts(job: Job, sampler: HostSampler, readings: list[dict[str, Any]], res: RunResult) -> dict[str, Any]:
+    """``sensor_readings`` (thermal, for the timeline), ``energy`` / ``energy_reason`` (RAPL)."""
+    from edgebench.energy import rapl_energy
+
+    out: dict[str, Any] = {}
+    if job.schedule.sustained:
+        out["sensor_readings"] = [{k: r.get(k) for k in ("t", "zones_c", "cpus")} for r in readings]
+        out["thermal_reason"] = sampler.thermal_reason()
+    if job.energy is None:
+        return out
+    span = res.extra.get("timed_span_boottime_s") or [None, None]
+    if sampler.rapl_reason is not None:
+        out.update(energy=None, energy_reason=sampler.rapl_reason)
+    elif None in span or readings[0].get("t") is None:
+        out.update(energy=None, energy_reason="this OS has no CLOCK_BOOTTIME to line RAPL readings up with the run")
+    else:
+        rapl = [r for r in readings if r.get("rapl")]
+        zones = sorted(rapl[0]["rapl"]) if rapl else []
+        idle = (rapl[0]["t"], rapl[0]["t"] + job.energy.idle_s) if rapl else (0.0, 0.0)
+        out["energy"] = rapl_energy([r["t"] for r in rapl], {z: [r["rapl"][z] for r in rapl] for z in zones},
+                                    sampler.rapl_max_range_uj, idle, (span[0], span[1]), int(res.samples_ns.size))
+    return out

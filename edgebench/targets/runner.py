@@ -18,11 +18,23 @@ Usage::
      "max_time_s": 60.0, "runs": null, "save_outputs": false, "seed": 0,
      "cpu_affinity": null | [4, 5, 6, 7],
      "out_dir": "<dir of job.json>",
+     "period_ms": null | 10.0,                        # paced: one invoke every period_ms
+     "timeline": null | {"duration_s": 600, "report_every_s": 10},   # sustained, in windows
      "load": null | {"mode": "concurrency", "level": 2}
-                  | {"mode": "server", "qps": 50.0, "workers": 1, "queries": 1000}}
+                  | {"mode": "server", "qps": 50.0, "workers": 1, "queries": 1000}
+                  | {"mode": "cold_start", "count": 5, "xnnpack_cache": false}
+                  | {"mode": "first_inference", "api": "interpreter" | "compiled",
+                     "xnnpack_cache_path": null | "<file>"}}   # one cold-start child
 
 Writes ``result.json`` (facts, status, error) and ``result.npz`` (``samples_ns``,
-``warmup_ns``, ``out::<output name>`` when outputs are saved) into ``out_dir``.
+``warmup_ns``, ``out::<output name>`` when outputs are saved, ``lag_ns`` for paced runs)
+into ``out_dir``. Single-stream runs add ``timed_span_boottime_s`` [start, end] on
+CLOCK_BOOTTIME (the clock of /proc/uptime) so a target's sensor samples line up with the timed
+loop; paced runs add ``paced`` {period_ms, achieved_period_ms, late_starts}; sustained runs add
+``timeline`` {duration_s, report_every_s, start_boottime_s, windows: [{end_index, t_end_s,
+boottime_end_s}]}; cold starts add ``cold_start`` {count, xnnpack_cache, cache_bytes, starts:
+[{kind, cache, runtime, process_start_ms, init_ms, first_inference_ms, total_ms}]}; a
+cold-start child writes {ready_ns, first_done_ns, init_ms, first_inference_ms, runtime}.
 
 Exit status: 0 ok, 2 bad input (model/data/delegate; message in result.json), 3 internal
 failure. A crash (signal) or hang is detected by the parent, which owns the deadline.
@@ -37,6 +49,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
 import threading
 import time
@@ -440,6 +453,7 @@ def run_single(job: dict, sess: Session) -> dict:
     nonfinite: dict[str, int] = {}
     first_pass = n  # outputs of inference i < n are read (untimed) for NaN/Inf and drift
 
+    b0 = boottime_s()   # the timed span on CLOCK_BOOTTIME, for the target's sensor samples (issue 17)
     start = clock()
     i = 0
     stop_reason = "runs"
@@ -467,6 +481,7 @@ def run_single(job: dict, sess: Session) -> dict:
                 outputs.append(o)
         i += 1
     wall_ns = clock() - start
+    res["timed_span_boottime_s"] = [b0, boottime_s()]
     # Fewer timed runs than samples: finish the first pass untimed so every sample has outputs.
     for j in range(len(samples), first_pass):
         sess._set(j)
@@ -634,6 +649,330 @@ def run_server(job: dict, runtime, data, qps: float, workers: int, queries: int)
     }
 
 
+# ---------------------------------------------------------------------------- sustained, paced, cold start
+# Issue 17. Three entries, each its own function: ``run_paced`` (one invoke every period_ms),
+# ``run_timeline`` (a sustained run closed into windows; back-to-back or paced) and
+# ``run_cold_starts`` (N fresh worker processes, each child running ``run_first_inference``).
+# Sensors (thermal zones, CPU frequencies, battery, RAPL) are read by the target outside this
+# process, so nothing here perturbs the timed loop; the loops report their spans on CLOCK_BOOTTIME
+# (the clock of /proc/uptime) so the target's samples line up with the timed inferences.
+
+TIMELINE_MAX_SAMPLES = 5_000_000   # 40 MB of int64 per sustained run; past it the run stops ("sample_cap")
+LATE_FRACTION = 0.10               # a paced invoke starting > 10% of a period after its slot is "late"
+COLD_START_TIMEOUT_S = 300.0       # one fresh process: start, load, one inference
+
+
+def boottime_s():
+    """Seconds on CLOCK_BOOTTIME (what /proc/uptime counts); None where it does not exist."""
+    clk = getattr(time, "CLOCK_BOOTTIME", None)
+    return None if clk is None else time.clock_gettime(clk)
+
+
+def _warm(job: dict, sess: Session) -> tuple[int, list]:
+    """First inference, then warm-up runs back-to-back (as in run_single); ns each."""
+    try:
+        first_ns = sess.one(0)
+    except (RuntimeError, ValueError) as exc:
+        raise JobError(f"inference failed on {job['model_path']}: {_one_line(exc)}") from None
+    warmup = [first_ns]
+    wr = int(job.get("warmup_runs", 10))
+    wt = float(job.get("warmup_time_s", 0.0)) * 1e9
+    w_start = time.perf_counter_ns()
+    i = 1
+    while i < wr or (time.perf_counter_ns() - w_start) < wt:
+        warmup.append(sess.one(i))
+        i += 1
+    return first_ns, warmup
+
+
+def _period_ns(job: dict, warmup: list) -> int | None:
+    """The job's period in ns; a period the invoke itself cannot keep is bad input, said up front."""
+    if job.get("period_ms") is None:
+        return None
+    period = int(float(job["period_ms"]) * 1e6)
+    w = sorted(warmup[1:] or warmup)
+    med = w[len(w) // 2]
+    if med >= period:
+        raise JobError(f"--period-ms {period / 1e6:g} is shorter than one inference of {job['model_path']} "
+                       f"(median {med / 1e6:.3g} ms over {len(w)} warm-up runs), so the invokes cannot keep "
+                       f"that pace; use a --period-ms above {med / 1e6:.3g}")
+    return period
+
+
+def _output_pass(sess: Session) -> dict:
+    """NaN/Inf count over one untimed pass of the input samples (after the timed loop)."""
+    nonfinite: dict = {}
+    for j in range(sess.n):
+        sess._set(j)
+        sess.it.invoke()
+        _count_nonfinite(sess.read_outputs(), nonfinite)
+    return nonfinite
+
+
+def _sleep_until(due_ns: int) -> None:
+    now = time.perf_counter_ns()
+    if due_ns > now:
+        time.sleep((due_ns - now) / 1e9)
+
+
+def run_paced(job: dict, sess: Session) -> dict:
+    """One invoke every ``period_ms``, sleeping in between (an audio or camera callback's pattern).
+
+    Each sample is one ``invoke()`` only. The schedule is fixed-rate from the first timed invoke;
+    an invoke that cannot start in its slot starts at once, without a catch-up burst, and its lag
+    counts. Stops by the run-control rule of ``run_single``. Extra result: ``paced``
+    {period_ms, achieved_period_ms, late_starts} and the array ``lag_ns`` (start - slot).
+    """
+    first_ns, warmup = _warm(job, sess)
+    period = _period_ns(job, warmup)
+    runs = job.get("runs")
+    cap = int(runs) if runs is not None else None
+    min_runs = int(job.get("min_runs", 662))
+    min_t = float(job.get("min_time_s", 1.0)) * 1e9
+    max_t = float(job.get("max_time_s", 60.0)) * 1e9
+    clock = time.perf_counter_ns
+    invoke = sess.it.invoke
+    samples, starts, lags = [], [], []
+    b0 = boottime_s()
+    start = clock()
+    due = start
+    i = 0
+    stop_reason = "runs"
+    while True:
+        el = clock() - start
+        if cap is not None:
+            if i >= cap:
+                break
+        elif i >= min_runs and el >= min_t:
+            stop_reason = "min_runs_and_min_time"
+            break
+        if el >= max_t:
+            stop_reason = "max_time"
+            break
+        if not sess.single:
+            sess._set(i)
+        _sleep_until(due)
+        t0 = clock()
+        invoke()
+        t1 = clock()
+        samples.append(t1 - t0)
+        starts.append(t0)
+        lags.append(t0 - due)
+        due = max(due + period, t1)
+        i += 1
+    wall_ns = clock() - start
+    b1 = boottime_s()
+    achieved = (starts[-1] - starts[0]) / (len(starts) - 1) / 1e6 if len(starts) > 1 else None
+    return {
+        "samples_ns": np.asarray(samples, np.int64), "warmup_ns": np.asarray(warmup, np.int64),
+        "lag_ns": np.asarray(lags, np.int64), "first_inference_ms": first_ns / 1e6,
+        "stop_reason": stop_reason, "timed_wall_s": wall_ns / 1e9, "nonfinite_outputs": _output_pass(sess),
+        "timed_span_boottime_s": [b0, b1],
+        "paced": {"period_ms": period / 1e6, "achieved_period_ms": achieved,
+                  "late_starts": sum(1 for x in lags if x > LATE_FRACTION * period)},
+    }
+
+
+def run_timeline(job: dict, sess: Session) -> dict:
+    """A sustained run: ``timeline.duration_s`` seconds of invokes (back-to-back, or one every
+    ``period_ms``), closed into a window every ``timeline.report_every_s``.
+
+    Windows are boundaries only -- ``{end_index, t_end_s, boottime_end_s}`` (samples
+    [previous end_index, end_index) belong to it) -- the parent derives each window's statistics
+    from the raw samples. Stops at the duration (``stop_reason`` "duration") or, for very fast
+    models, at TIMELINE_MAX_SAMPLES ("sample_cap").
+    """
+    from array import array
+
+    tl = job["timeline"]
+    dur = float(tl["duration_s"]) * 1e9
+    every = float(tl["report_every_s"]) * 1e9
+    first_ns, warmup = _warm(job, sess)
+    period = _period_ns(job, warmup)
+    clock = time.perf_counter_ns
+    invoke = sess.it.invoke
+    samples, lags = array("q"), array("q")
+    windows: list[dict] = []
+    b0 = boottime_s()
+    start = clock()
+    due = start
+    edge = every
+    i = 0
+    stop_reason = "duration"
+    while True:
+        el = clock() - start
+        if el >= edge or el >= dur or len(samples) >= TIMELINE_MAX_SAMPLES:
+            windows.append({"end_index": len(samples), "t_end_s": el / 1e9, "boottime_end_s": boottime_s()})
+            while edge <= el:
+                edge += every
+            if el >= dur:
+                break
+            if len(samples) >= TIMELINE_MAX_SAMPLES:
+                stop_reason = "sample_cap"
+                break
+        if not sess.single:
+            sess._set(i)
+        if period is not None:
+            _sleep_until(due)
+        t0 = clock()
+        invoke()
+        t1 = clock()
+        samples.append(t1 - t0)
+        if period is not None:
+            lags.append(t0 - due)
+            due = max(due + period, t1)
+        i += 1
+    wall_ns = clock() - start
+    res = {
+        "samples_ns": np.frombuffer(samples, np.int64).copy(), "warmup_ns": np.asarray(warmup, np.int64),
+        "first_inference_ms": first_ns / 1e6, "stop_reason": stop_reason, "timed_wall_s": wall_ns / 1e9,
+        "nonfinite_outputs": _output_pass(sess), "timed_span_boottime_s": [b0, boottime_s()],
+        "timeline": {"duration_s": float(tl["duration_s"]), "report_every_s": float(tl["report_every_s"]),
+                     "start_boottime_s": b0, "windows": windows},
+    }
+    if period is not None:
+        res["lag_ns"] = np.frombuffer(lags, np.int64).copy()
+        res["paced"] = {"period_ms": period / 1e6, "achieved_period_ms": (wall_ns / i / 1e6) if i else None,
+                        "late_starts": sum(1 for x in lags if x > LATE_FRACTION * period)}
+    return res
+
+
+def _compiled_api():
+    """LiteRT's CompiledModel API (the one that takes an XNNPACK weight cache path)."""
+    try:
+        from ai_edge_litert.compiled_model import CompiledModel  # type: ignore
+        from ai_edge_litert.hardware_accelerator import HardwareAccelerator  # type: ignore
+        from ai_edge_litert.options import CpuOptions, Options  # type: ignore
+    except ImportError:
+        raise JobError("--xnnpack-cache needs ai-edge-litert's CompiledModel API (pip install ai-edge-litert), "
+                       "which this Python lacks; drop --xnnpack-cache") from None
+    return CompiledModel, HardwareAccelerator, CpuOptions, Options
+
+
+def _compiled_first_inference(api, job: dict, cache_path: str | None) -> tuple[int, int]:
+    """(load + buffers ns, first run ns) with the CompiledModel API on the CPU (XNNPACK).
+
+    Inputs: sample 0 of the InputSet (or the seeded synthetic one); the API exposes no input
+    quantization, so a quantized input fed float data gets zeros (the value does not change what a
+    first inference costs)."""
+    CompiledModel, HardwareAccelerator, CpuOptions, Options = api
+    delegate = job.get("delegate", "xnnpack")
+    if delegate != "xnnpack":
+        raise JobError(f"--xnnpack-cache needs the XNNPACK delegate, but --delegate is {delegate!r}; "
+                       "use --delegate xnnpack")
+    opts = Options(hardware_accelerators=HardwareAccelerator.CPU,
+                   cpu_options=CpuOptions(num_threads=int(job.get("threads") or 1),
+                                          xnnpack_weight_cache_path=cache_path or ""))
+    t0 = time.perf_counter_ns()
+    try:
+        model = CompiledModel.from_file(job["model_path"], options=opts)
+        ins, outs = model.create_input_buffers(0), model.create_output_buffers(0)
+    except Exception as exc:  # noqa: BLE001 -- the wrapper raises RuntimeError/ValueError variants
+        raise JobError(f"cannot load {job['model_path']} with the CompiledModel API: {_one_line(exc)}") from None
+    init_ns = time.perf_counter_ns() - t0
+    key = next(iter(model.get_signature_list()))
+    details = model.get_input_tensor_details(key)
+    names = list(model.get_signature_by_index(0)["inputs"])
+    dets = [{"name": n, "shape": list(details[n]["shape"]), "dtype": np.dtype(details[n]["dtype"]).name,
+             "scale": 0.0, "zero_point": 0} for n in names]
+    if job.get("inputs_npz"):
+        data = map_inputs(load_npz(job["inputs_npz"]), dets, job["inputs_npz"])
+    else:
+        data = synthetic_inputs(dets, int(job.get("seed", 0)), n=1)
+    for buf, det in zip(ins, dets):
+        arr = np.asarray(data[det["name"]])[:max(1, det["shape"][0] or 1)]
+        want = np.dtype(det["dtype"])
+        if arr.dtype != want:
+            arr = arr.astype(want) if np.issubdtype(arr.dtype, np.integer) or np.issubdtype(want, np.floating) \
+                else np.zeros(det["shape"], want)
+        buf.write(np.ascontiguousarray(arr.reshape(det["shape"])))
+    t0 = time.perf_counter_ns()
+    try:
+        model.run_by_index(0, ins, outs)
+    except Exception as exc:  # noqa: BLE001
+        raise JobError(f"inference failed on {job['model_path']}: {_one_line(exc)}") from None
+    return init_ns, time.perf_counter_ns() - t0
+
+
+def run_first_inference(job: dict, load: dict) -> dict:
+    """A cold-start child: import the runtime (then it is *ready*), load + allocate, one inference.
+    Times are on the monotonic clock, which the parent shares (CLOCK_MONOTONIC is system-wide)."""
+    runtime = load_runtime()
+    api = _compiled_api() if load.get("api") == "compiled" else None
+    ready = time.monotonic_ns()
+    if api is not None:
+        init_ns, first_ns = _compiled_first_inference(api, job, load.get("xnnpack_cache_path"))
+        name = f"{runtime[3]} CompiledModel"
+    else:
+        data = load_npz(job["inputs_npz"]) if job.get("inputs_npz") else None
+        sess = Session(runtime, job, data)
+        init_ns = sess.init_ns
+        try:
+            first_ns = sess.one(0)
+        except (RuntimeError, ValueError) as exc:
+            raise JobError(f"inference failed on {job['model_path']}: {_one_line(exc)}") from None
+        name = f"{runtime[3]} Interpreter"
+    return {"ready_ns": ready, "first_done_ns": time.monotonic_ns(), "init_ms": init_ns / 1e6,
+            "first_inference_ms": first_ns / 1e6, "runtime": name}
+
+
+def run_cold_starts(job: dict, load: dict) -> dict:
+    """Parent of ``count`` fresh worker processes, one after another (``python runner.py child.json``).
+
+    Per start: ``process_start_ms`` (spawn -> interpreter, numpy and LiteRT imported),
+    ``init_ms`` (model load + allocate), ``first_inference_ms``, ``total_ms`` (spawn -> first
+    result). Without a cache the children use the Interpreter API (what the timed runs use). With
+    ``xnnpack_cache`` they use the CompiledModel API and alternate: a start without a cache, then
+    one with the weight cache file -- the first cached start writes it ("build"), later ones load
+    it ("warm"). The OS page cache is not dropped (that needs root): starts after the first find
+    the model file in memory."""
+    count = int(load["count"])
+    use_cache = bool(load.get("xnnpack_cache"))
+    out_dir = os.path.abspath(job["out_dir"])
+    cache_path = os.path.join(out_dir, "xnnpack-weights.cache")
+    if os.path.exists(cache_path):
+        os.remove(cache_path)
+    plan = ([("no_cache", None), ("cache", cache_path)] * count) if use_cache else [("interpreter", None)] * count
+    starts = []
+    for k, (kind, cpath) in enumerate(plan):
+        d = os.path.join(out_dir, f"start{k}")
+        os.makedirs(d, exist_ok=True)
+        child = {"threads": job.get("threads"), "delegate": job.get("delegate", "xnnpack"),
+                 "seed": job.get("seed", 0)}
+        child.update(model_path=os.path.abspath(job["model_path"]), out_dir=d,
+                     inputs_npz=os.path.abspath(job["inputs_npz"]) if job.get("inputs_npz") else None,
+                     load={"mode": "first_inference", "api": "compiled" if use_cache else "interpreter",
+                           "xnnpack_cache_path": cpath})
+        with open(os.path.join(d, "job.json"), "w") as fh:
+            json.dump(child, fh)
+        cache_state = None if cpath is None else ("warm" if os.path.exists(cpath) else "build")
+        t0 = time.monotonic_ns()
+        try:
+            proc = subprocess.run([sys.executable, os.path.abspath(__file__), os.path.join(d, "job.json")],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  timeout=COLD_START_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise JobError(f"cold start {k + 1} of {job['model_path']} gave no result within "
+                           f"{COLD_START_TIMEOUT_S:g} s and was killed", bad_input=False) from None
+        try:
+            with open(os.path.join(d, "result.json")) as fh:
+                meta = json.load(fh)
+        except (OSError, ValueError):
+            tail = (proc.stderr or b"").decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+            raise JobError(f"cold start {k + 1} of {job['model_path']} exited {proc.returncode} without a "
+                           f"result: {tail[0][:300]}", bad_input=False) from None
+        if proc.returncode != 0 or meta.get("status") != "ok":
+            raise JobError(f"cold start {k + 1}: {meta.get('error') or 'exit ' + str(proc.returncode)}",
+                           bad_input=meta.get("error_kind") == "bad_input")
+        starts.append({"kind": kind, "cache": cache_state, "runtime": meta["runtime"],
+                       "process_start_ms": (meta["ready_ns"] - t0) / 1e6, "init_ms": meta["init_ms"],
+                       "first_inference_ms": meta["first_inference_ms"],
+                       "total_ms": (meta["first_done_ns"] - t0) / 1e6, "peak_rss_bytes": meta.get("peak_rss_bytes")})
+    return {"samples_ns": np.zeros(0, np.int64),      # no timed loop; result.npz is still written
+            "cold_start": {"count": count, "xnnpack_cache": use_cache, "starts": starts,
+                           "cache_bytes": os.path.getsize(cache_path) if os.path.exists(cache_path) else None}}
+
+
 # ---------------------------------------------------------------------------- main
 
 def apply_affinity(cpus) -> dict:
@@ -655,11 +994,17 @@ def run_job(job: dict) -> dict:
     if "model_path" not in job:
         raise JobError("job has no model_path")
     check_flatbuffer(job["model_path"])
-    pinned = apply_affinity(job.get("cpu_affinity"))
+    pinned = apply_affinity(job.get("cpu_affinity"))   # inherited by cold-start children too
+    load = job.get("load") or None
+    if load is not None and load.get("mode") == "cold_start":   # a parent: no runtime import here
+        return {**run_cold_starts(job, load), **pinned}
+    if load is not None and load.get("mode") == "first_inference":
+        res = run_first_inference(job, load)
+        res["peak_rss_bytes"] = rss_bytes("VmHWM")
+        return res
     runtime = load_runtime()
     rss0 = rss_bytes("VmRSS")
     data = None
-    load = job.get("load") or None
     res: dict = {"runtime": runtime[3], **pinned}
     if job.get("inputs_npz"):
         data = load_npz(job["inputs_npz"])  # read once; each Session maps it to its interpreter
@@ -672,8 +1017,9 @@ def run_job(job: dict) -> dict:
         elif fault == "hang":
             while True:
                 time.sleep(3600)
+        loop = run_timeline if job.get("timeline") else run_paced if job.get("period_ms") is not None else run_single
         try:
-            res.update(run_single(job, sess))
+            res.update(loop(job, sess))
         except RuntimeError as exc:  # a kernel rejected an input (e.g. an index out of range)
             raise JobError(f"inference failed on {job['model_path']}: {_one_line(exc)}; check the input "
                            "data (value ranges such as token ids within the vocabulary)") from None
@@ -687,7 +1033,7 @@ def run_job(job: dict) -> dict:
         res.update(run_server(job, runtime, data, float(load["qps"]), int(load.get("workers", 1)),
                               int(load["queries"])))
     else:
-        raise JobError(f"unknown load mode {load.get('mode')!r}; use single, concurrency or server")
+        raise JobError(f"unknown load mode {load.get('mode')!r}; use single, concurrency, server or cold_start")
     res["rss_before_load_bytes"] = rss0
     res["peak_rss_bytes"] = rss_bytes("VmHWM")
     return res
@@ -706,6 +1052,7 @@ def main(argv: list[str]) -> int:
         return EXIT_BAD_INPUT
     out_dir = job.get("out_dir") or os.path.dirname(os.path.abspath(job_path))
     os.makedirs(out_dir, exist_ok=True)
+    job["out_dir"] = out_dir
     meta = {
         "runner_version": RUNNER_VERSION,
         "python": platform.python_version(),
@@ -721,7 +1068,7 @@ def main(argv: list[str]) -> int:
     arrays: dict[str, np.ndarray] = {}
     try:
         res = run_job(job)
-        for key in ("samples_ns", "warmup_ns", "service_ns"):
+        for key in ("samples_ns", "warmup_ns", "service_ns", "lag_ns"):
             if key in res:
                 arrays[key] = np.asarray(res.pop(key), np.int64)
         for name, arr in (res.pop("outputs", None) or {}).items():

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from edgebench.report.terminal._cells import as_document, e, fmt_bytes, fmt_value
+from edgebench.report.terminal.sustain import render_regimes
 from edgebench.rows import Document, InferenceRow
 
 
@@ -118,6 +119,7 @@ def render_bench(doc: Document | Mapping[str, Any]) -> list:
                                 f"resolution {s['resolution_qps']:.1f} QPS)"))
             else:
                 out.append(Text(f"{r.model}: SLA p99 <= {s['sla_p99_ms']:g} ms not met: {s.get('reason')}"))
+        out.extend(render_regimes(r))
         for w in r.warnings:
             out.append(Text(f"warning ({r.model}): {w}", style="yellow"))
         if r.cost is not None and r.cost.peak_note:

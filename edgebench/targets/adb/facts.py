@@ -133,3 +133,25 @@ def parse_probe(text: str) -> dict[str, Any]:
         "probe_complete": "end" in s,
         "props": props,
     }
+
+
+def parse_uptime(lines: list[str]) -> float | None:
+    """``/proc/uptime`` -> seconds on CLOCK_BOOTTIME (its first field)."""
+    for line in lines:
+        try:
+            return float(line.split()[0])
+        except (IndexError, ValueError):
+            continue
+    return None
+
+
+def parse_thermal_status(lines: list[str]) -> int | None:
+    """``dumpsys thermalservice``'s ``Thermal Status: N`` (0 none, 1 light, 2 moderate, 3 severe,
+    4 critical, 5 emergency, 6 shutdown; android.os.PowerManager) -> N; None when absent."""
+    for line in lines:
+        if "Thermal Status" in line:
+            try:
+                return int(line.rsplit(":", 1)[1].strip())
+            except (IndexError, ValueError):
+                return None
+    return None

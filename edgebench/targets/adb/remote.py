@@ -17,7 +17,14 @@ from typing import Any, Iterable
 from edgebench.errors import EdgebenchError, InfraError
 from edgebench.fingerprint import sha256_file
 from edgebench.targets.adb.client import _adb_errors, _client, _describe, list_states
-from edgebench.targets.adb.facts import _sections, parse_cpufreq, parse_probe, parse_thermal
+from edgebench.targets.adb.facts import (
+    _sections,
+    parse_cpufreq,
+    parse_probe,
+    parse_thermal,
+    parse_thermal_status,
+    parse_uptime,
+)
 
 REMOTE_ROOT = "/data/local/tmp/edgebench"
 REMOTE_FILES = f"{REMOTE_ROOT}/files"          # pushed files, cached by name (sha256-checked)
@@ -126,8 +133,69 @@ echo '@@cpufreq'
 for c in /sys/devices/system/cpu/cpu[0-9]*; do
   echo "${c##*/} $(cat $c/cpufreq/cpuinfo_max_freq 2>/dev/null || echo -) $(cat $c/cpufreq/scaling_max_freq 2>/dev/null || echo -) $(cat $c/cpufreq/scaling_cur_freq 2>/dev/null || echo -) $(cat $c/cpufreq/scaling_governor 2>/dev/null || echo -)"
 done
+echo '@@uptime'; cat /proc/uptime 2>/dev/null
 echo '@@end'
 """
+
+    # Android's thermal status (0 none .. 6 shutdown), sampled in sustained runs only: dumpsys is
+    # heavier than reading sysfs.
+    THERMAL_STATUS = "echo '@@thermal_status'; dumpsys thermalservice 2>/dev/null | grep 'Thermal Status'\n"
+
+    # ---- battery (energy per inference; edgebench.targets.adb.battery) ------------------------
+    POWER_SUPPLY = "/sys/class/power_supply"
+    BATTERY_STATE = r"""
+B=/sys/class/power_supply
+echo '@@battery'
+for f in status current_now voltage_now; do v=-; { read -r v < "$B/battery/$f"; } 2>/dev/null; echo "$f $v"; done
+echo '@@supplies'
+for p in "$B"/*; do t=-; o=-; { read -r t < "$p/type"; } 2>/dev/null; { read -r o < "$p/online"; } 2>/dev/null; echo "${p##*/} $t $o"; done
+echo '@@dumpsys'
+dumpsys battery 2>/dev/null
+echo '@@current'
+dumpsys battery get current_now 2>/dev/null
+echo '@@end'
+"""
+    BATTERY_ACTIONS = ("unplug", "reset", "suspend_input")
+
+    @classmethod
+    def dumpsys_battery(cls, action: str) -> str:
+        if action not in cls.BATTERY_ACTIONS:
+            raise ValueError(f"dumpsys battery {action!r} is not one of {cls.BATTERY_ACTIONS}")
+        return f"dumpsys battery {cls.q(action)}"
+
+    @classmethod
+    def touch(cls, path: str) -> str:
+        if not path.startswith(REMOTE_ROOT + "/"):
+            raise ValueError(f"refusing to create {path!r} outside {REMOTE_ROOT}")
+        return f": > {cls.q(path)}"
+
+    @classmethod
+    def battery_sampler(cls, stop_file: str, period_s: float, supplies: Iterable[str], *,
+                        current: str = "sysfs", voltage: str = "sysfs", status: str = "sysfs") -> str:
+        """Read the battery every ``period_s`` until ``stop_file`` exists, one line per reading:
+        ``S|<uptime s>|<current>|<voltage>|<status>|<online of each supply>...``. Sysfs values are
+        read with the shell builtin ``read`` (a reading forks only ``sleep``); a value whose sysfs
+        file is closed comes from ``dumpsys battery`` instead (current: ``get current_now``, uA;
+        voltage/status: the dump's mV and status code)."""
+        bat = f"{cls.POWER_SUPPLY}/battery"
+
+        def value(var: str, how: str, sysfs_name: str, dump_key: str) -> str:
+            if how == "sysfs":
+                return f"{{ read -r {var} < {cls.q(f'{bat}/{sysfs_name}')}; }} 2>/dev/null"
+            if how == "dumpsys" and var == "c":
+                return "c=$(dumpsys battery get current_now 2>/dev/null)"
+            if how == "dumpsys":
+                return f"{var}=$(dumpsys battery 2>/dev/null | sed -n {cls.q(f's/^ *{dump_key}: //p')})"
+            return ":"
+
+        online = "".join(f"x=-; {{ read -r x < {cls.q(f'{cls.POWER_SUPPLY}/{name}/online')}; }} 2>/dev/null; "
+                         'o="$o|$x"; ' for name in supplies)
+        return (f"while [ ! -e {cls.q(stop_file)} ]; do "
+                "u=-; c=-; v=-; s=-; o=; { read -r u _ < /proc/uptime; } 2>/dev/null; "
+                f"{value('c', current, 'current_now', '')}; {value('v', voltage, 'voltage_now', 'voltage')}; "
+                f"{value('s', status, 'status', 'status')}; {online}"
+                'echo "S|$u|$c|$v|$s$o"; '
+                f"sleep {float(period_s):g}; done; echo END")
 
 
 # ============================================================================ one device
@@ -265,10 +333,16 @@ class AdbDevice:
             raise self.lost("reading device facts", "output ended early")
         return facts
 
-    def thermal_sample(self) -> dict[str, Any]:
-        r = self.shell(RemoteCommand.THERMAL, what="sampling thermal zones")
+    def thermal_sample(self, status: bool = False) -> dict[str, Any]:
+        """Zones and CPU frequencies (+ Android's thermal status when ``status``), stamped with
+        host time ``t`` and the device's CLOCK_BOOTTIME ``uptime_s`` (None if unreadable)."""
+        script = RemoteCommand.THERMAL_STATUS + RemoteCommand.THERMAL if status else RemoteCommand.THERMAL
+        r = self.shell(script, what="sampling thermal zones")
         s = _sections(r.stdout)
         if "end" not in s:
             raise self.lost("sampling thermal zones", "output ended early")
-        return {"t": time.time(), "zones_c": parse_thermal(s.get("thermal", [])),
-                "cpus": parse_cpufreq(s.get("cpufreq", []))}
+        out = {"t": time.time(), "zones_c": parse_thermal(s.get("thermal", [])),
+               "cpus": parse_cpufreq(s.get("cpufreq", [])), "uptime_s": parse_uptime(s.get("uptime", []))}
+        if status:
+            out["thermal_status"] = parse_thermal_status(s.get("thermal_status", []))
+        return out

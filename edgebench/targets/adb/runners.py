@@ -16,6 +16,7 @@ import numpy as np
 
 from edgebench.errors import BadInput, EdgebenchError, InfraError
 from edgebench.fingerprint import sha256_file
+from edgebench.targets.adb.battery import BatteryMonitor
 from edgebench.targets.adb.remote import REMOTE_FILES, REMOTE_ROOT, AdbDevice, RemoteCommand, ShellResult
 from edgebench.targets.adb.thermal import ThermalPolicy, detect_throttle, monitored_shell
 from edgebench.targets.adb.thermal import cool_down as cool_down_device
@@ -143,8 +144,9 @@ class AdbTarget:
     def run_load(self, job: Job, load: dict[str, Any]) -> RunResult:
         """Load modes (concurrency / server) through the edgebench runner on the device."""
         if self.choose_runner() != "edgebench":
-            raise BadInput(f"adb device {self.serial}: load modes (--concurrency, --server-qps, --sla-p99-ms) need "
-                           "python3 with a TFLite runtime on the device; benchmark_model has no load modes")
+            raise BadInput(f"adb device {self.serial}: load modes (--concurrency, --server-qps, --sla-p99-ms, "
+                           "--cold-starts) need python3 with a TFLite runtime on the device; benchmark_model has "
+                           "no load modes")
         return self._run(job, load)
 
     def _run(self, job: Job, load: dict[str, Any] | None) -> RunResult:
@@ -155,6 +157,10 @@ class AdbTarget:
                 raise BadInput(f"adb device {self.serial} has no python3 with a TFLite runtime, so the edgebench "
                                "runner cannot run there; use the benchmark_model runner (--benchmark-binary)")
             return self._run_edgebench(job, load)
+        if job.schedule.sustained or job.schedule.paced:
+            raise BadInput(f"adb device {self.serial}: --duration and --period-ms need the edgebench runner "
+                           "(python3 with a TFLite runtime on the device); the benchmark_model runner starts one "
+                           "process per sample, so it can neither pace nor sustain one interpreter")
         return self._run_benchmark_model(job)
 
     # -- cool-down and sampling (edgebench.targets.adb.thermal) ------------------------------------
@@ -192,6 +198,8 @@ class AdbTarget:
         dev.check(RemoteCommand.mkdir(REMOTE_FILES, run_dir), what="creating the run folder")
         local_tmp = Path(tempfile.mkdtemp(prefix="edgebench-adb-"))
         thermal: dict[str, Any] = {}
+        battery = (BatteryMonitor(dev, job.energy, run_dir, job.deadline_s)
+                   if job.energy is not None and load is None else None)
         try:
             self._stage(RUNNER_PATH, pushed, "runner")
             self._stage(model, pushed, "model")
@@ -202,9 +210,14 @@ class AdbTarget:
             job_file.write_text(json.dumps(spec))
             dev.push(job_file, f"{run_dir}/job.json")
 
+            if battery is not None:
+                battery.prepare()
             r, wall = monitored_shell(
                 dev, self.thermal, RemoteCommand.in_dir(run_dir, ["python3", "../files/runner.py", "job.json"]),
-                deadline_s=job.deadline_s, what=f"the run of {model.name}", thermal=thermal)
+                deadline_s=job.deadline_s, what=f"the run of {model.name}", thermal=thermal,
+                status=job.schedule.sustained, before_run=battery.start if battery is not None else None)
+            if battery is not None:
+                battery.finish()
 
             self._check_deadline(r, job, model)
             expected = [f"{run_dir}/result.json", f"{run_dir}/result.npz"]
@@ -231,18 +244,29 @@ class AdbTarget:
             with np.load(local_tmp / "result.npz", allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
         finally:
+            if battery is not None:
+                battery.finish()        # idempotent: stops the sampler, undoes unplug/suspend_input
             self._cleanup(run_dir)
             shutil.rmtree(local_tmp, ignore_errors=True)
 
         samples = np.asarray(arrays.get("samples_ns", np.zeros(0)), np.int64)
         thermal.update(detect_throttle(thermal.get("before"), thermal["during"], thermal.get("after"), samples))
+        extra: dict[str, Any] = {"runner": "edgebench", "serial": self.serial, "pushed": pushed,
+                                 "remote_run_dir": run_dir, "device_wall_s": round(wall, 3), "thermal": thermal,
+                                 "throttled": thermal["throttled"],
+                                 **{k: v for k, v in self.settings_used(job.threads, spec["delegate"]).items()
+                                    if k in ("profile", "threads_source", "profile_warning")}}
+        if job.schedule.sustained:
+            extra["sensor_readings"] = [{"t": s.get("uptime_s"), "zones_c": s.get("zones_c"), "cpus": s.get("cpus"),
+                                         "thermal_status": s.get("thermal_status")}
+                                        for s in [thermal.get("before"), *thermal["during"], thermal.get("after")] if s]
+            extra["thermal_reason"] = None
+        if battery is not None:
+            energy, reason = battery.energy(meta.get("timed_span_boottime_s"), int(samples.size))
+            extra.update(energy=energy, energy_reason=reason)
         return RunResult.from_worker(
             meta, arrays, target=self.name, model_path=str(job.model_path), model_sha256=sha256_file(model),
-            spec=spec, fingerprint=self.fingerprint(), method=DEVICE_RUNNER_METHOD,
-            extra={"runner": "edgebench", "serial": self.serial, "pushed": pushed, "remote_run_dir": run_dir,
-                   "device_wall_s": round(wall, 3), "thermal": thermal, "throttled": thermal["throttled"],
-                   **{k: v for k, v in self.settings_used(job.threads, spec["delegate"]).items()
-                      if k in ("profile", "threads_source", "profile_warning")}})
+            spec=spec, fingerprint=self.fingerprint(), method=DEVICE_RUNNER_METHOD, extra=extra)
 
     def _cleanup(self, run_dir: str) -> None:
         if self.keep_files:
@@ -399,6 +423,11 @@ class AdbTarget:
             "mem_overall_mb": first.mem_overall_mb, "pushed": pushed, "remote_run_dir": run_dir,
             "device_wall_s": round(wall, 3), "thermal": thermal, "throttled": thermal["throttled"],
         }
+        if job.energy is not None:
+            extra.update(energy=None, energy_reason=(
+                "the benchmark_model runner starts one process per sample, so battery energy would be mostly "
+                "process start and model load; energy per inference needs the edgebench runner (python3 with "
+                "a TFLite runtime on the device)"))
         fp = self.fingerprint()
         fp.update({"threads": threads, "delegate": delegate, "runtime": "benchmark_model",
                    "gpu_precision_loss_allowed": settings.get("gpu_precision_loss_allowed")})

@@ -7,7 +7,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -97,23 +97,32 @@ def cool_down(device: AdbDevice, policy: ThermalPolicy) -> dict[str, Any]:
 
 
 def monitored_shell(device: AdbDevice, policy: ThermalPolicy, command: str, *, deadline_s: float, what: str,
-                    thermal: dict[str, Any]) -> tuple[ShellResult, float]:
+                    thermal: dict[str, Any], status: bool = False,
+                    before_run: Callable[[], None] | None = None) -> tuple[ShellResult, float]:
     """Cool down, then run ``command`` on the device while a thread samples thermal zones and
-    CPU frequencies; records cooldown/before/during/after in ``thermal``. Returns (result, wall s)."""
+    CPU frequencies (and Android's thermal status when ``status``); records
+    cooldown/before/during/after in ``thermal``. ``before_run`` (e.g. an energy idle window) runs
+    after the sampling started, so the sampler's own cost is in it too. Returns (result, wall s)."""
     thermal["cooldown"] = cool_down(device, policy)
-    thermal["before"] = device.thermal_sample()
+    thermal["before"] = device.thermal_sample(status=status)
     stop = threading.Event()
     during: list[dict] = []
 
     def loop() -> None:
         while not stop.wait(policy.sample_every_s):
             try:
-                during.append(device.thermal_sample())
+                during.append(device.thermal_sample(status=status))
             except EdgebenchError:
                 return
 
     sampler = threading.Thread(target=loop, daemon=True, name=f"thermal-{device.serial}")
     sampler.start()
+    if before_run is not None:
+        try:
+            before_run()
+        except BaseException:
+            stop.set()
+            raise
     t0 = time.monotonic()
     try:
         r = device.shell(command, deadline_s=deadline_s, what=what)
@@ -122,5 +131,5 @@ def monitored_shell(device: AdbDevice, policy: ThermalPolicy, command: str, *, d
         sampler.join(timeout=policy.sample_every_s + HOST_MARGIN_S)
     wall = time.monotonic() - t0
     thermal["during"] = during
-    thermal["after"] = device.thermal_sample()
+    thermal["after"] = device.thermal_sample(status=status)
     return r, wall

@@ -1,0 +1,129 @@
+"""Terminal tables for sustained, paced and cold-start runs and energy (pure: rows in, rich
+renderables out). Latencies in ms, temperatures in C, frequencies in MHz, energy in mJ."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from edgebench.report.terminal._cells import e, fmt_value, numeric_column
+from edgebench.rows import InferenceRow, Latency
+
+STATUS_NAMES = {0: "none", 1: "light", 2: "moderate", 3: "severe", 4: "critical", 5: "emergency", 6: "shutdown"}
+
+
+def _ms(lat: Latency | None, key: str) -> str:
+    return fmt_value(getattr(lat, key) if lat is not None else None, ".4g")
+
+
+def _mhz(khz: list) -> str:
+    vals = [k for k in khz or [] if k]
+    return "-" if not vals else f"{max(vals) / 1000:.0f}"
+
+
+def timeline_table(r: InferenceRow) -> list:
+    t = Table(title=f"{e(r.model)} @ {e(r.target)}: sustained {fmt_value(r.sustained.duration_s, 'g')} s "
+                    f"(window {fmt_value(r.sustained.report_every_s, 'g')} s)", header_style="bold")
+    for c in ("window", "end s", "samples", "p50 ms", "p90 ms", "p99 ms", "hottest C", "max CPU MHz",
+              "min CPU cap MHz", "thermal status"):
+        numeric_column(t, c)
+    for w in r.timeline or ():
+        th = w.thermal or {}
+        caps = [c for c in th.get("cpu_cap_khz") or [] if c]
+        st = th.get("thermal_status")
+        t.add_row(str(w.index + 1), fmt_value(w.t_end_s, ".1f"), str(w.samples), _ms(w.latency, "p50"),
+                  _ms(w.latency, "p90"), _ms(w.latency, "p99") + ("" if w.latency is None or w.latency.p99_valid else "*"),
+                  fmt_value(th.get("hottest_c"), ".1f"), _mhz(th.get("cpu_cur_khz")),
+                  "-" if not caps else f"{min(caps) / 1000:.0f}",
+                  "-" if st is None else f"{st} ({STATUS_NAMES.get(st, '?')})")
+    s = r.sustained
+    out: list = [t]
+    ttt = "never" if s.time_to_throttle_s is None else f"{s.time_to_throttle_s:.1f} s ({s.throttle_reason})"
+    out.append(Text(f"steady-state ratio (last / first window p50): {fmt_value(s.steady_state_ratio, '.3f')}; "
+                    f"time to throttle: {ttt}; * p99 from too few samples (< 662) to be valid"))
+    reasons = {w.thermal_reason for w in r.timeline or () if w.thermal_reason}
+    for why in sorted(reasons):
+        out.append(Text(f"thermal: {why}", style="dim"))
+    return out
+
+
+def paced_table(r: InferenceRow) -> list:
+    p = r.paced
+    t = Table(title=f"{e(r.model)} @ {e(r.target)}: paced every {fmt_value(r.period_ms, 'g')} ms vs back-to-back",
+              header_style="bold")
+    t.add_column("run")
+    for c in ("p50 ms", "p90 ms", "p99 ms", "mean ms", "samples"):
+        numeric_column(t, c)
+    for label, lat in (("paced", r.latency), ("back-to-back", p.back_to_back_ms if p else None)):
+        t.add_row(label, _ms(lat, "p50"), _ms(lat, "p90"), _ms(lat, "p99"), _ms(lat, "mean"),
+                  fmt_value(lat.samples if lat else None, "d"))
+    lag = (p.details.get("start_lag_ms") or {}) if p else {}
+    return [t, Text(f"paced / back-to-back p50: {fmt_value(p.p50_ratio if p else None, '.2f')}x; achieved period "
+                    f"{fmt_value(p.achieved_period_ms if p else None, '.4g')} ms; late starts "
+                    f"{fmt_value(p.late_starts if p else None, 'd')}; start lag p50/p99 "
+                    f"{fmt_value(lag.get('p50'), '.3g')}/{fmt_value(lag.get('p99'), '.3g')} ms")]
+
+
+def cold_start_table(r: InferenceRow) -> list:
+    c = r.cold_start
+    d = c.details
+    t = Table(title=f"{e(r.model)} @ {e(r.target)}: cold starts ({e(d.get('runtime'))})", header_style="bold")
+    t.add_column("")
+    for col in ("starts", "process start ms", "load + allocate ms", "first inference ms", "spawn to result ms"):
+        numeric_column(t, col)
+
+    def row(label: str, n, ps, init, first, total) -> None:
+        t.add_row(label, fmt_value(n, "d"), *(fmt_value(v, ".4g") for v in (ps, init, first, total)))
+
+    label = "no cache (p50)" if c.xnnpack_cache else "p50"
+    row(label, c.count, *(getattr(c, k).p50 if getattr(c, k) else None
+                          for k in ("process_start_ms", "init_ms", "first_inference_ms", "total_ms")))
+    if c.xnnpack_cache:
+        b = d.get("cache_build") or {}
+        row("writes cache", 1 if b else 0, b.get("process_start_ms"), b.get("init_ms"), b.get("first_inference_ms"),
+            b.get("total_ms"))
+        w = d.get("warm_cache") or {}
+        n = ((w.get("init_ms") or {}).get("samples"))
+        row("warm cache (p50)", n, *((w.get(k) or {}).get("p50") for k in
+                                     ("process_start_ms", "init_ms", "first_inference_ms", "total_ms")))
+    out: list = [t]
+    note = d.get("note")
+    if c.xnnpack_cache and d.get("warm_vs_no_cache_init_ratio") is not None:
+        out.append(Text(f"warm-cache / no-cache load + allocate p50: {d['warm_vs_no_cache_init_ratio']:.2f}x; "
+                        f"cache file {fmt_value(d.get('cache_bytes'), 'd')} bytes"))
+    if note:
+        out.append(Text(note, style="dim"))
+    return out
+
+
+def energy_lines(r: InferenceRow) -> list:
+    if r.energy is None:
+        return [Text(f"energy ({r.model} @ {r.target}): not measured: {r.energy_reason}", style="yellow")]
+    en = r.energy
+    d = en.details
+    units = d.get("units") or {}
+    unit_txt = f"; units {units.get('current')}/{units.get('voltage')}" + (" (assumed)" if units.get("assumed") else "") \
+        if units else ""
+    head = (f"energy ({r.model} @ {r.target}, {en.source}): {fmt_value(en.mj_per_inference, '.4g')} mJ/inference, "
+            f"{fmt_value(en.inferences_per_j, '.4g')} inferences/J; run {fmt_value(d.get('run_power_w'), '.3g')} W vs "
+            f"idle {fmt_value(d.get('idle_power_w'), '.3g')} W over {fmt_value(d.get('run_s'), '.3g')} s; readings "
+            f"run/idle {(d.get('samples') or {}).get('run')}/{(d.get('samples') or {}).get('idle')}{unit_txt}; "
+            + ("valid" if en.valid else "NOT VALID"))
+    out: list = [Text(head, style=None if en.valid else "yellow")]
+    for why in en.invalid_reasons:
+        out.append(Text(f"  not valid: {why}", style="yellow"))
+    return out
+
+
+def render_regimes(r: InferenceRow) -> list:
+    """Every regime table the row has (empty when it has none)."""
+    out: list = []
+    if r.timeline and r.sustained is not None:
+        out.extend(timeline_table(r))
+    if r.paced is not None:
+        out.extend(paced_table(r))
+    if r.cold_start is not None:
+        out.extend(cold_start_table(r))
+    if r.energy is not None or r.energy_reason is not None:
+        out.extend(energy_lines(r))
+    return out

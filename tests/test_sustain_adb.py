@@ -1,0 +1,146 @@
+"""Sustained, paced, cold-start and energy runs on the simulated device (real adb server, real
+LiteRT in the device's python3), end to end through ``edgebench bench``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from edgebench.energy import EnergySettings
+from edgebench.errors import BadInput
+from edgebench.targets.adb import AdbTarget, ThermalPolicy
+from edgebench.targets.base import Schedule
+from conftest import make_job
+
+pytest_plugins = ["conftest_adb"]
+
+FAST = ["--warmup-runs", "2", "--min-runs", "50", "--min-time", "0.1", "--no-store", "--json", "-"]
+NO_COOL = ThermalPolicy(cooldown_below_c=None, sample_every_s=0.2)
+
+
+def _bench(run_cli, *args):
+    code, out, err = run_cli("bench", *args)
+    return code, (json.loads(out) if out.strip().startswith("{") else None), err
+
+
+def test_sustained_timeline_has_windows_thermal_and_throttle(run_cli, make_sim, tiny_tflite):
+    # each shell command advances the scripts one step: the thermal sampler heats the device up,
+    # and Android's thermal status reaches "light" part-way through
+    sim = make_sim(has_python=True, thermal_script={"cpu-big": [38.0 + 0.5 * i for i in range(400)]},
+                   thermal_status_script=[0] * 8 + [1] * 400)
+    code, doc, err = _bench(run_cli, str(tiny_tflite), "--targets", f"adb:{sim.serial}", "--duration", "3",
+                            "--report-every", "1", *FAST)
+    assert code == 0, err
+    row = doc["rows"][0]
+    tl = row["timeline"]
+    assert len(tl) == 3 and [w["index"] for w in tl] == [0, 1, 2]
+    assert sum(w["samples"] for w in tl) == row["latency_ms"]["samples"]
+    assert all(w["latency_ms"]["p50"] > 0 and w["latency_ms"]["samples"] == w["samples"] for w in tl)
+    assert all(w["thermal"] is not None and "cpu-big" in w["thermal"]["zones_c"] for w in tl)
+    assert tl[-1]["thermal"]["hottest_c"] > tl[0]["thermal"]["hottest_c"]      # the script heated it
+    assert len(tl[0]["thermal"]["cpu_cur_khz"]) == 9
+    assert tl[-1]["thermal"]["thermal_status"] == 1
+    s = row["sustained"]
+    assert s["duration_s"] == 3 and s["windows"] == 3
+    assert s["steady_state_ratio"] == pytest.approx(tl[-1]["latency_ms"]["p50"] / tl[0]["latency_ms"]["p50"])
+    assert s["time_to_throttle_s"] is not None and s["throttle_reason"]
+    assert s["max_thermal_status"] == 1
+
+
+def test_paced_and_cold_starts_on_device(run_cli, make_sim, tiny_tflite):
+    sim = make_sim(has_python=True)
+    code, doc, err = _bench(run_cli, str(tiny_tflite), "--targets", f"adb:{sim.serial}", "--period-ms", "2",
+                            "--cold-starts", "2", *FAST)
+    assert code == 0, err
+    row = doc["rows"][0]
+    assert row["period_ms"] == 2 and "paced" in row["method"]
+    p = row["paced"]
+    assert p["period_ms"] == 2 and p["achieved_period_ms"] >= 2 * 0.99      # sleep never wakes early
+    assert p["back_to_back_ms"]["samples"] >= 50 and p["p50_ratio"] > 0
+    c = row["cold_start"]
+    assert c["count"] == 2 and c["xnnpack_cache"] is False
+    assert c["process_start_ms"]["samples"] == 2 and c["init_ms"]["samples"] == 2
+    assert c["runtime"].endswith("Interpreter") and len(c["starts"]) == 2
+    assert all(st["total_ms"] > st["process_start_ms"] > 0 for st in c["starts"])
+    # the cold-start children ran on the device: the run folder is gone afterwards
+    assert not list((sim.root / "data/local/tmp/edgebench").glob("run-*"))
+
+
+def test_energy_on_device_is_valid_and_follows_load(run_cli, make_sim, tiny_tflite):
+    sim = make_sim(has_python=True)
+    code, doc, err = _bench(run_cli, str(tiny_tflite), "--targets", f"adb:{sim.serial}", "--duration", "3",
+                            "--report-every", "1", "--energy", "--energy-idle", "2", *FAST)
+    assert code == 0, err
+    row = doc["rows"][0]
+    e = row["energy"]
+    assert e is not None, row.get("energy_reason")
+    assert e["valid"] is True, e["invalid_reasons"]
+    assert e["source"] == "battery" and e["units"] == {"current": "uA", "voltage": "uV", "assumed": False}
+    assert e["samples"]["run"] >= 10 and e["samples"]["idle"] >= 5
+    # the simulated gauge follows the real CPU load of the runner: the run draws more than idle
+    assert e["run_power_w"] > e["idle_power_w"] > 0
+    assert e["mj_per_inference"] == pytest.approx(e["joules"] * 1e3 / e["inferences"])
+    assert e["inferences"] == row["latency_ms"]["samples"]
+    assert e["battery"]["unplugged"] is True and e["battery"]["reset"] is True
+    assert not (sim.root / ".sim" / "battery_unplugged").exists()        # reset undid the unplug
+
+
+def test_energy_mA_units_and_positive_discharge_are_detected(make_sim, tiny_tflite):
+    sim = make_sim(has_python=True, battery={"units": "mA", "negative_discharge": False})
+    job = make_job(str(tiny_tflite), warmup_runs=2, schedule=Schedule(duration_s=3.0, report_every_s=1.0),
+                   energy=EnergySettings(idle_s=2.0))
+    res = AdbTarget(sim.serial, thermal=NO_COOL).run(job)
+    e = res.extra["energy"]
+    assert e["units"]["current"] == "mA" and e["units"]["voltage"] == "mV"
+    assert e["valid"] is True, e["invalid_reasons"]
+
+
+def test_charging_over_usb_is_invalid_even_after_unplug(make_sim, tiny_tflite):
+    sim = make_sim(has_python=True, battery={"usb_online": True})       # a user build: no suspend_input
+    job = make_job(str(tiny_tflite), warmup_runs=2, schedule=Schedule(duration_s=2.0, report_every_s=1.0),
+                   energy=EnergySettings(idle_s=1.0))
+    res = AdbTarget(sim.serial, thermal=NO_COOL).run(job)
+    e = res.extra["energy"]
+    assert e["valid"] is False and any("charging" in r for r in e["invalid_reasons"])
+    assert e["battery"]["unplugged"] is True                              # unplug worked, the charger did not stop
+    assert e["battery"]["input_suspended"] is False
+    assert "SecurityException" in e["battery"]["suspend_input_error"]
+    assert e["battery"]["reset"] is True
+
+
+def test_suspend_input_on_a_debuggable_build_makes_it_valid(make_sim, tiny_tflite):
+    sim = make_sim(has_python=True, battery={"usb_online": True, "debuggable": True})
+    job = make_job(str(tiny_tflite), warmup_runs=2, schedule=Schedule(duration_s=3.0, report_every_s=1.0),
+                   energy=EnergySettings(idle_s=2.0))
+    res = AdbTarget(sim.serial, thermal=NO_COOL).run(job)
+    e = res.extra["energy"]
+    assert e["battery"]["input_suspended"] is True
+    assert e["valid"] is True, e["invalid_reasons"]
+    assert not (sim.root / ".sim" / "battery_input_suspended").exists()   # charging resumed afterwards
+
+
+def test_closed_sysfs_current_falls_back_to_dumpsys_without_unplug(make_sim, tiny_tflite):
+    sim = make_sim(has_python=True, battery={"sysfs_current": False})
+    job = make_job(str(tiny_tflite), warmup_runs=2, schedule=Schedule(duration_s=3.0, report_every_s=1.0),
+                   energy=EnergySettings(idle_s=2.0, sample_every_s=0.25))
+    res = AdbTarget(sim.serial, thermal=NO_COOL).run(job)
+    e = res.extra["energy"]
+    assert e["battery"]["sources"]["current"] == "dumpsys" and "unplugged" not in e["battery"]
+    assert e["units"]["current"] == "uA" and e["samples"]["run"] >= 5
+
+
+def test_no_current_anywhere_is_null_with_the_reason(make_sim, tiny_tflite):
+    sim = make_sim(has_python=True, battery={"sysfs_current": False, "dumpsys_current": False})
+    job = make_job(str(tiny_tflite), warmup_runs=2, min_runs=20, min_time_s=0.05, energy=EnergySettings(idle_s=1.0))
+    res = AdbTarget(sim.serial, thermal=NO_COOL).run(job)
+    assert res.extra["energy"] is None and "current" in res.extra["energy_reason"]
+
+
+def test_benchmark_model_runner_refuses_sustained_and_paced(make_sim, tiny_tflite):
+    sim = make_sim(has_python=False)
+    t = AdbTarget(sim.serial, thermal=NO_COOL, benchmark_binary="/nonexistent")
+    with pytest.raises(BadInput, match="edgebench runner"):
+        t.run(make_job(str(tiny_tflite), schedule=Schedule(period_ms=5.0)))
+    with pytest.raises(BadInput, match="--cold-starts"):
+        t.run_load(make_job(str(tiny_tflite)), {"mode": "cold_start", "count": 1})
