@@ -25,7 +25,8 @@ Validity (a figure is reported either way, ``valid`` says whether to trust it):
 * the battery is discharging in every reading, with no external supply online (unless its input
   was suspended): on USB power the battery current says little about what the SoC draws;
 * the current does not change sign during the readings (a charger connecting mid-run);
-* net energy > 0 (else the run drew no more than idle: too short, or the gauge too coarse).
+* net energy > 1% of the gross (else the run drew no more than idle: too short, or the gauge too
+  coarse).
 
 Unit detection (Android's HAL contract is uA/uV, but kernels differ): voltage by magnitude --
 2.5-5.5 V of a Li-ion cell reads 2.5e6-5.5e6 in uV or 2500-5500 in mV; current by the median
@@ -47,6 +48,7 @@ MIN_RUN_SAMPLES = 10       # fuel gauges update about once a second; fewer readi
 MIN_IDLE_SAMPLES = 5
 DISCHARGING = ("discharging",)
 CHARGING = ("charging", "full")
+MIN_NET_SHARE = 0.01       # net energy below 1% of the gross is indistinguishable from the idle baseline
 SIGN_FLIP_SHARE = 0.10     # more than 10% of readings with the minority sign: the supply changed mid-run
 
 
@@ -127,10 +129,10 @@ def _trapezoid(t: np.ndarray, y: np.ndarray, a: float, b: float) -> float:
 def _result(source: str, method: str, *, gross_j: float, idle_w: float, run_s: float, inferences: int,
             reasons: list[str], **facts: Any) -> dict[str, Any]:
     net = gross_j - idle_w * run_s
-    if net <= 0:
-        reasons.append(f"the run drew no more than the idle baseline (net {net * 1e3:.3g} mJ): run longer "
-                       "(--duration) so the difference rises above the gauge's noise")
-    ok = net > 0 and inferences > 0
+    if net <= MIN_NET_SHARE * gross_j:
+        reasons.append(f"the run drew no more than the idle baseline (net {net * 1e3:.3g} mJ of "
+                       f"{gross_j * 1e3:.3g} mJ): run longer (--duration) so the difference rises above the noise")
+    ok = net > MIN_NET_SHARE * gross_j and inferences > 0
     return {
         "source": source, "method": method, "valid": not reasons, "invalid_reasons": reasons,
         "joules": net, "gross_joules": gross_j, "idle_power_w": idle_w,

@@ -39,7 +39,7 @@ key), ``model``, ``precision``, ``target``, ``device_model`` on every row metric
                                                           ``edgebench_sustained_time_to_throttle_seconds``
 ``edgebench_paced_period_seconds``              gauge     requested period; also ``_achieved_period_seconds``,
                                                           ``edgebench_paced_back_to_back_latency_seconds``
-                                                          (quantile), ``edgebench_paced_p50_ratio``
+                                                          (summary), ``edgebench_paced_p50_ratio``
 ``edgebench_cold_start_seconds``                gauge     p50 per ``phase`` (process_start, init,
                                                           first_inference, total) and ``cache`` (none, warm)
 ``edgebench_energy_joules_per_inference``       gauge     net energy per inference (``source`` label); also
@@ -350,11 +350,15 @@ def _add_regimes(reg: _Registry, labels: dict[str, Any], row: dict[str, Any]) ->
         reg.fam("edgebench_paced_achieved_period_seconds", "gauge", "Achieved period between paced invokes."
                 ).add(labels, None if ach is None else ach / 1e3)
         b2b = p.get("back_to_back_ms") if isinstance(p.get("back_to_back_ms"), dict) else {}
+        fam = reg.fam("edgebench_paced_back_to_back_latency_seconds", "summary",
+                      "Back-to-back latency of the same model next to a paced run.")
         for key, q in _LATENCY_QUANTILES[:4]:
             v = _num(b2b.get(key))
-            reg.fam("edgebench_paced_back_to_back_latency_seconds", "gauge",
-                    "Back-to-back latency of the same model next to a paced run."
-                    ).add({**labels, "quantile": q}, None if v is None else v / 1e3)
+            fam.add({**labels, "quantile": q}, None if v is None else v / 1e3)
+        mean, count = _num(b2b.get("mean")), _num(b2b.get("samples"))
+        if mean is not None and count is not None:
+            fam.add(labels, mean / 1e3 * count, suffix="_sum")
+            fam.add(labels, count, suffix="_count")
         reg.fam("edgebench_paced_p50_ratio", "gauge", "Paced p50 / back-to-back p50.").add(labels, _num(p.get("p50_ratio")))
     c = row.get("cold_start") if isinstance(row.get("cold_start"), dict) else {}
     for cache, src in (("none", c), ("warm", c.get("warm_cache") if isinstance(c.get("warm_cache"), dict) else {})):

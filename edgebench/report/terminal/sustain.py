@@ -107,7 +107,8 @@ def energy_lines(r: InferenceRow) -> list:
     head = (f"energy ({r.model} @ {r.target}, {en.source}): {fmt_value(en.mj_per_inference, '.4g')} mJ/inference, "
             f"{fmt_value(en.inferences_per_j, '.4g')} inferences/J; run {fmt_value(d.get('run_power_w'), '.3g')} W vs "
             f"idle {fmt_value(d.get('idle_power_w'), '.3g')} W over {fmt_value(d.get('run_s'), '.3g')} s; readings "
-            f"run/idle {(d.get('samples') or {}).get('run')}/{(d.get('samples') or {}).get('idle')}{unit_txt}; "
+            f"run/idle {fmt_value((d.get('samples') or {}).get('run'), 'd')}/"
+            f"{fmt_value((d.get('samples') or {}).get('idle'), 'd')}{unit_txt}; "
             + ("valid" if en.valid else "NOT VALID"))
     out: list = [Text(head, style=None if en.valid else "yellow")]
     for why in en.invalid_reasons:
