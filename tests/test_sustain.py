@@ -223,3 +223,17 @@ def test_renderers_show_every_regime_and_escape():
     if promtool:
         r = subprocess.run([promtool, "check", "metrics"], input=prom, capture_output=True, text=True, check=False)
         assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_store_keeps_every_regime_and_the_report_rebuilds_from_it(tmp_path):
+    from edgebench.report.html import render_html
+    from edgebench.store import Store
+
+    doc = Document.new("bench", [_full_row()], {"hostname": "h"})
+    with Store(str(tmp_path / "r.db")) as st:
+        run_id = st.save(doc)
+        back = Document.from_dict(st.get(run_id))
+    row = back.rows[0]
+    assert row.timeline == _full_row().timeline and row.energy == _full_row().energy
+    assert row.cold_start.details["warm_cache"]["init_ms"]["p50"] == 2.0 and row.paced.p50_ratio == 1.4
+    assert "temperature per window" in render_html(back)

@@ -116,7 +116,11 @@ class HostTarget:
         sampler = HostSampler(period_s=period, thermal=job.schedule.sustained, rapl=job.energy is not None)
         sampler.start()
         if job.energy is not None and sampler.rapl_reason is None:
-            time.sleep(job.energy.idle_s)      # the idle baseline: nothing of ours runs yet
+            try:
+                time.sleep(job.energy.idle_s)      # the idle baseline: nothing of ours runs yet
+            except BaseException:                  # Ctrl-C/SIGTERM during the idle window
+                sampler.stop()
+                raise
         return sampler
 
     def _spawn(self, job_file: Path, work: Path, deadline_s: float, model: Path):
