@@ -30,7 +30,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from edgebench.targets.base import Job  # noqa: E402
+from edgebench.targets.base import Job, RunControl  # noqa: E402
 from edgebench.targets.host import HostTarget  # noqa: E402
 
 BARE = r"""
@@ -76,7 +76,7 @@ def edgebench(model: str, runs: int, warm: int, threads: int) -> tuple[float, fl
 
     Per-iteration time = median sample + (timed-loop wall / N - mean sample): the median keeps
     background spikes out, the second term is the loop's own bookkeeping per inference."""
-    res = HostTarget(threads=threads).run(Job(model, runs=runs, warmup_runs=warm, threads=threads))
+    res = HostTarget(threads=threads).run(Job(model, threads=threads, control=RunControl(runs=runs, warmup_runs=warm)))
     s = res.samples_ns.astype(float)
     n = len(s)
     wall = res.extra["timed_wall_s"] * 1e9 / n
