@@ -79,13 +79,50 @@ def drift(ref: np.ndarray, got: np.ndarray) -> dict[str, Any]:
     }
 
 
+def _sample_size(a: np.ndarray) -> int:
+    return int(np.prod(np.shape(a)[1:], dtype=np.int64))
+
+
+def align_outputs(ref: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """``got``'s outputs keyed by the reference's names, and how they were paired.
+
+    By name first. Reference outputs left over (e.g. a .tflite without a signature names its
+    outputs ``StatefulPartitionedCall:0``) pair with the compared model's leftovers by order --
+    reference names sorted (the order TF flattens a signature's outputs), compared outputs in
+    model order -- when every pair has the same per-sample size; else by shape when each size
+    is unique. ``how``: "name", "order and shape", "shape", or "name, then ..." when mixed.
+    Raises BadInput when no pairing is unambiguous.
+    """
+    pairs = {k: k for k in ref if k in got}
+    rest_ref = sorted(k for k in ref if k not in got)
+    rest_got = [k for k in got if k not in pairs]
+    how = "name"
+    if rest_ref:
+        sizes_ref = [_sample_size(ref[k]) for k in rest_ref]
+        sizes_got = [_sample_size(got[k]) for k in rest_got]
+        if len(rest_ref) == len(rest_got) and sizes_ref == sizes_got:
+            pairs.update(zip(rest_ref, rest_got))
+            how = "order and shape"
+        else:
+            unique = {s: k for s, k in zip(sizes_got, rest_got) if sizes_got.count(s) == 1}
+            matched = {r: unique[s] for r, s in zip(rest_ref, sizes_ref) if sizes_ref.count(s) == 1 and s in unique}
+            if len(matched) != len(rest_ref):
+                missing = [k for k in rest_ref if k not in matched]
+                raise BadInput(f"outputs {', '.join(missing)} missing from the compared model (has "
+                               f"{', '.join(got) or 'none'}) and neither order nor shape pairs them; compare "
+                               "models with the same outputs")
+            pairs.update(matched)
+            how = "shape"
+        if len(pairs) > len(rest_ref):
+            how = f"name, then {how}"
+    aligned = {k: got[pairs[k]] for k in ref}
+    return aligned, {"how": how, "pairs": {k: pairs[k] for k in ref}}
+
+
 def compare_outputs(ref: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
-    """Drift per output name present in both; an output missing from ``got`` is an error."""
-    missing = [k for k in ref if k not in got]
-    if missing:
-        raise BadInput(f"outputs {', '.join(missing)} missing from the compared model (has "
-                       f"{', '.join(got) or 'none'}); compare models with the same signature")
-    return {k: drift(ref[k], got[k]) for k in ref}
+    """Drift per reference output; outputs are paired as ``align_outputs`` does (BadInput if not)."""
+    aligned, _ = align_outputs(ref, got)
+    return {k: drift(ref[k], aligned[k]) for k in ref}
 
 
 def worst(drifts: dict[str, dict[str, Any]]) -> dict[str, Any]:

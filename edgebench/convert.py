@@ -9,7 +9,6 @@ A variant that fails to convert is recorded as failed with the reason; the other
 from __future__ import annotations
 
 import json
-import os
 import resource
 import time
 import warnings
@@ -19,18 +18,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from edgebench.data import (
-    InputSet,
-    Signature,
-    TensorSpec,
-    calibration_generator,
-    cast_to_signature,
-    load_data,
-    saved_model_signature,
-    validate,
-)
+from edgebench.data import InputSet, Signature, TensorSpec, cast_to_signature, load_data, validate
 from edgebench.errors import BadInput, ConversionFailed
 from edgebench.fingerprint import host_fingerprint, sha256_file
+from edgebench.sources import Source, SourceOptions, calibration_feed, finish_tflite, make_converter, resolve_source
 
 PRECISION_NAMES = ("fp32", "fp16", "int8", "dynamic")
 INT8_IO = ("float", "int8")
@@ -41,21 +32,6 @@ INT8_IO = ("float", "int8")
 PARITY_RTOL = 1e-3
 PARITY_ATOL = 1e-4
 PARITY_SAMPLES = 32
-
-
-@dataclass(frozen=True)
-class Source:
-    """A resolved conversion source: always ends up as a SavedModel directory."""
-
-    kind: str                     # "saved_model" | "keras" | "reference"
-    name: str
-    path: str                     # what the user gave
-    saved_model_dir: Path
-    sha256: str
-    signature: Signature
-    calibration: InputSet | None = None   # shipped with reference models
-    evaluation: InputSet | None = None
-    info: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -70,63 +46,7 @@ class ConvertSettings:
     size: str = "tiny"            # reference models only
     seed: int = 0
     parity_samples: int = PARITY_SAMPLES
-
-
-# --------------------------------------------------------------------------- sources
-
-
-def resolve_source(src: str, *, size: str = "tiny", work_dir: Path | None = None, seed: int = 0) -> Source:
-    """SavedModel dir, .keras file, or a reference model name -> Source (raises BadInput)."""
-    p = Path(src)
-    if not p.exists():
-        from edgebench import models
-
-        if os.sep not in src and not src.endswith((".keras", ".h5", ".tflite")) and src in models.MODELS:
-            built = models.build(src, size, seed=seed)
-            sig = saved_model_signature(built.saved_model_dir)
-            ranges = {i["name"]: tuple(i["range"]) for i in built.info.get("inputs", []) if i.get("range")}
-            sig = Signature(sig.inputs, sig.outputs, ranges)
-            cal = InputSet.load(built.calibration_npz, f"{src} calibration split")
-            ev = InputSet.load(built.evaluation_npz, f"{src} evaluation split")
-            return Source("reference", f"{src}-{size}", src, Path(built.saved_model_dir),
-                          sha256_file(built.saved_model_dir), sig, cal, ev, dict(built.info))
-        if os.sep not in src and "." not in src:
-            raise BadInput(f"{src}: not a path and not a reference model; choose one of "
-                           f"{', '.join(models.MODELS)} or give a SavedModel folder / .keras file")
-        raise BadInput(f"{src}: no such file or folder; give a SavedModel folder, a .keras file or a "
-                       "reference model name (edgebench models list)")
-    if p.is_dir():
-        if not (p / "saved_model.pb").exists() and not (p / "saved_model.pbtxt").exists():
-            raise BadInput(f"{src}: folder is not a SavedModel (no saved_model.pb); export one with "
-                           "tf.saved_model.save(obj, dir) or keras model.export(dir)")
-        sig = saved_model_signature(p)
-        return Source("saved_model", p.resolve().name, src, p, sha256_file(p), sig)
-    if p.suffix == ".keras":
-        return _keras_source(p, work_dir)
-    if p.suffix == ".tflite":
-        raise BadInput(f"{src}: already a .tflite; convert takes a SavedModel or .keras (use "
-                       "`edgebench bench` / `edgebench compare` for .tflite files)")
-    raise BadInput(f"{src}: unsupported source '{p.suffix or p.name}'; give a SavedModel folder, a .keras "
-                   "file or a reference model name")
-
-
-def _keras_source(p: Path, work_dir: Path | None) -> Source:
-    import keras
-
-    digest = sha256_file(p)
-    try:
-        model = keras.models.load_model(p, compile=False)
-    except Exception as e:  # noqa: BLE001 -- zip/h5/json errors of all kinds
-        raise BadInput(f"{p}: cannot load this .keras file ({_one_line(e)}); re-save it with "
-                       "model.save('model.keras')") from None
-    out = (work_dir or Path(p.parent)) / f".{p.stem}.savedmodel-{digest[:12]}"
-    if not (out / "saved_model.pb").exists():
-        from edgebench.atomic import temp_dir
-
-        with temp_dir(out) as tmp:
-            model.export(str(tmp), format="tf_saved_model", verbose=False)
-    sig = saved_model_signature(out)
-    return Source("keras", p.stem, str(p), out, digest, sig)
+    source: SourceOptions = field(default_factory=SourceOptions)   # --signature/--input-shape/--import
 
 
 def _one_line(e: BaseException) -> str:
@@ -137,20 +57,19 @@ def _one_line(e: BaseException) -> str:
 # --------------------------------------------------------------------------- converters
 
 
-def _converter(saved_model_dir: Path):
-    import tensorflow as tf
-
-    return tf.lite.TFLiteConverter.from_saved_model(str(saved_model_dir), signature_keys=["serving_default"])
+def _converter(src: Source):
+    """The source's converter: TF2 or graph-level (sources.py), its signature, fixed input shapes."""
+    return make_converter(src)
 
 
 def _conv_fp32(src: Source, calib: Callable | None, int8_io: str) -> tuple[bytes, dict]:
-    return _converter(src.saved_model_dir).convert(), {}
+    return _converter(src).convert(), {}
 
 
 def _conv_fp16(src: Source, calib: Callable | None, int8_io: str) -> tuple[bytes, dict]:
     import tensorflow as tf
 
-    c = _converter(src.saved_model_dir)
+    c = _converter(src)
     c.optimizations = [tf.lite.Optimize.DEFAULT]
     c.target_spec.supported_types = [tf.float16]
     return c.convert(), {"weights": "float16", "activations": "float32"}
@@ -159,7 +78,7 @@ def _conv_fp16(src: Source, calib: Callable | None, int8_io: str) -> tuple[bytes
 def _conv_dynamic(src: Source, calib: Callable | None, int8_io: str) -> tuple[bytes, dict]:
     import tensorflow as tf
 
-    c = _converter(src.saved_model_dir)
+    c = _converter(src)
     c.optimizations = [tf.lite.Optimize.DEFAULT]
     return c.convert(), {"weights": "int8", "activations": "float32 (dynamic range)"}
 
@@ -173,7 +92,7 @@ def _conv_int8(src: Source, calib: Callable | None, int8_io: str) -> tuple[bytes
         raise BadInput("int8 needs calibration data; pass --data (or use a reference model)")
 
     def make(strict: bool):
-        c = _converter(src.saved_model_dir)
+        c = _converter(src)
         c.optimizations = [tf.lite.Optimize.DEFAULT]
         c.representative_dataset = calib
         c.target_spec.supported_ops = (
@@ -206,7 +125,28 @@ PRECISIONS: dict[str, Callable[[Source, Callable | None, str], tuple[bytes, dict
 }
 
 
+def _conv_int8_qat(src: Source, calib: Callable | None, int8_io: str) -> tuple[bytes, dict]:
+    """INT8 of a quantization-aware (FakeQuant) model: its trained ranges, no calibration."""
+    import tensorflow as tf
+
+    c = _converter(src)
+    c.optimizations = [tf.lite.Optimize.DEFAULT]
+    if int8_io == "int8":
+        c.inference_input_type = tf.int8
+        c.inference_output_type = tf.int8
+    return c.convert(), {"weights": "int8", "activations": "int8", "io": int8_io,
+                         "mode": "quantization-aware (FakeQuant ranges)",
+                         "calibration": "none: ranges come from the model's FakeQuant ops"}
+
+
 # --------------------------------------------------------------------------- inspection
+
+
+def precision_of(path: str | Path) -> str:
+    """The precision a .tflite actually has (tflite_model.precision: kernels and constants)."""
+    from edgebench.tflite_model import inspect, precision
+
+    return precision(inspect(str(path)))
 
 
 def describe_tflite(path: str | Path) -> dict[str, Any]:
@@ -225,24 +165,23 @@ def describe_tflite(path: str | Path) -> dict[str, Any]:
 # --------------------------------------------------------------------------- reference + parity
 
 
-def run_tf(saved_model_dir: Path, signature: Signature, ds: InputSet, batch: int | None = None) -> dict[str, np.ndarray]:
-    """Outputs of the SavedModel's serving signature for every sample: name -> [N, ...]."""
-    import tensorflow as tf
+def run_tf(saved_model_dir: Path, signature: Signature, ds: InputSet, batch: int | None = None, *,
+           signature_key: str = "serving_default", loader: str = "tf2",
+           tags: tuple[str, ...] = ("serve",)) -> dict[str, np.ndarray]:
+    """Outputs of one SavedModel signature for every sample: name -> [N, ...] (TF2 or graph loader)."""
+    from edgebench.targets.tf import SignatureFunction
 
-    fn = tf.saved_model.load(str(saved_model_dir)).signatures["serving_default"]
+    sig_fn = SignatureFunction(saved_model_dir, signature_key=signature_key, loader=loader, tags=tags)
+    fn = lambda feed: sig_fn.fetch(sig_fn.prepare(feed))  # noqa: E731
     ds = cast_to_signature(ds, signature)
     all_batched = all(t.batched for t in signature.inputs)
     fixed_one = any(t.shape and t.shape[0] == 1 for t in signature.inputs)
     step = 1 if (not all_batched or fixed_one) else (batch or ds.n)
     outs: dict[str, list[np.ndarray]] = {}
     for i in range(0, ds.n, step):
-        feed = {}
-        for t in signature.inputs:
-            a = ds.arrays[t.name][i : i + step]
-            feed[t.name] = tf.constant(a if t.batched else a[0])
-        res = fn(**feed)
-        for k, v in res.items():
-            v = v.numpy()
+        feed = {t.name: ds.arrays[t.name][i : i + step] if t.batched else ds.arrays[t.name][i]
+                for t in signature.inputs}
+        for k, v in fn(feed).items():
             out_spec = next((o for o in signature.outputs if o.name == k), None)
             if step == 1 and out_spec is not None and not out_spec.batched:
                 v = v[None, ...]
@@ -410,7 +349,11 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
     say("loading source")
     out_dir = Path(settings.out_dir or f"edgebench-out/{Path(settings.src).name.removesuffix('.keras')}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    src = resolve_source(settings.src, size=settings.size, work_dir=out_dir, seed=settings.seed)
+    src = resolve_source(settings.src, size=settings.size, work_dir=out_dir, seed=settings.seed,
+                         options=settings.source)
+    if src.saved_model_dir is None:
+        raise BadInput(f"{settings.src}: already a .tflite, nothing to convert; measure it with `edgebench "
+                       "convert-and-compare FILE.tflite --data D [--reference SAVEDMODEL]` or `edgebench bench`")
 
     calib_ds = _calibration_set(settings, src)
     calib_note = None
@@ -418,12 +361,12 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
         from edgebench.data import SYNTHETIC_WARNING
 
         calib_note = SYNTHETIC_WARNING
-    if "int8" in settings.precisions and calib_ds is None:
+    if "int8" in settings.precisions and calib_ds is None and not src.qat:
         raise BadInput(f"{settings.src}: int8 needs calibration data; pass --data PATH (an .npz/.npy/image "
                        "folder of real samples) or --data synthetic (misleading accuracy), or drop int8 "
                        "from --precision")
     n_cal = min(settings.calibration_samples, calib_ds.n) if calib_ds is not None else 0
-    calib = (lambda: calibration_generator(calib_ds, src.signature, n_cal)) if calib_ds is not None else None
+    calib = calibration_feed(src, calib_ds, n_cal) if calib_ds is not None else None
 
     # FP32 first: everything else is reported relative to it.
     order = sorted(settings.precisions, key=lambda p: PRECISION_NAMES.index(p))
@@ -437,7 +380,9 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                data, qinfo = PRECISIONS[prec](src, calib, settings.int8_io)
+                conv = _conv_int8_qat if (prec == "int8" and src.qat) else PRECISIONS[prec]
+                data, qinfo = conv(src, calib, settings.int8_io)
+                data = finish_tflite(src, data)
         except BadInput:
             raise
         except Exception as e:  # noqa: BLE001 -- keep the other variants
@@ -459,6 +404,7 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
         }
         try:
             v.update(describe_tflite(path))
+            v["precision_from_tensors"] = precision_of(path)   # e.g. a QAT model's "fp16" is an int8 file
         except Exception as e:  # noqa: BLE001 -- a model LiteRT cannot load is a failed variant
             v.update({"status": "failed", "error": f"LiteRT cannot load the converted model: {_one_line(e)}"})
         variants[prec] = v
@@ -479,7 +425,8 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
 
             pset = synthetic(src.signature, settings.parity_samples, settings.seed)
         pset = cast_to_signature(pset, src.signature).take(settings.parity_samples)
-        tf_out = run_tf(src.saved_model_dir, src.signature, pset)
+        tf_out = run_tf(src.saved_model_dir, src.signature, pset, signature_key=src.signature_key,
+                        loader=src.loader, tags=src.tags)
         tfl_out = run_tflite_inprocess(fp32["path"], pset)
         parity = parity_check(tf_out, tfl_out, (src.info or {}).get("task"))
         parity["samples"] = pset.n
@@ -494,12 +441,12 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
     manifest = {
         "schema_version": 1,
         "kind": "convert",
-        "source": {"kind": src.kind, "name": src.name, "path": src.path, "sha256": src.sha256,
-                   "saved_model_dir": str(src.saved_model_dir), "signature": src.signature.to_dict(),
-                   "info": src.info},
-        "calibration": None if calib_ds is None else {
+        "source": src.to_manifest(),
+        "calibration": ({"needed": False, "reason": "quantization-aware model: int8 uses its FakeQuant ranges",
+                         "data_used_only_for_parity": None if calib_ds is None else calib_ds.source}
+                        if src.qat else None if calib_ds is None else {
             "source": calib_ds.source, "samples": n_cal, "sha256": calib_ds.take(n_cal).sha256,
-            "synthetic": calib_ds.synthetic, "warning": calib_note},
+            "synthetic": calib_ds.synthetic, "warning": calib_note}),
         "variants": {p: variants[p] for p in order},
         "parity": parity,
         "int8_io": settings.int8_io,

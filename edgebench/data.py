@@ -162,32 +162,10 @@ def _load_npz(path: Path) -> dict[str, np.ndarray]:
 
 
 def saved_model_signature(saved_model_dir: str | Path, signature_key: str = "serving_default") -> Signature:
-    """Read the serving signature of a SavedModel (imports TensorFlow)."""
-    import tensorflow as tf
+    """The declared signature of a SavedModel, read from saved_model.pb (loads nothing; see sources.py)."""
+    from edgebench.sources import saved_model_signature as read
 
-    d = Path(saved_model_dir)
-    try:
-        loaded = tf.saved_model.load(str(d))
-    except Exception as e:  # noqa: BLE001 -- TF raises many types for bad dirs
-        raise BadInput(f"{d}: TensorFlow cannot load this SavedModel ({_first_line(e)}); "
-                       "re-export it with tf.saved_model.save or model.export") from None
-    sigs = getattr(loaded, "signatures", {})
-    if signature_key not in sigs:
-        have = ", ".join(sigs.keys()) or "none"
-        raise BadInput(f"{d}: SavedModel has no '{signature_key}' signature (has: {have}); export it with "
-                       "signatures={'serving_default': fn} or keras model.export(path)")
-    fn = sigs[signature_key]
-    _, kw = fn.structured_input_signature
-    inputs = tuple(
-        TensorSpec(name, tuple(spec.shape.as_list()) if spec.shape.rank is not None else (), spec.dtype.name)
-        for name, spec in sorted(kw.items())
-    )
-    outs = fn.structured_outputs
-    outputs = tuple(
-        TensorSpec(name, tuple(spec.shape.as_list()) if spec.shape.rank is not None else (), spec.dtype.name)
-        for name, spec in sorted(outs.items())
-    )
-    return Signature(inputs, outputs)
+    return read(saved_model_dir, signature_key)
 
 
 def _first_line(e: BaseException) -> str:

@@ -9,18 +9,19 @@ result document (kind "compare"); exit-code decisions stay in the CLI.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from edgebench import compare as cmp
-from edgebench.data import InputSet, Signature, cast_to_signature, load_data, validate
+from edgebench.data import InputSet, cast_to_signature, load_data, validate
 from edgebench.errors import BadInput, EdgebenchError
 from edgebench.fingerprint import host_fingerprint, sha256_file
 from edgebench.gate import Thresholds, evaluate
 from edgebench.rows import Accuracy, Document, InferenceRow, Latency, Warmup, Worst, drifts_from_dict
+from edgebench.sources import SourceOptions
 from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult
 from edgebench.targets.loop import is_device, resolve_targets, run_on_targets
 
@@ -49,6 +50,8 @@ class CompareSettings:
     gate_file: dict | None = None
     tf_batch: int = 32
     benchmark_binary: str | None = None   # adb devices without Python: Google's benchmark_model
+    source: SourceOptions = field(default_factory=SourceOptions)   # --signature/--input-shape/--import/--reference
+    more_tflite: tuple[str, ...] = ()     # further .tflite SRCs (with a .tflite src: variants of one run)
 
 
 def _eval_set(settings: CompareSettings, src, out_dir: Path) -> InputSet:
@@ -100,11 +103,13 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
     row = row.replace(**_measured(run, f"{precision} on {run.target}"), peak_rss_bytes=run.peak_rss_bytes,
                       extra=run.extra)
     if run.outputs is not None:
-        raw = cmp.compare_outputs(ref_out, run.outputs)
+        got, mapping = cmp.align_outputs(ref_out, run.outputs)
+        raw = cmp.compare_outputs(ref_out, got)
         row = row.replace(drift=drifts_from_dict(raw), worst=Worst.from_dict(cmp.worst(raw)),
-                          accuracy=_accuracy(ref_out, run.outputs, labels, class_out, ref_acc))
+                          accuracy=_accuracy(ref_out, got, labels, class_out, ref_acc),
+                          output_mapping=mapping if mapping["how"] != "name" else None)
         if task == "detection":
-            row = row.replace(detection=cmp.detection(ref_out, run.outputs))
+            row = row.replace(detection=cmp.detection(ref_out, got))
         if host_out is not None:
             hd = cmp.compare_outputs(host_out, run.outputs)
             row = row.replace(drift_vs_host=drifts_from_dict(hd), worst_vs_host=Worst.from_dict(cmp.worst(hd)))
@@ -137,16 +142,28 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     if hasattr(say, "set_total"):   # convert stages + parity + inputs + reference + every row
         say.set_total(2 + len(settings.precisions) + 1 + 1 + len(settings.precisions) * max(len(targets), 1))
     t = time.perf_counter()
-    manifest = convert(ConvertSettings(
-        src=settings.src, precisions=settings.precisions,
-        data=settings.calibration_data or settings.data, calibration_samples=settings.calibration_samples,
-        int8_io=settings.int8_io, out_dir=settings.out_dir, preprocess=settings.preprocess,
-        size=settings.size, seed=settings.seed), progress=say)
-    timings["convert_s"] = time.perf_counter() - t
     from edgebench.convert import resolve_source
 
+    if settings.src.endswith(".tflite") or settings.more_tflite:
+        # .tflite SRC(s): the given files are the variants; TF runs only with --reference.
+        from edgebench.sources import tflite_variants
+
+        manifest = tflite_variants([settings.src, *settings.more_tflite],
+                                   Path(settings.out_dir or f"edgebench-out/{Path(settings.src).stem}"))
+        settings = replace(settings, precisions=tuple(manifest["variants"]))
+        ref_variant = manifest["variants"][manifest["reference_variant"]]
+        src = resolve_source(settings.source.reference or ref_variant["path"], size=settings.size,
+                             work_dir=Path(manifest["out_dir"]), seed=settings.seed, options=settings.source)
+    else:
+        manifest = convert(ConvertSettings(
+            src=settings.src, precisions=settings.precisions,
+            data=settings.calibration_data or settings.data, calibration_samples=settings.calibration_samples,
+            int8_io=settings.int8_io, out_dir=settings.out_dir, preprocess=settings.preprocess,
+            size=settings.size, seed=settings.seed, source=settings.source), progress=say)
+        src = resolve_source(settings.src, size=settings.size, work_dir=Path(manifest["out_dir"]),
+                             seed=settings.seed, options=settings.source)
+    timings["convert_s"] = time.perf_counter() - t
     out_dir = Path(manifest["out_dir"])
-    src = resolve_source(settings.src, size=settings.size, work_dir=out_dir, seed=settings.seed)
     task = (src.info or {}).get("task", "classification")
 
     say("evaluation inputs")
@@ -157,14 +174,22 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     inputs_path = out_dir / "inputs.npz"
     inputs_sha = ds.save(inputs_path)
 
-    say("TensorFlow reference")
+    say("TensorFlow reference" if src.saved_model_dir is not None else "reference .tflite on the host")
     t = time.perf_counter()
     from edgebench.targets.tf import TFTarget
 
-    tft = TFTarget(batch=settings.tf_batch)
-    ref_job = Job(model_path=str(src.saved_model_dir), inputs_npz=str(inputs_path), control=settings.control,
-                  save_outputs=True, seed=settings.seed)
-    ref_run = tft.run(ref_job, src.signature)
+    ref_job = Job(model_path=str(src.saved_model_dir or src.path), inputs_npz=str(inputs_path),
+                  control=settings.control, save_outputs=True, seed=settings.seed)
+    if src.saved_model_dir is not None:
+        tft = TFTarget(batch=settings.tf_batch, signature_key=src.signature_key, loader=src.loader, tags=src.tags)
+        ref_run = tft.run(ref_job, src.signature)
+        ref_label, ref_target = "tf", f"tf ({ref_run.extra.get('device')})"
+    else:   # .tflite files only: the most precise one, on the host, is the reference
+        from edgebench.targets.host import HostTarget
+
+        ref_run = HostTarget(threads=settings.threads, delegate=settings.delegate).run(
+            replace(ref_job, threads=settings.threads, delegate=settings.delegate))
+        ref_label, ref_target = manifest["reference_variant"], "host"
     timings["reference_s"] = time.perf_counter() - t
     ref_out = ref_run.outputs or {}
 
@@ -177,8 +202,8 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     if class_out is not None and ds.labels is not None:
         ref_acc = cmp.classification(ref_out[class_out], ref_out[class_out], ds.labels)
     ref_row = InferenceRow(
-        role="reference", precision="tf", target=f"tf ({ref_run.extra.get('device')})", model=src.name,
-        model_path=str(src.saved_model_dir), model_sha256=src.sha256,
+        role="reference", precision=ref_label, target=ref_target, model=src.name,
+        model_path=str(src.saved_model_dir or src.path), model_sha256=src.sha256,
         accuracy=None if ref_acc is None else Accuracy.from_dict({**ref_acc, "output": class_out}),
         batch_throughput=ref_run.extra.get("batch_throughput"), **_measured(ref_run, "TF reference run"))
 
@@ -187,6 +212,8 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
 
     def run_one(tgt, item: tuple[str, dict[str, Any]]) -> RunResult:
         prec, v = item
+        if src.saved_model_dir is None and prec == ref_label and not is_device(tgt):
+            return ref_run   # the reference .tflite was just measured on this host with the same job
         job = Job(model_path=v["path"], inputs_npz=str(inputs_path), threads=settings.threads,
                   delegate=settings.delegate, control=settings.control, save_outputs=True, seed=settings.seed)
         return tgt.run(job)
@@ -226,7 +253,7 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
         "compare", rows, host_fingerprint(with_tf=True, threads=settings.threads, delegate=settings.delegate),
         reference=ref_row,
         model=src.name,
-        source={"path": settings.src, "sha256": src.sha256, "kind": src.kind, "task": task},
+        source=_source_record(settings, src, manifest, task),
         inputs={"path": str(inputs_path), "sha256": inputs_sha, "content_sha256": ds.sha256, "samples": ds.n,
                 "source": ds.source, "synthetic": ds.synthetic, "labels": ds.labels is not None},
         manifest=str(out_dir / "manifest.json"),
@@ -239,6 +266,17 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
         interrupted=outcome.interrupted is not None, interrupted_by=outcome.interrupted,
         run_control=settings.control.to_dict(),
     )
+
+
+def _source_record(settings: CompareSettings, src, manifest: dict[str, Any], task: str) -> dict[str, Any]:
+    """The result's ``source``: what was converted (or the .tflite files given) and how it was read."""
+    rec = {"path": settings.src, "sha256": src.sha256, "kind": src.kind, "task": task, "loader": src.loader,
+           "loader_reason": src.loader_reason, "signature_key": src.signature_key, "input_shapes": src.input_shapes}
+    if manifest.get("kind") == "tflite":   # src is the reference: a --reference SavedModel or the chosen file
+        first = next(v for v in manifest["variants"].values() if v["path"] == settings.src)
+        rec.update(kind="tflite", sha256=first["sha256"], tflite_files=[settings.src, *settings.more_tflite],
+                   reference={"path": src.path, "kind": src.kind, "sha256": src.sha256})
+    return rec
 
 
 # --------------------------------------------------------------------------- compare A B
@@ -256,6 +294,7 @@ class PairSettings:
     control: RunControl = field(default_factory=RunControl)
     class_output: str | None = None
     seed: int = 0
+    source: SourceOptions = field(default_factory=SourceOptions)   # SavedModels: --signature/--input-shape
 
 
 def _model_kind(path: str) -> str:
@@ -263,45 +302,22 @@ def _model_kind(path: str) -> str:
     if not p.exists():
         raise BadInput(f"{path}: no such file or folder; give a .tflite file or a SavedModel folder")
     if p.is_dir():
-        if not (p / "saved_model.pb").exists():
-            raise BadInput(f"{path}: folder is not a SavedModel (no saved_model.pb)")
         return "saved_model"
     if p.suffix != ".tflite":
         raise BadInput(f"{path}: expected a .tflite file or a SavedModel folder")
     return "tflite"
 
 
-def _tflite_signature(path: str) -> Signature:
-    from edgebench.data import TensorSpec
-
-    from ai_edge_litert.interpreter import Interpreter
-
-    try:
-        it = Interpreter(model_path=path)
-        r = it.get_signature_runner()
-    except Exception as e:  # noqa: BLE001
-        raise BadInput(f"{path}: LiteRT cannot load this model ({str(e).splitlines()[0][:160]}); is it a "
-                       ".tflite flatbuffer?") from None
-
-    def spec(name, d, quantized_is_float=True):
-        dt = np.dtype(d["dtype"])
-        if quantized_is_float and dt in (np.int8, np.uint8, np.int16) and d["quantization"][0]:
-            dt = np.dtype(np.float32)
-        return TensorSpec(name, tuple(int(x) if x >= 0 else None for x in d["shape_signature"]), dt.name)
-
-    return Signature(tuple(spec(k, d) for k, d in sorted(r.get_input_details().items())),
-                     tuple(spec(k, d) for k, d in sorted(r.get_output_details().items())))
-
-
 def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None = None) -> Document:
     """Run A and B (each .tflite on the host, or a SavedModel with TF) on the same inputs; A is the reference."""
     import tempfile
 
-    from edgebench.data import saved_model_signature
+    from edgebench.sources import resolve_source
 
     say = progress or (lambda _m: None)
     kinds = [_model_kind(settings.a), _model_kind(settings.b)]
-    sig = saved_model_signature(settings.a) if kinds[0] == "saved_model" else _tflite_signature(settings.a)
+    srcs = [resolve_source(x, options=settings.source, require_static=False) for x in (settings.a, settings.b)]
+    sig = srcs[0].signature
     if settings.data is None:
         raise BadInput("compare needs --data (an .npz/.npy/image folder of real samples, or 'synthetic')")
     ds = load_data(settings.data, sig, preprocess=settings.preprocess, seed=settings.seed)
@@ -310,14 +326,15 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
     inputs_path = tmp / "inputs.npz"
     inputs_sha = ds.save(inputs_path)
     runs: list[RunResult] = []
-    for path, kind in zip((settings.a, settings.b), kinds):
+    for path, kind, src in zip((settings.a, settings.b), kinds, srcs):
         say(f"running {path}")
         job = Job(model_path=path, inputs_npz=str(inputs_path), threads=settings.threads,
                   delegate=settings.delegate, control=settings.control, save_outputs=True, seed=settings.seed)
         if kind == "saved_model":
             from edgebench.targets.tf import TFTarget
 
-            runs.append(TFTarget().run(job))
+            runs.append(TFTarget(signature_key=src.signature_key, loader=src.loader, tags=src.tags)
+                        .run(job, src.signature))
         else:
             from edgebench.targets.host import HostTarget
 
@@ -329,20 +346,25 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
     ref_acc = (cmp.classification(ref.outputs[class_out], ref.outputs[class_out], ds.labels)
                if class_out is not None and ds.labels is not None else None)
     rows = []
-    for path, run in zip((settings.a, settings.b), runs):
+    for path, run, src in zip((settings.a, settings.b), runs, srcs):
         row = InferenceRow(
             model=Path(path).name, model_path=path, model_sha256=run.model_sha256 or sha256_file(path),
-            target=run.target, precision=None, status=run.status, error=run.error, runtime=run.runtime,
+            target=run.target, precision="tf" if src.saved_model_dir is not None else src.info.get("precision"),
+            status=run.status, error=run.error, runtime=run.runtime,
             role="reference" if run is ref else "compared",
             size_bytes=Path(path).stat().st_size if Path(path).is_file() else None)
         if run.status == "ok":
-            raw = cmp.compare_outputs(ref.outputs, run.outputs)
+            got, mapping = cmp.align_outputs(ref.outputs, run.outputs)
+            raw = cmp.compare_outputs(ref.outputs, got)
             row = row.replace(**_measured(run, f"run of {path}"), drift=drifts_from_dict(raw),
-                              worst=Worst.from_dict(cmp.worst(raw)),
-                              accuracy=_accuracy(ref.outputs, run.outputs, ds.labels, class_out, ref_acc))
+                              worst=Worst.from_dict(cmp.worst(raw)), output_mapping=mapping,
+                              accuracy=_accuracy(ref.outputs, got, ds.labels, class_out, ref_acc))
         rows.append(row)
+    loaders = [{"path": x.path, "loader": x.loader, "loader_reason": x.loader_reason, "signature_key": x.signature_key}
+               for x in srcs if x.saved_model_dir is not None]
     return Document.new("compare", rows, host_fingerprint(threads=settings.threads, delegate=settings.delegate),
-                        reference=rows[0], model=Path(settings.b).name,
+                        reference=rows[0], model=Path(settings.b).name, saved_models=loaders,
+                        output_mapping=rows[1].output_mapping,
                         inputs={"path": str(inputs_path), "sha256": inputs_sha, "samples": ds.n, "source": ds.source,
                                 "synthetic": ds.synthetic, "labels": ds.labels is not None})
 

@@ -510,6 +510,7 @@ class InferenceRow(_RowMixin):
     nonfinite_outputs: Mapping[str, int] | None = None
     outputs_saved: Mapping[str, Any] | None = None
     batch_throughput: Mapping[str, Any] | None = None
+    output_mapping: Mapping[str, Any] | None = None  # {how, pairs} when outputs were not paired by name
     fingerprint: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     extra: Mapping[str, Any] | None = None          # target-specific facts (thermal, device runner ...)
@@ -530,7 +531,7 @@ class InferenceRow(_RowMixin):
               "error", "exit_code", "error_type", "size_bytes", "size_reduction_pct", "runtime", "method",
               "threads", "threads_effective", "delegate", "init_ms", "first_inference_ms", "peak_rss_bytes",
               "rss_before_load_bytes", "detection", "server", "sla", "stop_reason", "input_source",
-              "input_samples", "nonfinite_outputs", "outputs_saved", "batch_throughput", "extra")
+              "input_samples", "nonfinite_outputs", "outputs_saved", "batch_throughput", "output_mapping", "extra")
     _LOG_KEYS = ("memory_mb", "delegates", "delegate_fallback", "delegated_nodes", "model_size_mb", "params",
                  "op_profile", "op_summary", "op_profile_timings", "errors", "unparsed_lines", "source", "warmup")
     _STRUCT = ("latency_ms", "samples_ns", "warmup_ms", "warmup_samples_ns", "drift", "worst", "drift_vs_host",

@@ -16,6 +16,9 @@ FLOPs count one multiply-add as 2 FLOPs, for these ops only (``COUNTED_OPS``)::
 Element-wise ops, pooling, activations and softmax are not counted (typically < 2% of a CNN's
 arithmetic); the result lists the counted types so a reader knows what "GFLOP" means here.
 Dynamic dimensions (-1) are taken at their stored size (1 for a dynamic batch).
+
+``precision(info)`` names the precision a file actually has, from its kernels and constants.
+One writer: ``restore_signature`` adds a SignatureDef to a model converted without one.
 """
 
 from __future__ import annotations
@@ -241,3 +244,70 @@ def _flops(name: str, ins: list, outs: list, op, schema) -> int:
     except (IndexError, TypeError):
         return 0
     return 0
+
+
+def precision(info: dict[str, Any]) -> str:
+    """fp32 | fp16 | dynamic | int8 | int16x8, read from the model's tensors and kernels.
+
+    Integer kernels decide int8 (int8 activations) or int16x8 (int16 activations); else float
+    kernels with int8 weights (hybrid ops or DEQUANTIZE of int8 constants) are dynamic-range;
+    else DEQUANTIZE of float16 constants is fp16; else fp32.
+    """
+    ops = info.get("ops", [])
+    integer = [o for o in ops if o["kind"] == "integer"]
+    if integer:
+        acts = {d for o in integer for d in o["outputs"]}
+        return "int16x8" if "int16" in acts else "int8"
+    if any(o["kind"] == "hybrid" for o in ops) or any(
+            o["op"] == "DEQUANTIZE" and "int8" in o["inputs"] for o in ops):
+        return "dynamic"
+    if any(o["op"] == "DEQUANTIZE" and "float16" in o["inputs"] for o in ops):
+        return "fp16"
+    return "fp32"
+
+
+def restore_signature(data: bytes, key: str, inputs: dict[str, str], outputs: dict[str, str]) -> bytes:
+    """Add a SignatureDef (``key``: signature name -> tensor) to a .tflite without one.
+
+    Tensors are matched by graph tensor name ('x:0' is written 'x'), else by the converter's
+    order (sorted graph tensor names).
+    """
+    import flatbuffers
+
+    from edgebench.errors import ConversionFailed
+
+    schema = _schema()
+    model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+    if model.signatureDefs:
+        return data
+    sg = model.subgraphs[0]
+
+    def tensor_name(i: int) -> str:
+        n = sg.tensors[i].name
+        return n.decode() if isinstance(n, bytes) else str(n)
+
+    def mapping(wanted: dict[str, str], indices, what: str) -> list:
+        idx = [int(i) for i in (indices if indices is not None else [])]
+        by_name = {tensor_name(i): i for i in idx}
+        pairs = [(k, by_name.get((t[:-2] if t.endswith(':0') else t), by_name.get(t))) for k, t in wanted.items()]
+        if any(i is None for _, i in pairs):
+            if len(idx) != len(wanted):
+                raise ConversionFailed(f"cannot restore signature {what}: the model has {len(idx)}, the signature "
+                                       f"{len(wanted)} ({', '.join(wanted)})")
+            pairs = [(k, i) for (k, _), i in zip(sorted(wanted.items(), key=lambda kv: kv[1]), idx)]
+        maps = []
+        for k, i in sorted(pairs):
+            tm = schema.TensorMapT()
+            tm.name, tm.tensorIndex = k, i
+            maps.append(tm)
+        return maps
+
+    sd = schema.SignatureDefT()
+    sd.signatureKey = key
+    sd.subgraphIndex = 0
+    sd.inputs = mapping(inputs, sg.inputs, "inputs")
+    sd.outputs = mapping(outputs, sg.outputs, "outputs")
+    model.signatureDefs = [sd]
+    builder = flatbuffers.Builder(max(1024, len(data) + 4096))
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())

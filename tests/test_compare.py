@@ -46,8 +46,8 @@ def test_nan_outputs_are_counted_and_never_similar():
 def test_shape_mismatch_and_missing_output():
     with pytest.raises(BadInput, match="shapes differ"):
         cmp.drift(np.zeros((2, 3)), np.zeros((2, 4)))
-    with pytest.raises(BadInput, match="missing"):
-        cmp.compare_outputs({"a": np.zeros(2)}, {"b": np.zeros(2)})
+    with pytest.raises(BadInput, match="missing from the compared model .* neither order nor shape"):
+        cmp.compare_outputs({"a": np.zeros((2, 3))}, {"b": np.zeros((2, 4))})
 
 
 def test_classification_agreement_and_accuracy():
@@ -88,3 +88,24 @@ def test_detection_agreement_iou_matching():
     empty = {k: v.copy() for k, v in ref.items()}
     empty["num_detections"] = np.array([0.0])
     assert cmp.detection(empty, empty)["box_agreement"] == 1.0
+
+
+def test_align_outputs_by_name_then_order_and_shape_then_shape():
+    a, b = np.zeros((3, 4)), np.ones((3, 2))
+    got, m = cmp.align_outputs({"probs": a, "emb": b}, {"emb": b + 1, "probs": a + 1})
+    assert m["how"] == "name" and got["probs"][0, 0] == 1 and got["emb"][0, 0] == 2
+    # No names in common: reference names sorted, compared outputs in model order, sizes must agree.
+    got, m = cmp.align_outputs({"logits": a, "emb": b}, {"StatefulPartitionedCall:0": b, "StatefulPartitionedCall:1": a})
+    assert m == {"how": "order and shape", "pairs": {"logits": "StatefulPartitionedCall:1",
+                                                     "emb": "StatefulPartitionedCall:0"}}
+    assert got["logits"].shape == (3, 4) and got["emb"].shape == (3, 2)
+    # Order disagrees with shape, but every size is unique: paired by shape.
+    got, m = cmp.align_outputs({"a": a, "b": b}, {"x": b, "y": a})
+    assert m == {"how": "shape", "pairs": {"a": "y", "b": "x"}}
+    # One name matches; the rest by order.
+    got, m = cmp.align_outputs({"probs": a, "logits": a}, {"probs": a, "add": a + 5})
+    assert m["how"] == "name, then order and shape" and m["pairs"] == {"probs": "probs", "logits": "add"}
+    assert cmp.compare_outputs({"probs": a, "logits": a}, {"probs": a, "add": a + 5})["logits"]["max_abs"] == 5
+    # Ambiguous: same sizes in a different count -> refused, naming what is missing.
+    with pytest.raises(BadInput, match="outputs a, b missing from the compared model"):
+        cmp.align_outputs({"a": a, "b": a}, {"x": a, "y": a, "z": a})

@@ -44,6 +44,17 @@ BenchmarkBinaryOpt = Annotated[Optional[str], typer.Option(
     "--benchmark-binary", help="Google's android_aarch64_benchmark_model for devices without Python "
                                "(or $EDGEBENCH_BENCHMARK_MODEL).")]
 
+# --- how a source model is read (SourceOptions)
+SignatureOpt = Annotated[Optional[str], typer.Option(
+    "--signature", help="SavedModel signature to convert and run (default serving_default; a missing key lists "
+                        "the ones there are).")]
+InputShapeOpt = Annotated[Optional[list[str]], typer.Option(
+    "--input-shape", help="Fix a dynamic input: NAME:1,128 (batch first; repeatable). A dynamic batch dim alone "
+                          "is converted as 1 without it.")]
+ImportOpt = Annotated[Optional[list[str]], typer.Option(
+    "--import", help="Python module (name or .py path) imported first (repeatable): its classes become Keras "
+                     "custom objects for .keras/.h5 files; it can also register custom TF ops.")]
+
 # --- run control (RunControl's defaults)
 RunsOpt = Annotated[Optional[int], typer.Option(
     "--runs", help=f"Force exactly N timed runs (default: >= --min-runs and >= --min-time; {P99_MIN_SAMPLES} "
@@ -100,6 +111,21 @@ def schedule(duration: float | None = None, report_every: float = _SCHEDULE.repo
 
 def energy_settings(enabled: bool, idle_s: float = _ENERGY.idle_s) -> EnergySettings | None:
     return EnergySettings(idle_s=idle_s).validate() if enabled else None
+
+
+def source_options(signature: str | None = None, input_shapes: list[str] | None = None,
+                   imports: list[str] | None = None, reference: str | None = None):
+    """--signature / --input-shape (repeatable) / --import (repeatable) / --reference -> SourceOptions."""
+    from edgebench.errors import BadInput
+    from edgebench.sources import DEFAULT_SIGNATURE, SourceOptions, parse_input_shape
+
+    shapes = tuple(parse_input_shape(s) for s in (input_shapes or ()))
+    names = [n for n, _ in shapes]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise BadInput(f"--input-shape {dup}: given twice; give each input once")
+    return SourceOptions(signature_key=signature or DEFAULT_SIGNATURE, input_shapes=shapes,
+                         imports=tuple(imports or ()), reference=reference)
 
 
 def publish_options(*, json_path: str | None = None, db: str | None = None, no_store: bool = False,

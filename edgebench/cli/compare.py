@@ -6,8 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from edgebench.cli._options import (DbOpt, DelegateOpt, JsonOpt, MarkdownOpt, NoStoreOpt, PushgatewayOpt,
-                                    ThreadsOpt, WideOpt)
+from edgebench.cli._options import (DbOpt, DelegateOpt, InputShapeOpt, JsonOpt, MarkdownOpt, NoStoreOpt,
+                                    PushgatewayOpt, SignatureOpt, ThreadsOpt, WideOpt)
 from edgebench.targets.base import DEFAULT_DELEGATE
 
 
@@ -35,16 +35,19 @@ def register(app: typer.Typer) -> None:
         no_store: NoStoreOpt = False,
         pushgateway: PushgatewayOpt = None,
         wide: WideOpt = False,
+        signature: SignatureOpt = None,
+        input_shape: InputShapeOpt = None,
     ) -> None:
         """Drift (max/mean abs, RMSE, rel L2, cosine, PSNR, NaN/Inf) and top-k agreement of B against A."""
         from edgebench.cli._common import console, deliver, progress_reporter
-        from edgebench.cli._options import publish_options
+        from edgebench.cli._options import publish_options, source_options
         from edgebench.pipeline import compare_pair, raise_for_compare
         from edgebench.publish import check_store
         from edgebench.report.terminal.compare import render_compare
 
         settings = PairSettings(a=a, b=b, data=data, samples=samples, preprocess=preprocess, threads=threads,
-                                delegate=delegate, class_output=class_output)
+                                delegate=delegate, class_output=class_output,
+                                source=source_options(signature, input_shape))
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway,
                                markdown=markdown)
         check_store(opts)

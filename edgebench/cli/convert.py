@@ -1,4 +1,4 @@
-"""``edgebench convert SRC``: SavedModel / .keras / reference model -> .tflite per precision."""
+"""``edgebench convert SRC``: SavedModel / .keras / .h5 / reference model -> .tflite per precision."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
+    from edgebench.cli._options import ImportOpt, InputShapeOpt, SignatureOpt
     from edgebench.convert import PRECISION_NAMES, ConvertSettings
 
     defaults = ConvertSettings(src="")
 
     @app.command("convert")
     def convert_cmd(
-        src: str = typer.Argument(..., help="SavedModel folder, .keras file, or reference model name (edgebench models list)."),
+        src: str = typer.Argument(..., help="SavedModel folder, .keras/.h5 file, or reference model name (edgebench models list)."),
         precision: str = typer.Option(",".join(PRECISION_NAMES), "--precision", "-p", help="Comma-separated: fp32,fp16,int8,dynamic."),
         data: Optional[str] = typer.Option(None, "--data", help="Calibration data: .npz (keyed by input name or positional), .npy, an image folder, or 'synthetic'."),
         calibration_samples: int = typer.Option(defaults.calibration_samples, "--calibration-samples", help="Samples used to calibrate INT8."),
@@ -23,9 +24,13 @@ def register(app: typer.Typer) -> None:
         size: str = typer.Option(defaults.size, "--size", help="Reference models: tiny or full."),
         out: Optional[str] = typer.Option(None, "--out", "-o", help="Output folder (default edgebench-out/<name>)."),
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the manifest as JSON to PATH ('-' for stdout)."),
+        signature: SignatureOpt = None,
+        input_shape: InputShapeOpt = None,
+        imports: ImportOpt = None,
     ) -> None:
         """Convert a model to FP32/FP16/INT8/dynamic .tflite, check FP32 parity, write manifest.json."""
         from edgebench.cli._common import console, progress_reporter, split_csv
+        from edgebench.cli._options import source_options
         from edgebench.convert import check_manifest, convert
         from edgebench.report.terminal.compare import render_manifest
         from edgebench.results import write_json
@@ -39,6 +44,7 @@ def register(app: typer.Typer) -> None:
             out_dir=out,
             preprocess=preprocess,
             size=check_size(size),
+            source=source_options(signature, input_shape, imports),
         )
         with progress_reporter("convert") as say:
             say.set_total(2 + len(settings.precisions) + ("fp32" not in settings.precisions))

@@ -7,10 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from edgebench.cli._options import (RC_DEFAULTS, BenchmarkBinaryOpt, DbOpt, DelegateOpt, JsonOpt, JunitOpt,
-                                    MarkdownOpt, MaxAccuracyDropOpt, MaxP99Opt, MaxTimeOpt, MinPsnrOpt,
-                                    MinRunsOpt, MinSizeReductionOpt, MinTimeOpt, NoStoreOpt, PushgatewayOpt,
-                                    RunsOpt, TargetsOpt, ThreadsOpt, WarmupRunsOpt, WarmupTimeOpt, WideOpt)
+from edgebench.cli._options import (RC_DEFAULTS, BenchmarkBinaryOpt, DbOpt, DelegateOpt, ImportOpt, InputShapeOpt,
+                                    JsonOpt, JunitOpt, MarkdownOpt, MaxAccuracyDropOpt, MaxP99Opt, MaxTimeOpt,
+                                    MinPsnrOpt, MinRunsOpt, MinSizeReductionOpt, MinTimeOpt, NoStoreOpt,
+                                    PushgatewayOpt, RunsOpt, SignatureOpt, TargetsOpt, ThreadsOpt, WarmupRunsOpt,
+                                    WarmupTimeOpt, WideOpt)
 from edgebench.targets.base import DEFAULT_DELEGATE
 
 
@@ -22,7 +23,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("convert-and-compare")
     def cac_cmd(
-        src: Annotated[str, typer.Argument(help="SavedModel folder, .keras file, or reference model name.")],
+        src: Annotated[list[str], typer.Argument(
+            help="SavedModel folder, .keras/.h5 file, reference model name, or one or more .tflite files (the "
+                 "given variants; the most precise is the reference unless --reference).")],
         precision: Annotated[str, typer.Option("--precision", "-p", help="Comma-separated: fp32,fp16,int8,dynamic.")]
         = ",".join(PRECISION_NAMES),
         targets: TargetsOpt = "host",
@@ -64,6 +67,12 @@ def register(app: typer.Typer) -> None:
         no_store: NoStoreOpt = False,
         pushgateway: PushgatewayOpt = None,
         wide: WideOpt = False,
+        signature: SignatureOpt = None,
+        input_shape: InputShapeOpt = None,
+        imports: ImportOpt = None,
+        reference: Annotated[Optional[str], typer.Option(
+            "--reference", help=".tflite SRCs: a SavedModel folder or .keras file run with TF as the reference row.")]
+        = None,
     ) -> None:
         """Convert SRC, run the TF reference and every precision x target on ONE input set, report and gate.
 
@@ -71,15 +80,22 @@ def register(app: typer.Typer) -> None:
         everything else is still reported and saved), 130/143 interrupted (measured rows are kept).
         """
         from edgebench.cli._common import console, deliver, progress_reporter, split_csv
-        from edgebench.cli._options import publish_options, run_control
+        from edgebench.cli._options import publish_options, run_control, source_options
+        from edgebench.errors import BadInput
         from edgebench.cli.convert import check_int8_io, check_size
         from edgebench.gate import Thresholds, load_gate_file
         from edgebench.pipeline import convert_and_compare, raise_for_compare
         from edgebench.publish import check_store
         from edgebench.report.terminal.compare import render_compare
 
+        if len(src) > 1 and not all(s.endswith(".tflite") for s in src):
+            raise BadInput(f"{next(s for s in src if not s.endswith('.tflite'))}: several SRCs must all be .tflite "
+                           "files; convert a SavedModel/.keras alone (or give it as --reference)")
+        if reference and not src[0].endswith(".tflite"):
+            raise BadInput(f"--reference {reference}: only for .tflite SRCs (a SavedModel SRC is its own reference)")
         settings = CompareSettings(
-            src=src,
+            src=src[0], more_tflite=tuple(src[1:]),
+            source=source_options(signature, input_shape, imports, reference),
             precisions=tuple(split_csv(precision, option="--precision", allowed=PRECISION_NAMES)),
             targets=tuple(split_csv(targets, option="--targets")),
             data=data, calibration_data=calibration_data, eval_samples=samples,

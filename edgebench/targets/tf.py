@@ -3,11 +3,17 @@
 Produces outputs for every input sample (the reference every drift is measured against),
 per-call latency samples at batch 1 (with a host sync: outputs are fetched as numpy), and the
 throughput at a larger batch -- the "TensorFlow" baseline row.
+
+Two loaders (chosen by ``edgebench.sources``): ``tf2`` calls the restored signature function;
+``graph`` runs a ``tf.compat.v1.Session`` over the MetaGraph's signature tensors -- for TF1
+SavedModels and ones whose object graph cannot be restored. Same signature names, same outputs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,6 +29,86 @@ TF_METHOD = ("per-call perf_counter_ns around the serving signature at batch 1, 
 MAX_PREBUILT_FEEDS = 256
 
 
+@contextlib.contextmanager
+def quiet_v1():
+    """Silence TensorFlow's deprecation log lines for the tf.compat.v1 APIs the graph loader uses
+    (every call would print 'load (from ...) is deprecated' and freezing advice)."""
+    import logging
+
+    from tensorflow.python.util import deprecation
+
+    logger = logging.getLogger("tensorflow")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with deprecation.silence():
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def graph_session(model_dir: str | Path, tags: tuple[str, ...] = ("serve",), device: str | None = None):
+    """A tf.compat.v1 session holding the SavedModel's MetaGraph with its variables restored:
+    (session, meta graph def)."""
+    import tensorflow as tf
+
+    g = tf.Graph()
+    sess = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(allow_soft_placement=True))
+    try:
+        with g.as_default(), g.device(device), quiet_v1():
+            mg = tf.compat.v1.saved_model.loader.load(sess, list(tags), str(model_dir))
+    except Exception:
+        sess.close()
+        raise
+    return sess, mg
+
+
+class SignatureFunction:
+    """One signature of a SavedModel: ``prepare`` builds a call's inputs (ahead of a timed loop),
+    ``invoke`` runs it leaving the outputs where they are, ``fetch`` runs it and returns numpy."""
+
+    def __init__(self, model_dir: str | Path, *, signature_key: str = "serving_default", loader: str = "tf2",
+                 tags: tuple[str, ...] = ("serve",), device: str | None = None) -> None:
+        import tensorflow as tf
+
+        self._tf = tf
+        self.loader = loader
+        self.device = device
+        if loader == "graph":
+            self._sess, mg = graph_session(model_dir, tags, device)
+            sd = mg.signature_def[signature_key]
+            self._feeds = {k: v.name for k, v in sd.inputs.items()}
+            self._fetches = {k: v.name for k, v in sd.outputs.items()}
+            g = self._sess.graph
+            self._targets = sorted({g.get_tensor_by_name(n).op for n in self._fetches.values()}, key=lambda o: o.name)
+        else:
+            with self._placed():
+                self._fn = tf.saved_model.load(str(model_dir), tags=list(tags)).signatures[signature_key]
+
+    def _placed(self):
+        return self._tf.device(self.device) if self.device else contextlib.nullcontext()
+
+    def prepare(self, arrays: dict[str, np.ndarray]) -> dict[Any, Any]:
+        if self.loader == "graph":
+            return {self._feeds[k]: v for k, v in arrays.items()}
+        with self._placed():
+            return {k: self._tf.constant(v) for k, v in arrays.items()}
+
+    def invoke(self, prepared: dict[Any, Any]) -> None:
+        if self.loader == "graph":
+            self._sess.run(self._targets, prepared)   # ops as targets: outputs are not copied out
+        else:
+            with self._placed():
+                self._fn(**prepared)
+
+    def fetch(self, prepared: dict[Any, Any]) -> dict[str, np.ndarray]:
+        if self.loader == "graph":
+            return self._sess.run(self._fetches, prepared)
+        with self._placed():
+            res = self._fn(**prepared)
+        return {k: v.numpy() for k, v in res.items()}  # .numpy() syncs the device
+
+
 def _device_sync(tf):
     """A function that waits for queued device work (GPU execution is asynchronous)."""
     sync = getattr(getattr(tf.test, "experimental", None), "sync_devices", None)
@@ -32,13 +118,17 @@ def _device_sync(tf):
 
 
 class TFTarget:
-    """Runs a SavedModel's ``serving_default`` with TensorFlow (GPU if visible, else CPU)."""
+    """Runs one signature of a SavedModel with TensorFlow (GPU if visible, else CPU)."""
 
     name = "tf"
 
-    def __init__(self, *, batch: int = 32, device: str | None = None) -> None:
+    def __init__(self, *, batch: int = 32, device: str | None = None, signature_key: str = "serving_default",
+                 loader: str = "tf2", tags: tuple[str, ...] = ("serve",)) -> None:
         self.batch = batch
         self._device = device
+        self.signature_key = signature_key
+        self.loader = loader
+        self.tags = tuple(tags)
 
     def device(self) -> str:
         import tensorflow as tf
@@ -53,7 +143,7 @@ class TFTarget:
     def run(self, job: Job, signature: Signature | None = None) -> RunResult:
         import tensorflow as tf
 
-        sig = signature or saved_model_signature(job.model_path)
+        sig = signature or saved_model_signature(job.model_path, self.signature_key)
         ds = cast_to_signature(InputSet.load(job.inputs_npz), sig) if job.inputs_npz else None
         if ds is None:
             from edgebench.data import synthetic
@@ -61,22 +151,17 @@ class TFTarget:
             ds = cast_to_signature(synthetic(sig, 32, job.seed), sig)
         dev = self.device()
         t0 = time.perf_counter_ns()
-        with tf.device(dev):
-            fn = tf.saved_model.load(job.model_path).signatures["serving_default"]
+        fn = SignatureFunction(job.model_path, signature_key=self.signature_key, loader=self.loader, tags=self.tags,
+                               device=dev)
         init_ms = (time.perf_counter_ns() - t0) / 1e6
         batched = all(t.batched for t in sig.inputs) and not any(t.shape and t.shape[0] == 1 for t in sig.inputs)
 
-        def feed(lo: int, hi: int) -> dict[str, Any]:
-            out = {}
-            for t in sig.inputs:
-                a = ds.arrays[t.name][lo:hi]
-                out[t.name] = tf.constant(a if t.batched else a[0])
-            return out
+        def feed(lo: int, hi: int) -> dict[Any, Any]:
+            return fn.prepare({t.name: ds.arrays[t.name][lo:hi] if t.batched else ds.arrays[t.name][lo]
+                               for t in sig.inputs})
 
         def call(lo: int, hi: int) -> dict[str, np.ndarray]:
-            with tf.device(dev):
-                res = fn(**feed(lo, hi))
-            return {k: v.numpy() for k, v in res.items()}  # .numpy() syncs the device
+            return fn.fetch(feed(lo, hi))
 
         # Outputs for every sample (batched when the signature allows it).
         step = self.batch if batched else 1
@@ -103,11 +188,10 @@ class TFTarget:
         ctl = job.control
 
         def timed(j: int) -> int:
-            with tf.device(dev):
-                s = time.perf_counter_ns()
-                fn(**feeds[j % len(feeds)])
-                sync()
-                return time.perf_counter_ns() - s
+            s = time.perf_counter_ns()
+            fn.invoke(feeds[j % len(feeds)])
+            sync()
+            return time.perf_counter_ns() - s
 
         warm: list[int] = []
         w_start = time.perf_counter()
@@ -118,7 +202,8 @@ class TFTarget:
         while (stop_reason := ctl.stop_reason(len(samples), time.perf_counter() - start)) is None:
             samples.append(timed(len(samples)))
 
-        extra: dict[str, Any] = {"device": dev, "batch_size_latency": 1, "stop_reason": stop_reason}
+        extra: dict[str, Any] = {"device": dev, "batch_size_latency": 1, "stop_reason": stop_reason,
+                                 "loader": self.loader, "signature": self.signature_key}
         if batched and ds.n > 1:
             b = min(self.batch, ds.n)
             call(0, b)  # warm the larger shape
@@ -141,7 +226,8 @@ class TFTarget:
             first_inference_ms=first_ms,
             outputs=outputs,
             runtime=f"tensorflow {tf.__version__}",
-            method=TF_METHOD + (" + device sync" if on_gpu else ""),
+            method=TF_METHOD + (" + device sync" if on_gpu else "")
+            + ("; tf.compat.v1 session over the MetaGraph (graph loader)" if self.loader == "graph" else ""),
             fingerprint=self.fingerprint(),
             extra=extra,
         )

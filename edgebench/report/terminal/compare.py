@@ -95,6 +95,16 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
         notes.append(f"[green]gate passed[/] ({len(gate['checks'])} checks)")
     if inputs.get("synthetic"):
         notes.append("[bold yellow]warning:[/] synthetic inputs: drift only, accuracy is meaningless")
+    notes.extend(source_notes(doc.get("source") or {}))
+    for sm in doc.get("saved_models") or ():   # compare A B: how each SavedModel was read
+        if sm.get("loader") == "graph":
+            notes.append(f"{e(sm.get('path'))}: loader graph ({e(sm.get('loader_reason'))})")
+    for r in compare_rows(doc):
+        mp = r.output_mapping
+        if mp and mp.get("how") != "name":
+            pairs = ", ".join(f"{g} -> {k}" for k, g in mp.get("pairs", {}).items() if g != k)
+            notes.append(f"outputs of {e(r.precision or r.model)} matched to the reference by {e(mp['how'])}: "
+                         f"{e(pairs)}")
     t.caption = "\n".join(notes)
     out: list = [t]
     for r in compare_rows(doc):
@@ -120,6 +130,8 @@ def render_manifest(m: dict[str, Any]) -> Table:
         q = v.get("quantization") or {}
         if q.get("mode"):
             notes.append(q["mode"])
+        if v.get("precision_from_tensors") not in (None, prec):
+            notes.append(f"the file is {v['precision_from_tensors']}")
         if not ok:
             notes.append(str(v.get("error")))
         t.add_row(
@@ -130,10 +142,27 @@ def render_manifest(m: dict[str, Any]) -> Table:
             if ok and v.get("quantized") else "-",
             e("; ".join(notes)),
         )
+    notes = source_notes(src)
     cal = m.get("calibration")
     if cal and cal.get("warning"):
-        t.caption = f"[bold yellow]warning:[/] {e(cal['warning'])}"
+        notes.append(f"[bold yellow]warning:[/] {e(cal['warning'])}")
+    if cal and cal.get("needed") is False:
+        notes.append(f"calibration: none needed ({e(cal.get('reason'))})")
+    if notes:
+        t.caption = "\n".join(notes)
     return t
+
+
+def source_notes(src: Mapping[str, Any]) -> list[str]:
+    """How a source was read when it was not the plain TF2 path: loader, signature, fixed shapes."""
+    out = []
+    if src.get("loader") == "graph":
+        out.append(f"loader: graph ({e(src.get('loader_reason'))})")
+    if src.get("signature_key") not in (None, "serving_default"):
+        out.append(f"signature: {e(src['signature_key'])}")
+    for name, n in (src.get("input_shapes") or {}).items():
+        out.append(f"input {e(name)}: {e(n.get('used'))} ({e(n.get('how'))})")
+    return out
 
 
 def render_fingerprint(fp: Mapping[str, Any], title: str = "environment") -> Table:

@@ -1,0 +1,723 @@
+"""Model sources: what the user gave -> a resolved ``Source`` every later stage can use.
+
+Kinds: a SavedModel folder, a ``.keras``/``.h5`` file (exported to a SavedModel), a reference
+model name (built and cached), or a ``.tflite`` file (already a variant; nothing to convert).
+
+SavedModels are read at two levels, recorded as ``loader`` in the manifest with the reason:
+
+* ``tf2``: the object graph (``tf.saved_model.load``), ``tf.lite.TFLiteConverter.from_saved_model``
+  and the signature function as the TF reference. Tried first for every TF2 SavedModel.
+* ``graph``: the MetaGraph only (``tf.compat.v1.lite.TFLiteConverter.from_saved_model`` and a
+  ``tf.compat.v1.Session`` over the signature's tensors). Used for TF1 SavedModels (no object
+  graph) and when restoring the object graph fails -- e.g. Keras-2-era SavedModels whose
+  optimizer slot variables need Keras 2 (``'_UserObject' object has no attribute 'add_slot'``
+  without ``tf-keras``). The graph converter writes no signature, so the signature's input and
+  output names are written back into the .tflite (``tflite_model.restore_signature``): every later step sees
+  the same names as the TF reference.
+
+Signatures are read from ``saved_model.pb`` itself (no loading): ``--signature KEY`` picks one,
+and a missing key lists the ones there are. Dynamic dimensions: a dynamic batch dimension is
+converted as 1 (edgebench measures single-sample latency); any other dynamic dimension must be
+fixed with ``--input-shape NAME:1,128`` and is converted as given. Both are recorded.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from edgebench.data import InputSet, Signature, TensorSpec, calibration_generator
+from edgebench.errors import BadInput
+from edgebench.fingerprint import sha256_file
+from edgebench.tflite_model import precision as tflite_precision
+
+DEFAULT_SIGNATURE = "serving_default"
+SERVE_TAG = "serve"
+KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
+# Most precise first: the reference among several .tflite files given without --reference.
+PRECISION_RANK = ("fp32", "fp16", "dynamic", "int16x8", "int8")
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """How to read a source. The CLI fills these from --signature/--input-shape/--import/--reference."""
+
+    signature_key: str = DEFAULT_SIGNATURE
+    input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    imports: tuple[str, ...] = ()
+    reference: str | None = None          # .tflite sources: a SavedModel/.keras for the TF row
+
+
+@dataclass(frozen=True)
+class Source:
+    """A resolved source. ``saved_model_dir`` is None only for .tflite sources."""
+
+    kind: str                     # "saved_model" | "keras" | "reference" | "tflite"
+    name: str
+    path: str                     # what the user gave
+    saved_model_dir: Path | None
+    sha256: str
+    signature: Signature          # dims fixed as converted (batch kept as declared)
+    calibration: InputSet | None = None   # shipped with reference models
+    evaluation: InputSet | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    signature_key: str = DEFAULT_SIGNATURE
+    loader: str = "tf2"           # "tf2" | "graph" ("tflite" for .tflite sources: nothing is loaded by TF)
+    loader_reason: str | None = None
+    tags: tuple[str, ...] = (SERVE_TAG,)
+    graph_inputs: dict[str, str] = field(default_factory=dict)    # signature name -> graph tensor
+    graph_outputs: dict[str, str] = field(default_factory=dict)
+    fixed_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # converter input shapes
+    input_shapes: dict[str, dict[str, Any]] = field(default_factory=dict)   # what was fixed, and why
+    qat: bool = False             # FakeQuant ops present: INT8 from the model's own ranges
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "path": self.path, "sha256": self.sha256,
+                "saved_model_dir": None if self.saved_model_dir is None else str(self.saved_model_dir),
+                "signature": self.signature.to_dict(), "signature_key": self.signature_key,
+                "loader": self.loader, "loader_reason": self.loader_reason, "tags": list(self.tags),
+                "input_shapes": self.input_shapes, "qat": self.qat, "info": self.info}
+
+
+# --------------------------------------------------------------------------- options
+
+
+def parse_input_shape(spec: str) -> tuple[str, tuple[int, ...]]:
+    """'tokens:1,128' -> ('tokens', (1, 128)) (raises BadInput)."""
+    name, sep, dims = spec.rpartition(":")
+    try:
+        shape = tuple(int(d) for d in dims.split(",")) if sep and name else ()
+    except ValueError:
+        shape = ()
+    if not shape or any(d < 1 for d in shape):
+        raise BadInput(f"--input-shape {spec!r}: use NAME:DIMS with positive integer dims, e.g. "
+                       "--input-shape input_ids:1,128 (batch first)")
+    return name, shape
+
+
+# --------------------------------------------------------------------------- resolve
+
+
+def resolve_source(src: str, *, size: str = "tiny", work_dir: Path | None = None, seed: int = 0,
+                   options: SourceOptions | None = None, require_static: bool = True) -> Source:
+    """SavedModel dir, .keras/.h5 file, .tflite file or a reference model name -> Source (BadInput).
+
+    ``require_static``: refuse dynamic non-batch dimensions without --input-shape (conversion
+    needs them fixed; a plain TF run does not).
+    """
+    opts = options or SourceOptions()
+    import_modules(opts.imports)
+    p = Path(src)
+    if not p.exists():
+        from edgebench import models
+
+        if os.sep not in src and not src.endswith((*KERAS_SUFFIXES, ".tflite")) and src in models.MODELS:
+            return _reference_source(src, size, seed, opts)
+        if os.sep not in src and "." not in src:
+            raise BadInput(f"{src}: not a path and not a reference model; choose one of "
+                           f"{', '.join(models.MODELS)} or give a SavedModel folder / .keras file")
+        raise BadInput(f"{src}: no such file or folder; give a SavedModel folder, a .keras file, a .tflite "
+                       "file or a reference model name (edgebench models list)")
+    if p.is_dir():
+        return saved_model_source(p, opts, kind="saved_model", name=p.resolve().name, path=src,
+                                  require_static=require_static)
+    if p.suffix.lower() in KERAS_SUFFIXES:
+        return _keras_source(p, work_dir, opts, require_static)
+    if p.suffix == ".tflite":
+        return tflite_source(p)
+    raise BadInput(f"{src}: unsupported source '{p.suffix or p.name}'; give a SavedModel folder, a .keras/.h5 "
+                   "file, a .tflite file or a reference model name")
+
+
+def _reference_source(name: str, size: str, seed: int, opts: SourceOptions) -> Source:
+    from edgebench import models
+
+    built = models.build(name, size, seed=seed)
+    src = saved_model_source(Path(built.saved_model_dir), opts, kind="reference", name=f"{name}-{size}",
+                             path=name)
+    ranges = {i["name"]: tuple(i["range"]) for i in built.info.get("inputs", []) if i.get("range")}
+    sig = Signature(src.signature.inputs, src.signature.outputs, ranges)
+    cal = InputSet.load(built.calibration_npz, f"{name} calibration split")
+    ev = InputSet.load(built.evaluation_npz, f"{name} evaluation split")
+    return replace(src, signature=sig, calibration=cal, evaluation=ev, info={**src.info, **built.info})
+
+
+# --------------------------------------------------------------------------- SavedModel
+
+
+def _read_saved_model(p: Path):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    sm = saved_model_pb2.SavedModel()
+    pb, pbtxt = p / "saved_model.pb", p / "saved_model.pbtxt"
+    try:
+        if pb.exists():
+            sm.ParseFromString(pb.read_bytes())
+        else:
+            from google.protobuf import text_format
+
+            text_format.Parse(pbtxt.read_text(), sm)
+    except Exception as e:  # noqa: BLE001 -- DecodeError/ParseError/OSError
+        raise BadInput(f"{p}: saved_model.pb is not a readable SavedModel protobuf ({_one_line(e)}); the copy "
+                       "is probably truncated: copy or download the whole folder again") from None
+    if not sm.meta_graphs:
+        raise BadInput(f"{p}: the SavedModel holds no MetaGraph; copy or download the whole folder again")
+    return sm
+
+
+def _not_a_saved_model(p: Path) -> BadInput:
+    nested = sorted(x.parent for x in p.rglob("saved_model.pb"))[:3] if p.is_dir() else []
+    hint = (f"; found one in {nested[0]}: pass that folder" if nested else
+            "; point at the folder that holds saved_model.pb and variables/ (or export one with "
+            "tf.saved_model.save(obj, dir) / keras model.export(dir))")
+    return BadInput(f"{p}: folder is not a SavedModel (no saved_model.pb){hint}")
+
+
+def _pick_meta_graph(sm, key: str):
+    """The 'serve' MetaGraph, else the first one holding the signature."""
+    graphs = list(sm.meta_graphs)
+    for mg in graphs:
+        if SERVE_TAG in mg.meta_info_def.tags:
+            return mg
+    return next((mg for mg in graphs if key in mg.signature_def), graphs[0])
+
+
+def _specs(infos, path: Path, key: str) -> tuple[TensorSpec, ...]:
+    import tensorflow as tf
+
+    out = []
+    for name in sorted(infos):
+        ti = infos[name]
+        if ti.WhichOneof("encoding") != "name":
+            raise BadInput(f"{path}: signature '{key}' tensor '{name}' is a sparse/composite tensor, which TFLite "
+                           "cannot take as input or output; pick another signature with --signature")
+        shape = () if ti.tensor_shape.unknown_rank else tuple(
+            None if d.size < 0 else int(d.size) for d in ti.tensor_shape.dim)
+        out.append(TensorSpec(name, shape, tf.dtypes.as_dtype(ti.dtype).name))
+    return tuple(out)
+
+
+def _signature_keys(mg) -> list[str]:
+    return sorted(k for k in mg.signature_def if not k.startswith("__"))
+
+
+def read_signature(p: Path, key: str = DEFAULT_SIGNATURE):
+    """(Signature, meta graph, signature def) of a SavedModel folder, from saved_model.pb alone."""
+    if not (p / "saved_model.pb").exists() and not (p / "saved_model.pbtxt").exists():
+        raise _not_a_saved_model(p)
+    sm = _read_saved_model(p)
+    mg = _pick_meta_graph(sm, key)
+    if key not in mg.signature_def:
+        keys = _signature_keys(mg)
+        if not keys:
+            raise BadInput(f"{p}: SavedModel has no '{key}' signature (it has no serving signatures at all); "
+                           "edgebench needs one: ask the model's author for an export with signatures, or "
+                           "wrap it yourself (README: Models from the wild)")
+        raise BadInput(f"{p}: SavedModel has no '{key}' signature (has: {', '.join(keys)}); pick one with "
+                       f"--signature {keys[0]}")
+    sd = mg.signature_def[key]
+    return Signature(_specs(sd.inputs, p, key), _specs(sd.outputs, p, key)), mg, sd
+
+
+def saved_model_signature(saved_model_dir: str | Path, signature_key: str = DEFAULT_SIGNATURE) -> Signature:
+    """The declared signature of a SavedModel (reads saved_model.pb; loads nothing)."""
+    return read_signature(Path(saved_model_dir), signature_key)[0]
+
+
+def saved_model_source(p: Path, opts: SourceOptions, *, kind: str, name: str, path: str,
+                       sha256: str | None = None, require_static: bool = True) -> Source:
+    sig, mg, sd = read_signature(p, opts.signature_key)
+    tags = tuple(mg.meta_info_def.tags) or (SERVE_TAG,)
+    loader, reason = choose_loader(p, mg, opts.signature_key, tags)
+    sig, fixed, notes = fix_shapes(sig, opts.input_shapes, str(path), require_static)
+    fake_quant = _fake_quant_ops(mg)
+    info: dict[str, Any] = {}
+    if mg.meta_info_def.tensorflow_version:
+        info["written_by_tensorflow"] = mg.meta_info_def.tensorflow_version
+    if fake_quant:
+        info["qat"] = {"fake_quant_ops": fake_quant,
+                       "note": "quantization-aware model: INT8 uses its FakeQuant ranges, no calibration"}
+    return Source(kind, name, path, p, sha256 or sha256_file(p), sig, info=info,
+                  signature_key=opts.signature_key, loader=loader, loader_reason=reason, tags=tags,
+                  graph_inputs={k: v.name for k, v in sd.inputs.items()},
+                  graph_outputs={k: v.name for k, v in sd.outputs.items()},
+                  fixed_shapes=fixed, input_shapes=notes, qat=bool(fake_quant))
+
+
+def _fake_quant_ops(mg) -> int:
+    nodes = list(mg.graph_def.node) + [n for f in mg.graph_def.library.function for n in f.node_def]
+    return sum(1 for n in nodes if n.op.startswith("FakeQuantWithMinMax"))
+
+
+# A probe result per (folder, content hash, signature): convert and convert-and-compare resolve
+# the same source twice in one process.
+_LOADER_CACHE: dict[tuple[str, float, str], tuple[str, str | None]] = {}
+
+
+def choose_loader(p: Path, mg, key: str, tags: tuple[str, ...]) -> tuple[str, str | None]:
+    """("tf2", None), or ("graph", why). Raises BadInput when neither level can load the model."""
+    pb = p / "saved_model.pb"
+    ck = (str(p.resolve()), pb.stat().st_mtime if pb.exists() else 0.0, key)
+    if ck in _LOADER_CACHE:
+        return _LOADER_CACHE[ck]
+    if not mg.object_graph_def.nodes:
+        graph_err = _probe_graph(p, key, tags)
+        if graph_err is not None:
+            raise BadInput(f"{p}: TensorFlow cannot load this TF1 SavedModel at graph level (tf.compat.v1 "
+                           f"session: {graph_err}); {_load_fix(graph_err, mg)}")
+        out: tuple[str, str | None] = ("graph", "TF1 SavedModel (no object graph): read at graph level, "
+                                                "its native format")
+        _LOADER_CACHE[ck] = out
+        return out
+    tf2_err = _probe_tf2(p, key, tags)
+    if tf2_err is None:
+        out = ("tf2", None)
+    else:
+        graph_err = _probe_graph(p, key, tags)
+        if graph_err is not None:
+            raise BadInput(f"{p}: TensorFlow cannot load this SavedModel: tried the TF2 object graph "
+                           f"({tf2_err}) and the graph level (tf.compat.v1 session: {graph_err}); "
+                           f"{_load_fix(tf2_err + ' ' + graph_err, mg)}")
+        out = ("graph", f"TF2 object-graph restore failed ({tf2_err}); "
+                        f"{_tf2_fix(tf2_err)}read at graph level instead")
+    _LOADER_CACHE[ck] = out
+    return out
+
+
+def _probe_tf2(p: Path, key: str, tags: tuple[str, ...]) -> str | None:
+    import tensorflow as tf
+
+    try:
+        loaded = tf.saved_model.load(str(p), tags=list(tags))
+        loaded.signatures[key]  # noqa: B018 -- the signature function must be restorable too
+    except Exception as e:  # noqa: BLE001 -- restore failures come as every exception type
+        return _one_line(e)
+    return None
+
+
+def _probe_graph(p: Path, key: str, tags: tuple[str, ...]) -> str | None:
+    from edgebench.targets.tf import graph_session
+
+    try:
+        sess, _ = graph_session(p, tags)
+        sess.close()
+    except Exception as e:  # noqa: BLE001
+        return _one_line(e)
+    return None
+
+
+def _tf2_fix(err: str) -> str:
+    if "add_slot" in err or "optimizer" in err.lower():
+        return "installing tf-keras (pip install tf-keras) would let TF restore it; "
+    return ""
+
+
+def _load_fix(err: str, mg) -> str:
+    writer = mg.meta_info_def.tensorflow_version
+    op = re.search(r"Op type not registered '([\w>]+)'", err)
+    if op:
+        return (f"the graph uses op '{op.group(1)}' from a TensorFlow add-on: install the package that "
+                f"provides it (e.g. tensorflow-text) and pass --import MODULE to register it")
+    if "variables" in err.lower() or "checkpoint" in err.lower() or "not found" in err.lower():
+        return ("its variables/ folder is missing or incomplete: copy or download the whole SavedModel "
+                "folder again")
+    return (f"it was written by TensorFlow {writer or '(unknown version)'}; load and re-save it with that "
+            "version (tf.saved_model.save), or ask its author for a .tflite or a fresh export")
+
+
+# --------------------------------------------------------------------------- dynamic shapes
+
+
+def fix_shapes(sig: Signature, given: tuple[tuple[str, tuple[int, ...]], ...], where: str,
+               require_static: bool) -> tuple[Signature, dict[str, tuple[int, ...]], dict[str, dict[str, Any]]]:
+    """Apply --input-shape and the batch-1 rule: (effective signature, converter shapes, notes).
+
+    Converter shapes are returned only when a non-batch dimension had to be fixed (the
+    converters already take a dynamic batch as 1); notes record every fixed dimension.
+    """
+    want = dict(given)
+    unknown = [n for n in want if n not in sig.input_names]
+    if unknown:
+        raise BadInput(f"--input-shape {unknown[0]}: no such input in {where} (inputs: "
+                       f"{', '.join(sig.input_names)})")
+    inputs, notes = [], {}
+    needs_fixing = False
+    for t in sig.inputs:
+        declared = list(t.shape)
+        if t.name in want:
+            shape = want[t.name]
+            if declared and len(shape) != len(declared):
+                raise BadInput(f"--input-shape {t.name}:{','.join(map(str, shape))}: input '{t.name}' of {where} "
+                               f"has {len(declared)} dims {_show(declared)}; give all of them, batch first")
+            clash = [i for i, (d, s) in enumerate(zip(declared, shape)) if d is not None and d != s]
+            if clash:
+                raise BadInput(f"--input-shape {t.name}:{','.join(map(str, shape))}: dim {clash[0]} of input "
+                               f"'{t.name}' is fixed at {declared[clash[0]]} in {where}; only dynamic dims "
+                               f"({_show(declared)}) can be set")
+            if declared and declared[0] is None and shape[0] != 1:
+                raise BadInput(f"--input-shape {t.name}:{','.join(map(str, shape))}: the batch dim must be 1 "
+                               "(edgebench measures single-sample latency)")
+            fixed_dims = [i for i, d in enumerate(declared) if d is None and i > 0] if declared else list(range(len(shape)))
+            needs_fixing = needs_fixing or bool(fixed_dims) or not declared
+            notes[t.name] = {"declared": declared or None, "used": list(shape),
+                             "how": "--input-shape" + ("; batch fixed to 1 for latency" if declared and declared[0] is None else "")}
+            eff = tuple(shape) if not declared else (declared[0], *shape[1:])
+            inputs.append(TensorSpec(t.name, eff, t.dtype))
+            continue
+        dynamic = [i for i, d in enumerate(declared) if d is None and i > 0]
+        if (dynamic or not declared) and require_static:
+            example = ",".join("1" if i == 0 else ("128" if d is None else str(d)) for i, d in enumerate(declared or [None, None]))
+            raise BadInput(f"{where}: input '{t.name}' has dynamic dims {_show(declared)}"
+                           f"{'' if declared else ' (unknown rank)'}; latency depends on them, so fix them with "
+                           f"--input-shape {t.name}:{example} (batch first)")
+        if declared and declared[0] is None:
+            notes[t.name] = {"declared": declared, "used": [1, *declared[1:]],
+                             "how": "batch fixed to 1 for latency"}
+        inputs.append(t)
+    eff_sig = Signature(tuple(inputs), sig.outputs, sig.ranges)
+    fixed = {t.name: tuple(notes[t.name]["used"]) if t.name in notes else tuple(t.shape)
+             for t in sig.inputs} if needs_fixing else {}
+    return eff_sig, fixed, notes
+
+
+def _show(shape: list) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+# --------------------------------------------------------------------------- converters
+
+
+def make_converter(src: Source):
+    """A TFLite converter for the source's loader, signature and fixed input shapes."""
+    import tensorflow as tf
+
+    if src.saved_model_dir is None:
+        raise BadInput(f"{src.path}: already a .tflite; nothing to convert")
+    d = str(src.saved_model_dir)
+    if src.loader == "graph":
+        kw: dict[str, Any] = {}
+        if src.fixed_shapes:
+            kw["input_shapes"] = {_graph_name(src.graph_inputs[n]): list(s) for n, s in src.fixed_shapes.items()}
+        from edgebench.targets.tf import quiet_v1
+
+        with quiet_v1():
+            c = tf.compat.v1.lite.TFLiteConverter.from_saved_model(
+                d, tag_set=set(src.tags), signature_key=src.signature_key, **kw)
+        if hasattr(c, "_debug_info_func"):
+            # Only feeds converter error stack traces, and writes a line to stderr per function op.
+            c._debug_info_func = None
+        return c
+    if src.fixed_shapes:
+        loaded = tf.saved_model.load(d, tags=list(src.tags))
+        fn = loaded.signatures[src.signature_key]
+        dtypes = {t.name: t.dtype for t in src.signature.inputs}
+        specs = {n: tf.TensorSpec(s, dtypes[n], name=n) for n, s in src.fixed_shapes.items()}
+        cf = tf.function(lambda **kw: fn(**kw)).get_concrete_function(**specs)
+        return tf.lite.TFLiteConverter.from_concrete_functions([cf], loaded)
+    return tf.lite.TFLiteConverter.from_saved_model(d, signature_keys=[src.signature_key], tags=set(src.tags))
+
+
+def calibration_feed(src: Source, ds: InputSet, n: int) -> Callable[[], Iterator[Any]]:
+    """The representative dataset for this source's converter (the graph converter takes lists in
+    its input order: sorted graph tensor names)."""
+    if src.loader != "graph":
+        return lambda: calibration_generator(ds, src.signature, n)
+    order = sorted(src.signature.input_names, key=lambda k: src.graph_inputs[k])
+
+    def gen():
+        for sample in calibration_generator(ds, src.signature, n):
+            yield [sample[k] for k in order]
+
+    return gen
+
+
+def finish_tflite(src: Source, data: bytes) -> bytes:
+    """Graph-loader output gets the signature's names back; TF2 output is already named."""
+    if src.loader != "graph":
+        return data
+    from edgebench.tflite_model import restore_signature
+
+    return restore_signature(data, src.signature_key, src.graph_inputs, src.graph_outputs)
+
+
+def _graph_name(tensor: str) -> str:
+    return tensor[:-2] if tensor.endswith(":0") else tensor
+
+
+# --------------------------------------------------------------------------- .keras / .h5
+
+
+def import_modules(specs: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """Import each --import (a module name, or a path to a .py file) and return the Keras custom
+    objects it defines: classes and functions of the module, by class name and registered name."""
+    objects: dict[str, Any] = {}
+    for spec in specs:
+        mod = _import_one(spec)
+        for attr, obj in vars(mod).items():
+            if attr.startswith("_") or getattr(obj, "__module__", None) != mod.__name__:
+                continue
+            if isinstance(obj, type) or callable(obj):
+                objects[attr] = obj
+                registered = _registered_name(obj)
+                if registered:
+                    objects[registered] = obj
+    return objects
+
+
+def _registered_name(obj: Any) -> str | None:
+    try:
+        import keras
+
+        return keras.saving.get_registered_name(obj)
+    except Exception:  # noqa: BLE001 -- not a Keras object
+        return None
+
+
+def _import_one(spec: str):
+    if spec.endswith(".py") or os.sep in spec:
+        path = Path(spec)
+        if not path.is_file():
+            raise BadInput(f"--import {spec}: no such file; give a module name or the path of the .py file "
+                           "that defines the model's custom classes")
+        name = path.stem
+        if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(path.resolve()):
+            return sys.modules[name]
+        loader_spec = importlib.util.spec_from_file_location(name, path.resolve())
+        if loader_spec is None or loader_spec.loader is None:
+            raise BadInput(f"--import {spec}: not a Python module file")
+        mod = importlib.util.module_from_spec(loader_spec)
+        sys.modules[name] = mod
+        try:
+            loader_spec.loader.exec_module(mod)
+        except Exception as e:  # noqa: BLE001 -- the user's module failed to run
+            sys.modules.pop(name, None)
+            raise BadInput(f"--import {spec}: importing it failed ({type(e).__name__}: {_one_line(e)}); fix the "
+                           "module or its dependencies") from None
+        return mod
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.append(cwd)   # `edgebench` run from the folder holding my_layers.py
+    try:
+        return importlib.import_module(spec)
+    except ModuleNotFoundError as e:
+        raise BadInput(f"--import {spec}: no module named {e.name!r} (searched PYTHONPATH and {cwd}); give the "
+                       "module name or the path of the .py file that defines the custom classes") from None
+    except Exception as e:  # noqa: BLE001
+        raise BadInput(f"--import {spec}: importing it failed ({type(e).__name__}: {_one_line(e)}); fix the "
+                       "module or its dependencies") from None
+
+
+_MISSING_CLASS = re.compile(r"Could not locate (?:class|function) '([\w.>]+)'|Unknown (?:layer|object|class)[^']*'([\w.>]+)'")
+_MISSING_MODULE = re.compile(r"'module': '([\w.]+)', 'class_name': '([\w.]+)'")
+
+
+def _keras_error(p: Path, e: BaseException, imports: tuple[str, ...]) -> BadInput:
+    texts = []
+    cur: BaseException | None = e
+    while cur is not None and len(texts) < 5:
+        texts.append(str(cur))
+        cur = cur.__cause__ or cur.__context__
+    text = "\n".join(texts)
+    m = _MISSING_CLASS.search(text)
+    if m:
+        cls = m.group(1) or m.group(2)
+        mod = next((mm.group(1) for mm in _MISSING_MODULE.finditer(text) if mm.group(2) == cls), None)
+        where = f" (saved from module '{mod}')" if mod and not mod.startswith("keras") else ""
+        tried = f"; --import {', '.join(imports)} did not define it" if imports else ""
+        return BadInput(f"{p}: the model uses custom class '{cls}'{where} that Keras cannot find{tried}; pass "
+                        f"--import {mod if where else 'MODULE'} (a module on PYTHONPATH or the path of the .py file "
+                        "that defines it)")
+    if "zip" in text.lower() or "not a valid" in text.lower() or "file signature" in text.lower():
+        return BadInput(f"{p}: cannot load this {p.suffix} file ({_one_line(e)}); it is not a complete Keras "
+                        "archive: copy or download it again")
+    return BadInput(f"{p}: cannot load this {p.suffix} file with Keras {_keras_version()} ({_one_line(e)}); if it "
+                    "uses custom layers pass --import MODULE, else load it where it was written and save it as a "
+                    "SavedModel (model.export(dir))")
+
+
+def _keras_version() -> str:
+    try:
+        import keras
+
+        return keras.__version__
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+def _keras_source(p: Path, work_dir: Path | None, opts: SourceOptions, require_static: bool) -> Source:
+    """Load with Keras 3; a Keras 2 file Keras 3 cannot read is loaded with tf-keras when installed.
+    Either way the model is exported once to a SavedModel (cached by the file's sha256)."""
+    import json
+
+    digest = sha256_file(p)
+    custom = import_modules(opts.imports)
+    out = (work_dir or Path(p.parent)) / f".{p.stem}.savedmodel-{digest[:12]}"
+    note = out / "edgebench-export.json"
+    if not (out / "saved_model.pb").exists():
+        from edgebench.atomic import temp_dir
+
+        with temp_dir(out) as tmp:
+            loaded_with = _export_keras(p, custom, opts.imports, tmp)
+            (tmp / "edgebench-export.json").write_text(json.dumps({"loaded_with": loaded_with}))
+    src = saved_model_source(out, opts, kind="keras", name=p.stem, path=str(p), sha256=digest,
+                             require_static=require_static)
+    if note.exists():
+        src.info.update(json.loads(note.read_text()))
+    return src
+
+
+def _export_keras(p: Path, custom: dict[str, Any], imports: tuple[str, ...], tmp: Path) -> str:
+    import contextlib
+    import io
+
+    import keras
+
+    try:
+        model = keras.models.load_model(p, compile=False, custom_objects=custom or None)
+        export = lambda: model.export(str(tmp), format="tf_saved_model", verbose=False)  # noqa: E731
+        loaded_with = f"keras {keras.__version__}"
+    except Exception as e:  # noqa: BLE001 -- zip/h5/json/deserialization errors of all kinds
+        err = _keras_error(p, e, imports)
+        written_by = _written_by_keras(p)
+        if "custom class" in str(err) or not (written_by or "").startswith("2."):
+            raise err from None
+        try:
+            import tf_keras
+        except ImportError:
+            raise BadInput(f"{p}: written by Keras {written_by}, and Keras {keras.__version__} cannot read it "
+                           f"({_one_line(e)}); pip install tf-keras and edgebench loads it with Keras 2") from None
+        try:
+            model = tf_keras.models.load_model(p, compile=False, custom_objects=custom or None)
+        except Exception as e2:  # noqa: BLE001
+            raise BadInput(f"{p}: written by Keras {written_by}; neither Keras {keras.__version__} "
+                           f"({_one_line(e)}) nor tf-keras {tf_keras.__version__} ({_one_line(e2)}) can load it; if "
+                           "it uses custom layers pass --import MODULE") from None
+        export = lambda: model.export(str(tmp))  # noqa: E731
+        loaded_with = f"tf-keras {tf_keras.__version__} (Keras 2; Keras {keras.__version__} cannot read this file)"
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):   # tf-keras prints the exported endpoints
+            export()
+    except Exception as e:  # noqa: BLE001
+        raise BadInput(f"{p}: loaded, but Keras cannot trace it for export ({_one_line(e)}); a custom layer's "
+                       "call() must be traceable by tf.function (no Python-side state or numpy calls)") from None
+    return loaded_with
+
+
+def _written_by_keras(p: Path) -> str | None:
+    """The keras_version recorded in a .h5 (root attribute) or .keras (metadata.json) file."""
+    import json
+    import zipfile
+
+    try:
+        if zipfile.is_zipfile(p):
+            with zipfile.ZipFile(p) as z:
+                return str(json.loads(z.read("metadata.json")).get("keras_version") or "") or None
+        import h5py
+
+        with h5py.File(p, "r") as f:
+            v = f.attrs.get("keras_version")
+            return v.decode() if isinstance(v, bytes) else (str(v) if v is not None else None)
+    except Exception:  # noqa: BLE001 -- unreadable: the caller reports Keras' own error
+        return None
+
+
+# --------------------------------------------------------------------------- .tflite
+
+
+def tflite_source(p: Path) -> Source:
+    """A .tflite given as a source: its signature (quantized I/O read as float), nothing to convert."""
+    sig = tflite_signature(str(p))
+    from edgebench.tflite_model import inspect
+
+    return Source("tflite", p.stem, str(p), None, sha256_file(p), sig, loader="tflite",
+                  info={"precision": tflite_precision(inspect(str(p)))})
+
+
+def tflite_signature(path: str) -> Signature:
+    """Input/output names, shapes (dynamic as None) and dtypes of a .tflite's first signature."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from edgebench.tflite_model import inspect
+
+    inspect(path)   # missing / truncated / not a flatbuffer -> BadInput naming the file
+    try:
+        it = Interpreter(model_path=path)
+    except Exception as e:  # noqa: BLE001
+        raise BadInput(f"{path}: LiteRT cannot load this model ({_one_line(e)}); it may need custom ops or "
+                       "a newer runtime") from None
+
+    def spec(name, d):
+        dt = np.dtype(d["dtype"])
+        if dt in (np.int8, np.uint8, np.int16) and d["quantization"][0]:
+            dt = np.dtype(np.float32)
+        return TensorSpec(name, tuple(int(x) if x >= 0 else None for x in d["shape_signature"]), dt.name)
+
+    if it.get_signature_list():
+        r = it.get_signature_runner()
+        return Signature(tuple(spec(k, d) for k, d in sorted(r.get_input_details().items())),
+                         tuple(spec(k, d) for k, d in sorted(r.get_output_details().items())))
+    # No signature (e.g. written by the TF1 converter): tensor names, in the model's order.
+    return Signature(tuple(spec(d["name"], d) for d in it.get_input_details()),
+                     tuple(spec(d["name"], d) for d in it.get_output_details()))
+
+
+def tflite_variants(paths: list[str], out_dir: Path) -> dict[str, Any]:
+    """Several .tflite files as the variants of one run: a manifest-like document.
+
+    Variant keys are the precision read from each file, or ``precision:file-stem`` when two
+    files share a precision. ``reference_variant`` is the most precise one (the first given
+    among equals): the reference when no --reference SavedModel is given.
+    """
+    from edgebench.convert import describe_tflite
+    from edgebench.tflite_model import inspect
+
+    entries = []
+    for path in paths:
+        p = Path(path)
+        if p.suffix != ".tflite":
+            raise BadInput(f"{path}: several sources are only for .tflite files (a SavedModel or .keras goes "
+                           "alone, or as --reference)")
+        info = inspect(str(p))
+        prec = tflite_precision(info)
+        entries.append((p, prec, info))
+    seen = Counter(prec for _, prec, _ in entries)
+    variants: dict[str, dict[str, Any]] = {}
+    for p, prec, _info in entries:
+        key = prec if seen[prec] == 1 else f"{prec}:{p.stem}"
+        if key in variants:
+            raise BadInput(f"{p}: given twice; give each .tflite file once")
+        variants[key] = {"precision": prec, "status": "ok", "path": str(p), "bytes": p.stat().st_size,
+                         "sha256": sha256_file(p), "requested": True, "given": True, **describe_tflite(p)}
+    fp32 = next((v["bytes"] for v in variants.values() if v["precision"] == "fp32"), None)
+    for v in variants.values():
+        if fp32:
+            v["size_reduction_pct"] = round(100.0 * (1 - v["bytes"] / fp32), 2)
+    ref = min(variants, key=lambda k: (PRECISION_RANK.index(variants[k]["precision"])
+                                       if variants[k]["precision"] in PRECISION_RANK else len(PRECISION_RANK),
+                                       list(variants).index(k)))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    doc = {"schema_version": 1, "kind": "tflite", "variants": variants, "reference_variant": ref,
+           "out_dir": str(out_dir), "parity": {"passed": None, "skipped": "no conversion: .tflite sources"}}
+    from edgebench.results import write_json
+
+    write_json(doc, str(out_dir / "manifest.json"))
+    return doc
+
+
+def _one_line(e: BaseException) -> str:
+    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+    return (lines[0] if lines else type(e).__name__)[:240]
+
+
+__all__ = ["DEFAULT_SIGNATURE", "Source", "SourceOptions", "calibration_feed", "choose_loader",
+           "finish_tflite", "import_modules", "make_converter", "parse_input_shape",
+           "read_signature", "resolve_source", "saved_model_signature", "tflite_signature", "tflite_source", "tflite_variants"]

@@ -1,0 +1,479 @@
+"""Models from the wild, end to end through convert, convert-and-compare and compare.
+
+Built at test time with the real packages (TensorFlow 2.21, tf-keras, tensorflow-model-
+optimization, Keras 3, LiteRT): a Keras-2-era SavedModel with optimizer slots (restored only
+through the graph loader when tf-keras is absent), a TF1 Builder SavedModel, a multi-signature
+module, a dynamic sequence model, a .keras with an unregistered custom layer, a QAT model, and
+.tflite files as sources.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgebench.errors import BadInput
+from edgebench.convert import precision_of as tflite_precision
+from edgebench.sources import parse_input_shape, resolve_source
+from edgebench.tflite_model import restore_signature
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+FAST = ["--runs", "20", "--no-store"]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    return env
+
+
+def _script(*args: str, timeout: int = 900) -> dict:
+    proc = subprocess.run([sys.executable, str(TESTS / "wild_models.py"), *args], capture_output=True,
+                          text=True, timeout=timeout, env=_env(), cwd=str(REPO))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _signature(tflite: str | Path) -> dict:
+    from ai_edge_litert.interpreter import Interpreter
+
+    return Interpreter(model_path=str(tflite)).get_signature_list()
+
+
+def _json(path: Path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def _psnr(row: dict) -> float:
+    """Worst-output PSNR of a result row (JSON writes infinity as "inf")."""
+    return float(row["worst"]["psnr_db"])
+
+
+def _npz(path: Path, **arrays) -> str:
+    np.savez(path, **arrays)
+    return str(path)
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def wild(tmp_path_factory) -> dict[str, str]:
+    """Keras 2 (tf-keras, legacy Adam slots) and tfmot QAT SavedModels, built in their own process."""
+    return _script("build", str(tmp_path_factory.mktemp("wild")))
+
+
+@pytest.fixture(scope="module")
+def tf_models(tmp_path_factory) -> dict[str, Path]:
+    """TF1 Builder SavedModels (static and dynamic), a multi-signature module, a dynamic sequence module."""
+    import tensorflow as tf
+
+    out = tmp_path_factory.mktemp("tfmodels")
+    tf1 = tf.compat.v1
+    paths: dict[str, Path] = {}
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [None, 6], name="features")
+        # 6x256 weights: large enough (>= 1024 elements) for dynamic-range quantization to touch them
+        w1 = tf1.get_variable("w1", initializer=tf.random.stateless_normal([6, 256], seed=[1, 1]) * 0.5)
+        w2 = tf1.get_variable("w2", initializer=tf.random.stateless_normal([256, 3], seed=[1, 2]) * 0.1)
+        b = tf1.get_variable("b", initializer=tf.constant([0.1, -0.2, 0.3]))
+        logits = tf.matmul(tf.nn.relu(tf.matmul(x, w1)), w2) + b
+        w = tf1.get_variable("w", initializer=tf.random.stateless_normal([6, 3], seed=[1, 3]))
+        probs = tf.nn.softmax(logits, name="probs")
+        seq = tf1.placeholder(tf.float32, [None, None, 6], name="seq")
+        mask = tf1.placeholder(tf.float32, [None, None], name="mask")
+        pooled = tf.reduce_sum(tf.einsum("bti,io->bto", seq, w) * tf.expand_dims(mask, -1), axis=1, name="pooled")
+        with tf1.Session(graph=g) as s:
+            s.run(tf1.global_variables_initializer())
+            for name, sig in (("tf1", tf1.saved_model.predict_signature_def({"features": x},
+                                                                           {"probs": probs, "logits": logits})),
+                              ("tf1dyn", tf1.saved_model.predict_signature_def({"seq": seq, "mask": mask},
+                                                                              {"pooled": pooled}))):
+                paths[name] = out / name
+                bld = tf1.saved_model.Builder(str(paths[name]))
+                bld.add_meta_graph_and_variables(s, ["serve"], signature_def_map={"serving_default": sig})
+                bld.save()
+
+    class Seq(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(tf.random.stateless_normal([8, 3], seed=[1, 2]))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, None, 8], tf.float32, name="tokens")])
+        def serve(self, tokens):
+            h = tf.nn.relu(tf.matmul(tokens, self.w))
+            return {"pooled": tf.reduce_mean(h, axis=1), "hidden": h}
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 8], tf.float32, name="x")])
+        def double(self, x):
+            return {"y": tf.matmul(x, self.w) * 2.0}
+
+    m = Seq()
+    paths["multi"] = out / "multi"
+    tf.saved_model.save(m, str(paths["multi"]), signatures={"serving_default": m.serve, "double": m.double})
+    return paths
+
+
+# --------------------------------------------------------------------------- Keras 2 SavedModel
+
+
+def test_keras2_savedmodel_with_optimizer_slots_uses_graph_loader_end_to_end(wild, tmp_path):
+    """Without tf-keras, TF 2.21 cannot restore a Keras-2 SavedModel's optimizer slots ('add_slot');
+    edgebench converts, references, compares and gates it at graph level with the real names."""
+    import tensorflow as tf
+
+    sm = wild["keras2"]
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0, 1, (48, 8)).astype(np.float32)
+    data = _npz(tmp_path / "d.npz", features=x, labels=x[:, :4].argmax(axis=1))
+    # The authors' own .tflite, as the TF1 converter writes it: no signature, outputs named after TF ops.
+    nosig = tmp_path / "authors.tflite"
+    nosig.write_bytes(tf.compat.v1.lite.TFLiteConverter.from_saved_model(sm, signature_key="serving_default").convert())
+    assert _signature(nosig) == {}
+    conv, cac, cmp_tfl, cmp_nosig = (tmp_path / f"{n}.json" for n in ("conv", "cac", "cmp1", "cmp2"))
+    res = _script("without-tf-keras", sm, json.dumps([
+        ["convert", sm, "-p", "fp32,int8", "--data", data, "--out", str(tmp_path / "o1"), "--json", str(conv)],
+        ["convert-and-compare", sm, "-p", "fp32,int8", "--data", data, "--out", str(tmp_path / "o2"), *FAST,
+         "--min-psnr", "25", "--max-accuracy-drop", "15", "--json", str(cac)],
+        ["compare", sm, str(tmp_path / "o1" / "keras2_fp32.tflite"), "--data", data, "--no-store", "--json", str(cmp_tfl)],
+        ["compare", sm, str(nosig), "--data", data, "--no-store", "--json", str(cmp_nosig)],
+    ]))
+    assert "add_slot" in (res["probe"] or ""), res["probe"]   # the failure class is reproduced
+    for r in res["runs"]:
+        assert r["code"] == 0 and "Traceback" not in r["stderr"], r["stderr"][-2000:]
+    m = _json(conv)
+    assert m["source"]["loader"] == "graph" and "add_slot" in m["source"]["loader_reason"]
+    assert "tf-keras" in m["source"]["loader_reason"] and m["parity"]["passed"]
+    assert m["source"]["input_shapes"]["features"]["how"] == "batch fixed to 1 for latency"
+    for v in m["variants"].values():   # the signature's names are back in every .tflite
+        assert _signature(v["path"]) == {"serving_default": {"inputs": ["features"], "outputs": ["probs"]}}
+    doc = _json(cac)
+    assert doc["source"]["loader"] == "graph" and doc["gate"]["passed"]
+    assert "graph loader" in doc["reference"]["method"]
+    assert {r["precision"] for r in doc["rows"]} == {"fp32", "int8"}
+    assert all("probs" in r["drift"] and r["output_mapping"] is None for r in doc["rows"])
+    assert _psnr(doc["rows"][0]) > 80
+    by_name = _json(cmp_tfl)
+    assert by_name["output_mapping"]["how"] == "name" and by_name["rows"][0]["loader"] == "graph"
+    by_order = _json(cmp_nosig)
+    assert by_order["output_mapping"] == {"how": "order and shape", "pairs": {"probs": "StatefulPartitionedCall"}}
+    assert _psnr(by_order["rows"][1]) > 80
+    assert "matched to the reference by order and shape" in res["runs"][3]["stdout"]
+
+
+def test_keras2_savedmodel_takes_tf2_path_when_tf_keras_is_installed(wild):
+    """The fallback is taken only when the object graph cannot be restored: in this process
+    tf-keras is importable, so TF revives the Keras 2 optimizer and the TF2 path works."""
+    src = resolve_source(wild["keras2"])
+    assert src.loader == "tf2" and src.loader_reason is None
+
+
+def test_keras2_h5_that_keras3_cannot_read_loads_with_tf_keras(run_cli, wild, tmp_path):
+    h5 = wild["h5"]
+    data = _npz(tmp_path / "d.npz", image=np.random.default_rng(12).uniform(0, 1, (24, 8, 8, 3)).astype(np.float32))
+    code, _, err = run_cli("convert-and-compare", h5, "-p", "fp32,int8", "--data", data, "--out", str(tmp_path / "o"),
+                           *FAST, "--min-psnr", "25", "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    m = _json(tmp_path / "o" / "manifest.json")
+    assert m["source"]["kind"] == "keras" and m["source"]["info"]["loaded_with"].startswith("tf-keras")
+    assert _json(tmp_path / "r.json")["gate"]["passed"]
+    # Without tf-keras the message says exactly that, and what to install.
+    res = _script("without-tf-keras", str(wild["keras2"]), json.dumps([["convert", h5, "--out", str(tmp_path / "x")]]))
+    (run,) = res["runs"]
+    assert run["code"] == 2 and "written by Keras 2." in run["stderr"] and "pip install tf-keras" in run["stderr"]
+
+
+# --------------------------------------------------------------------------- TF1 SavedModels
+
+
+def test_tf1_builder_savedmodel_graph_loader(run_cli, tf_models, tmp_path):
+    rng = np.random.default_rng(2)
+    data = _npz(tmp_path / "d.npz", features=rng.normal(size=(40, 6)).astype(np.float32))
+    out = tmp_path / "o"
+    code, _, err = run_cli("convert-and-compare", str(tf_models["tf1"]), "-p", "fp32,int8,dynamic", "--data", data,
+                           "--out", str(out), *FAST, "--min-psnr", "20", "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    m = _json(out / "manifest.json")
+    assert m["source"]["loader"] == "graph" and "TF1 SavedModel" in m["source"]["loader_reason"]
+    assert _signature(out / "tf1_fp32.tflite")["serving_default"] == {"inputs": ["features"],
+                                                                     "outputs": ["logits", "probs"]}
+    doc = _json(tmp_path / "r.json")
+    assert doc["gate"]["passed"] and doc["reference"]["precision"] == "tf"
+    assert all(set(r["drift"]) == {"logits", "probs"} for r in doc["rows"])
+    code, out_txt, err = run_cli("compare", str(tf_models["tf1"]), str(out / "tf1_int8.tflite"), "--data", data,
+                                 "--no-store", "--json", str(tmp_path / "c.json"))
+    assert code == 0, err
+    c = _json(tmp_path / "c.json")
+    assert c["rows"][0]["loader"] == "graph" and c["rows"][1]["precision"] == "int8"
+    assert _psnr(c["rows"][1]) > 20
+
+
+def test_tf1_dynamic_dims_fixed_by_input_shape_with_int8_calibration(run_cli, tf_models, tmp_path):
+    """Graph loader + two inputs + --input-shape: INT8 calibration feeds the inputs in the graph
+    converter's order; the .tflite has static shapes and the signature's names."""
+    src = str(tf_models["tf1dyn"])
+    code, _, err = run_cli("convert", src, "--out", str(tmp_path / "x"))
+    assert code == 2 and "input 'mask' has dynamic dims [?, ?]" in err and "--input-shape mask:1,128" in err
+    rng = np.random.default_rng(3)
+    data = _npz(tmp_path / "d.npz", seq=rng.normal(size=(32, 10, 6)).astype(np.float32),
+                mask=(rng.uniform(size=(32, 10)) > 0.3).astype(np.float32))
+    code, _, err = run_cli("convert-and-compare", src, "--input-shape", "seq:1,10,6", "--input-shape", "mask:1,10",
+                           "-p", "fp32,int8", "--data", data, "--out", str(tmp_path / "o"), *FAST,
+                           "--min-psnr", "25", "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    m = _json(tmp_path / "o" / "manifest.json")
+    assert m["variants"]["int8"]["inputs"][0]["shape_signature"] in ([1, 10, 6], [1, 10])
+    assert {i["name"]: i["shape_signature"] for i in m["variants"]["int8"]["inputs"]} == {"mask": [1, 10],
+                                                                                        "seq": [1, 10, 6]}
+    assert m["source"]["input_shapes"]["seq"] == {"declared": [None, None, 6], "used": [1, 10, 6],
+                                                  "how": "--input-shape; batch fixed to 1 for latency"}
+    assert _json(tmp_path / "r.json")["gate"]["passed"]
+
+
+# --------------------------------------------------------------------------- signatures and shapes
+
+
+def test_multi_signature_module_with_signature_option(run_cli, tf_models, tmp_path):
+    src = str(tf_models["multi"])
+    code, _, err = run_cli("convert", src, "--signature", "nope", "--out", str(tmp_path / "x"))
+    assert code == 2 and "no 'nope' signature (has: double, serving_default)" in err and "--signature double" in err
+    data = _npz(tmp_path / "d.npz", x=np.random.default_rng(4).normal(size=(24, 8)).astype(np.float32))
+    code, _, err = run_cli("convert-and-compare", src, "--signature", "double", "-p", "fp32,fp16", "--data", data,
+                           "--out", str(tmp_path / "o"), *FAST, "--min-psnr", "40", "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    m = _json(tmp_path / "o" / "manifest.json")
+    assert m["source"]["signature_key"] == "double" and m["source"]["loader"] == "tf2"
+    assert _signature(tmp_path / "o" / "multi_fp32.tflite") == {"double": {"inputs": ["x"], "outputs": ["y"]}}
+    doc = _json(tmp_path / "r.json")
+    assert doc["gate"]["passed"] and doc["source"]["signature_key"] == "double"
+    code, _, err = run_cli("compare", src, str(tmp_path / "o" / "multi_fp16.tflite"), "--signature", "double",
+                           "--data", data, "--no-store", "--json", str(tmp_path / "c.json"))
+    assert code == 0, err
+    assert _psnr(_json(tmp_path / "c.json")["rows"][1]) > 40
+
+
+def test_dynamic_sequence_dimension_needs_and_takes_input_shape(run_cli, tf_models, tmp_path):
+    src = str(tf_models["multi"])
+    code, _, err = run_cli("convert", src, "--out", str(tmp_path / "x"))
+    assert code == 2 and "dynamic dims [?, ?, 8]" in err and "--input-shape tokens:1,128,8" in err
+    for bad, msg in (("tokens:2,16,8", "batch dim must be 1"), ("tokens:1,16,9", "dim 2 of input 'tokens' is fixed"),
+                     ("tokens:1,16", "has 3 dims"), ("toks:1,16,8", "no such input"), ("tokens", "NAME:DIMS")):
+        code, _, err = run_cli("convert", src, "--input-shape", bad, "--out", str(tmp_path / "x"))
+        assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (bad, err)
+    data = _npz(tmp_path / "d.npz", tokens=np.random.default_rng(5).normal(size=(16, 16, 8)).astype(np.float32))
+    code, _, err = run_cli("convert-and-compare", src, "--input-shape", "tokens:1,16,8", "-p", "fp32,int8",
+                           "--data", data, "--out", str(tmp_path / "o"), *FAST, "--min-psnr", "20",
+                           "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    m = _json(tmp_path / "o" / "manifest.json")
+    assert m["variants"]["fp32"]["inputs"][0]["shape_signature"] == [1, 16, 8]   # static after conversion
+    assert m["source"]["input_shapes"]["tokens"]["used"] == [1, 16, 8] and m["parity"]["passed"]
+    doc = _json(tmp_path / "r.json")
+    assert doc["gate"]["passed"] and set(doc["rows"][0]["drift"]) == {"hidden", "pooled"}
+    code, _, err = run_cli("compare", src, str(tmp_path / "o" / "multi_int8.tflite"), "--input-shape",
+                           "tokens:1,16,8", "--data", data, "--no-store", "--json", str(tmp_path / "c.json"))
+    assert code == 0, err
+
+
+def test_parse_input_shape():
+    assert parse_input_shape("input_ids:1,128") == ("input_ids", (1, 128))
+    assert parse_input_shape("a:b:1,3") == ("a:b", (1, 3))   # tensor-like names keep their colon
+    for bad in ("x", "x:", ":1,2", "x:1,0", "x:1,a"):
+        with pytest.raises(BadInput, match="NAME:DIMS"):
+            parse_input_shape(bad)
+
+
+# --------------------------------------------------------------------------- .keras with custom classes
+
+
+def test_keras_file_with_custom_layer_needs_import(run_cli, tmp_path, monkeypatch):
+    import keras
+
+    import wild_layers
+
+    model = keras.Sequential([keras.Input((6,), name="x"), keras.layers.Dense(256, name="d"),
+                              wild_layers.ScaledTanh(1.5, name="out")])
+    model.save(tmp_path / "custom.keras")
+    code, _, err = run_cli("convert", str(tmp_path / "custom.keras"), "--out", str(tmp_path / "x"))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "custom class 'ScaledTanh'" in err and "--import wild_layers" in err
+    code, _, err = run_cli("convert", str(tmp_path / "custom.keras"), "--import", "no_such_module_xyz",
+                           "--out", str(tmp_path / "x"))
+    assert code == 2 and "--import no_such_module_xyz: no module named" in err
+    data = _npz(tmp_path / "d.npz", x=np.random.default_rng(6).normal(size=(24, 6)).astype(np.float32))
+    code, _, err = run_cli("convert", str(tmp_path / "custom.keras"), "--import", str(TESTS / "wild_layers.py"),
+                           "-p", "fp32,dynamic", "--out", str(tmp_path / "o1"))
+    assert code == 0, err
+    monkeypatch.chdir(TESTS)   # a module name is found on PYTHONPATH or in the current folder
+    code, _, err = run_cli("convert-and-compare", str(tmp_path / "custom.keras"), "--import", "wild_layers",
+                           "-p", "fp32,int8", "--data", data, "--out", str(tmp_path / "o2"), *FAST,
+                           "--min-psnr", "25", "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    assert _json(tmp_path / "r.json")["gate"]["passed"]
+    code, _, err = run_cli("compare", str(tmp_path / "o1" / "custom_fp32.tflite"),
+                           str(tmp_path / "o1" / "custom_dynamic.tflite"), "--data", data, "--no-store",
+                           "--json", str(tmp_path / "c.json"))
+    assert code == 0, err
+    c = _json(tmp_path / "c.json")
+    assert [r["precision"] for r in c["rows"]] == ["fp32", "dynamic"]
+
+
+# --------------------------------------------------------------------------- QAT
+
+
+def test_qat_model_converts_to_int8_from_fake_quant_ranges(run_cli, wild, tmp_path):
+    sm = wild["qat"]
+    code, _, err = run_cli("convert", sm, "-p", "fp32,int8", "--out", str(tmp_path / "o"))   # no --data
+    assert code == 0, err
+    m = _json(tmp_path / "o" / "manifest.json")
+    assert m["source"]["qat"] and m["source"]["info"]["qat"]["fake_quant_ops"] > 0
+    assert m["calibration"]["needed"] is False
+    int8 = m["variants"]["int8"]
+    assert int8["quantization"]["mode"] == "quantization-aware (FakeQuant ranges)"
+    assert tflite_precision(int8["path"]) == "int8" and int8["quantization_coverage"] == 1.0
+    rng = np.random.default_rng(7)
+    data = _npz(tmp_path / "d.npz", image=rng.uniform(0, 1, (32, 8, 8, 1)).astype(np.float32))
+    code, _, err = run_cli("convert-and-compare", sm, "-p", "fp32,int8", "--data", data, "--out", str(tmp_path / "o2"),
+                           *FAST, "--min-psnr", "20", "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    doc = _json(tmp_path / "r.json")
+    row = next(r for r in doc["rows"] if r["precision"] == "int8")
+    assert doc["gate"]["passed"] and 20 < _psnr(row) < float("inf")
+    assert doc["conversion"]["int8"]["quantization"]["calibration"].startswith("none")
+    code, _, err = run_cli("compare", sm, int8["path"], "--data", data, "--no-store", "--json", str(tmp_path / "c.json"))
+    assert code == 0, err
+
+
+# --------------------------------------------------------------------------- .tflite sources
+
+
+@pytest.fixture(scope="module")
+def tf1_variants(tf_models, tmp_path_factory) -> dict[str, str]:
+    from edgebench.convert import ConvertSettings, check_manifest, convert
+
+    out = tmp_path_factory.mktemp("variants")
+    rng = np.random.default_rng(8)
+    np.savez(out / "cal.npz", features=rng.normal(size=(32, 6)).astype(np.float32))
+    m = convert(ConvertSettings(src=str(tf_models["tf1"]), data=str(out / "cal.npz"), out_dir=str(out)))
+    check_manifest(m)
+    return {p: v["path"] for p, v in m["variants"].items()}
+
+
+def test_tflite_precision_is_read_from_tensors(tf1_variants):
+    assert {p: tflite_precision(path) for p, path in tf1_variants.items()} == {
+        "fp32": "fp32", "fp16": "fp16", "int8": "int8", "dynamic": "dynamic"}
+
+
+def test_tflite_files_compare_against_each_other(run_cli, tf1_variants, tmp_path):
+    data = _npz(tmp_path / "d.npz", features=np.random.default_rng(9).normal(size=(32, 6)).astype(np.float32))
+    files = [tf1_variants[p] for p in ("int8", "fp16", "fp32", "dynamic")]
+    code, out, err = run_cli("convert-and-compare", *files, "--data", data, "--out", str(tmp_path / "o"), *FAST,
+                             "--min-psnr", "20", "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    doc = _json(tmp_path / "r.json")
+    assert doc["source"]["kind"] == "tflite" and doc["source"]["tflite_files"] == files
+    ref = doc["reference"]
+    assert ref["precision"] == "fp32" and ref["target"] == "host" and ref["model_path"] == tf1_variants["fp32"]
+    rows = {r["precision"]: r for r in doc["rows"]}
+    assert set(rows) == {"int8", "fp16", "fp32", "dynamic"} and doc["gate"]["passed"]
+    assert _psnr(rows["fp32"]) == float("inf")           # the reference against itself
+    assert rows["fp32"]["samples_ns"] == ref["samples_ns"]            # measured once, not twice
+    assert rows["int8"]["size_reduction_pct"] > 0
+    # A gate that the int8 file misses fails with exit 1, naming it.
+    code, _, err = run_cli("convert-and-compare", *files, "--data", data, "--out", str(tmp_path / "o"), *FAST,
+                           "--min-psnr", "200")
+    assert code == 1 and "int8" in err
+
+
+def test_tflite_with_reference_savedmodel_and_unnamed_outputs(run_cli, tf_models, tf1_variants, tmp_path):
+    import tensorflow as tf
+
+    nosig = tmp_path / "authors.tflite"   # no signature: outputs named 'add' and 'probs' (graph tensor names)
+    nosig.write_bytes(tf.compat.v1.lite.TFLiteConverter.from_saved_model(str(tf_models["tf1"])).convert())
+    data = _npz(tmp_path / "d.npz", features=np.random.default_rng(10).normal(size=(32, 6)).astype(np.float32))
+    code, out, err = run_cli("convert-and-compare", tf1_variants["int8"], str(nosig), "--reference",
+                             str(tf_models["tf1"]), "--data", data, "--out", str(tmp_path / "o"), *FAST,
+                             "--min-psnr", "20", "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    doc = _json(tmp_path / "r.json")
+    assert doc["reference"]["precision"] == "tf" and doc["source"]["reference"]["kind"] == "saved_model"
+    rows = {r["precision"]: r for r in doc["rows"]}
+    assert set(rows) == {"int8", "fp32"}
+    mapping = rows["fp32"]["output_mapping"]
+    assert mapping["how"] == "name, then order and shape" and mapping["pairs"] == {"logits": "add", "probs": "probs"}
+    assert _psnr(rows["fp32"]) > 80
+    assert "matched to the reference by name, then order and shape" in out
+    code, _, err = run_cli("convert", tf1_variants["int8"], "--out", str(tmp_path / "x"))
+    assert code == 2 and "nothing to convert" in err
+    code, _, err = run_cli("convert-and-compare", tf1_variants["int8"], str(tf_models["tf1"]), "--data", data)
+    assert code == 2 and "several SRCs must all be .tflite" in err
+
+
+def test_restore_signature_names_graph_converter_output(tf_models):
+    import tensorflow as tf
+    from ai_edge_litert.interpreter import Interpreter
+
+    data = tf.compat.v1.lite.TFLiteConverter.from_saved_model(str(tf_models["tf1"])).convert()
+    named = restore_signature(data, "serving_default", {"features": "features:0"},
+                              {"probs": "probs:0", "logits": "add:0"})
+    it = Interpreter(model_content=named)
+    assert it.get_signature_list() == {"serving_default": {"inputs": ["features"], "outputs": ["logits", "probs"]}}
+    x = np.random.default_rng(11).normal(size=(1, 6)).astype(np.float32)
+    got = it.get_signature_runner()(features=x)
+    plain = Interpreter(model_content=data)
+    plain.allocate_tensors()
+    plain.set_tensor(plain.get_input_details()[0]["index"], x)
+    plain.invoke()
+    by_name = {d["name"]: plain.get_tensor(d["index"]) for d in plain.get_output_details()}
+    np.testing.assert_array_equal(got["probs"], by_name["probs"])
+    np.testing.assert_array_equal(got["logits"], by_name["add"])
+    # Graph tensor names that do not match fall back to the converter's order (sorted tensor names).
+    renamed = restore_signature(data, "serving_default", {"features": "other:0"}, {"b": "zz:0", "a": "aa:0"})
+    sig = Interpreter(model_content=renamed).get_signature_runner()
+    assert set(sig.get_output_details()) == {"a", "b"}
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def test_loading_failures_name_the_file_what_was_tried_and_a_fix(run_cli, tf_models, tmp_path):
+    import shutil
+
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    novars = tmp_path / "novars"
+    shutil.copytree(tf_models["multi"], novars)
+    shutil.rmtree(novars / "variables")
+    code, _, err = run_cli("convert", str(novars), "--input-shape", "tokens:1,4,8", "--out", str(tmp_path / "x"))
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert str(novars) in err and "tried the TF2 object graph" in err and "graph level" in err
+    assert "variables/ folder is missing" in err
+
+    nested = tmp_path / "download"
+    shutil.copytree(tf_models["tf1"], nested / "model" / "1")
+    code, _, err = run_cli("convert", str(nested), "--out", str(tmp_path / "x"))
+    assert code == 2 and f"found one in {nested / 'model' / '1'}: pass that folder" in err
+
+    custom_op = tmp_path / "custom_op"
+    shutil.copytree(tf_models["tf1"], custom_op)
+    sm = saved_model_pb2.SavedModel()
+    sm.ParseFromString((custom_op / "saved_model.pb").read_bytes())
+    node = next(n for n in sm.meta_graphs[0].graph_def.node if n.op == "Softmax")
+    node.op = "EdgebenchAddonOp"   # an op only a TF add-on package would register
+    (custom_op / "saved_model.pb").write_bytes(sm.SerializeToString())
+    code, _, err = run_cli("convert", str(custom_op), "--out", str(tmp_path / "x"))
+    assert code == 2 and "op 'EdgebenchAddonOp'" in err and "--import MODULE" in err, err
+
+    (tmp_path / "trunc").mkdir()
+    (tmp_path / "trunc" / "saved_model.pb").write_bytes((tf_models["tf1"] / "saved_model.pb").read_bytes()[:50])
+    code, _, err = run_cli("convert", str(tmp_path / "trunc"), "--out", str(tmp_path / "x"))
+    assert code == 2 and "not a readable SavedModel protobuf" in err and "copy or download" in err
