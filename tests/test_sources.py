@@ -163,7 +163,7 @@ def test_keras2_savedmodel_with_optimizer_slots_uses_graph_loader_end_to_end(wil
     assert all("probs" in r["drift"] and r["output_mapping"] is None for r in doc["rows"])
     assert _psnr(doc["rows"][0]) > 80
     by_name = _json(cmp_tfl)
-    assert by_name["output_mapping"]["how"] == "name" and by_name["rows"][0]["loader"] == "graph"
+    assert by_name["output_mapping"]["how"] == "name" and by_name["saved_models"][0]["loader"] == "graph"
     by_order = _json(cmp_nosig)
     assert by_order["output_mapping"] == {"how": "order and shape", "pairs": {"probs": "StatefulPartitionedCall"}}
     assert _psnr(by_order["rows"][1]) > 80
@@ -213,7 +213,7 @@ def test_tf1_builder_savedmodel_graph_loader(run_cli, tf_models, tmp_path):
                                  "--no-store", "--json", str(tmp_path / "c.json"))
     assert code == 0, err
     c = _json(tmp_path / "c.json")
-    assert c["rows"][0]["loader"] == "graph" and c["rows"][1]["precision"] == "int8"
+    assert c["saved_models"][0]["loader"] == "graph" and c["rows"][1]["precision"] == "int8"
     assert _psnr(c["rows"][1]) > 20
 
 

@@ -6,9 +6,10 @@ from typing import Optional
 
 import typer
 
+from edgebench.cli._options import ImportOpt, InputShapeOpt, SignatureOpt
+
 
 def register(app: typer.Typer) -> None:
-    from edgebench.cli._options import ImportOpt, InputShapeOpt, SignatureOpt
     from edgebench.convert import PRECISION_NAMES, ConvertSettings
 
     defaults = ConvertSettings(src="")
