@@ -77,7 +77,7 @@ def main() -> None:
                    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     cases = [("keras2_mobilenetv2", True, "Keras 2 SavedModel, no tf-keras"),
              ("keras2_mobilenetv2", False, "Keras 2 SavedModel, tf-keras installed"),
-             ("keras2_mobilenetv2.h5", False, "Keras 2 .h5 (loaded by Keras 3)"),
+             ("keras2_mobilenetv2.h5", False, "Keras 2 .h5 (Keras 3 cannot: via tf-keras)"),
              ("tf1_mlp", False, "TF1 Builder SavedModel"),
              ("qat_cnn", False, "tfmot QAT SavedModel")]
     print(f"{'source':42s} {'loader':7s} {'wall s':>7s}  per-precision convert seconds (bytes)")
@@ -91,6 +91,8 @@ def main() -> None:
         print(f"{label:42s} {m['source']['loader']:7s} {wall:7.1f}  {per}")
         if m["source"].get("loader_reason"):
             print(f"{'':42s} reason: {m['source']['loader_reason'][:110]}")
+        if (m["source"].get("info") or {}).get("loaded_with"):
+            print(f"{'':42s} loaded with {m['source']['info']['loaded_with'][:100]}")
 
 
 if __name__ == "__main__":
