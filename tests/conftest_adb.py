@@ -5,7 +5,8 @@ ANDROID_ADB_SERVER_PORT (before anything starts a server on the default port); i
 server at the end. ``make_sim(**config)`` starts a simulated device (edgebench.sim.adbd) in a
 fresh sandbox, ``adb connect``s it through the real server and waits until ``adb devices``
 shows it as ``device`` (``adb connect`` exits 0 even when it failed); it disconnects and stops
-every device it started. Import with ``pytest_plugins = ["conftest_adb"]``.
+every device it started. ``make_board(**config)`` does the same for a device running inside
+the cached arm64 board (``board_rootfs``). Import with ``pytest_plugins = ["conftest_adb"]``.
 """
 
 from __future__ import annotations
@@ -77,16 +78,15 @@ def adb_server():
             os.environ["ANDROID_ADB_SERVER_PORT"] = old
 
 
-@pytest.fixture()
-def make_sim(adb_server, tmp_path):
-    """Factory: make_sim(connect=True, wait_for="device", **SimConfig fields) -> SimDevice."""
-    from edgebench.sim.adbd import SimConfig, SimDevice
+def _device_factory(adb_server, tmp_path, make_config):
+    """Start devices (SimConfig from ``make_config(**config)``), connect them, stop them after."""
+    from edgebench.sim.adbd import SimDevice
 
-    started: list[SimDevice] = []
+    started: list = []
 
     def _make(connect: bool = True, wait_for: str | None = "device", **config):
         sandbox = tmp_path / f"sim{len(started)}"
-        dev = SimDevice(sandbox, SimConfig(**config)).start()
+        dev = SimDevice(sandbox, make_config(**config)).start()
         started.append(dev)
         if connect:
             try:
@@ -100,12 +100,52 @@ def make_sim(adb_server, tmp_path):
                 assert state == wait_for, f"{dev.serial} is {state!r}, wanted {wait_for!r}"
         return dev
 
-    yield _make
+    return _make, started
+
+
+def _stop_all(adb_server, started) -> None:
     for dev in started:
         dev.kill()
         adb(adb_server, "disconnect", dev.serial)
     for dev in started:
         wait_state(adb_server, dev.serial, None, limit_s=5)
+
+
+@pytest.fixture()
+def make_sim(adb_server, tmp_path):
+    """Factory: make_sim(connect=True, wait_for="device", **SimConfig fields) -> SimDevice."""
+    from edgebench.sim.adbd import SimConfig
+
+    make, started = _device_factory(adb_server, tmp_path, SimConfig)
+    yield make
+    _stop_all(adb_server, started)
+
+
+@pytest.fixture(scope="session")
+def board_rootfs() -> Path:
+    """The cached arm64 board (built on first use: ~10-60 s; see edgebench.sim.board).
+
+    Skipped only when this machine cannot run arm64 programs or chroot (the reason says which
+    and the fix); under scripts/test ($EDGEBENCH_REQUIRE_BOARD=1) that is a failure instead."""
+    from edgebench.sim import board
+
+    reason = board.unavailable_reason()
+    if reason:
+        if os.environ.get("EDGEBENCH_REQUIRE_BOARD") == "1":
+            pytest.fail(f"EDGEBENCH_REQUIRE_BOARD=1 but {reason}")
+        pytest.skip(reason)
+    return board.ensure(log=lambda m: print(f"[board] {m}", file=sys.stderr, flush=True))
+
+
+@pytest.fixture()
+def make_board(adb_server, tmp_path, board_rootfs):
+    """Factory: make_board(**SimConfig fields) -> a simulated device running inside a clone of
+    the arm64 board (mksh + toybox, uid 2000, the board's python3 + aarch64 LiteRT, emulated)."""
+    from edgebench.sim.adbd import SimConfig
+
+    make, started = _device_factory(adb_server, tmp_path, lambda **c: SimConfig.for_board(board_rootfs, **c))
+    yield make
+    _stop_all(adb_server, started)
 
 
 @pytest.fixture(scope="session")

@@ -110,3 +110,67 @@ def test_module_entry_point(h, adb_server, tmp_path):
         proc.wait(timeout=10)
         if serial:
             h.adb(adb_server, "disconnect", serial)
+
+
+# ---------------------------------------------------------------- confinement (audit S1)
+def test_push_through_a_symlink_never_writes_the_host_file(h, adb_server, make_sim, tmp_path):
+    """A device command links into the host; a push to the link (or through a linked folder)
+    stays inside the sandbox, a pull through it reads nothing from the host."""
+    dev = make_sim()
+    host_file = tmp_path / "host-file"
+    host_file.write_text("original")
+    host_dir = tmp_path / "host-dir"
+    host_dir.mkdir()
+    r = h.adb(adb_server, "-s", dev.serial, "shell",
+              f"ln -s {host_file} /data/local/tmp/f && ln -s {host_dir} /data/local/tmp/d")
+    assert r.returncode == 0, r.stderr
+    assert os.readlink(dev.root / "data/local/tmp/f") == str(host_file)   # plain mode: a real host link
+    src = tmp_path / "payload"
+    src.write_text("payload")
+    assert h.adb(adb_server, "-s", dev.serial, "push", str(src), "/data/local/tmp/f").returncode == 0
+    assert h.adb(adb_server, "-s", dev.serial, "push", str(src), "/data/local/tmp/d/new").returncode == 0
+    assert host_file.read_text() == "original" and not (host_dir / "new").exists()
+    assert (dev.root / "data/local/tmp/f").read_text() == "payload"          # the link was replaced
+    assert (dev.root / str(host_dir).lstrip("/") / "new").read_text() == "payload"   # re-rooted
+    h.adb(adb_server, "-s", dev.serial, "shell", "ln -s /etc/hostname /data/local/tmp/g")
+    r = h.adb(adb_server, "-s", dev.serial, "pull", "/data/local/tmp/g", str(tmp_path / "got"))
+    assert r.returncode != 0 and not (tmp_path / "got").exists()
+
+
+def test_system_bin_holds_copies_not_links_to_host_tools(h, adb_server, make_sim, tmp_path):
+    dev = make_sim()
+    cat = dev.root / "system/bin/cat"
+    assert cat.is_file() and not cat.is_symlink()
+    before = hashlib.sha256(open("/bin/cat", "rb").read()).hexdigest()
+    src = tmp_path / "evil"
+    src.write_bytes(b"#!/bin/sh\necho pwned\n")
+    assert h.adb(adb_server, "-s", dev.serial, "push", str(src), "/system/bin/cat").returncode == 0
+    assert cat.read_bytes() == src.read_bytes()
+    assert hashlib.sha256(open("/bin/cat", "rb").read()).hexdigest() == before
+
+
+def test_simulator_files_are_replaced_not_written_through(h, adb_server, make_sim, tmp_path):
+    dev = make_sim(thermal_zones={"cpu-big": 40.0})
+    host_file = tmp_path / "host-file"
+    host_file.write_text("original")
+    temp = dev.root / "sys/class/thermal/thermal_zone0/temp"
+    temp.unlink()
+    temp.symlink_to(host_file)                     # as a device command could in plain mode
+    dev.set_temperature("cpu-big", 55.0)
+    assert host_file.read_text() == "original" and temp.read_text() == "55000\n"
+
+
+def test_listens_on_loopback_only_unless_unsafe(h, tmp_path):
+    from edgebench.sim.adbd import SimDevice
+
+    with pytest.raises(ValueError, match="loopback only.*--unsafe-listen"):
+        SimDevice(tmp_path / "a", host="0.0.0.0")
+    r = subprocess.run([sys.executable, "-m", "edgebench.sim.adbd", "--port", "0", "--host", "0.0.0.0",
+                        "--sandbox", str(tmp_path / "b")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--unsafe-listen" in r.stderr and "Traceback" not in r.stderr
+    dev = SimDevice(tmp_path / "c", host="0.0.0.0", unsafe_listen=True).start()
+    try:
+        assert dev.serial.startswith("0.0.0.0:")
+    finally:
+        dev.kill()
+    assert SimDevice(tmp_path / "d", host="::1").host == "::1"

@@ -1,8 +1,9 @@
 """A simulated Android device for tests and for trying edgebench without a phone.
 
 ``edgebench.sim.adbd.SimDevice`` speaks the adb transport protocol over TCP, so the real
-``adb`` server connects to it with ``adb connect 127.0.0.1:PORT``; shell commands run on the
-host inside a sandbox folder that stands for the device filesystem. See ``docs/devices.md``.
+``adb`` server connects to it with ``adb connect 127.0.0.1:PORT``. Plain mode runs shell
+commands on the host in a sandbox folder (not confined); board mode (``edgebench.sim.board``) runs them chrooted as uid 2000 in an
+emulated arm64 userland. See ``docs/devices.md``.
 Run it with ``python -m edgebench.sim.adbd --port P --sandbox DIR --model "Pixel 8"``.
 """
 

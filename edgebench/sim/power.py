@@ -32,6 +32,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from edgebench.sim.devicefs import DeviceFS
+
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 STATUS_CODES = {"Charging": 2, "Discharging": 3, "Not charging": 4, "Full": 5}
 
@@ -92,27 +94,24 @@ def tree_cpu_s(pid: int) -> float:
     return total
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)          # readers never see a half-written value
-
-
 class SimBattery:
-    """The battery thread of one simulated device (see the module docstring)."""
+    """The battery thread of one simulated device (see the module docstring). Every file goes
+    through ``DeviceFS.put`` (renamed into place: readers never see a half-written value, and a
+    link a device command left there is replaced, never written through)."""
 
-    def __init__(self, root: Path, cfg: BatteryConfig, level: int, temp_c: float,
+    SIM = "/.sim"
+    SUPPLY = "/sys/class/power_supply"
+
+    def __init__(self, fs: DeviceFS, cfg: BatteryConfig, level: int, temp_c: float,
                  pids: Callable[[], Iterable[int]]) -> None:
-        self.root, self.cfg, self.level, self.temp_c, self._pids = root, cfg, level, temp_c, pids
-        self.sim = root / ".sim"
-        self.supply = root / "sys" / "class" / "power_supply"
+        self.fs, self.cfg, self.level, self.temp_c, self._pids = fs, cfg, level, temp_c, pids
         self._cpu: dict[int, float] = {}
         self._ma = cfg.idle_ma
         self._stop = threading.Event()
 
     # --- state -----------------------------------------------------------------------------------
     def flag(self, name: str) -> bool:
-        return (self.sim / name).exists()
+        return self.fs.exists(f"{self.SIM}/{name}")
 
     def charging(self) -> bool:
         return self.cfg.usb_online and not self.flag("battery_input_suspended")
@@ -128,28 +127,24 @@ class SimBattery:
 
     # --- files -------------------------------------------------------------------------------------
     def build(self) -> None:
-        c = self.cfg
-        bat, usb = self.supply / "battery", self.supply / "usb"
-        for d in (bat, usb, self.sim):
-            d.mkdir(parents=True, exist_ok=True)
-        (bat / "type").write_text("Battery\n")
-        (usb / "type").write_text("USB\n")
-        _write(usb / "online", f"{int(c.usb_online)}\n")
-        _write(self.sim / "debuggable", f"{int(c.debuggable)}\n")
-        if not (self.sim / "thermal_status").exists():
-            _write(self.sim / "thermal_status", "0\n")
-        for name in ("dumpsys_current",):
-            p = self.sim / name
-            if c.dumpsys_current:
-                p.write_text("1\n")
-            elif p.exists():
-                p.unlink()
-        if not c.sysfs_current and (bat / "current_now").exists():
-            (bat / "current_now").unlink()
+        c, put = self.cfg, self.fs.put
+        bat, usb, sim = f"{self.SUPPLY}/battery", f"{self.SUPPLY}/usb", self.SIM
+        put(f"{bat}/type", "Battery\n")
+        put(f"{usb}/type", "USB\n")
+        put(f"{usb}/online", f"{int(c.usb_online)}\n")
+        put(f"{sim}/debuggable", f"{int(c.debuggable)}\n")
+        if not self.flag("thermal_status"):
+            put(f"{sim}/thermal_status", "0\n")
+        if c.dumpsys_current:
+            put(f"{sim}/dumpsys_current", "1\n")
+        else:
+            self.fs.remove(f"{sim}/dumpsys_current")
+        if not c.sysfs_current:
+            self.fs.remove(f"{bat}/current_now")
         self.update(0.0)
 
     def update(self, dt: float) -> None:
-        c = self.cfg
+        c, put, sim = self.cfg, self.fs.put, self.SIM
         load_ma = c.idle_ma + c.ma_per_core * self.load_cores(dt)
         a = 1.0 if dt <= 0 else 1.0 - pow(2.718281828, -dt / c.gauge_tau_s)
         self._ma += a * (load_ma - self._ma)
@@ -160,27 +155,27 @@ class SimBattery:
         else:
             ma, mv, status = sign * self._ma, c.ocv_mv - c.resistance_mohm * self._ma / 1000.0, "Discharging"
         k = 1000.0 if c.units == "uA" else 1.0
-        bat = self.supply / "battery"
+        bat = f"{self.SUPPLY}/battery"
         if c.sysfs_current:
-            _write(bat / "current_now", f"{int(round(ma * k))}\n")
-        _write(bat / "voltage_now", f"{int(round(mv * k))}\n")
-        _write(bat / "status", f"{status}\n")
-        _write(self.sim / "current_ua", f"{int(round(ma * 1000))}\n")
+            put(f"{bat}/current_now", f"{int(round(ma * k))}\n")
+        put(f"{bat}/voltage_now", f"{int(round(mv * k))}\n")
+        put(f"{bat}/status", f"{status}\n")
+        put(f"{sim}/current_ua", f"{int(round(ma * 1000))}\n")
         if not self.flag("battery_unplugged"):        # AOSP freezes the dump after `unplug`
             usb = self.cfg.usb_online
-            _write(self.sim / "battery_dump", "\n".join([
+            put(f"{sim}/battery_dump", "\n".join([
                 "Current Battery Service state:", "  AC powered: false", f"  USB powered: {str(usb).lower()}",
                 "  Wireless powered: false", "  Dock powered: false", "  Max charging current: 3000000",
                 "  Max charging voltage: 5000000", "  Charge counter: 3800000",
                 f"  status: {STATUS_CODES[status]}", "  health: 2", "  present: true", f"  level: {self.level}",
                 "  scale: 100", f"  voltage: {int(round(mv))}", f"  temperature: {int(round(self.temp_c * 10))}",
                 "  technology: Li-ion", ""]))
-        elif not (self.sim / "battery_dump_frozen").exists():
-            text = (self.sim / "battery_dump").read_text().replace(
+        elif not self.flag("battery_dump_frozen"):
+            text = self.fs.read_text(f"{sim}/battery_dump").replace(
                 "Current Battery Service state:\n", "Current Battery Service state:\n"
                 "  (UPDATES STOPPED -- use 'reset' to restart)\n", 1).replace("USB powered: true", "USB powered: false")
-            _write(self.sim / "battery_dump", text)
-            (self.sim / "battery_dump_frozen").write_text("1\n")
+            put(f"{sim}/battery_dump", text)
+            put(f"{sim}/battery_dump_frozen", "1\n")
 
     def start(self) -> None:
         def loop() -> None:
@@ -199,10 +194,11 @@ class SimBattery:
         self._stop.set()
 
 
-def dumpsys_script(root: Path) -> str:
-    """``SANDBOX/system/bin/dumpsys``: battery and thermalservice (see the module docstring)."""
-    s = shlex.quote(str(root / ".sim"))
-    return f"""#!/bin/sh
+def dumpsys_script(sim_dir: str, shell: str = "/bin/sh") -> str:
+    """``/system/bin/dumpsys``: battery and thermalservice (see the module docstring). SIM_DIR is
+    the simulator's state folder as the device's commands see it; SHELL the device's sh."""
+    s = shlex.quote(sim_dir)
+    return f"""#!{shell}
 # dumpsys for the simulated device (edgebench.sim.power): battery and thermalservice
 S={s}
 case "$1" in
