@@ -302,7 +302,7 @@ class SimDevice:
             self._put_uptime()              # no /proc is mounted: a copy, refreshed while alive
             self.fs.put("/system/bin/dumpsys", dumpsys_script("/.sim", "/system/bin/sh"), mode=0o755)
         else:
-            if not os.path.islink(self.fs.host_path("/proc/uptime")):
+            if not self.fs.exists("/proc/uptime"):          # the host's own, through a host link
                 self.fs.special("/proc/uptime", link="/proc/uptime")
             self.fs.put("/system/bin/dumpsys", dumpsys_script(self.fs.host_path("/.sim")), mode=0o755)
         self.fs.put("/.sim/thermal_status", f"{int(c.thermal_status)}\n")
