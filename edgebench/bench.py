@@ -5,6 +5,11 @@ apart, init and first-inference time, peak RSS, model cost (FLOPs from the graph
 achieved GFLOP/s / % of this machine's cached peak, plus the optional load-mode results
 (``concurrency``, ``server``, ``sla``).
 
+``repeats`` > 1 runs each model x target in that many worker processes, one after another: the
+row's ``latency_ms`` and ``samples_ns`` pool every process's samples (in process order), and
+``repeats`` lists each process's own summary -- the run-level replicates that ``results
+compare`` needs to tell a change from run-to-run noise (``stats.MIN_REPEATS``).
+
 A model file that is missing, truncated or not a flatbuffer fails the whole call up front
 (``BadInput``) before anything is timed; a model that fails while running (bad data, delegate,
 crash, hang) becomes a ``status: "failed"`` row with ``error`` and ``exit_code`` and the other
@@ -18,6 +23,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 
 from edgebench.errors import BadInput, EdgebenchError, InfraError
 from edgebench.fingerprint import host_fingerprint, sha256_file
@@ -50,6 +56,7 @@ class BenchSettings:
     cold_starts: int = 0
     xnnpack_cache: bool = False
     energy: EnergySettings | None = None
+    repeats: int = 1                    # worker processes per model x target (run-level replicates)
 
     def validate(self) -> None:
         if not self.models:
@@ -62,6 +69,11 @@ class BenchSettings:
             raise BadInput(f"--cold-starts must be >= 0, got {self.cold_starts}")
         if self.xnnpack_cache and not self.cold_starts:
             raise BadInput("--xnnpack-cache applies to cold starts; add --cold-starts N (e.g. 5)")
+        if self.repeats < 1:
+            raise BadInput(f"--repeats must be >= 1, got {self.repeats}")
+        if self.repeats > 1 and (self.schedule.sustained or self.schedule.paced or self.cold_starts):
+            raise BadInput("--repeats applies to back-to-back runs; drop it for --duration/--period-ms/"
+                           "--cold-starts (each of those is one measured process)")
         if self.threads is not None and self.threads < 1:
             raise BadInput(f"--threads must be >= 1, got {self.threads}")
         if any(c < 1 for c in self.concurrency):
@@ -100,10 +112,26 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
                 float_ops=tuple(sorted({o["op"] for o in info["float_ops"]})), inputs=tuple(info["inputs"]),
                 outputs=tuple(info["outputs"]))
     try:
-        res = target.run(job)
-        lat = Latency.from_samples(res.samples_ns, what=f"run of {name}")
+        results = []
+        for k in range(settings.repeats):
+            if progress and settings.repeats > 1:
+                progress(f"{name} on {target.name} (process {k + 1}/{settings.repeats})")
+            results.append(target.run(job))
+        res = results[0]
+        pooled = np.concatenate([np.asarray(r.samples_ns, np.int64) for r in results])
+        lat = Latency.from_samples(pooled, what=f"run of {name}")
         threads_eff = res.extra.get("threads") or 1  # LiteRT's Python default is 1 thread
-        warnings = list(lat.warnings)
+        unknown: dict[str, Any] = {"memory": res.extra.get("memory"), "gc": res.extra.get("gc")}
+        if settings.repeats > 1:
+            reps = _repeat_summaries(results, name)
+            # each process's own warnings (a pooled drift check would read run-to-run noise as drift)
+            warnings = list(dict.fromkeys(w for r in reps for w in r.pop("_warnings")))
+            p50s = [r["p50"] for r in reps]
+            warnings.append(f"run-to-run: p50 across {len(p50s)} worker processes {min(p50s):.4g}-{max(p50s):.4g} ms "
+                            f"(spread {max(p50s) / min(p50s) - 1:.1%})")
+            unknown["repeats"] = reps
+        else:
+            warnings = list(lat.warnings)
         nonfinite = res.extra.get("nonfinite_outputs") or {}
         if nonfinite:
             bad = ", ".join(f"{k}: {v}" for k, v in nonfinite.items())
@@ -127,14 +155,16 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
         row = InferenceRow(
             target=target.name, model=name, model_path=str(model), **{**known, "threads": res.extra.get("threads"),
                                                                       "delegate": res.extra.get("delegate")},
-            latency=lat, samples_ns=tuple(int(x) for x in res.samples_ns), warmup=Warmup.from_samples(res.warmup_ns),
-            init_ms=res.init_ms, first_inference_ms=res.first_inference_ms, peak_rss_bytes=res.peak_rss_bytes,
+            latency=lat, samples_ns=tuple(int(x) for x in pooled), warmup=Warmup.from_samples(res.warmup_ns),
+            init_ms=res.init_ms, first_inference_ms=res.first_inference_ms,
+            peak_rss_bytes=max((r.peak_rss_bytes or 0) for r in results) or res.peak_rss_bytes,
             rss_before_load_bytes=res.extra.get("rss_before_load_bytes"), runtime=res.runtime,
             threads_effective=threads_eff, stop_reason=res.extra.get("stop_reason"),
             input_source=res.extra.get("input_source"), input_samples=res.extra.get("n_input_samples"),
             nonfinite_outputs=nonfinite, fingerprint=res.fingerprint, method=res.method, cost=cost,
             device_model=(res.fingerprint or {}).get("device_model"),
             outputs_saved={k: list(v.shape) for k, v in res.outputs.items()} if res.outputs is not None else None,
+            unknown=unknown,
         )
         row = sustain.attach(row.replace(warnings=tuple(warnings)), target, job, res,
                              cold_starts=settings.cold_starts, xnnpack_cache=settings.xnnpack_cache, progress=progress)
@@ -148,6 +178,7 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
                 progress(f"server {settings.server_qps:g} QPS")
             srv = load.server(target, loadjob, settings.server_qps, settings.server_workers)
             row = row.replace(server=srv)
+            warnings.extend(srv["warnings"])
             if srv["overloaded"]:
                 warnings.append(f"server mode: achieved {srv['achieved_qps']:.1f} of "
                                 f"{settings.server_qps:g} QPS; the target is overloaded, lower --server-qps")
@@ -160,6 +191,19 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
         return row.replace(warnings=tuple(warnings))
     except EdgebenchError as err:
         return failed_row(target.name, model, err, cost=cost, **known)
+
+
+def _repeat_summaries(results: list, model: str) -> list[dict[str, Any]]:
+    """One summary per worker process (``row["repeats"]``): its own percentiles and sample count."""
+    from edgebench.measure import LatencyStats
+
+    out = []
+    for k, r in enumerate(results):
+        st = LatencyStats.from_samples(r.samples_ns, what=f"process {k + 1} of {model}")
+        out.append({"process": k + 1, "pid": r.extra.get("pid"), "samples": st.samples, "p50": st.p50,
+                    "p90": st.p90, "p99": st.p99, "mean": st.mean, "qps": st.qps, "p99_valid": st.p99_valid,
+                    "peak_rss_bytes": r.peak_rss_bytes, "_warnings": list(st.warnings)})
+    return out
 
 
 def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = None) -> Document:

@@ -9,13 +9,22 @@ Definitions (also in the README):
   ``cosine_min`` is the worst sample. A zero vector against a zero vector counts as 1.
 * ``psnr_db``: 20*log10(peak / rmse) with peak = max(ref) - min(ref) (the reference's dynamic
   range; 1.0 when the reference is constant); ``inf`` when the outputs are identical.
-* ``nan``/``inf``: counts of non-finite values in ``got`` (any > 0 fails every gate).
+* ``nan``/``inf``: counts of non-finite values in ``got`` (any > 0 fails every gate, with or
+  without thresholds); ``ref_nonfinite``: the same count in the reference. When either side has a
+  non-finite value, every metric above is ``None`` (shown "n/a"): a NaN compared as 0 would
+  make a broken model look perfect.
+* Shapes: ``got`` must have the reference's shape, or one that differs only by dimensions of
+  size 1 (e.g. [N, 1, 10] vs [N, 10]); anything else is an error, never a silent reshape.
 * Classification: ``top1_agreement`` = share of samples whose argmax matches the reference's;
-  ``top5_agreement`` = share whose reference top-1 class is in got's top 5; ``top1`` = accuracy
-  against real labels; ``top1_drop_pp`` = (reference top1 - top1) * 100.
+  ``top5_agreement`` = share whose reference top-1 class is in got's top 5 (``None`` with <= 5
+  classes, where it is 1 by construction); ``top1`` = accuracy against real labels;
+  ``top1_drop_pp`` = (reference top1 - top1) * 100. A sample whose scores hold NaN/Inf never
+  agrees and is never correct (``nonfinite_samples`` counts them).
 * Detection: per sample, reference detections (score >= threshold, first num_detections) are
   greedily matched to got's by IoU >= 0.5 with the same class; ``box_agreement`` = matched /
   max(#ref, #got) averaged over samples (1 when both are empty); ``score_mae`` over matched pairs.
+  A non-finite or negative ``num_detections`` counts as no detections for that sample
+  (``invalid_num_detections`` counts them; the NaN itself is in the drift's ``nan``).
 """
 
 from __future__ import annotations
@@ -28,43 +37,48 @@ import numpy as np
 from edgebench.errors import BadInput
 
 
+DRIFT_KEYS = ("max_abs", "mean_abs", "rmse", "rel_l2", "cosine", "cosine_min", "psnr_db")
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d for d in shape if d != 1)
+
+
 def drift(ref: np.ndarray, got: np.ndarray) -> dict[str, Any]:
     """Drift metrics of one output tensor ([N, ...] both)."""
     ref = np.asarray(ref, np.float64)
     got = np.asarray(got, np.float64)
     if ref.shape != got.shape:
-        if ref.size == got.size:
-            got = got.reshape(ref.shape)
-        else:
-            raise BadInput(f"output shapes differ: {list(got.shape)} vs reference {list(ref.shape)}; "
-                           "compare models with the same signature")
+        if _squeezed(ref.shape) != _squeezed(got.shape):
+            raise BadInput(f"output shapes differ: {list(got.shape)} vs reference {list(ref.shape)} (they are not "
+                           "the same up to size-1 dimensions); compare models with the same signature")
+        got = got.reshape(ref.shape)   # only size-1 dimensions differ: the same element order
     nan = int(np.isnan(got).sum())
     inf = int(np.isinf(got).sum())
-    mask = np.isfinite(got) & np.isfinite(ref)
-    d = np.where(mask, got - ref, 0.0)
-    n = max(int(mask.sum()), 1)
+    ref_bad = int(ref.size - np.count_nonzero(np.isfinite(ref)))
+    if nan or inf or ref_bad:
+        return {**{k: None for k in DRIFT_KEYS}, "nan": nan, "inf": inf, "ref_nonfinite": ref_bad,
+                "elements": int(got.size)}
+    d = got - ref
+    n = max(int(d.size), 1)
     mse = float((d ** 2).sum() / n)
     rmse = math.sqrt(mse)
-    ref_f = np.where(mask, ref, 0.0)
-    ref_norm = float(np.sqrt((ref_f ** 2).sum()))
+    ref_norm = float(np.sqrt((ref ** 2).sum()))
     diff_norm = float(np.sqrt((d ** 2).sum()))
     rel_l2 = 0.0 if diff_norm == 0 else (diff_norm / ref_norm if ref_norm > 0 else math.inf)
-    finite_ref = ref[np.isfinite(ref)]
-    peak = float(finite_ref.max() - finite_ref.min()) if finite_ref.size else 1.0
+    peak = float(ref.max() - ref.min()) if ref.size else 1.0
     if peak == 0:
         peak = 1.0
     psnr = math.inf if rmse == 0 else 20 * math.log10(peak / rmse)
     # per-sample cosine
-    a = ref_f.reshape(ref.shape[0], -1) if ref.ndim else ref_f.reshape(1, -1)
-    b = np.where(mask, got, 0.0).reshape(a.shape)
+    a = ref.reshape(ref.shape[0], -1) if ref.ndim else ref.reshape(1, -1)
+    b = got.reshape(a.shape)
     na = np.linalg.norm(a, axis=1)
     nb = np.linalg.norm(b, axis=1)
     both_zero = (na == 0) & (nb == 0)
     denom = np.where(na * nb == 0, 1.0, na * nb)
     cos = np.where(both_zero, 1.0, (a * b).sum(axis=1) / denom)
     cos = np.where((na * nb == 0) & ~both_zero, 0.0, cos)
-    if nan or inf:
-        cos = np.minimum(cos, 0.0)  # non-finite output is never "similar"
     return {
         "max_abs": float(np.abs(d).max()) if d.size else 0.0,
         "mean_abs": float(np.abs(d).sum() / n),
@@ -75,6 +89,7 @@ def drift(ref: np.ndarray, got: np.ndarray) -> dict[str, Any]:
         "psnr_db": psnr,
         "nan": nan,
         "inf": inf,
+        "ref_nonfinite": 0,
         "elements": int(got.size),
     }
 
@@ -126,14 +141,20 @@ def compare_outputs(ref: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> d
 
 
 def worst(drifts: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Worst-output PSNR and cosine, and whether any output had NaN/Inf."""
+    """Worst-output PSNR and cosine, and how many NaN/Inf values the outputs had (any -> the
+    worst PSNR/cosine are ``None``: there is no honest number)."""
     if not drifts:
         return {"psnr_db": None, "cosine": None, "nonfinite": 0}
+    nonfinite = sum(d["nan"] + d["inf"] for d in drifts.values())
+    ref_bad = sum(d.get("ref_nonfinite") or 0 for d in drifts.values())
+    if nonfinite or ref_bad:
+        return {"psnr_db": None, "psnr_output": None, "cosine": None, "nonfinite": nonfinite,
+                "ref_nonfinite": ref_bad}
     return {
         "psnr_db": min(d["psnr_db"] for d in drifts.values()),
         "psnr_output": min(drifts, key=lambda k: drifts[k]["psnr_db"]),
         "cosine": min(d["cosine"] for d in drifts.values()),
-        "nonfinite": sum(d["nan"] + d["inf"] for d in drifts.values()),
+        "nonfinite": 0,
     }
 
 
@@ -161,15 +182,19 @@ def classification(ref: np.ndarray, got: np.ndarray, labels: np.ndarray | None =
     if not looks_like_class_scores(ref):
         raise BadInput(f"top-k needs class scores [samples, classes]; output shape {list(ref.shape)} is not; "
                        "pass --class-output NAME or drop the accuracy options")
+    bad = ~np.isfinite(got).all(axis=1)            # a sample with any NaN/Inf score has no answer
     got = np.where(np.isfinite(got), got, -np.inf)
     ref_top1 = ref.argmax(axis=1)
-    got_top1 = got.argmax(axis=1)
-    k = min(5, got.shape[1])
-    got_top5 = np.argsort(-got, axis=1, kind="stable")[:, :k]
+    got_top1 = np.where(bad, -1, got.argmax(axis=1))
+    classes = got.shape[1]
+    top5 = classes > 5                              # with <= 5 classes, top-5 holds every class
+    got_top5 = np.where(bad[:, None], -1, np.argsort(-got, axis=1, kind="stable")[:, :5]) if top5 else None
     out: dict[str, Any] = {
         "top1_agreement": float((ref_top1 == got_top1).mean()),
-        "top5_agreement": float((got_top5 == ref_top1[:, None]).any(axis=1).mean()),
+        "top5_agreement": float((got_top5 == ref_top1[:, None]).any(axis=1).mean()) if top5 else None,
         "samples": int(ref.shape[0]),
+        "classes": int(classes),
+        "nonfinite_samples": int(bad.sum()),
     }
     if labels is not None:
         labels = np.asarray(labels).reshape(-1)
@@ -179,7 +204,7 @@ def classification(ref: np.ndarray, got: np.ndarray, labels: np.ndarray | None =
             raise BadInput(f"labels span [{labels.min()}, {labels.max()}] but the model has {got.shape[1]} "
                            "classes; check the label encoding")
         out["top1"] = float((got_top1 == labels).mean())
-        out["top5"] = float((got_top5 == labels[:, None]).any(axis=1).mean())
+        out["top5"] = float((got_top5 == labels[:, None]).any(axis=1).mean()) if top5 else None
     return out
 
 
@@ -204,18 +229,26 @@ def detection(ref: dict[str, np.ndarray], got: dict[str, np.ndarray], *, iou: fl
             raise BadInput(f"detection comparison needs a '{k}' output (have {', '.join(ref)})")
     n = ref["boxes"].shape[0]
     agreements, score_err, matched_total, ref_total, got_total = [], [], 0, 0, 0
+    invalid = {"reference": 0, "compared": 0}
 
-    def kept(o: dict[str, np.ndarray], i: int):
+    def kept(o: dict[str, np.ndarray], i: int, side: str):
         boxes, scores = np.asarray(o["boxes"][i], np.float64), np.asarray(o["scores"][i], np.float64)
         classes = np.asarray(o["classes"][i]) if "classes" in o else np.zeros(len(scores))
-        cnt = int(np.asarray(o["num_detections"][i]).reshape(-1)[0]) if "num_detections" in o else len(scores)
+        cnt = len(scores)
+        if "num_detections" in o:
+            raw = np.asarray(o["num_detections"][i], np.float64).reshape(-1)
+            if raw.size == 0 or not np.isfinite(raw[0]) or raw[0] < 0:
+                invalid[side] += 1
+                cnt = 0
+            else:
+                cnt = int(min(raw[0], len(scores)))
         sel = np.arange(min(cnt, len(scores)))
         sel = sel[np.isfinite(scores[sel]) & (scores[sel] >= score_threshold) & (scores[sel] > 0)]
         return boxes[sel], scores[sel], classes[sel]
 
     for i in range(n):
-        rb, rs, rc = kept(ref, i)
-        gb, gs, gc = kept(got, i)
+        rb, rs, rc = kept(ref, i, "reference")
+        gb, gs, gc = kept(got, i, "compared")
         ref_total += len(rb)
         got_total += len(gb)
         if len(rb) == 0 and len(gb) == 0:
@@ -245,4 +278,6 @@ def detection(ref: dict[str, np.ndarray], got: dict[str, np.ndarray], *, iou: fl
         "score_mae": float(np.mean(score_err)) if score_err else 0.0,
         "iou_threshold": iou,
         "score_threshold": score_threshold,
+        "invalid_num_detections": invalid["compared"],
+        "reference_invalid_num_detections": invalid["reference"],
     }

@@ -1,7 +1,8 @@
 """The CI gate: thresholds -> checks -> verdict -> exit code.
 
 Thresholds apply per precision (``--gate FILE.yaml`` may set them per precision; command-line
-values fill in every precision). Any row with NaN/Inf outputs fails every gate. A FAILED row
+values fill in every precision). Any row with NaN/Inf outputs (or a reference that produced
+them) fails, with or without thresholds. A FAILED row
 (its target crashed) is an infrastructure failure, not a gate verdict.
 
 Gate file format::
@@ -124,14 +125,22 @@ def evaluate(rows: "Sequence[InferenceRow]", cli: Thresholds, file: dict[str, Th
         if not r.ok or r.is_reference:
             continue
         prec, target = r.precision or "?", r.target or "?"
-        th = thresholds_for(prec, cli, file)
-        if not th.any():
-            continue
         where = f"{prec} on {target}"
+        # Non-finite outputs fail with or without thresholds: every drift number is n/a then, and
+        # a run that looks fine while its model emits NaN must not exit 0.
         nonfinite = r.worst.nonfinite if r.worst else 0
         if nonfinite:
             checks.append(Check(prec, target, "nonfinite_outputs", nonfinite, 0, False,
-                                f"{where}: {nonfinite} NaN/Inf output values (any NaN/Inf fails the gate)"))
+                                f"{where}: {nonfinite} NaN/Inf output values (NaN/Inf outputs always fail; "
+                                "every drift metric is n/a); check the conversion and the input range"))
+        ref_bad = r.worst.ref_nonfinite if r.worst else 0
+        if ref_bad:
+            checks.append(Check(prec, target, "reference_nonfinite_outputs", ref_bad, 0, False,
+                                f"{where}: the reference produced {ref_bad} NaN/Inf output values, so drift "
+                                "cannot be measured; check the source model and the input range"))
+        th = thresholds_for(prec, cli, file)
+        if not th.any():
+            continue
         if th.max_accuracy_drop_pp is not None:
             drop = r.top1_drop_pp
             if drop is None:
@@ -143,12 +152,16 @@ def evaluate(rows: "Sequence[InferenceRow]", cli: Thresholds, file: dict[str, Th
                                 f"{'<=' if ok else '>'} max {th.max_accuracy_drop_pp:g} pp"))
         if th.min_psnr_db is not None:
             psnr = r.worst.psnr_db if r.worst else None
-            if psnr is None:
+            if psnr is None and (nonfinite or ref_bad):
+                checks.append(Check(prec, target, "psnr_db", None, th.min_psnr_db, False,
+                                    f"{where}: worst-output PSNR n/a (NaN/Inf outputs) < min {th.min_psnr_db:g} dB"))
+            elif psnr is None:
                 raise BadInput(f"--min-psnr needs drift against the reference, but {where} has none")
-            ok = psnr >= th.min_psnr_db and not nonfinite
-            checks.append(Check(prec, target, "psnr_db", psnr, th.min_psnr_db, ok,
-                                f"{where}: worst-output PSNR {psnr:.2f} dB {'>=' if ok else '<'} min "
-                                f"{th.min_psnr_db:g} dB"))
+            else:
+                ok = psnr >= th.min_psnr_db
+                checks.append(Check(prec, target, "psnr_db", psnr, th.min_psnr_db, ok,
+                                    f"{where}: worst-output PSNR {psnr:.2f} dB {'>=' if ok else '<'} min "
+                                    f"{th.min_psnr_db:g} dB"))
         if th.max_p99_ms is not None:
             p99 = r.latency.p99 if r.latency else None
             if p99 is None:

@@ -11,13 +11,31 @@ Definitions (written once, used by every latency number edgebench prints):
   confidence). This rule gives LoadGen's published floors, 64 for p90 and 662 for p99
   (mlcommons/inference loadgen/early_stopping.cc; mlcommons/endpoints#417 checks the same
   values), and 11 / 130 / 6636 for p50 / p95 / p99.9.
+* ``p99_valid`` means exactly "n >= 662": the run holds enough samples for LoadGen's early
+  stopping to state a p99 bound at all. It is not a statement about the interpolated ``p99``.
+* ``p90_early_stopping`` / ``p99_early_stopping``: MLPerf LoadGen's conservative estimate
+  (loadgen/results.cc, ``PerformanceSummary::EarlyStopping``, tolerance 0, confidence 0.99): the
+  t-th largest sample, t the largest count with P(Binomial(n, 1-p) <= t) <= 1%. It is a one-sided
+  99% upper confidence bound of the percentile and is ``None`` below the minimum sample count.
 * The p99 confidence interval is distribution-free: order statistics [x_(l), x_(u)] chosen
-  from Binomial(n, 0.99) so the interval holds the true p99 with >= 95% probability (an end is
-  ``None`` when n is too small to bound it on that side).
+  from Binomial(n_eff, 0.99) so the interval holds the true p99 with >= 95% probability (an end is
+  ``None`` when n is too small to bound it on that side). The binomial argument assumes
+  independent samples; consecutive inferences are not (caches, clocks, background load), so the
+  interval uses the effective sample size n_eff = n / tau, tau the integrated autocorrelation time
+  of the exceedance indicator 1[x_i > p99] (Geyer's initial positive sequence), which widens it
+  when exceedances cluster. It still assumes the run is stationary (see the drift warning).
+* Spread: ``cv`` = std / mean (pyperf's stability measure) and, beside it, the robust ``mad`` =
+  median(|x - median|) in ms and ``rmad`` = 1.4826 * mad / median (equals the CV for normal data,
+  but a few outliers cannot inflate it).
+* Drift: warned when the first and last thirds' medians differ by >= 10% of the median, or when
+  the Theil-Sen slope fitted to the medians of ``TREND_BINS`` consecutive blocks of the run
+  changes the latency by >= 10% of the median from the first to the last sample (a linear
+  slowdown that the thirds alone can miss).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,15 +68,91 @@ CV_WARN = 0.10            # pyperf warns at a coefficient of variation >= 10%
 DRIFT_WARN = 0.10         # first vs last third medians differing by >= 10% of the overall median
 DRIFT_MIN_SAMPLES = 30    # each third needs >= 10 samples for the drift check to mean anything
 CI_CONFIDENCE = 0.95
+EARLY_STOPPING_CONFIDENCE = 0.99   # LoadGen's early-stopping confidence (loadgen/results.cc)
+TREND_BINS = 30           # block medians the Theil-Sen trend is fitted to (robust to single spikes)
+MAD_TO_SD = 1.4826        # 1 / Phi^-1(3/4): MAD of a normal distribution -> its standard deviation
+
+
+def early_stopping_estimate(sorted_ms: np.ndarray, percentile: float,
+                            confidence: float = EARLY_STOPPING_CONFIDENCE) -> float | None:
+    """LoadGen's early-stopping percentile estimate (single stream, tolerance 0).
+
+    The t-th largest sample, with t the largest count such that P(Binomial(n, 1-p) <= t) <=
+    1 - confidence: the true percentile lies at or below it with >= ``confidence`` probability.
+    ``None`` when even t = 1 is not reached (n below ``early_stopping_min_samples``).
+    """
+    n = len(sorted_ms)
+    if n == 0:
+        return None
+    from scipy.stats import binom  # noqa: PLC0415
+
+    q = 1.0 - percentile / 100.0
+    ts = np.arange(1, n + 1)
+    ok = np.nonzero(binom.cdf(ts, n, q) <= 1.0 - confidence)[0]
+    if ok.size == 0:
+        return None
+    t = int(ts[ok[-1]])
+    return float(sorted_ms[n - t])
+
+
+def autocorrelation_time(x: np.ndarray) -> float:
+    """Integrated autocorrelation time tau >= 1 of a series (Geyer's initial positive sequence).
+
+    tau = -1 + 2 * sum_m (rho_2m + rho_2m+1), summed while the pair sums stay positive; 1 for
+    independent samples, larger when values cluster in time. n / tau is the effective sample size.
+    """
+    y = np.asarray(x, dtype=np.float64).ravel()
+    n = y.size
+    if n < 4:
+        return 1.0
+    y = y - y.mean()
+    var = float(y @ y)
+    if var == 0:
+        return 1.0
+    size = 1 << (2 * n - 1).bit_length()
+    f = np.fft.rfft(y, size)
+    acov = np.fft.irfft(f * np.conj(f), size)[:n]
+    rho = acov / var
+    tau = -1.0
+    for m in range(n // 2):
+        pair = rho[2 * m] + rho[2 * m + 1]
+        if pair <= 0:
+            break
+        tau += 2.0 * pair
+    return float(min(max(tau, 1.0), n))
+
+
+def trend_change(ms: np.ndarray, bins: int = TREND_BINS) -> float | None:
+    """Relative latency change over a run from a Theil-Sen fit (robust, order-aware).
+
+    The run (in time order) is cut into ``bins`` blocks; the Theil-Sen slope of the block
+    medians against the block centres, times the run length, divided by the overall median.
+    ``None`` below ``DRIFT_MIN_SAMPLES`` samples.
+    """
+    y = np.asarray(ms, dtype=np.float64).ravel()
+    n = y.size
+    if n < DRIFT_MIN_SAMPLES:
+        return None
+    k = min(bins, n // 10)
+    edges = np.linspace(0, n, k + 1).astype(int)
+    centres = np.array([(lo + hi - 1) / 2 for lo, hi in zip(edges[:-1], edges[1:])])
+    meds = np.array([np.median(y[lo:hi]) for lo, hi in zip(edges[:-1], edges[1:])])
+    i, j = np.triu_indices(k, 1)
+    slope = float(np.median((meds[j] - meds[i]) / (centres[j] - centres[i])))
+    med = float(np.median(y))
+    return slope * (n - 1) / med if med > 0 else None
 
 
 def order_stat_ci(sorted_ms: np.ndarray, percentile: float,
-                  confidence: float = CI_CONFIDENCE) -> tuple[float | None, float | None]:
+                  confidence: float = CI_CONFIDENCE, n_eff: float | None = None
+                  ) -> tuple[float | None, float | None]:
     """Distribution-free CI for a percentile from sorted samples (binomial order statistics).
 
     The number B of samples below the true quantile is Binomial(n, p); with ranks (1-based)
     l = max{k : P(B <= k-1) <= a/2} and u = min{k : P(B <= k-1) >= 1-a/2},
     P(x_(l) <= q_p <= x_(u)) >= 1 - a. Ends that fall outside 1..n are ``None``.
+    With ``n_eff`` < n (autocorrelated samples), the ranks are chosen from Binomial(n_eff, p)
+    and scaled back to 1..n, which widens the interval.
     """
     n = len(sorted_ms)
     if n == 0:
@@ -67,11 +161,15 @@ def order_stat_ci(sorted_ms: np.ndarray, percentile: float,
 
     p = percentile / 100.0
     a = 1.0 - confidence
-    cdf = binom.cdf(np.arange(n), n, p)           # cdf[k-1] = P(B <= k-1) for ranks k = 1..n
+    m = n if n_eff is None else max(1, min(n, int(math.floor(n_eff))))
+    cdf = binom.cdf(np.arange(m), m, p)           # cdf[k-1] = P(B <= k-1) for ranks k = 1..m
     below = np.nonzero(cdf <= a / 2)[0]
     above = np.nonzero(cdf >= 1 - a / 2)[0]
     lo_rank = int(below[-1]) + 1 if below.size else None
     hi_rank = int(above[0]) + 1 if above.size else None
+    if m != n:   # rank fractions of the effective sample, mapped outward onto the real one
+        lo_rank = None if lo_rank is None else max(1, int(math.floor(lo_rank * n / m)))
+        hi_rank = None if hi_rank is None else min(n, int(math.ceil(hi_rank * n / m)))
     lo = float(sorted_ms[lo_rank - 1]) if lo_rank is not None else None
     hi = float(sorted_ms[hi_rank - 1]) if hi_rank is not None else None
     return lo, hi
@@ -98,6 +196,11 @@ class LatencyStats:
     first_third_p50: float | None = None
     last_third_p50: float | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    mad: float = 0.0
+    rmad: float = 0.0
+    trend: float | None = None                   # Theil-Sen relative change over the run
+    early_stopping: dict[str, float | None] = field(default_factory=dict)
+    p99_ci_n_eff: float | None = None
 
     @property
     def p99_valid(self) -> bool:
@@ -123,7 +226,12 @@ class LatencyStats:
         std = float(ms.std(ddof=1)) if n > 1 else 0.0
         cv = std / mean if mean > 0 else 0.0
         valid = {name: n >= MIN_SAMPLES[name] for name in PERCENTILES}
-        ci = order_stat_ci(srt, PERCENTILES["p99"])
+        tau = autocorrelation_time(ms > pct["p99"]) if n >= DRIFT_MIN_SAMPLES else 1.0
+        n_eff = n / tau
+        ci = order_stat_ci(srt, PERCENTILES["p99"], n_eff=n_eff)
+        mad = float(np.median(np.abs(ms - pct["p50"])))
+        rmad = MAD_TO_SD * mad / pct["p50"] if pct["p50"] > 0 else 0.0
+        early = {name: early_stopping_estimate(srt, PERCENTILES[name]) for name in ("p90", "p99")}
 
         warnings: list[str] = []
         if not valid["p99"]:
@@ -138,23 +246,33 @@ class LatencyStats:
                 f"unstable: CV {cv:.0%} >= {CV_WARN:.0%}; close other programs, pin threads "
                 "(--threads), add --warmup-time, or run longer (--min-time)")
         first = last = None
+        trend = trend_change(ms)
         if n >= DRIFT_MIN_SAMPLES:
             third = n // 3
             first = float(np.median(ms[:third]))
             last = float(np.median(ms[-third:]))
             med = pct["p50"]
-            if med > 0 and abs(last - first) / med >= DRIFT_WARN:
-                trend = "slower" if last > first else "faster"
+            thirds = med > 0 and abs(last - first) / med >= DRIFT_WARN
+            sloped = trend is not None and abs(trend) >= DRIFT_WARN
+            if thirds or sloped:
+                up = (last > first) if thirds else (trend > 0)
                 warnings.append(
-                    f"drift: the last third of the {what} is {trend} than the first "
-                    f"(median {last:.4g} vs {first:.4g} ms); heat, frequency scaling or background "
-                    "load changed during the run; add --warmup-time, let the machine cool, or rerun")
+                    f"drift: the {what} got {'slower' if up else 'faster'} as it ran (median of the last "
+                    f"third {last:.4g} vs first {first:.4g} ms; fitted trend {trend or 0:+.0%} over the "
+                    "run); heat, frequency scaling or background load changed during the run; add "
+                    "--warmup-time, let the machine cool, or rerun")
         return cls(
             samples=n, mean=mean, std=std, min=float(srt[0]), max=float(srt[-1]),
             p50=pct["p50"], p90=pct["p90"], p95=pct["p95"], p99=pct["p99"], p999=pct["p999"],
             cv=cv, qps=(1000.0 / mean) if mean > 0 else None, valid=valid, p99_ci=ci,
             first_third_p50=first, last_third_p50=last, warnings=tuple(warnings),
+            mad=mad, rmad=rmad, trend=trend, early_stopping=early, p99_ci_n_eff=n_eff,
         )
+
+    @property
+    def drifting(self) -> bool:
+        """True when the drift rule above fired (first vs last third, or the fitted trend)."""
+        return any(w.startswith("drift:") for w in self.warnings)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``latency_ms`` JSON object (ARCHITECTURE.md contract keys first)."""
@@ -168,10 +286,19 @@ class LatencyStats:
             "min_samples": dict(MIN_SAMPLES),
             "p99_ci": list(self.p99_ci),
             "p99_ci_confidence": CI_CONFIDENCE,
+            "p99_ci_n_eff": self.p99_ci_n_eff,
+            "p99_ci_method": ("binomial order statistics at the effective sample size n/tau "
+                              "(tau: autocorrelation time of x > p99); assumes a stationary run"),
+            "p90_early_stopping": self.early_stopping.get("p90"),
+            "p99_early_stopping": self.early_stopping.get("p99"),
+            "early_stopping_confidence": EARLY_STOPPING_CONFIDENCE,
             "cv": self.cv,
+            "mad": self.mad,
+            "rmad": self.rmad,
             "qps": self.qps,
             "first_third_p50": self.first_third_p50,
             "last_third_p50": self.last_third_p50,
+            "trend": self.trend,
             "percentile_method": "numpy linear (type 7)",
             "warnings": list(self.warnings),
         }

@@ -365,6 +365,7 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
     return Document.new("compare", rows, host_fingerprint(threads=settings.threads, delegate=settings.delegate),
                         reference=rows[0], model=Path(settings.b).name, saved_models=loaders,
                         output_mapping=rows[1].output_mapping,
+                        gate=evaluate(rows, Thresholds()).to_dict(),   # no thresholds: NaN/Inf outputs still fail
                         inputs={"path": str(inputs_path), "sha256": inputs_sha, "samples": ds.n, "source": ds.source,
                                 "synthetic": ds.synthetic, "labels": ds.labels is not None})
 

@@ -207,12 +207,15 @@ def drifts_from_dict(d: Mapping[str, Any] | None) -> Mapping[str, Drift] | None:
 
 @dataclass(frozen=True)
 class Worst:
-    """The worst output over all tensors: lowest PSNR and cosine, total non-finite values."""
+    """The worst output over all tensors: lowest PSNR and cosine, total non-finite values (in the
+    compared outputs, and ``ref_nonfinite`` in the reference's). With any non-finite value the
+    PSNR and cosine are None: no drift number is honest then."""
 
     psnr_db: float | None
     cosine: float | None
     nonfinite: int = 0
     psnr_output: str | None = None
+    ref_nonfinite: int = 0
 
     @classmethod
     def of(cls, drifts: Mapping[str, Drift] | None) -> "Worst | None":
@@ -220,23 +223,29 @@ class Worst:
         definition as ``compare.worst`` -- lowest PSNR and cosine, total NaN/Inf."""
         if not drifts:
             return None
+        nonfinite = sum(d.nonfinite for d in drifts.values())
+        ref_bad = sum(_i(d.details.get("ref_nonfinite")) or 0 for d in drifts.values())
+        if nonfinite or ref_bad:
+            return cls(psnr_db=None, cosine=None, nonfinite=nonfinite, ref_nonfinite=ref_bad)
         psnrs = {k: d.psnr_db for k, d in drifts.items() if d.psnr_db is not None and d.psnr_db == d.psnr_db}
         cos = [d.cosine for d in drifts.values() if d.cosine is not None and d.cosine == d.cosine]
         out = min(psnrs, key=lambda k: psnrs[k]) if psnrs else None
         return cls(psnr_db=psnrs[out] if out else None, cosine=min(cos) if cos else None,
-                   nonfinite=sum(d.nonfinite for d in drifts.values()), psnr_output=out)
+                   nonfinite=0, psnr_output=out)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> "Worst | None":
         if d is None:
             return None
         return cls(psnr_db=_f(d.get("psnr_db")), cosine=_f(d.get("cosine")), nonfinite=_i(d.get("nonfinite")) or 0,
-                   psnr_output=d.get("psnr_output"))
+                   psnr_output=d.get("psnr_output"), ref_nonfinite=_i(d.get("ref_nonfinite")) or 0)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"psnr_db": self.psnr_db, "cosine": self.cosine, "nonfinite": self.nonfinite}
         if self.psnr_output is not None:
             out["psnr_output"] = self.psnr_output
+        if self.ref_nonfinite:
+            out["ref_nonfinite"] = self.ref_nonfinite
         return out
 
 

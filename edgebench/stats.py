@@ -1,17 +1,40 @@
 """Honest change detection between stored results.
 
-Two rules, both from asv (airspeed velocity), which most benchmark suites copy:
+**A change between two runs** counts only when it is large *and* significant (asv's rule): the
+ratio of the metric is >= ``MIN_RATIO`` (1.1x) in either direction *and* the evidence gives
+p < ``ALPHA`` (0.002; asv's ``--factor 1.1`` and ``p < 0.002``). Deterministic metrics (size,
+accuracy) have no noise, so the ratio alone decides and ``p`` is None. For latency metrics the
+evidence has two parts, and the larger p decides:
 
-* **A change between two runs** counts only when it is large *and* significant: the ratio of
-  the metric is >= ``MIN_RATIO`` (1.1x) in either direction *and* a two-sided Mann-Whitney U test
-  on the raw per-inference samples gives p < ``ALPHA`` (0.002). asv uses exactly these defaults
-  (``--factor 1.1``, ``mann_whitney_u`` at ``p < 0.002``). Metrics without raw samples (size,
-  accuracy) are deterministic, so the ratio alone decides and ``p`` is reported as None.
-* **Step detection in a history** (one value per run) uses binary segmentation on the L1 cost
-  (sum of absolute deviations from each segment's median), the same cost asv's step detector
-  minimises. A split is a step when each side has >= ``STEP_MIN_RUNS`` runs, the segment medians
-  differ by >= ``MIN_RATIO`` and the two segments differ by a Mann-Whitney U test at
-  ``STEP_ALPHA`` (with 4 runs a side the smallest possible p is 0.029, hence 4 and 0.05).
+* *within a run* (``p_samples``), a test of the metric itself on the raw per-inference samples:
+  location metrics (p50, mean, QPS) use the two-sided Mann-Whitney U test; percentile metrics
+  (p90, p99) use the two-sample quantile test (Mood's median test generalised to the q-th
+  quantile: the counts of each side above the pooled q-quantile, Fisher's exact test), because a
+  p99 that doubled under an unchanged body moves the ranks of only 1% of the samples and the
+  Mann-Whitney U test cannot see it. A percentile is only compared when both sides have enough
+  samples for it to be valid (662 for p99, 64 for p90: MLPerf LoadGen's minimums); otherwise the
+  verdict is "n/a".
+* *between runs* (``p_runs``): per-inference samples of one run are not replicates of the run --
+  a second process lands on other cores, caches and clock states, so two runs of the same model
+  differ by more than their samples suggest. The run-to-run noise comes from
+  - ``repeats``: both rows hold >= ``MIN_REPEATS`` worker processes (``bench --repeats N``):
+    Student's t-test (pooled variance) on the log of the per-process values of the metric. With
+    3 processes a side and 5% run-to-run noise only changes of ~1.35x and more reach p < 0.002;
+    5 a side reach ~1.15x; or else
+  - ``history``: >= ``HISTORY_MIN_RUNS`` earlier stored runs of exactly the same configuration
+    (``store.series_key``): sigma = pooled standard deviation of their log values around the
+    mean of their own level (the history is cut at its level shifts), and t = |log ratio| /
+    (sigma * sqrt(2)) with runs - levels degrees of freedom; or else
+  - ``samples``: neither exists. Then the run-to-run noise is unknown and no latency change is
+    called significant (verdict "not significant", the note says what to do).
+  Each pair reports which ``basis`` it used.
+
+**Step detection in a history** (one value per run) uses binary segmentation on the L1 cost
+(sum of absolute deviations from each segment's median), the same cost asv's step detector
+minimises, searching only admissible splits (>= ``STEP_MIN_RUNS`` runs on each side, so one
+outlier run at either end cannot hide a clean step). A split is a step when the segment medians
+differ by >= ``MIN_RATIO`` and the two segments differ by a Mann-Whitney U test at
+``STEP_ALPHA`` (with 4 runs a side the smallest possible p is 0.029, hence 4 and 0.05).
 """
 
 from __future__ import annotations
@@ -23,24 +46,33 @@ from typing import Any, Sequence
 import numpy as np
 
 MIN_RATIO = 1.1          # asv --factor default
-ALPHA = 0.002            # asv's significance level for Mann-Whitney U on raw samples
+ALPHA = 0.002            # asv's significance level
 STEP_MIN_RUNS = 4        # runs needed on each side of a step (see module docstring)
 STEP_ALPHA = 0.05        # significance of a step between two segments of runs
+MIN_REPEATS = 3          # worker processes per side for a replicate-based test
+HISTORY_MIN_RUNS = 5     # earlier runs of the same configuration for a history-based noise estimate
+HISTORY_MAX_RUNS = 20    # ... the most recent this many
 
-# Metrics compared by ``compare_runs``: (row column, label, higher_is_better, has raw samples).
-METRICS: tuple[tuple[str, str, bool, bool], ...] = (
-    ("p50_ms", "p50 ms", False, True),
-    ("p90_ms", "p90 ms", False, True),
-    ("p99_ms", "p99 ms", False, True),
-    ("mean_ms", "mean ms", False, True),
-    ("qps", "QPS", True, True),
-    ("size_bytes", "size bytes", False, False),
-    ("top1", "top-1", True, False),
-    ("psnr_db", "PSNR dB (worst)", True, False),
-    ("cosine", "cosine (worst)", True, False),
-    ("examples_per_s", "examples/s", True, False),
-    ("step_time_p50_ms", "step p50 ms", False, False),
+# Metrics compared by ``compare_runs``: (row column, label, higher_is_better, kind) with kind
+# "location" | "percentile" | "deterministic" (see the module docstring for the tests).
+METRICS: tuple[tuple[str, str, bool, str], ...] = (
+    ("p50_ms", "p50 ms", False, "location"),
+    ("p90_ms", "p90 ms", False, "percentile"),
+    ("p99_ms", "p99 ms", False, "percentile"),
+    ("mean_ms", "mean ms", False, "location"),
+    ("qps", "QPS", True, "location"),
+    ("size_bytes", "size bytes", False, "deterministic"),
+    ("top1", "top-1", True, "deterministic"),
+    ("psnr_db", "PSNR dB (worst)", True, "deterministic"),
+    ("cosine", "cosine (worst)", True, "deterministic"),
+    ("examples_per_s", "examples/s", True, "deterministic"),
+    ("step_time_p50_ms", "step p50 ms", False, "deterministic"),
 )
+PERCENTILE_OF = {"p90_ms": 90.0, "p99_ms": 99.0}
+# the per-repeat summary key of each latency metric (``bench --repeats``: row["repeats"])
+REPEAT_KEY = {"p50_ms": "p50", "p90_ms": "p90", "p99_ms": "p99", "mean_ms": "mean", "qps": "qps"}
+TESTS = {"location": "Mann-Whitney U", "percentile": "quantile test (Fisher)",
+         "deterministic": "ratio only (deterministic)"}
 
 
 def mann_whitney(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> tuple[float, float]:
@@ -57,6 +89,76 @@ def mann_whitney(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarra
     return float(res.statistic), float(res.pvalue)
 
 
+def quantile_test(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
+                  percentile: float) -> tuple[float, bool | None]:
+    """Two-sample test of the ``percentile``-th quantile: (two-sided p, B's tail heavier?).
+
+    Counts each side's samples above the pooled quantile and tests the 2x2 table with Fisher's
+    exact test (Mood's median test generalised to any quantile; Conover, *Practical
+    Nonparametric Statistics*, 3rd ed., sec. 4.3). NaN p when either side is empty.
+    """
+    from scipy.stats import fisher_exact
+
+    x = np.asarray(a, dtype=np.float64).ravel()
+    y = np.asarray(b, dtype=np.float64).ravel()
+    if x.size == 0 or y.size == 0:
+        return float("nan"), None
+    q = float(np.percentile(np.concatenate([x, y]), percentile))
+    ax, ay = int((x > q).sum()), int((y > q).sum())
+    if ax == 0 and ay == 0:
+        return 1.0, None
+    p = float(fisher_exact([[ax, x.size - ax], [ay, y.size - ay]]).pvalue)
+    fx, fy = ax / x.size, ay / y.size
+    return min(p, 1.0), (None if fx == fy else fy > fx)
+
+
+def replicate_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, bool | None]:
+    """Student's two-sample t-test on the log of per-process values: (two-sided p, B larger?).
+
+    Pooled variance: both sides are the same benchmark on the same kind of machine, so their
+    run-to-run noise (of log latency) is taken as equal, which gives 2k - 2 degrees of freedom.
+    """
+    from scipy.stats import ttest_ind
+
+    x = np.log(np.asarray(a, dtype=np.float64))
+    y = np.log(np.asarray(b, dtype=np.float64))
+    diff = float(y.mean() - x.mean())
+    if np.ptp(x) == 0 and np.ptp(y) == 0:       # no spread at all: any difference is real
+        return (0.0 if diff else 1.0), (None if diff == 0 else diff > 0)
+    p = float(ttest_ind(y, x, equal_var=True).pvalue)
+    return p, (None if diff == 0 else diff > 0)
+
+
+def noise_test(ratio: float, sigma: float, df: int) -> float:
+    """Two-sided p of a log ratio between two runs against a run-to-run noise ``sigma`` (standard
+    deviation of one run's log value, estimated with ``df`` degrees of freedom)."""
+    from scipy.stats import t as student_t
+
+    d = abs(math.log(ratio)) if ratio > 0 else math.inf
+    if sigma <= 0:
+        return 0.0 if d > 0 else 1.0
+    return float(2 * student_t.sf(d / (sigma * math.sqrt(2)), df=max(df, 1)))
+
+
+def run_noise(values: Sequence[float]) -> tuple[float, int, int] | None:
+    """Run-to-run noise of a metric from its history (oldest first): (sigma, runs, df) or None.
+
+    The history is cut at its level shifts (``detect_steps``) so a step does not count as
+    noise; sigma is the pooled standard deviation of the log values around their segment's
+    mean, with df = runs - segments. None when df < ``HISTORY_MIN_RUNS`` - 1.
+    """
+    v = np.asarray([x for x in values if x is not None and x > 0], dtype=np.float64)
+    if v.size < HISTORY_MIN_RUNS:
+        return None
+    cuts = [0] + [s.index for s in detect_steps(v)] + [v.size]
+    logs = np.log(v)
+    ss = sum(float(((logs[a:b] - logs[a:b].mean()) ** 2).sum()) for a, b in zip(cuts[:-1], cuts[1:]))
+    df = int(v.size) - (len(cuts) - 1)
+    if df < HISTORY_MIN_RUNS - 1:
+        return None
+    return math.sqrt(ss / df), int(v.size), df
+
+
 @dataclass(frozen=True)
 class Change:
     """One metric compared between run A (before) and run B (after)."""
@@ -65,10 +167,14 @@ class Change:
     a: float | None
     b: float | None
     ratio: float | None               # b / a
-    p_value: float | None             # None: no raw samples on both sides
+    p_value: float | None             # the p that decided (max of p_samples, p_runs); None: deterministic
     verdict: str                      # "better" | "worse" | "same" | "not significant" | "n/a"
     higher_is_better: bool = False
     note: str = ""
+    test: str = ""                    # the within-run test (see TESTS)
+    basis: str = "samples"            # "repeats" | "history" | "samples" | "deterministic"
+    p_samples: float | None = None    # within-run test on the raw samples
+    p_runs: float | None = None       # between-run test (replicates or history noise)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,43 +182,92 @@ class Change:
 
 def classify(metric: str, a: float | None, b: float | None, *, higher_is_better: bool,
              samples_a: np.ndarray | None = None, samples_b: np.ndarray | None = None,
-             min_ratio: float = MIN_RATIO, alpha: float = ALPHA, inverse: bool = False) -> Change:
-    """Apply the asv rule to one metric (see module docstring).
+             min_ratio: float = MIN_RATIO, alpha: float = ALPHA, inverse: bool = False,
+             kind: str | None = None, percentile: float | None = None,
+             repeats_a: Sequence[float] | None = None, repeats_b: Sequence[float] | None = None,
+             noise: tuple[float, int, int] | None = None) -> Change:
+    """Apply the rule of the module docstring to one metric.
 
-    ``inverse``: the metric falls when the samples rise (QPS from latency samples). A change also
-    needs the rank test to point the same way as the ratio: a mean pulled down by a few outliers
-    while most samples got slower is not "better".
+    ``kind`` defaults to "location" when samples are given, else "deterministic";
+    "percentile" needs ``percentile``. ``repeats_a``/``repeats_b``: the metric per worker
+    process; ``noise``: (sigma, runs) from ``run_noise``. ``inverse``: the metric falls when the
+    samples rise (QPS from latency samples). A change also needs the within-run test to point the
+    same way as the ratio: a mean pulled down by a few outliers while most samples got slower is
+    not "better".
     """
+    from edgebench.measure import MIN_SAMPLES
+
+    have_samples = samples_a is not None and samples_b is not None and len(samples_a) and len(samples_b)
+    if kind is None:
+        kind = "location" if have_samples else "deterministic"
+    if kind != "deterministic" and not have_samples:
+        kind = "deterministic" if repeats_a is None else kind
+    test = TESTS[kind]
     if a is None or b is None or not np.isfinite(a) or not np.isfinite(b):
-        return Change(metric, a, b, None, None, "n/a", higher_is_better, "missing on one side")
+        return Change(metric, a, b, None, None, "n/a", higher_is_better, "missing on one side", test,
+                      "deterministic" if kind == "deterministic" else "samples")
     if a == 0:
         ratio = 1.0 if b == 0 else math.inf
     else:
         ratio = b / a
-    p = None
-    note = ""
-    b_larger = None
-    if samples_a is not None and samples_b is not None and len(samples_a) and len(samples_b):
-        u, p = mann_whitney(samples_a, samples_b)
+    big = ratio >= min_ratio or (ratio > 0 and ratio <= 1.0 / min_ratio) or (ratio < 0)
+    if kind == "deterministic":
+        verdict = "same" if not big else ("better" if (ratio > 1) == higher_is_better else "worse")
+        note = "" if not big else "deterministic metric: ratio alone decides"
+        return Change(metric, float(a), float(b), float(ratio), None, verdict, higher_is_better, note,
+                      test, "deterministic")
+
+    # -- within the runs: a test of this metric on the raw samples
+    if kind == "percentile":
+        name = f"p{percentile:g}"
+        need = MIN_SAMPLES.get(name, 0)
+        short = [n for n in (len(samples_a), len(samples_b)) if n < need]
+        if short:
+            return Change(metric, float(a), float(b), float(ratio), None, "n/a", higher_is_better,
+                          f"{name} from {min(short)} samples is not valid (needs >= {need} per side, MLPerf "
+                          f"LoadGen minimum); rerun with more inferences (--min-runs {need} or more)",
+                          test, "samples")
+        p_samples, b_larger = quantile_test(samples_a, samples_b, percentile)
+    else:
+        _, p_samples = mann_whitney(samples_a, samples_b)
+        u, _ = mann_whitney(samples_a, samples_b)
         half = len(samples_a) * len(samples_b) / 2
         b_larger = None if u == half else u < half   # U of A small -> B's samples tend larger
-    big = ratio >= min_ratio or (ratio > 0 and ratio <= 1.0 / min_ratio) or (ratio < 0)
+
+    # -- between runs: replicates, else the stored history's run-to-run noise, else unknown
+    basis, p_runs, runs_note = "samples", None, ""
+    ra = [x for x in (repeats_a or []) if x is not None and x > 0]
+    rb = [x for x in (repeats_b or []) if x is not None and x > 0]
+    if len(ra) >= MIN_REPEATS and len(rb) >= MIN_REPEATS:
+        basis = "repeats"
+        p_runs, _ = replicate_test(ra, rb)
+        runs_note = f"t-test on log per-process values, {len(ra)} vs {len(rb)} processes"
+    elif noise is not None:
+        basis = "history"
+        p_runs = noise_test(ratio, noise[0], noise[2])
+        runs_note = f"run-to-run noise {noise[0]:.1%} from {noise[1]} stored runs of this configuration"
+    p = p_samples if p_runs is None else max(p_samples, p_runs)
     metric_up = ratio > 1
     agrees = b_larger is None or (metric_up == (b_larger != inverse))
+    note = ""
     if not big:
         verdict = "same"
-    elif p is not None and not (p < alpha):
+    elif not agrees:
         verdict = "not significant"
-        note = f"ratio {ratio:.3g}x but p = {p:.3g} >= {alpha}"
-    elif p is not None and not agrees:
+        note = "ratio and the within-run test point opposite ways (driven by the tail or outliers)"
+    elif p_runs is None:
         verdict = "not significant"
-        note = "ratio and rank test point opposite ways (driven by the tail or outliers)"
+        note = (f"one run per side and no stored history of this configuration: the run-to-run noise is "
+                f"unknown, so no verdict (within-run p = {p_samples:.2g}); measure with `bench --repeats "
+                f"{MIN_REPEATS}` or store >= {HISTORY_MIN_RUNS} runs of it")
+    elif not (p < alpha):
+        verdict = "not significant"
+        note = f"ratio {ratio:.3g}x but p = {p:.3g} >= {alpha} ({runs_note})"
     else:
-        up = ratio > 1
-        verdict = "better" if up == higher_is_better else "worse"
-        if p is None:
-            note = "deterministic metric: ratio alone decides"
-    return Change(metric, float(a), float(b), float(ratio), p, verdict, higher_is_better, note)
+        verdict = "better" if metric_up == higher_is_better else "worse"
+        note = runs_note
+    return Change(metric, float(a), float(b), float(ratio), p, verdict, higher_is_better, note, test, basis,
+                  p_samples, p_runs)
 
 
 def _row_key(row: dict[str, Any], i: int) -> tuple:
@@ -127,18 +282,37 @@ def _samples_ms(row: dict[str, Any]) -> np.ndarray | None:
     return np.asarray(s, dtype=np.float64) / 1e6
 
 
+def repeat_values(row: dict[str, Any], col: str) -> list[float] | None:
+    """The metric per worker process (``row["repeats"]``), or None; a percentile counts only
+    when every process had enough samples for it to be valid."""
+    from edgebench.measure import MIN_SAMPLES
+
+    reps = row.get("repeats")
+    key = REPEAT_KEY.get(col)
+    if not isinstance(reps, list) or len(reps) < 2 or key is None:
+        return None
+    if col in PERCENTILE_OF:
+        need = MIN_SAMPLES[f"p{PERCENTILE_OF[col]:g}"]
+        if any((r.get("samples") or 0) < need for r in reps):
+            return None
+    vals = [r.get(key) for r in reps]
+    return [float(v) for v in vals] if all(isinstance(v, (int, float)) for v in vals) else None
+
+
 def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: float = MIN_RATIO,
-                 alpha: float = ALPHA) -> dict[str, Any]:
+                 alpha: float = ALPHA, noise: dict[tuple, tuple[float, int, int]] | None = None) -> dict[str, Any]:
     """Compare two stored result documents (from ``Store.get``).
 
-    Returns ``{"a", "b", "fingerprint_diff": [{field, a, b}], "pairs": [{key, changes: [Change]}],
-    "unmatched_a", "unmatched_b", "regressions"}``; rows are paired by (model, precision, target,
-    batch size). The fingerprint differences come first: a ratio between different environments
-    is not a regression of the model.
+    Returns ``{"a", "b", "fingerprint_diff": [{field, a, b}], "pairs": [{key, basis, changes:
+    [Change]}], "unmatched_a", "unmatched_b", "regressions", "rule"}``; rows are paired by
+    (model, precision, target, batch size). The fingerprint differences come first: a ratio
+    between different environments is not a regression of the model. ``noise`` maps
+    (row key, column) to the history's run-to-run noise (``compare_stored`` fills it).
     """
     from edgebench.fingerprint import diff_fingerprints
     from edgebench.store import headline
 
+    noise = noise or {}
     fa, fb = doc_a.get("fingerprint") or {}, doc_b.get("fingerprint") or {}
     fdiff = [{"field": f, "a": va, "b": vb} for f, va, vb in diff_fingerprints(fa, fb)]
     rows_a = {_row_key(r, i): r for i, r in enumerate(doc_a.get("rows", []))}
@@ -155,23 +329,26 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
         ha, hb = headline(ra), headline(rb)
         sa_ms, sb_ms = _samples_ms(ra), _samples_ms(rb)
         changes = []
-        for col, label, hib, has_samples in METRICS:
+        for col, label, hib, kind in METRICS:
             if ha.get(col) is None and hb.get(col) is None:
                 continue
-            if has_samples and col == "qps":
-                # QPS = 1/latency: test the same samples (a faster distribution is higher QPS).
-                ch = classify(label, ha[col], hb[col], higher_is_better=hib, samples_a=sa_ms,
-                              samples_b=sb_ms, min_ratio=min_ratio, alpha=alpha, inverse=True)
-            else:
-                ch = classify(label, ha.get(col), hb.get(col), higher_is_better=hib,
-                              samples_a=sa_ms if has_samples else None,
-                              samples_b=sb_ms if has_samples else None,
-                              min_ratio=min_ratio, alpha=alpha)
+            latency = kind != "deterministic"
+            ch = classify(label, ha.get(col), hb.get(col), higher_is_better=hib,
+                          samples_a=sa_ms if latency else None, samples_b=sb_ms if latency else None,
+                          min_ratio=min_ratio, alpha=alpha, inverse=col == "qps",
+                          kind=kind if latency and sa_ms is not None and sb_ms is not None else None,
+                          percentile=PERCENTILE_OF.get(col),
+                          repeats_a=repeat_values(ra, col) if latency else None,
+                          repeats_b=repeat_values(rb, col) if latency else None,
+                          noise=noise.get((key, col)) if latency else None)
             changes.append(ch)
             regressions += ch.verdict == "worse"
+        bases = sorted({c.basis for c in changes if c.basis != "deterministic" and c.verdict != "n/a"})
+        reps = [len(ra.get("repeats") or []) or 1, len(rb.get("repeats") or []) or 1]
         pairs.append({"key": [k for k in key if k is not None], "status": [ha["status"], hb["status"]],
                       "n_samples": [0 if sa_ms is None else int(sa_ms.size),
                                     0 if sb_ms is None else int(sb_ms.size)],
+                      "repeats": reps, "basis": bases,
                       "fingerprint_diff": row_fdiff, "changes": changes})
     return {
         "a": doc_a.get("run_id"), "b": doc_b.get("run_id"),
@@ -180,8 +357,33 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
         "unmatched_a": [list(k) for k in rows_a if k not in rows_b],
         "unmatched_b": [list(k) for k in rows_b if k not in rows_a],
         "regressions": regressions,
-        "rule": {"min_ratio": min_ratio, "alpha": alpha, "test": "Mann-Whitney U, two-sided"},
+        "rule": {"min_ratio": min_ratio, "alpha": alpha,
+                 "test": "p50/mean/QPS: Mann-Whitney U; p90/p99: quantile test (Fisher); "
+                         "run-to-run noise: replicate processes, else stored history, else none",
+                 "min_repeats": MIN_REPEATS, "history_min_runs": HISTORY_MIN_RUNS},
     }
+
+
+def compare_stored(store: Any, run_a: str, run_b: str, *, min_ratio: float = MIN_RATIO,
+                   alpha: float = ALPHA) -> dict[str, Any]:
+    """``compare_runs`` on two stored runs, with the run-to-run noise of each paired row taken
+    from the store's history of exactly that configuration (runs A and B left out)."""
+    doc_a, doc_b = store.get(run_a), store.get(run_b)
+    noise: dict[tuple, tuple[float, int, int]] = {}
+    rows_a = {_row_key(r, i): r for i, r in enumerate(doc_a.get("rows", []))}
+    for i, rb in enumerate(doc_b.get("rows", [])):
+        key = _row_key(rb, i)
+        if key not in rows_a or rb.get("model") is None:
+            continue
+        for col, _label, _hib, kind in METRICS:
+            if kind == "deterministic":
+                continue
+            pts = store.series_history(rb, col, kind=doc_b.get("kind"), before=doc_b.get("created"),
+                                       exclude=(doc_a["run_id"], doc_b["run_id"]))
+            est = run_noise([p["value"] for p in pts][-HISTORY_MAX_RUNS:])
+            if est is not None:
+                noise[(key, col)] = est
+    return compare_runs(doc_a, doc_b, min_ratio=min_ratio, alpha=alpha, noise=noise)
 
 
 # ------------------------------------------------------------------------------------------
@@ -217,19 +419,25 @@ def detect_steps(values: Sequence[float], *, min_ratio: float = MIN_RATIO,
         seg = y[lo:hi]
         base = _l1(seg)
         best, best_i = 0.0, None
-        # Search every split point; a best split with too few runs on one side is not (yet) a
-        # confirmed step -- forcing it inward would name the wrong run.
-        for i in range(1, n):
+        # Only admissible splits (>= min_runs on each side): an outlier run at either end would
+        # otherwise win the search and hide a clean step further in.
+        for i in range(min_runs, n - min_runs + 1):
             gain = base - _l1(seg[:i]) - _l1(seg[i:])
             if gain > best:
                 best, best_i = gain, i
-        if best_i is None or best_i < min_runs or n - best_i < min_runs:
+        if best_i is None:
             return
         left, right = seg[:best_i], seg[best_i:]
         m0, m1 = float(np.median(left)), float(np.median(right))
         if m0 == 0:
             return
         ratio = m1 / m0
+        # The runs either side of the split must sit on their own side of the midpoint; else the
+        # real step lies closer to an end than min_runs allows (not yet confirmed) and this
+        # split would name the wrong run.
+        mid = (m0 + m1) / 2
+        if (left[-1] - mid) * (m1 - m0) > 0 or (right[0] - mid) * (m1 - m0) < 0:
+            return
         _, p = mann_whitney(left, right)
         if (ratio >= min_ratio or ratio <= 1.0 / min_ratio) and p < alpha:
             steps.append(Step(lo + best_i, m0, m1, ratio, p))
@@ -251,3 +459,41 @@ def history_with_steps(series: list[dict[str, Any]], **kw: Any) -> dict[str, Any
         "steps": [dict(s.to_dict(), run_id=series[s.index]["run_id"], created=series[s.index]["created"])
                   for s in steps],
     }
+
+
+def history_series(store: Any, metric: str, *, model: str, precision: str | None = None,
+                   target: str | None = None, kind: str | None = None,
+                   min_ratio: float = MIN_RATIO) -> list[dict[str, Any]]:
+    """A metric's history for one model, one series per configuration (``store.series_key``:
+    precision, target, device, batch, threads, delegate, runtime, method, strategy, ...), each
+    with its level shifts. Percentile values from too few samples to be valid are left out of a
+    series (counted in ``left_out``), so a 200-sample p99 never sits on a line of valid ones."""
+    import json
+
+    from edgebench.measure import MIN_SAMPLES
+    from edgebench.store import METRIC_ALIASES
+
+    col = METRIC_ALIASES.get(metric, metric)
+    need = MIN_SAMPLES.get(col[:-3]) if col in ("p50_ms", "p90_ms", "p99_ms") else None
+    groups: dict[str, list[dict[str, Any]]] = {}
+    left_out: dict[str, int] = {}
+    for p in store.history(metric, model=model, precision=precision, target=target, kind=kind):
+        sid = json.dumps(p["series"], sort_keys=True, default=str)
+        invalid = need is not None and (
+            (p.get("n_samples") is not None and p["n_samples"] < need)
+            or (col == "p99_ms" and p.get("p99_valid") is False))
+        if invalid:
+            left_out[sid] = left_out.get(sid, 0) + 1
+            groups.setdefault(sid, [])
+            continue
+        groups.setdefault(sid, []).append(p)
+    out = []
+    for sid, pts in groups.items():
+        series = json.loads(sid)
+        h = history_with_steps(pts, min_ratio=min_ratio) if pts else {"points": [], "steps": []}
+        out.append({"model": model, "metric": metric, "precision": series.get("precision"),
+                    "target": series.get("target"), "batch_size": series.get("batch_size"),
+                    "series": series, "left_out": left_out.get(sid, 0),
+                    "left_out_reason": (f"{col[:-3]} from fewer than {need} samples is not valid"
+                                        if left_out.get(sid) else None), **h})
+    return out

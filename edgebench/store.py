@@ -184,6 +184,43 @@ def headline(row: "Row | dict[str, Any]", *, kind: str | None = None) -> dict[st
     return out
 
 
+# Fields that change a measured number: two rows that differ in any of them are never points of
+# one history series (``series_key``). The runtime counts by name (ai_edge_litert, tflite_runtime,
+# benchmark_model, tensorflow ...); its version does not split a series, because a version upgrade
+# is exactly the kind of change a history exists to show (the fingerprint records it).
+SERIES_FIELDS = ("precision", "target", "device_model", "batch_size", "size", "threads", "delegate",
+                 "runtime", "method", "input_source", "strategy", "xla", "input_pipeline", "workers")
+
+
+def _row_field(row: dict[str, Any], name: str) -> Any:
+    """A row's value of ``name``: the row itself, else its ``extra``, else its fingerprint."""
+    for src in (row, row.get("extra"), row.get("fingerprint")):
+        if isinstance(src, dict) and src.get(name) is not None:
+            return src[name]
+    return None
+
+
+def series_key(row: dict[str, Any]) -> dict[str, Any]:
+    """The configuration of a result row that its numbers depend on (see ``SERIES_FIELDS``).
+
+    ``threads`` is the effective thread count where the row records it; ``method`` has its
+    numbers blanked (a sample count in a method string does not change what is measured).
+    """
+    key: dict[str, Any] = {}
+    for name in SERIES_FIELDS:
+        v = _row_field(row, "threads_effective") if name == "threads" else None
+        if v is None:
+            v = _row_field(row, name)
+        if name == "runtime" and isinstance(v, str):
+            v = v.split()[0] if v.split() else v
+        if name == "method" and isinstance(v, str):
+            v = re.sub(r"\d+(\.\d+)?", "N", v)
+        if isinstance(v, (dict, list)):
+            v = json.dumps(v, sort_keys=True)
+        key[name] = v
+    return key
+
+
 def encode_samples(samples: Any) -> bytes:
     """int64 ns samples -> zlib(little-endian int64 bytes)."""
     arr = np.asarray(samples, dtype=np.int64).astype("<i8", copy=False)
@@ -674,19 +711,48 @@ class Store:
 
     def history(self, metric: str, *, model: str, precision=None, target=None,
                 kind=None) -> list[dict[str, Any]]:
-        """A metric's series for one model: [{created, run_id, row_index, value, precision,
-        target, batch_size}] oldest first (rows with status != ok or no value are left out)."""
+        """A metric's values for one model: [{created, run_id, row_index, value, precision,
+        target, batch_size, n_samples, p99_valid, series}] oldest first (rows with status != ok
+        or no value are left out). ``series`` is the row's ``series_key``: points with different
+        series keys belong to different lines."""
         col = METRIC_ALIASES.get(metric, metric)
         if col not in NUMERIC_METRICS:
             raise BadInput(f"--metric {metric!r} is not a stored metric; use one of "
                            f"{', '.join(sorted(set(METRIC_ALIASES) | set(NUMERIC_METRICS)))}")
+        rows = [r for r in self.rows(kind=kind, model=model, precision=precision, target=target)
+                if r["status"] == "ok" and r[col] is not None]
+        docs = self._docs(sorted({r["run_id"] for r in rows}))
         out = []
-        for r in self.rows(kind=kind, model=model, precision=precision, target=target):
-            if r["status"] != "ok" or r[col] is None:
-                continue
+        for r in rows:
+            doc_rows = docs.get(r["run_id"], {}).get("rows") or []
+            full = doc_rows[r["row_index"]] if r["row_index"] < len(doc_rows) else {}
             out.append({"created": r["created"], "run_id": r["run_id"], "row_index": r["row_index"],
                         "value": float(r[col]), "precision": r["precision"], "target": r["target"],
-                        "batch_size": r["batch_size"]})
+                        "batch_size": r["batch_size"], "n_samples": r["n_samples"],
+                        "p99_valid": r["p99_valid"],
+                        "series": series_key(full if isinstance(full, dict) else {})})
+        return out
+
+    def series_history(self, row: dict[str, Any], metric: str, *, kind=None, before: str | None = None,
+                       exclude: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        """Earlier values of ``metric`` for exactly the configuration of ``row`` (same model and
+        ``series_key``), oldest first, created before ``before``, runs in ``exclude`` left out."""
+        if row.get("model") is None:
+            return []
+        key = series_key(row)
+        cut = _utc_iso(before) if before else None
+        return [p for p in self.history(metric, model=str(row["model"]), precision=row.get("precision"),
+                                        target=row.get("target"), kind=kind)
+                if p["series"] == key and p["run_id"] not in exclude and (cut is None or p["created"] < cut)]
+
+    def _docs(self, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Stored documents (without samples) of these runs, by run id."""
+        out: dict[str, dict[str, Any]] = {}
+        for i in range(0, len(run_ids), 500):
+            chunk = run_ids[i:i + 500]
+            q = sa.select(T_RUNS.c.run_id, T_RUNS.c.doc_json).where(T_RUNS.c.run_id.in_(chunk))
+            got = self._retrying("reading run documents", lambda c: c.execute(q).all(), write=False)
+            out.update({rid: json.loads(js) for rid, js in got})
         return out
 
     def cell_keys(self, matrix_hash: str, *, status: str | None = "ok") -> set[str]:

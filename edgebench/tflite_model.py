@@ -19,6 +19,12 @@ Dynamic dimensions (-1) are taken at their stored size (1 for a dynamic batch).
 
 ``precision(info)`` names the precision a file actually has, from its kernels and constants.
 One writer: ``restore_signature`` adds a SignatureDef to a model converted without one.
+
+Untrusted files: flatbuffers let many tables point at one vector, so a small hostile file can
+make a reader decode the same long vector thousands of times. Every vector and string read here
+is charged to a budget of ``READ_BUDGET_FACTOR`` x the file size (a converter-produced model
+never shares them, so it reads at most its own size); a file that needs more is refused as bad
+input, as is any dangling or negative tensor index and any missing required name.
 """
 
 from __future__ import annotations
@@ -36,6 +42,13 @@ FLOAT_TYPES = ("float32", "float16", "float64", "bfloat16")
 QUANT_TYPES = ("int8", "uint8", "int16", "int4")
 # Ops that only move data between float and integer domains.
 BOUNDARY_OPS = ("QUANTIZE", "DEQUANTIZE")
+READ_BUDGET_FACTOR = 4      # bytes decoded per byte of file (slack for vectors read twice)
+READ_BUDGET_MIN = 1 << 16   # ... and at least this many, for tiny files
+MAX_RANK = 16               # no TFLite kernel takes more dimensions; longer shapes are not FLOP-counted
+
+
+class _Hostile(ValueError):
+    """The file asks for more work than its size allows (shared/overlapping vectors)."""
 
 
 def _schema():
@@ -66,7 +79,12 @@ def inspect(path: str | os.PathLike) -> dict[str, Any]:
                        "produced by the TFLite converter")
     try:
         return _inspect(buf, p)
-    except (IndexError, struct.error, ValueError, TypeError, UnicodeDecodeError) as exc:
+    except _Hostile:
+        raise BadInput(f"{p} asks for more data than its {len(buf)} bytes hold (flatbuffer vectors shared "
+                       "between tables; a converter never writes that); give a .tflite produced by the TFLite "
+                       "converter") from None
+    except (IndexError, struct.error, ValueError, TypeError, UnicodeDecodeError, AttributeError,
+            KeyError, OverflowError) as exc:
         raise BadInput(f"{p} is truncated or corrupt (reading the flatbuffer failed: {exc or type(exc).__name__}); "
                        "re-export or re-download the model") from None
 
@@ -76,6 +94,25 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
     model = schema.Model.GetRootAs(buf, 0)
     op_names = _enum_names(schema.BuiltinOperator)
     type_names = _enum_names(schema.TensorType)
+    budget = [max(READ_BUDGET_FACTOR * len(buf), READ_BUDGET_MIN)]
+
+    def charge(nbytes: int) -> None:
+        budget[0] -= max(int(nbytes), 0)
+        if budget[0] < 0:
+            raise _Hostile()
+
+    def ints(length: int, read) -> list[int]:
+        """A vector of 4-byte ints, charged before it is decoded."""
+        if not length:
+            return []
+        charge(4 * length)
+        return [int(x) for x in read()]
+
+    def text(raw: bytes | None, what: str) -> str:
+        if raw is None:
+            raise ValueError(f"{what} has no name")
+        charge(len(raw))
+        return raw.decode()
 
     # Touch every buffer so that a file cut short fails here, not at run time.
     for b in range(model.BuffersLength()):
@@ -93,7 +130,7 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
         name = op_names.get(code, f"BUILTIN_{code}")
         if name == "CUSTOM":
             custom = oc.CustomCode()
-            name = f"CUSTOM:{custom.decode() if custom else '?'}"
+            name = f"CUSTOM:{text(custom, 'custom op') if custom else '?'}"
         codes.append(name)
 
     if model.SubgraphsLength() < 1:
@@ -102,11 +139,20 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
 
     def tensor(i: int) -> dict[str, Any]:
         t = sg.Tensors(i)
-        shape = [int(x) for x in t.ShapeAsNumpy()] if t.ShapeLength() else []
-        sig = [int(x) for x in t.ShapeSignatureAsNumpy()] if t.ShapeSignatureLength() else list(shape)
+        shape = ints(t.ShapeLength(), t.ShapeAsNumpy)
+        sig = ints(t.ShapeSignatureLength(), t.ShapeSignatureAsNumpy) or list(shape)
         q = t.Quantization()
-        scales = [float(x) for x in q.ScaleAsNumpy()] if q is not None and q.ScaleLength() else []
-        zps = [int(x) for x in q.ZeroPointAsNumpy()] if q is not None and q.ZeroPointLength() else []
+        scales: list[float] = []
+        zps: list[int] = []
+        if q is not None and q.ScaleLength():
+            charge(4 * q.ScaleLength())
+            scales = [float(x) for x in q.ScaleAsNumpy()]
+        if q is not None and q.ZeroPointLength():
+            charge(8 * q.ZeroPointLength())
+            zps = [int(x) for x in q.ZeroPointAsNumpy()]
+        raw_name = t.Name()
+        if raw_name:
+            charge(len(raw_name))
         buffer_idx = t.Buffer()
         is_const = False
         if 0 < buffer_idx < model.BuffersLength():
@@ -114,7 +160,7 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
             is_const = bb.DataLength() > 0 or bb.Offset() > 1
         return {
             "index": i,
-            "name": (t.Name() or b"").decode(errors="replace"),
+            "name": (raw_name or b"").decode(errors="replace"),
             "shape": shape,
             "shape_signature": sig,
             "dtype": _tensor_type_name(t.Type(), type_names),
@@ -123,23 +169,32 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
             "constant": is_const,
         }
 
+    charge(4 * sg.TensorsLength())
     tensors = [tensor(i) for i in range(sg.TensorsLength())]
+
+    def tensor_index(i: int, what: str) -> int:
+        if not 0 <= i < len(tensors):
+            raise ValueError(f"{what} refers to tensor {i}, but the subgraph has {len(tensors)}")
+        return i
 
     # signature names for the main subgraph
     sig_in: dict[int, str] = {}
     sig_out: dict[int, str] = {}
     signature_keys = []
+    charge(4 * model.SignatureDefsLength())
     for s in range(model.SignatureDefsLength()):
         sd = model.SignatureDefs(s)
-        signature_keys.append((sd.SignatureKey() or b"").decode())
+        key = sd.SignatureKey()
+        signature_keys.append(text(key, "a signature") if key else "")
         if sd.SubgraphIndex() != 0 or sig_in:
             continue
+        charge(4 * (sd.InputsLength() + sd.OutputsLength()))
         for j in range(sd.InputsLength()):
             tm = sd.Inputs(j)
-            sig_in[tm.TensorIndex()] = tm.Name().decode()
+            sig_in[tensor_index(tm.TensorIndex(), "a signature input")] = text(tm.Name(), "a signature input")
         for j in range(sd.OutputsLength()):
             tm = sd.Outputs(j)
-            sig_out[tm.TensorIndex()] = tm.Name().decode()
+            sig_out[tensor_index(tm.TensorIndex(), "a signature output")] = text(tm.Name(), "a signature output")
 
     def io(idx: int, names: dict[int, str]) -> dict[str, Any]:
         t = tensors[idx]
@@ -148,20 +203,23 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
                 "quantization": ({"scale": t["scale"], "zero_point": t["zero_point"]}
                                  if t["scale"] not in (None, 0.0) else None)}
 
-    inputs = [io(int(i), sig_in) for i in sg.InputsAsNumpy()] if sg.InputsLength() else []
-    outputs = [io(int(i), sig_out) for i in sg.OutputsAsNumpy()] if sg.OutputsLength() else []
+    inputs = [io(tensor_index(i, "a subgraph input"), sig_in) for i in ints(sg.InputsLength(), sg.InputsAsNumpy)]
+    outputs = [io(tensor_index(i, "a subgraph output"), sig_out)
+               for i in ints(sg.OutputsLength(), sg.OutputsAsNumpy)]
 
     ops = []
     hist: Counter[str] = Counter()
     flops_by_op: Counter[str] = Counter()
     quantized_model = any(t["dtype"] in QUANT_TYPES and t["scale"] not in (None, 0.0) for t in tensors)
+    charge(4 * sg.OperatorsLength())
     for k in range(sg.OperatorsLength()):
         op = sg.Operators(k)
         name = codes[op.OpcodeIndex()]
-        ins = [int(i) for i in op.InputsAsNumpy()] if op.InputsLength() else []
-        outs = [int(i) for i in op.OutputsAsNumpy()] if op.OutputsLength() else []
-        in_t = [tensors[i] if i >= 0 else None for i in ins]
-        out_t = [tensors[i] for i in outs]
+        ins = ints(op.InputsLength(), op.InputsAsNumpy)
+        outs = ints(op.OutputsLength(), op.OutputsAsNumpy)
+        # -1 marks an omitted optional input; any other index must exist
+        in_t = [tensors[tensor_index(i, f"operator {k}")] if i != -1 else None for i in ins]
+        out_t = [tensors[tensor_index(i, f"operator {k}")] for i in outs]
         flops = _flops(name, in_t, out_t, op, schema)
         hist[name] += 1
         if flops:
@@ -213,6 +271,8 @@ def _prod(xs) -> int:
 def _flops(name: str, ins: list, outs: list, op, schema) -> int:
     if name not in COUNTED_OPS or not outs:
         return 0
+    if any(t is not None and len(t["shape"]) > MAX_RANK for t in (*ins, *outs)):
+        return 0   # no kernel takes that rank: a hostile file, not a model to count
     out_shape = outs[0]["shape"]
     try:
         if name == "CONV_2D":

@@ -216,6 +216,14 @@ def test_detect_throttle_rules():
     assert v["throttle_reasons"] == ["latency_trend"] and v["latency_last_over_first"] == 1.3
 
 
+def test_detect_throttle_sees_a_linear_slowdown():
+    # Audit W9: +15% spread evenly over the run; the thirds' medians differ by only ~9.8%.
+    ramp = np.linspace(1000, 1150, 300).astype(np.int64)
+    v = detect_throttle(None, [], None, ramp)
+    assert v["latency_last_over_first"] < 1.10
+    assert v["throttle_reasons"] == ["latency_trend"] and v["latency_trend_fit"] > 0.10
+
+
 # ---------------------------------------------------------------- the benchmark_model runner
 @pytest.fixture(scope="module")
 def standin_binary(tmp_path_factory):

@@ -201,3 +201,50 @@ def test_render_bench_is_pure_and_flags_invalid_p99():
     assert "99.01 (not valid: 100 < 662)" in text
     assert "50.5" in text and "12.5%" in text and "3.00 MiB" in text
     assert "FAILED: boom" in text and "warning (a): w1" in text
+
+
+def test_repeats_are_separate_processes_and_compare_uses_them(bench_models, tmp_path):
+    """Audit W4: significance from run-level replicates (worker processes), and the comparison
+    says which basis it used."""
+    db = tmp_path / "r.db"
+    ids = []
+    for i in range(2):
+        out = tmp_path / f"r{i}.json"
+        p = cli(bench_models["int8"], "--repeats", "3", "--json", out, "--db", db, *FAST, tmp=tmp_path)
+        assert p.returncode == 0, p.stderr
+        (row,) = json.loads(out.read_text())["rows"]
+        reps = row["repeats"]
+        assert [r["process"] for r in reps] == [1, 2, 3] and len({r["pid"] for r in reps}) == 3
+        assert sum(r["samples"] for r in reps) == row["latency_ms"]["samples"] == len(row["samples_ns"])
+        assert any(w.startswith("run-to-run: p50 across 3 worker processes") for w in row["warnings"])
+        ids.append(json.loads(out.read_text())["run_id"])
+    env = dict(os.environ, EDGEBENCH_DATA_DIR=str(tmp_path / "data"))
+    p = subprocess.run([EDGEBENCH, "results", "compare", ids[0], ids[1], "--db", str(db), "--json", "-"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    (pair,) = json.loads(p.stdout)["rows"]
+    assert pair["repeats"] == [3, 3] and pair["basis"] == ["repeats"]
+    p50 = next(c for c in pair["changes"] if c["metric"] == "p50 ms")
+    assert p50["basis"] == "repeats" and p50["p_runs"] is not None and p50["test"] == "Mann-Whitney U"
+    p = cli(bench_models["int8"], "--repeats", "0", "--no-store", tmp=tmp_path)
+    assert p.returncode == 2 and "--repeats must be >= 1" in _one_line_error(p)
+
+
+def test_render_server_backlog_as_lower_bound():
+    """Audit W10: an overloaded run's percentiles are lower bounds and print as "> x"."""
+    from rich.console import Console
+
+    from edgebench.cli.bench import render_bench
+    from edgebench.measure import LatencyStats
+
+    lm = LatencyStats.from_samples(np.arange(1, 1001) * 1_000_000).to_dict()
+    server = {"target_qps": 5000.0, "achieved_qps": 800.0, "workers": 1, "p50_ms": 250.0, "p99_ms": 480.0,
+              "samples": 1000, "p99_valid": True, "overloaded": True, "latency_lower_bound": True}
+    doc = {"rows": [{"model": "a", "target": "host", "status": "ok", "latency_ms": lm, "server": server,
+                     "delegate": "xnnpack"}]}
+    con = Console(record=True, width=200)
+    for part in render_bench(doc):
+        con.print(part)
+    text = con.export_text()
+    assert "> 250" in text and "> 480" in text
+    assert "p99 LoadGen bound ms" in text and "MAD ms" in text

@@ -39,8 +39,55 @@ def test_nan_outputs_are_counted_and_never_similar():
     got[0, 1] = np.nan
     got[1, 2] = np.inf
     d = cmp.drift(ref, got)
-    assert d["nan"] == 1 and d["inf"] == 1 and d["cosine"] <= 0
-    assert cmp.worst({"o": d})["nonfinite"] == 2
+    assert d["nan"] == 1 and d["inf"] == 1
+    assert all(d[k] is None for k in cmp.DRIFT_KEYS)          # no number is honest here
+    w = cmp.worst({"o": d, "fine": cmp.drift(ref, ref)})
+    assert w["nonfinite"] == 2 and w["psnr_db"] is None and w["cosine"] is None
+
+
+def test_all_nan_model_does_not_look_perfect():
+    # Issue 18.4: an all-NaN model showed max_abs 0, PSNR inf and 100% agreement.
+    ref = np.random.default_rng(0).normal(size=(6, 8))
+    got = np.full_like(ref, np.nan)
+    d = cmp.drift(ref, got)
+    assert d["max_abs"] is None and d["psnr_db"] is None and d["cosine"] is None and d["nan"] == 48
+    c = cmp.classification(ref, got, labels=ref.argmax(axis=1))
+    assert c["top1_agreement"] == 0.0 and c["top1"] == 0.0 and c["nonfinite_samples"] == 6
+    # a NaN in the reference makes the numbers meaningless too
+    assert cmp.drift(got, ref)["psnr_db"] is None and cmp.drift(got, ref)["ref_nonfinite"] == 48
+
+
+def test_shapes_must_agree_up_to_size_one_dims():
+    # Audit W11: [N, 2, 5] vs [N, 10] has the same size but another layout -- never reshape it.
+    ref = np.arange(20.0).reshape(2, 10)
+    with pytest.raises(BadInput, match="not the same up to size-1 dimensions"):
+        cmp.drift(ref, ref.reshape(2, 2, 5))
+    with pytest.raises(BadInput, match="shapes differ"):
+        cmp.drift(ref, ref.T.copy())
+    d = cmp.drift(ref, ref.reshape(2, 1, 10))
+    assert d["max_abs"] == 0.0
+    assert cmp.drift(ref[:1], ref[:1].reshape(10, 1))["max_abs"] == 0.0
+
+
+def test_no_top5_for_five_classes_or_fewer():
+    ref = np.eye(5)[[0, 1, 2, 3, 4, 0]]
+    got = np.eye(5)[[4, 3, 2, 1, 0, 1]]
+    c = cmp.classification(ref, got, labels=np.arange(6) % 5)
+    assert c["top5_agreement"] is None and c["top5"] is None and c["classes"] == 5
+    assert c["top1_agreement"] == pytest.approx(1 / 6)
+    six = cmp.classification(np.eye(6), np.eye(6)[::-1])
+    assert six["top5_agreement"] == pytest.approx(5 / 6)   # computed again from 6 classes on
+
+
+def test_nan_num_detections_costs_only_that_sample():
+    # Audit R4: int(NaN) raised and lost the whole run.
+    boxes = np.array([[[0, 0, 0.5, 0.5]], [[0.5, 0.5, 1, 1]]], np.float32)
+    ref = {"boxes": boxes, "scores": np.array([[0.9], [0.8]]), "classes": np.array([[1], [2]]),
+           "num_detections": np.array([1.0, 1.0])}
+    got = {**ref, "num_detections": np.array([np.nan, 1.0])}
+    d = cmp.detection(ref, got)
+    assert d["invalid_num_detections"] == 1 and d["matched"] == 1
+    assert d["box_agreement"] == 0.5
 
 
 def test_shape_mismatch_and_missing_output():

@@ -104,3 +104,17 @@ def test_junit_validates_against_the_junit_schema(tmp_path):
     assert schema.validate(doc), schema.error_log
     broken = etree.fromstring(b"<testsuites><testsuite tests='1'><testcase/></testsuite></testsuites>")
     assert not schema.validate(broken)   # the schema is strict enough to reject a bad report
+
+
+def test_nan_fails_without_any_threshold():
+    # Issue 18.4: NaN outputs exit non-zero even when no gate was asked for.
+    rows = [row(ROWS_D[0]), row(dict(ROWS_D[1], worst={"psnr_db": None, "cosine": None, "nonfinite": 40}))]
+    v = evaluate(rows, Thresholds())
+    (fail,) = v.failures
+    assert fail.precision == "int8" and fail.metric == "nonfinite_outputs" and "always fail" in fail.message
+    ref_nan = [row(dict(ROWS_D[0], worst={"psnr_db": None, "nonfinite": 0, "ref_nonfinite": 8}))]
+    assert evaluate(ref_nan, Thresholds()).failures[0].metric == "reference_nonfinite_outputs"
+    assert evaluate(ROWS, Thresholds()).passed
+    # --min-psnr on a NaN row: a failed check, not "needs drift" bad input
+    v = evaluate(rows, Thresholds(min_psnr_db=30))
+    assert {c.metric for c in v.failures} == {"nonfinite_outputs", "psnr_db"}

@@ -9,7 +9,8 @@ import pytest
 from scipy.stats import binom
 
 from edgebench.errors import BadInput
-from edgebench.measure import MIN_SAMPLES, LatencyStats, early_stopping_min_samples, order_stat_ci
+from edgebench.measure import (MIN_SAMPLES, LatencyStats, autocorrelation_time, early_stopping_estimate,
+                               early_stopping_min_samples, order_stat_ci, trend_change)
 
 MS = 1_000_000  # ns per ms
 
@@ -75,7 +76,7 @@ def test_cv_warning_only_when_noisy():
 
 def test_drift_warning_first_vs_last_third():
     drift = LatencyStats.from_samples(np.concatenate([np.full(300, 1 * MS), np.full(300, 1 * MS), np.full(300, 2 * MS)]))
-    assert any(w.startswith("drift: the last third") and "slower" in w for w in drift.warnings)
+    assert any(w.startswith("drift: the run got slower") for w in drift.warnings)
     assert drift.first_third_p50 == 1.0 and drift.last_third_p50 == 2.0
     flat = LatencyStats.from_samples(np.full(900, 1 * MS))
     assert not any(w.startswith("drift") for w in flat.warnings)
@@ -98,3 +99,65 @@ def test_frozen():
 def test_bad_samples(bad):
     with pytest.raises(BadInput):
         LatencyStats.from_samples(bad)
+
+
+def test_linear_slowdown_is_a_drift():
+    # Audit W9: a linear +15% slowdown over the run; the thirds' medians differ by only ~9.3%.
+    rng = np.random.default_rng(0)
+    n = 3000
+    ms = np.linspace(1.0, 1.15, n) * rng.lognormal(0, 0.01, n)
+    s = LatencyStats.from_samples(ms * MS)
+    assert abs(s.last_third_p50 - s.first_third_p50) / s.p50 < 0.10   # the old rule alone misses it
+    assert s.trend == pytest.approx(0.15 / 1.075, abs=0.02)
+    assert any(w.startswith("drift: the run got slower") for w in s.warnings)
+    assert s.to_dict()["trend"] == s.trend
+    flat = LatencyStats.from_samples(rng.lognormal(0, 0.05, n) * MS)
+    assert abs(flat.trend) < 0.02 and not flat.drifting
+    assert trend_change(np.ones(10)) is None
+
+
+def test_mad_beside_cv():
+    ms = np.r_[np.full(990, 1.0), np.full(10, 100.0)] + np.tile([0.0, 0.01], 500)
+    s = LatencyStats.from_samples(ms * MS)
+    assert s.cv > 1.0                                 # ten outliers blow up the CV ...
+    assert s.mad == pytest.approx(0.01, abs=1e-6)     # ... not the median absolute deviation
+    assert s.rmad == pytest.approx(1.4826 * 0.01 / s.p50, rel=1e-3)
+    d = s.to_dict()
+    assert d["mad"] == s.mad and d["rmad"] == s.rmad
+
+
+def test_loadgen_early_stopping_estimate_matches_loadgen():
+    # LoadGen SingleStream summaries: "Processed at least 64 queries (2048). Would discard 172
+    # highest latency queries." (t - 1 = 172) and 2116 queries -> 178 discarded.
+    for n, discard in ((2048, 172), (2116, 178)):
+        srt = np.arange(1, n + 1, dtype=float)
+        assert early_stopping_estimate(srt, 90.0) == n - discard
+    assert early_stopping_estimate(np.arange(1, 662, dtype=float), 99.0) is None
+    assert early_stopping_estimate(np.arange(1, 663, dtype=float), 99.0) == 662.0
+    d = LatencyStats.from_samples(np.arange(1, 2001) * MS).to_dict()
+    assert d["p99_early_stopping"] >= d["p99"] and d["p90_early_stopping"] >= d["p90"]
+    assert d["p99_valid"] is True and d["early_stopping_confidence"] == 0.99
+    small = LatencyStats.from_samples(np.arange(1, 201) * MS).to_dict()
+    assert small["p99_early_stopping"] is None and small["p99_valid"] is False
+
+
+def test_p99_ci_widens_with_autocorrelated_samples():
+    rng = np.random.default_rng(3)
+    n = 20000
+    iid = rng.lognormal(0, 0.1, n)
+    assert autocorrelation_time(iid > np.percentile(iid, 99)) < 1.3
+    # the same values, but slow inferences come in bursts of 20 (e.g. a background job)
+    bursty = np.sort(iid)
+    order = rng.permutation(n // 20)
+    bursty = bursty.reshape(-1, 20)[order].ravel()
+    tau = autocorrelation_time(bursty > np.percentile(bursty, 99))
+    assert tau > 5
+    a = LatencyStats.from_samples(iid * MS)
+    b = LatencyStats.from_samples(bursty * MS)
+    assert a.p99 == pytest.approx(b.p99)            # same values, same point estimate ...
+    wa = a.p99_ci[1] - a.p99_ci[0]
+    wb = b.p99_ci[1] - b.p99_ci[0]
+    assert wb > 1.5 * wa                            # ... but a wider interval when they cluster
+    assert b.p99_ci_n_eff < n / 5 and a.p99_ci_n_eff > n / 1.3
+    # the widened ranks still bracket the estimate
+    assert b.p99_ci[0] <= b.p99 <= b.p99_ci[1]

@@ -130,6 +130,37 @@ def test_compare_two_tflite_files(run_cli, tmp_path, digits_model):
     assert json.loads(out)["rows"][0]["target"] == "tf"
 
 
+def test_nan_outputs_are_loud_and_fail_without_a_gate(run_cli, tmp_path):
+    """Issue 18.4: an all-NaN model showed max_abs 0, PSNR inf, 100% agreement and exit 0."""
+    import tensorflow as tf
+
+    class Ref(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+        def serve(self, x):
+            return {"y": tf.nn.softmax(x * 3.0)}
+
+    class Broken(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([1, 4], tf.float32, name="x")])
+        def serve(self, x):
+            return {"y": tf.math.log(-tf.abs(x) - 1.0)}        # NaN everywhere
+
+    ref = Ref()
+    tf.saved_model.save(ref, str(tmp_path / "ref"), signatures={"serving_default": ref.serve})
+    br = Broken()
+    conv = tf.lite.TFLiteConverter.from_concrete_functions([br.serve.get_concrete_function()], br)
+    (tmp_path / "nan.tflite").write_bytes(conv.convert())
+    code, out, err = run_cli("compare", str(tmp_path / "ref"), str(tmp_path / "nan.tflite"), "--data", "synthetic",
+                             "--samples", "12", "--json", str(tmp_path / "r.json"), "--no-store")
+    assert code == 1, err
+    assert "NaN/Inf" in err and "always fail" in err
+    doc = json.loads((tmp_path / "r.json").read_text())
+    got = doc["rows"][1]
+    assert got["drift"]["y"]["nan"] == 48
+    assert got["drift"]["y"]["max_abs"] is None and got["drift"]["y"]["psnr_db"] is None
+    assert got["worst"]["psnr_db"] is None and got["accuracy"]["top1_agreement"] == 0.0
+    assert "n/a" in out and "NaN/Inf x48" in out
+
+
 def test_ctrl_c_keeps_the_rows_already_measured(run_cli, tmp_path, digits_model, monkeypatch):
     """Ctrl-C arriving during the third host run: rows 1-2 (real runs) are written and stored, exit 130."""
     from edgebench.targets.host import HostTarget

@@ -119,3 +119,39 @@ def test_markdown_hostile_model_name_keeps_table_shape(evil_doc):
 def test_markdown_robust_to_missing_keys(doc):
     text = render_markdown(doc)
     assert text.startswith("### edgebench") and text.endswith("\n")
+
+
+def test_top1_change_reads_right_in_the_terminal_table():
+    # Issue 18.7: a 63-point accuracy drop printed as "+63.33".
+    from edgebench.report.terminal.compare import COMPARE_COLUMNS, compare_cells
+    from edgebench.rows import InferenceRow
+
+    rows = [InferenceRow.from_dict({"precision": p, "target": "host", "status": "ok",
+                                    "accuracy": {"top1": t, "top1_drop_pp": d}})
+            for p, t, d in (("int8", 0.3, 63.33), ("fp16", 0.94, -0.5), ("fp32", 0.935, 0.0))]
+    col = [c for c, _ in COMPARE_COLUMNS].index("Δtop-1 pp")
+    assert [compare_cells(r)[col] for r in rows] == ["-63.33", "+0.50", "+0.00"]
+
+
+HOSTILE = ["[click](https://evil.example/x)", "![img](https://evil.example/p.png)", "**bold** _it_ ~~s~~",
+           "@octocat please look", "closes #12", "www.evil.example", "$x^2$ <img src=x onerror=1>",
+           "a\u202etxt.exe", "`tick` | pipe"]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_markdown_injection_is_inert(name):
+    # Audit S3: device/model names and error text reach PR comments and step summaries.
+    from markdown_it import MarkdownIt
+
+    doc = {"kind": "compare", "run_id": "r1", "fingerprint": {"cpu_model": name},
+           "rows": [{"model": name, "precision": "int8", "target": "adb:" + name, "device_model": name,
+                     "status": "failed", "error": name}]}
+    text = render_markdown(doc)
+    html = MarkdownIt("commonmark").enable("table").render(text)
+    for bad in ("<a ", "<img", "<em>", "<s>", "<del>", "\u202e"):
+        assert bad not in html, (bad, text)
+    assert html.count("<strong>") == 1                        # only edgebench's own **failed**
+    if any(t in name for t in ("@", "#1", "www.", "://")):   # GitHub would link/notify: code span
+        assert "<code>" in html
+    rows = [ln for ln in text.splitlines() if ln.startswith("| ")]
+    assert len({ln.replace("\\|", "").count("|") for ln in rows}) == 1   # the table keeps its shape

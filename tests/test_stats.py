@@ -14,6 +14,9 @@ def _lat(rng, n, scale_ms):
     return scale_ms * rng.lognormal(0.0, 0.05, n)
 
 
+QUIET = (0.01, 12, 11)   # run-to-run noise known from history: 1% over 12 stored runs (11 df)
+
+
 def test_mann_whitney_exact_known_value():
     # Complete separation of 3 vs 3: U = 0 and exact two-sided p = 2 / C(6,3) = 0.1.
     u, p = mann_whitney([1, 2, 3], [4, 5, 6])
@@ -37,28 +40,29 @@ def test_large_and_significant_slowdown_is_worse():
     rng = np.random.default_rng(1)
     a, b = _lat(rng, 1000, 1.0), _lat(rng, 1000, 1.25)
     ch = classify("p50", float(np.median(a)), float(np.median(b)), higher_is_better=False,
-                  samples_a=a, samples_b=b)
-    assert ch.verdict == "worse"
+                  samples_a=a, samples_b=b, noise=QUIET)
+    assert ch.verdict == "worse" and ch.basis == "history"
     assert ch.ratio == pytest.approx(1.25, rel=0.02)
-    assert ch.p_value < 1e-10
+    assert ch.p_samples < 1e-10 and ch.p_value < 1e-6
 
 
 def test_speedup_is_better_and_qps_direction():
     rng = np.random.default_rng(2)
     a, b = _lat(rng, 800, 2.0), _lat(rng, 800, 1.5)
     assert classify("p50", np.median(a), np.median(b), higher_is_better=False,
-                    samples_a=a, samples_b=b).verdict == "better"
+                    samples_a=a, samples_b=b, noise=QUIET).verdict == "better"
     # QPS up by 1/0.75 with the same samples -> better as well
     assert classify("qps", 1 / np.mean(a), 1 / np.mean(b), higher_is_better=True,
-                    samples_a=a, samples_b=b, inverse=True).verdict == "better"
+                    samples_a=a, samples_b=b, inverse=True, noise=QUIET).verdict == "better"
 
 
 def test_small_but_significant_change_is_same():
     # 5% slower with 20000 samples: p is tiny, but 1.05x < 1.1x -> not a change (asv rule).
     rng = np.random.default_rng(3)
     a, b = _lat(rng, 20000, 1.0), _lat(rng, 20000, 1.05)
-    ch = classify("p50", np.median(a), np.median(b), higher_is_better=False, samples_a=a, samples_b=b)
-    assert ch.p_value < ALPHA
+    ch = classify("p50", np.median(a), np.median(b), higher_is_better=False, samples_a=a, samples_b=b,
+                  noise=QUIET)
+    assert ch.p_samples < ALPHA and ch.p_value < 0.01
     assert ch.verdict == "same"
 
 
@@ -66,8 +70,9 @@ def test_large_but_insignificant_change_is_not_significant():
     # 5 vs 5 samples fully separated: smallest possible p = 2/252 = 0.0079 >= 0.002.
     a = np.array([1.0, 1.01, 1.02, 1.03, 1.04])
     b = a * 1.3
-    ch = classify("p50", np.median(a), np.median(b), higher_is_better=False, samples_a=a, samples_b=b)
-    assert ch.p_value == pytest.approx(2 / 252)
+    ch = classify("p50", np.median(a), np.median(b), higher_is_better=False, samples_a=a, samples_b=b,
+                  noise=QUIET)
+    assert ch.p_samples == pytest.approx(2 / 252)
     assert ch.verdict == "not significant"
 
 
@@ -101,7 +106,8 @@ def test_compare_runs_fingerprint_first_and_regression():
     rng = np.random.default_rng(5)
     a = _doc("a", 1.0, rng, {"tensorflow": "2.20", "cpu_model": "x"})
     b = _doc("b", 1.3, rng, {"tensorflow": "2.21", "cpu_model": "x"})
-    rep = compare_runs(a, b)
+    noise = {(("m", "int8", "host", None), col): QUIET for col in ("p50_ms", "p99_ms", "mean_ms", "qps")}
+    rep = compare_runs(a, b, noise=noise)
     assert rep["fingerprint_diff"] == [{"field": "tensorflow", "a": "2.20", "b": "2.21"}]
     (pair,) = rep["pairs"]
     verdicts = {c.metric: c.verdict for c in pair["changes"]}
@@ -150,12 +156,131 @@ def test_ratio_against_rank_direction_is_not_a_change():
     a = np.r_[_lat(rng, 990, 1.0), np.full(10, 100.0)]
     b = _lat(rng, 1000, 1.3)
     assert np.mean(b) / np.mean(a) < 1 / 1.1
-    ch = classify("mean", np.mean(a), np.mean(b), higher_is_better=False, samples_a=a, samples_b=b)
+    ch = classify("mean", np.mean(a), np.mean(b), higher_is_better=False, samples_a=a, samples_b=b,
+                  noise=QUIET)
     assert ch.p_value < ALPHA and ch.verdict == "not significant" and "opposite" in ch.note
     # QPS (inverse of latency) rising while the samples got slower is not "better" either
     ch = classify("qps", 1 / np.mean(a), 1 / np.mean(b), higher_is_better=True, samples_a=a, samples_b=b,
-                  inverse=True)
+                  inverse=True, noise=QUIET)
     assert ch.verdict == "not significant"
     # ... and p50 going the same way as the ranks is "worse"
     assert classify("p50", np.median(a), np.median(b), higher_is_better=False,
-                    samples_a=a, samples_b=b).verdict == "worse"
+                    samples_a=a, samples_b=b, noise=QUIET).verdict == "worse"
+
+
+def test_step_found_with_an_outlier_run_at_either_end():
+    # Audit W5: a clean step, plus one outlier run at the start or at the end.
+    rng = np.random.default_rng(0)
+    y = np.r_[1 + rng.normal(0, 0.01, 8), 1.3 + rng.normal(0, 0.01, 8)]
+    for series, at in ((np.r_[50.0, y], 9), (np.r_[y, 50.0], 8), (np.r_[0.01, y], 9), (np.r_[y, 0.01], 8)):
+        (s,) = detect_steps(series)
+        assert s.index == at and s.ratio == pytest.approx(1.3, rel=0.03)
+
+
+def _tail(rng, n, tail_ms):
+    """Same body (lognormal around 1 ms); 2.5% of the samples in a tail around ``tail_ms``."""
+    x = _lat(rng, n, 1.0)
+    k = int(n * 0.025)
+    x[rng.choice(n, k, replace=False)] = rng.uniform(0.9 * tail_ms, 1.1 * tail_ms, k)
+    return x
+
+
+def test_p99_regression_under_an_unchanged_body_is_caught():
+    # Audit W2: the p99 doubled, the body did not move. Mann-Whitney on the whole distribution
+    # cannot see it; the quantile test of the p99 itself can.
+    rng = np.random.default_rng(11)
+    a, b = _tail(rng, 2000, 1.5), _tail(rng, 2000, 3.0)
+    p99a, p99b = np.percentile(a, 99), np.percentile(b, 99)
+    assert p99b / p99a == pytest.approx(2.0, rel=0.1)
+    assert mann_whitney(a, b)[1] > 0.01                      # the old test: "not significant"
+    ch = classify("p99 ms", p99a, p99b, higher_is_better=False, samples_a=a, samples_b=b,
+                  kind="percentile", percentile=99.0, noise=QUIET)
+    assert ch.verdict == "worse" and ch.p_samples < 1e-6 and ch.test.startswith("quantile test")
+    # the p50 row of the same pair stays a location test and sees nothing
+    p50 = classify("p50 ms", np.median(a), np.median(b), higher_is_better=False, samples_a=a, samples_b=b,
+                   noise=QUIET)
+    assert p50.verdict == "same" and p50.test == "Mann-Whitney U"
+    # no difference in the tail -> no verdict
+    c = _tail(rng, 2000, 1.5)
+    ch = classify("p99 ms", p99a, np.percentile(c, 99), higher_is_better=False, samples_a=a, samples_b=c,
+                  kind="percentile", percentile=99.0, noise=QUIET)
+    assert ch.verdict in ("same", "not significant")
+
+
+def test_p99_from_too_few_samples_gets_no_verdict():
+    # Issue 18.14: a verdict on a 200-sample p99 needs a flag -- it is "n/a" with the reason.
+    rng = np.random.default_rng(12)
+    a, b = _tail(rng, 200, 1.5), _tail(rng, 200, 4.0)
+    ch = classify("p99 ms", np.percentile(a, 99), np.percentile(b, 99), higher_is_better=False,
+                  samples_a=a, samples_b=b, kind="percentile", percentile=99.0, noise=QUIET)
+    assert ch.verdict == "n/a" and "p99 from 200 samples is not valid" in ch.note and "662" in ch.note
+    ok = classify("p90 ms", np.percentile(a, 90), np.percentile(b, 90) * 1.5, higher_is_better=False,
+                  samples_a=a, samples_b=b * 1.5, kind="percentile", percentile=90.0, noise=QUIET)
+    assert ok.verdict == "worse"                                  # 200 >= 64: the p90 is valid
+
+
+def _run(rng, n, scale, run_sd=0.05):
+    """One worker process: its own run-level factor (run-to-run noise) on lognormal samples."""
+    return _lat(rng, n, scale * rng.lognormal(0.0, run_sd))
+
+
+def test_unreplicated_runs_give_no_latency_verdict():
+    # Audit W4: per-inference samples are not replicates. Two single runs of the same model
+    # with 5% run-to-run noise differ by >= 1.1x in ~18% of pairs at p ~ 1e-70 -- that is no
+    # evidence of a change, so without replicates or history there is no verdict.
+    rng = np.random.default_rng(13)
+    a = _run(rng, 5000, 1.0)
+    b = a * 1.12
+    ch = classify("p50 ms", np.median(a), np.median(b), higher_is_better=False, samples_a=a, samples_b=b)
+    assert ch.p_samples < 1e-50
+    assert ch.verdict == "not significant" and ch.basis == "samples" and "--repeats 3" in ch.note
+
+
+def _doc_with_repeats(run_id, rng, scale, repeats=3, n=1000, tail_ms=None):
+    runs = [(_tail(rng, n, tail_ms) * rng.lognormal(0, 0.05) if tail_ms else _run(rng, n, scale))
+            for _ in range(repeats)]
+    ms = np.concatenate(runs)
+    reps = [{"samples": len(r), "p50": float(np.median(r)), "p90": float(np.percentile(r, 90)),
+             "p99": float(np.percentile(r, 99)), "mean": float(r.mean()), "qps": float(1e3 / r.mean())}
+            for r in runs]
+    return {"run_id": run_id, "kind": "bench", "fingerprint": {},
+            "rows": [{"model": "m", "precision": "fp32", "target": "host", "status": "ok",
+                      "latency_ms": {"p50": float(np.median(ms)), "p90": float(np.percentile(ms, 90)),
+                                     "p99": float(np.percentile(ms, 99)), "mean": float(ms.mean()),
+                                     "qps": float(1e3 / ms.mean())},
+                      "samples_ns": (ms * 1e6).astype(np.int64).tolist(), "repeats": reps}]}
+
+
+def test_repeats_decide_significance_and_say_so():
+    rng = np.random.default_rng(14)
+    a = _doc_with_repeats("a", rng, 1.0, repeats=5)
+    b = _doc_with_repeats("b", rng, 1.3, repeats=5)
+    rep = compare_runs(a, b)
+    (pair,) = rep["pairs"]
+    assert pair["basis"] == ["repeats"] and pair["repeats"] == [5, 5]
+    ch = {c.metric: c for c in pair["changes"]}
+    assert ch["p50 ms"].verdict == "worse" and ch["p50 ms"].p_runs < ALPHA
+    assert "per-process values, 5 vs 5" in ch["p50 ms"].note and ch["QPS"].verdict == "worse"
+    rep = compare_runs(_doc_with_repeats("a", rng, 1.0), _doc_with_repeats("b", rng, 2.0))
+    assert rep["pairs"][0]["repeats"] == [3, 3] and rep["regressions"] >= 4
+    # A/A: same model, 5% run-to-run noise -> no verdict in (nearly) every pair
+    flagged = 0
+    for seed in range(60):
+        r = np.random.default_rng(100 + seed)
+        rep = compare_runs(_doc_with_repeats("a", r, 1.0), _doc_with_repeats("b", r, 1.0))
+        flagged += rep["regressions"] > 0 or any(c.verdict == "better" for c in rep["pairs"][0]["changes"])
+    assert flagged <= 1
+    # a p99 that doubled under the same body, seen through replicates
+    rep = compare_runs(_doc_with_repeats("a", rng, 1.0, tail_ms=1.5), _doc_with_repeats("b", rng, 1.0, tail_ms=3.0))
+    ch = {c.metric: c for c in rep["pairs"][0]["changes"]}
+    assert ch["p99 ms"].verdict == "worse" and ch["p99 ms"].basis == "repeats"
+    assert ch["p50 ms"].verdict == "same"
+
+
+def test_run_noise_from_history_is_robust_to_a_step():
+    from edgebench.stats import noise_test, run_noise
+
+    assert run_noise([1.0, 1.1, 0.9]) is None                     # too few runs
+    sigma, m, df = run_noise([1.0, 1.02, 0.98, 1.01, 0.99, 1.5, 1.52, 1.49, 1.51, 1.5])
+    assert (m, df) == (10, 8) and sigma < 0.02                    # the 1.5x step is not noise
+    assert noise_test(1.3, sigma, df) < ALPHA and noise_test(1.01, sigma, df) > 0.1

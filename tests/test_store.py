@@ -403,3 +403,58 @@ def test_renderers_show_user_text_verbatim(db):
         con.print(part)
     text = con.export_text()
     assert "[bold]m[/]" in text and "bad [/x] tag" in text and "model=[red]" in text
+
+
+def test_history_never_joins_differing_configurations(db):
+    # Issue 18.5: threads 1 / 2 / default, 200 vs 18,000 samples, and two training strategies.
+    st = Store(db)
+    for i in range(12):
+        doc = bench_doc(p99=2.0 + 0.01 * i, n=800, seed=i, created=f"2026-11-{i + 1:02d}T10:00:00+00:00")
+        row = doc["rows"][0]
+        row["threads"] = row["threads_effective"] = (1, 2)[i % 2]
+        row["runtime"] = "ai_edge_litert 2.3.0"
+        if i % 2:  # twice the threads: half the latency, which must not read as a step
+            row["latency_ms"] = {**row["latency_ms"], "p99": 1.0 + 0.01 * i}
+        st.save(doc)
+    short = bench_doc(p99=9.0, n=200, created="2026-11-20T10:00:00+00:00")
+    short["rows"][0].update(threads=1, threads_effective=1, runtime="ai_edge_litert 2.3.0")
+    st.save(short)
+    for strategy, ex in (("none", 2571.0), ("multiworker", 892.0)):
+        for j in range(5):
+            st.save(envelope("train", [{"model": "digits", "status": "ok", "examples_per_s": ex + j,
+                                         "strategy": strategy, "precision": "fp32", "batch_size": 64,
+                                         "xla": False, "input_pipeline": "optimized",
+                                         "target": f"train:{strategy}"}], FP))
+    from edgebench.stats import history_series
+
+    lines = history_series(st, "p99", model="digits")
+    assert sorted((h["series"]["threads"], len(h["points"]), h["left_out"]) for h in lines) == [(1, 6, 1), (2, 6, 0)]
+    assert all(not h["steps"] for h in lines)                 # no fake level shift between thread counts
+    (one,) = [h for h in lines if h["series"]["threads"] == 1]
+    assert "p99 from fewer than 662 samples" in one["left_out_reason"]
+    train = history_series(st, "throughput", model="digits")
+    assert sorted((h["series"]["strategy"], len(h["points"])) for h in train) == [("multiworker", 5), ("none", 5)]
+    assert all(not h["steps"] for h in train)
+
+
+def test_compare_takes_run_to_run_noise_from_stored_history(db):
+    st = Store(db)
+    rng = np.random.default_rng(3)
+    ids = []
+    for i in range(12):   # the same configuration, 3% run-to-run noise on the p50
+        doc = bench_doc(seed=i, n=800, created=f"2026-11-{i + 1:02d}T10:00:00+00:00")
+        f = float(rng.lognormal(0, 0.03)) * (1.4 if i == 11 else 1.0)
+        row = doc["rows"][0]
+        row["samples_ns"] = (np.asarray(row["samples_ns"]) * f).astype(np.int64)
+        row["latency_ms"] = {**row["latency_ms"], "p50": f, "mean": 1.1 * f, "qps": 909.0 / f}
+        ids.append(st.save(doc))
+    from edgebench.stats import compare_stored
+
+    rep = compare_stored(st, ids[8], ids[11])
+    (pair,) = rep["pairs"]
+    ch = {c.metric: c for c in pair["changes"]}
+    assert "history" in pair["basis"]
+    assert ch["p50 ms"].basis == "history" and ch["p50 ms"].verdict == "worse"
+    assert "stored runs of this configuration" in ch["p50 ms"].note
+    rep = compare_stored(st, ids[9], ids[10])
+    assert rep["regressions"] == 0

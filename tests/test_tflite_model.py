@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from edgebench.errors import BadInput
+from edgebench import tflite_model
 from edgebench.tflite_model import COUNTED_OPS, inspect
 
 pytest_plugins = ["conftest_bench"]
@@ -64,3 +65,96 @@ def test_bad_files(bench_models, tmp_path):
         inspect(junk)
     with pytest.raises(BadInput, match="model not found"):
         inspect(tmp_path / "missing.tflite")
+
+
+def _flatbuffer(tensors: int, shape_len: int, *, signature_name: bool = True, input_index: int = 0) -> bytes:
+    """A hand-built .tflite flatbuffer: ``tensors`` tensors that all share ONE shape vector of
+    ``shape_len`` entries (legal flatbuffers, never produced by a converter), one signature."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as s
+
+    b = flatbuffers.Builder(1024)
+    s.TensorStartShapeVector(b, shape_len)
+    for _ in range(shape_len):
+        b.PrependInt32(1)
+    shape = b.EndVector()
+    name = b.CreateString("t")
+    offs = []
+    for _ in range(tensors):
+        s.TensorStart(b)
+        s.TensorAddShape(b, shape)
+        s.TensorAddName(b, name)
+        s.TensorAddBuffer(b, 0)
+        offs.append(s.TensorEnd(b))
+    s.SubGraphStartTensorsVector(b, len(offs))
+    for o in reversed(offs):
+        b.PrependUOffsetTRelative(o)
+    tvec = b.EndVector()
+    s.SubGraphStartInputsVector(b, 1)
+    b.PrependInt32(input_index)
+    ins = b.EndVector()
+    s.SubGraphStart(b)
+    s.SubGraphAddTensors(b, tvec)
+    s.SubGraphAddInputs(b, ins)
+    sg = s.SubGraphEnd(b)
+    s.ModelStartSubgraphsVector(b, 1)
+    b.PrependUOffsetTRelative(sg)
+    sgs = b.EndVector()
+    s.BufferStart(b)
+    buf = s.BufferEnd(b)
+    s.ModelStartBuffersVector(b, 1)
+    b.PrependUOffsetTRelative(buf)
+    bufs = b.EndVector()
+    key = b.CreateString("serving_default")
+    tname = b.CreateString("x") if signature_name else None
+    s.TensorMapStart(b)
+    if tname is not None:
+        s.TensorMapAddName(b, tname)
+    s.TensorMapAddTensorIndex(b, 0)
+    tm = s.TensorMapEnd(b)
+    s.SignatureDefStartInputsVector(b, 1)
+    b.PrependUOffsetTRelative(tm)
+    sins = b.EndVector()
+    s.SignatureDefStart(b)
+    s.SignatureDefAddInputs(b, sins)
+    s.SignatureDefAddSignatureKey(b, key)
+    s.SignatureDefAddSubgraphIndex(b, 0)
+    sd = s.SignatureDefEnd(b)
+    s.ModelStartSignatureDefsVector(b, 1)
+    b.PrependUOffsetTRelative(sd)
+    sds = b.EndVector()
+    s.ModelStart(b)
+    s.ModelAddVersion(b, 3)
+    s.ModelAddSubgraphs(b, sgs)
+    s.ModelAddBuffers(b, bufs)
+    s.ModelAddSignatureDefs(b, sds)
+    b.Finish(s.ModelEnd(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def test_hand_built_flatbuffer_is_readable(tmp_path):
+    p = tmp_path / "ok.tflite"
+    p.write_bytes(_flatbuffer(3, 4))
+    info = tflite_model.inspect(p)
+    assert info["inputs"][0]["name"] == "x" and info["inputs"][0]["shape"] == [1, 1, 1, 1]
+
+
+def test_shared_vectors_cannot_make_inspect_quadratic(tmp_path):
+    # Audit S4: tensors sharing one long shape vector made inspect O(file size^2) in time and
+    # memory (63 KiB: 4.8 s, 160 MB). The work is now bounded by the file size.
+    p = tmp_path / "shared.tflite"
+    p.write_bytes(_flatbuffer(3000, 3000))
+    assert p.stat().st_size < 100_000
+    with pytest.raises(BadInput, match="more data than its .* bytes hold"):
+        tflite_model.inspect(p)
+
+
+@pytest.mark.parametrize("kw,msg", [({"signature_name": False}, "corrupt"), ({"input_index": -3}, "corrupt"),
+                                    ({"input_index": 99}, "corrupt")])
+def test_hostile_model_is_bad_input_not_a_crash(tmp_path, kw, msg):
+    # Audit R3: a signature tensor without a name raised AttributeError (exit 3); a negative
+    # tensor index silently read another tensor.
+    p = tmp_path / "hostile.tflite"
+    p.write_bytes(_flatbuffer(3, 4, **kw))
+    with pytest.raises(BadInput, match=msg):
+        tflite_model.inspect(p)

@@ -46,6 +46,9 @@ def register(app: typer.Typer) -> None:
         energy: EnergyOpt = False,
         energy_idle: EnergyIdleOpt = ENERGY_DEFAULTS.idle_s,
         seed: Annotated[int, typer.Option("--seed", help="Seed for synthetic inputs and Poisson arrivals.")] = 0,
+        repeats: Annotated[int, typer.Option(
+            "--repeats", help="Worker processes per model x target (>= 3 lets `results compare` test changes "
+                              "against run-to-run noise).")] = 1,
         json_path: JsonOpt = None,
         db: DbOpt = None,
         no_store: NoStoreOpt = False,
@@ -65,7 +68,7 @@ def register(app: typer.Typer) -> None:
             concurrency=tuple(split_ints(concurrency, option="--concurrency")),
             server_qps=server_qps, server_workers=server_workers, sla_p99_ms=sla_p99_ms, seed=seed,
             schedule=schedule(duration, report_every, period_ms), cold_starts=cold_starts,
-            xnnpack_cache=xnnpack_cache, energy=energy_settings(energy, energy_idle),
+            xnnpack_cache=xnnpack_cache, energy=energy_settings(energy, energy_idle), repeats=repeats,
         )
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway)
         check_store(opts)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
         a: str = typer.Argument(..., help="Run id A (before / baseline)."),
         b: str = typer.Argument(..., help="Run id B (after / candidate)."),
         min_ratio: float = typer.Option(1.1, "--min-ratio", help="A change must be at least this factor (asv default 1.1)."),
-        alpha: float = typer.Option(0.002, "--alpha", help="...and Mann-Whitney U p below this (asv default 0.002)."),
+        alpha: float = typer.Option(0.002, "--alpha", help="...and p below this (asv default 0.002): per metric, a test of that metric on the samples and of the run-to-run noise (repeats or stored history)."),
         fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 when any metric is significantly worse."),
         db: DbOpt = None,
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the comparison as JSON to PATH ('-' for stdout)."),
@@ -80,7 +80,7 @@ def register(app: typer.Typer) -> None:
         from edgebench.cli._common import console
         from edgebench.errors import BadInput, GateFailed
         from edgebench.results import envelope, write_json
-        from edgebench.stats import compare_runs
+        from edgebench.stats import compare_stored
         from edgebench.store import Store
 
         if min_ratio <= 1.0:
@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
         if not 0 < alpha < 1:
             raise BadInput(f"--alpha {alpha}: must be between 0 and 1 (e.g. 0.002)")
         with Store(db) as st:
-            rep = compare_runs(st.get(a), st.get(b), min_ratio=min_ratio, alpha=alpha)
+            rep = compare_stored(st, a, b, min_ratio=min_ratio, alpha=alpha)
         if json_path:
             write_json(envelope("results-compare", rep["pairs"], {}, **{k: v for k, v in rep.items() if k != "pairs"}),
                        json_path)
@@ -113,21 +113,15 @@ def register(app: typer.Typer) -> None:
         db: DbOpt = None,
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the series and steps as JSON to PATH ('-' for stdout)."),
     ) -> None:
-        """A metric over time for one model (one series per precision x target x batch size), level shifts flagged."""
+        """A metric over time for one model, one series per configuration (precision, target, threads, delegate, runtime, method, batch, strategy...), level shifts flagged."""
         from edgebench.cli._common import console
         from edgebench.results import envelope, write_json
-        from edgebench.stats import history_with_steps
+        from edgebench.stats import history_series
         from edgebench.store import Store
 
         with Store(db) as st:
-            series = st.history(metric, model=model, precision=precision, target=target, kind=kind)
-        groups: dict[tuple, list[dict[str, Any]]] = {}
-        for p in series:
-            groups.setdefault((p["precision"], p["target"], p["batch_size"]), []).append(p)
-        out = []
-        for (prec, tgt, bs), pts in groups.items():
-            h = history_with_steps(pts, min_ratio=min_ratio)
-            out.append({"model": model, "metric": metric, "precision": prec, "target": tgt, "batch_size": bs, **h})
+            out = history_series(st, metric, model=model, precision=precision, target=target, kind=kind,
+                                 min_ratio=min_ratio)
         if json_path:
             write_json(envelope("results-history", out, {}, metric=metric, model=model), json_path)
         if json_path != "-":

@@ -561,9 +561,12 @@ _DRIFT_COLS = (("max_abs", "max |Δ|"), ("mean_abs", "mean |Δ|"), ("rmse", "RMS
 
 def _drift_cells(stats: dict[str, Any]) -> list[str]:
     cells: list[str] = []
+    bad = any((_num(stats.get(k)) or 0) > 0 for k in ("nan", "inf", "ref_nonfinite"))
     for key, _ in _DRIFT_COLS:
         v = stats.get(key)
-        if key in ("nan", "inf"):
+        if bad and key not in ("nan", "inf"):
+            cells.append("n/a")   # NaN/Inf outputs: no drift number is honest
+        elif key in ("nan", "inf"):
             cells.append("-" if v is None else (str(v).lower() if isinstance(v, bool) else str(v)))
         elif key == "cosine":
             cells.append(_fmt(v, 6))

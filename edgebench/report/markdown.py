@@ -1,16 +1,25 @@
 """Markdown report for pull-request comments (pure: result documents in, text out).
 
 GitHub-flavoured tables: one headline table per run (inference rows: size, latency, accuracy,
-worst drift; training rows: throughput and step time), then a per-output drift table. Cell text
-is escaped for tables (``|`` -> ``\\|``, newlines -> spaces) and for the HTML GitHub renders
-inside comments (``<``, ``>``, ``&``), so a model name can never break the layout or inject
-markup.
+worst drift; training rows: throughput and step time), then a per-output drift table.
+
+Every piece of user or device text (model, device and target names, error messages, versions)
+goes through ``md_escape``: newlines become spaces and control/format characters (bidi
+overrides, zero-width) become U+FFFD; text that GitHub would turn into a link or a notification
+by itself -- an @mention, a ``#123`` reference, a URL or ``www.`` host -- is put in a code span
+(nothing inside a code span is linked, mentioned or rendered); any other text gets every
+Markdown-active character backslash-escaped (``\\ ` * _ [ ] { } ! ~ $ |``, ``_`` only at word
+edges) and ``< > &`` as HTML entities. ``|`` is escaped in both forms, so a cell can never break
+the table, inject a link/image/emphasis/math/HTML, or ping anyone. Rows with NaN/Inf outputs show
+"n/a" for every drift number.
 """
 
 from __future__ import annotations
 
 import html
 import math
+import re
+import unicodedata
 from typing import Any, Mapping, Sequence
 
 from edgebench.report._values import fmt_bytes, num
@@ -18,13 +27,30 @@ from edgebench.rows import Document, InferenceRow, Row, TrainRow
 from edgebench.targets.base import P99_MIN_SAMPLES
 
 
-def md_escape(value: Any) -> str:
-    """Make any value safe inside a GitHub table cell."""
-    s = "" if value is None else str(value)
-    s = html.escape(s, quote=False)
-    s = s.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`")
+# Text GitHub links or notifies on by itself: mentions, issue refs, URLs, bare www. hosts.
+_AUTOLINKED = re.compile(r"@|#\d|://|www\.|mailto:", re.IGNORECASE)
+# Markdown-active characters escaped with a backslash (< > & become entities instead).
+_MD_ACTIVE = re.compile(r"([\\`*\[\]{}!~$|])")
+_EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def _clean(s: str) -> str:
     s = " ".join(s.splitlines()) if ("\n" in s or "\r" in s) else s
-    return s or "-"
+    return "".join("\ufffd" if unicodedata.category(ch) in ("Cc", "Cf") else ch for ch in s)
+
+
+def md_escape(value: Any) -> str:
+    """Make any value safe as inline text in GitHub Markdown (table cells, headings, lines)."""
+    s = _clean("" if value is None else str(value))
+    if not s:
+        return "-"
+    if _AUTOLINKED.search(s):
+        fence = "`" * (max((len(m) for m in re.findall(r"`+", s)), default=0) + 1)
+        pad = " " if s.startswith("`") or s.endswith("`") or s.startswith(" ") else ""
+        return f"{fence}{pad}{s.replace('|', chr(92) + '|')}{pad}{fence}"
+    s = _MD_ACTIVE.sub(r"\\\1", s)
+    s = _EDGE_UNDERSCORE.sub(r"\\_", s)
+    return html.escape(s, quote=False)
 
 
 _num = num
@@ -135,6 +161,7 @@ def _inference_table(rows: list[tuple[InferenceRow, bool]]) -> tuple[list[str], 
             _ms(lat.p50 if lat else None), p99, _f(lat.qps if lat else None, 1),
             _f(acc.top1 if acc else None, 2, scale=100, suffix="%"), _f(acc.top1_drop_pp if acc else None, 2),
             _f(acc.top1_agreement if acc else None, 2, scale=100, suffix="%"),
+            "n/a (NaN/Inf)" if worst and (worst.nonfinite or worst.ref_nonfinite) else
             _f(worst.psnr_db if worst else None, 1),
         ])
     headers = ["model", "precision", "target", "device", "status", "size", "size red.", "p50 ms", "p99 ms",
@@ -146,9 +173,11 @@ def _drift_table(rows: list[tuple[InferenceRow, bool]]) -> list[str]:
     body = []
     for r, _ in rows:
         for out, d in (r.drift or {}).items():
-            body.append([md_escape(r.model), md_escape(r.precision), md_escape(r.target),
-                         md_escape(out), _g(d.max_abs), _g(d.mean_abs), _g(d.rmse),
-                         _g(d.rel_l2), _f(d.cosine, 6), _f(d.psnr_db, 1),
+            if d.nonfinite or (_num(d.details.get("ref_nonfinite")) or 0) > 0:
+                values = ["n/a"] * 6     # NaN/Inf outputs: no drift number is honest
+            else:
+                values = [_g(d.max_abs), _g(d.mean_abs), _g(d.rmse), _g(d.rel_l2), _f(d.cosine, 6), _f(d.psnr_db, 1)]
+            body.append([md_escape(r.model), md_escape(r.precision), md_escape(r.target), md_escape(out), *values,
                          "-" if d.nan is None else md_escape(d.nan), "-" if d.inf is None else md_escape(d.inf)])
     if not body:
         return []

@@ -203,7 +203,8 @@ class RunResult:
     WORKER_EXTRA_KEYS = ("stop_reason", "timed_wall_s", "n_input_samples", "input_source", "inputs",
                          "outputs_meta", "nonfinite_outputs", "rss_before_load_bytes", "load", "init_ms_each",
                          "runner_version", "python", "numpy", "platform", "pid", "cpu_affinity",
-                         "cpu_affinity_error", "timed_span_boottime_s", "paced", "timeline", "cold_start")
+                         "cpu_affinity_error", "timed_span_boottime_s", "paced", "timeline", "cold_start",
+                         "memory", "gc")
 
     @classmethod
     def from_worker(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray], *, target: str, model_path: str,
@@ -213,7 +214,7 @@ class RunResult:
         devices alike). ``spec`` is the job JSON the worker ran (threads/delegate in effect)."""
         outputs = {k.split("::", 1)[1]: v for k, v in arrays.items() if k.startswith("out::")} or None
         facts: dict[str, Any] = {k: meta[k] for k in cls.WORKER_EXTRA_KEYS if k in meta}
-        for key in ("service_ns", "lag_ns"):
+        for key in ("service_ns", "lag_ns", "backlog_ns"):
             if key in arrays:
                 facts[key] = arrays[key]
         facts["threads"] = spec.get("threads")

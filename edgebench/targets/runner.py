@@ -40,11 +40,31 @@ Exit status: 0 ok, 2 bad input (model/data/delegate; message in result.json), 3 
 failure. A crash (signal) or hang is detected by the parent, which owns the deadline.
 
 Timing: only ``invoke()`` sits between two ``time.perf_counter_ns()`` calls; ``set_tensor``
-and output reads happen outside the timed region. Inference i uses input sample i % N.
+happens outside the timed region. Inference i uses input sample i % N. Outputs (for drift and the
+NaN/Inf check) are read in an untimed pass over every sample *before* warmup and the timed loop,
+so the timed loop does nothing but set inputs and invoke. Around every timed loop the garbage
+collector is frozen and disabled (``gc.freeze()`` + ``gc.disable()``) and the collections that
+still happened are recorded (``gc``).
+
+Memory (``memory`` in result.json, Linux ``/proc/self/status``): ``runtime_rss_bytes`` after
+Python, numpy and the runtime are imported; ``model_load_bytes`` added by creating and allocating
+the interpreter; ``inputs_bytes`` of the input arrays kept for the run (their own bytes, exact);
+then the peak is reset (``/proc/self/clear_refs``) so data loading and conversion transients do not
+count, and ``peak_rss_bytes`` = the peak RSS from there to the end of the timed loop minus the
+input and saved-output arrays: Python + numpy + runtime + model + arena. ``model_rss_bytes`` =
+``peak_rss_bytes - runtime_rss_bytes``. Synthetic inputs are drawn in float32 directly.
+
+Server mode: each query waits for its scheduled time by sleeping until ``SPIN_NS`` before it and
+spinning (yielding the GIL) for the rest, so the sleep's oversleep is not charged to the model;
+the issuing thread's own lateness (issue time - scheduled time, for queries that found a worker
+idle) is recorded apart as ``generator_lateness_ms``. A run stopped at max_time reports the
+queries that were due but not served (``backlog_ns``: time from their due time to the stop, a
+lower bound of their latency).
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -61,6 +81,8 @@ RUNNER_VERSION = 1
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INFRA = 0, 2, 3
 SYNTHETIC_SAMPLES = 8          # distinct seeded synthetic samples cycled through
 SYNTHETIC_INT_RANGE = (0, 16)  # [low, high) for non-quantized integer inputs (e.g. token ids)
+SPIN_NS = 2_000_000            # server mode: sleep until 2 ms before a due time, then spin
+QUANTIZE_CHUNK_BYTES = 16 << 20  # float64 temporaries of quantize() stay below this
 # Test-only fault injection so the parent's crash/hang handling can be tested for real:
 # "abort" -> os.abort() after loading the model, "hang" -> sleep forever.
 FAULT_ENV = "EDGEBENCH_RUNNER_FAULT"
@@ -228,10 +250,20 @@ def is_quantized(det: dict) -> bool:
 
 
 def quantize(x: np.ndarray, det: dict) -> np.ndarray:
+    """round(x / scale) + zero_point, clipped, in float64 -- a chunk of rows at a time, so a large
+    input never needs a full float64 copy."""
     dt = np.dtype(det["dtype"])
     info = np.iinfo(dt)
-    q = np.round(x.astype(np.float64) / det["scale"]) + det["zero_point"]
-    return np.clip(q, info.min, info.max).astype(dt)
+    x = np.asarray(x)
+    out = np.empty(x.shape, dt)
+    row = max(1, int(np.prod(x.shape[1:], dtype=np.int64)) * 8) if x.ndim else 8
+    step = max(1, QUANTIZE_CHUNK_BYTES // row)
+    flat_x = x.reshape(1) if x.ndim == 0 else x
+    flat_o = out.reshape(1) if x.ndim == 0 else out
+    for i in range(0, flat_x.shape[0], step):
+        q = np.round(flat_x[i:i + step].astype(np.float64) / det["scale"]) + det["zero_point"]
+        flat_o[i:i + step] = np.clip(q, info.min, info.max)
+    return out
 
 
 def dequantize(q: np.ndarray, det: dict) -> np.ndarray:
@@ -247,7 +279,10 @@ def synthetic_inputs(inputs: list[dict], seed: int, n: int = SYNTHETIC_SAMPLES) 
         shape = [n] + [max(1, s) for s in det["shape"][1:]]
         dt = np.dtype(det["dtype"])
         if is_quantized(det) or np.issubdtype(dt, np.floating):
-            out[det["name"]] = rng.uniform(-1.0, 1.0, shape).astype(np.float32)
+            x = rng.random(shape, dtype=np.float32)    # float32 directly: no float64 copy
+            x *= 2.0
+            x -= 1.0
+            out[det["name"]] = x
         elif dt == np.bool_:
             out[det["name"]] = rng.integers(0, 2, shape).astype(np.bool_)
         elif np.issubdtype(dt, np.integer):
@@ -360,6 +395,55 @@ def rss_bytes(field: str = "VmHWM") -> int | None:
         return None
 
 
+def reset_peak_rss() -> bool:
+    """Reset the peak RSS (VmHWM) to the current RSS (Linux >= 4.0); False where not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def owned_bytes(arrays) -> int:
+    """Bytes of the memory blocks that hold these arrays (views count their base once)."""
+    seen: dict[int, int] = {}
+    for a in arrays:
+        base = a
+        while isinstance(getattr(base, "base", None), np.ndarray):
+            base = base.base
+        if isinstance(base, np.ndarray):
+            seen[id(base)] = int(base.nbytes)
+        else:
+            seen[id(a)] = int(a.nbytes)
+    return sum(seen.values())
+
+
+class GcPaused:
+    """``with GcPaused() as g:`` collect, freeze and disable the garbage collector; afterwards
+    ``g.collections`` counts the collections that still ran (0 unless something re-enabled it)."""
+
+    def __enter__(self):
+        gc.collect()
+        if hasattr(gc, "freeze"):
+            gc.freeze()
+        self.was_enabled = gc.isenabled()
+        gc.disable()
+        self.before = sum(st["collections"] for st in gc.get_stats())
+        return self
+
+    def __exit__(self, *exc):
+        self.collections = sum(st["collections"] for st in gc.get_stats()) - self.before
+        if self.was_enabled:
+            gc.enable()
+        if hasattr(gc, "unfreeze"):
+            gc.unfreeze()
+        return False
+
+    def facts(self) -> dict:
+        return {"disabled": True, "frozen": hasattr(gc, "freeze"), "collections": int(self.collections)}
+
+
 class Session:
     """One interpreter with its prepared inputs; the hot loop lives in ``timed``."""
 
@@ -369,6 +453,12 @@ class Session:
         self.it = make_interpreter(runtime, job["model_path"], job.get("threads"), job.get("delegate", "xnnpack"))
         self.init_ns = time.perf_counter_ns() - t0
         self.inputs, self.outputs = io_details(self.it)
+        if inputs_data is not False:
+            self.prepare(inputs_data)
+
+    def prepare(self, inputs_data: dict | None) -> None:
+        """Map, check and convert the input data (None: seeded synthetic inputs)."""
+        job = self.job
         if inputs_data is None:
             data = synthetic_inputs(self.inputs, int(job.get("seed", 0)))
             source = "synthetic inputs"
@@ -382,6 +472,9 @@ class Session:
         self.single = self.n == 1
         if self.single:
             self._set(0)
+
+    def input_bytes(self) -> int:
+        return owned_bytes([a for _, arrs in self.set_items for a in arrs])
 
     def _set(self, i: int) -> None:
         k = i % self.n
@@ -407,7 +500,7 @@ class Session:
 
 
 def run_single(job: dict, sess: Session) -> dict:
-    """Warmup, then timed runs; outputs from the first pass over the samples."""
+    """First inference, an untimed pass that reads every sample's outputs, warmup, timed runs."""
     res: dict = {}
     it = sess.it
     clock = time.perf_counter_ns
@@ -427,6 +520,23 @@ def run_single(job: dict, sess: Session) -> dict:
     first_ns = clock() - t0
     res["first_inference_ms"] = first_ns / 1e6
 
+    # untimed output pass: every sample's outputs (drift, NaN/Inf), before anything is timed
+    save = bool(job.get("save_outputs"))
+    outputs: list[dict] = []
+    nonfinite: dict[str, int] = {}
+    for j in range(n):
+        if j:
+            sess._set(j)
+            invoke()
+        o = sess.read_outputs()
+        _count_nonfinite(o, nonfinite)
+        if save:
+            outputs.append(o)
+    if save:
+        res["outputs"] = {d["name"]: np.concatenate([o[d["name"]] for o in outputs], axis=0)
+                          for d in sess.outputs}
+    del outputs
+
     warmup = [first_ns]
     wr = int(job.get("warmup_runs", 10))
     wt = float(job.get("warmup_time_s", 0.0)) * 1e9
@@ -441,7 +551,6 @@ def run_single(job: dict, sess: Session) -> dict:
         warmup.append(clock() - t0)
         i += 1
 
-    save = bool(job.get("save_outputs"))
     runs = job.get("runs")
     min_runs = int(job.get("min_runs", 662))
     min_t = float(job.get("min_time_s", 1.0)) * 1e9
@@ -449,47 +558,32 @@ def run_single(job: dict, sess: Session) -> dict:
     cap = int(runs) if runs is not None else None
     samples = []
     append = samples.append
-    outputs: list[dict] = []
-    nonfinite: dict[str, int] = {}
-    first_pass = n  # outputs of inference i < n are read (untimed) for NaN/Inf and drift
 
     b0 = boottime_s()   # the timed span on CLOCK_BOOTTIME, for the target's sensor samples (issue 17)
-    start = clock()
-    i = 0
     stop_reason = "runs"
-    while True:
-        el = clock() - start
-        if cap is not None:
-            if i >= cap:
+    with GcPaused() as paused:
+        start = clock()
+        i = 0
+        while True:
+            el = clock() - start
+            if cap is not None:
+                if i >= cap:
+                    break
+            elif i >= min_runs and el >= min_t:
+                stop_reason = "min_runs_and_min_time"
                 break
-        elif i >= min_runs and el >= min_t:
-            stop_reason = "min_runs_and_min_time"
-            break
-        if el >= max_t:  # also caps a forced --runs, so the parent's deadline stays meaningful
-            stop_reason = "max_time"
-            break
-        if not single:
-            for idx, arrs in set_items:
-                it.set_tensor(idx, arrs[i % n])
-        t0 = clock()
-        invoke()
-        append(clock() - t0)
-        if i < first_pass:
-            o = sess.read_outputs()
-            _count_nonfinite(o, nonfinite)
-            if save:
-                outputs.append(o)
-        i += 1
-    wall_ns = clock() - start
+            if el >= max_t:  # also caps a forced --runs, so the parent's deadline stays meaningful
+                stop_reason = "max_time"
+                break
+            if not single:
+                for idx, arrs in set_items:
+                    it.set_tensor(idx, arrs[i % n])
+            t0 = clock()
+            invoke()
+            append(clock() - t0)
+            i += 1
+        wall_ns = clock() - start
     res["timed_span_boottime_s"] = [b0, boottime_s()]
-    # Fewer timed runs than samples: finish the first pass untimed so every sample has outputs.
-    for j in range(len(samples), first_pass):
-        sess._set(j)
-        invoke()
-        o = sess.read_outputs()
-        _count_nonfinite(o, nonfinite)
-        if save:
-            outputs.append(o)
 
     res.update({
         "samples_ns": np.asarray(samples, np.int64),
@@ -497,10 +591,8 @@ def run_single(job: dict, sess: Session) -> dict:
         "stop_reason": stop_reason,
         "timed_wall_s": wall_ns / 1e9,
         "nonfinite_outputs": nonfinite,
+        "gc": paused.facts(),
     })
-    if save:
-        res["outputs"] = {d["name"]: np.concatenate([o[d["name"]] for o in outputs], axis=0)
-                          for d in sess.outputs}
     return res
 
 
@@ -526,13 +618,12 @@ def _run_workers(work, n: int, barrier, start_box: list, errors: list, what: str
         raise JobError(f"{what} worker failed: {errors[0]}", bad_input=False)
 
 
-def run_concurrency(job: dict, runtime, data, level: int) -> dict:
+def run_concurrency(job: dict, sessions: list, level: int) -> dict:
     """``level`` interpreters in parallel threads (invoke releases the GIL); time-bounded.
 
     Each worker stops once the shared clock passed min_time and it did its share of
     min_runs (or its share of ``runs``), or at max_time. Throughput = completed / wall.
     """
-    sessions = [Session(runtime, job, data) for _ in range(level)]
     for s in sessions:  # warm each interpreter
         for k in range(max(1, int(job.get("warmup_runs", 10)))):
             s.one(k)
@@ -565,7 +656,8 @@ def run_concurrency(job: dict, runtime, data, level: int) -> dict:
         except Exception as exc:  # noqa: BLE001 -- reported by the main thread
             errors.append(_one_line(exc))
 
-    _run_workers(work, level, barrier, start_box, errors, "concurrency")
+    with GcPaused() as paused:
+        _run_workers(work, level, barrier, start_box, errors, "concurrency")
     wall = max(ends) - start_box[0]
     total = sum(len(x) for x in per_worker)
     return {
@@ -578,16 +670,47 @@ def run_concurrency(job: dict, runtime, data, level: int) -> dict:
                  "qps": total / (wall / 1e9) if wall > 0 else None,
                  "per_worker_completed": [len(x) for x in per_worker]},
         "nonfinite_outputs": {},
+        "gc": paused.facts(),
     }
 
 
-def run_server(job: dict, runtime, data, qps: float, workers: int, queries: int) -> dict:
+def wait_until(due_ns: int, share_gil: bool = False) -> None:
+    """Return at ``due_ns`` (perf_counter_ns): sleep until SPIN_NS before it, then spin.
+
+    ``time.sleep`` oversleeps by ~0.1 ms (more on a busy machine); spinning the last stretch
+    keeps that out of the measured latency. With ``share_gil`` (several workers) the spin calls
+    ``time.sleep(0)``, which hands the GIL to a worker coming back from ``invoke()`` instead of
+    making it wait for the 5 ms switch interval; a lone worker spins without system calls, which
+    on a loaded machine are chances to be descheduled."""
+    clock = time.perf_counter_ns
+    left = due_ns - clock()
+    if left > SPIN_NS:
+        time.sleep((left - SPIN_NS) / 1e9)
+    if share_gil:
+        while clock() < due_ns:
+            time.sleep(0)
+    else:
+        while clock() < due_ns:
+            pass
+
+
+def _ms_summary(ns: np.ndarray) -> dict | None:
+    if ns.size == 0:
+        return None
+    ms = ns.astype(np.float64) / 1e6
+    return {"count": int(ms.size), "p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)),
+            "max": float(ms.max()), "mean": float(ms.mean())}
+
+
+def run_server(job: dict, sessions: list, qps: float, workers: int, queries: int) -> dict:
     """Poisson arrivals at ``qps`` (seeded) served FIFO by ``workers`` interpreters.
 
-    Latency of query k = completion time - scheduled arrival time, so queueing delay (and
-    any oversleep of the issuing thread) is included, as in MLPerf's server scenario.
+    Latency of query k = completion time - scheduled arrival time, so queueing delay is
+    included, as in MLPerf's server scenario. A worker that is idle waits for the due time with
+    ``wait_until``; the time it still started late (issue - due) is the load generator's own
+    lateness, recorded apart (``generator_lateness_ms``) and bounding how much of a latency is
+    not the system's. Queries due before a max_time stop but not served are ``backlog_ns``.
     """
-    sessions = [Session(runtime, job, data) for _ in range(workers)]
     for s in sessions:
         for k in range(max(1, int(job.get("warmup_runs", 10)))):
             s.one(k)
@@ -596,12 +719,14 @@ def run_server(job: dict, runtime, data, qps: float, workers: int, queries: int)
     arrivals = (np.cumsum(gaps) * 1e9).astype(np.int64)
     lat = np.zeros(queries, np.int64)
     service = np.zeros(queries, np.int64)
+    late = np.full(queries, -1, np.int64)
     done = np.zeros(queries, np.int64)
     lock = threading.Lock()
     nxt = [0]
     max_t = float(job.get("max_time_s", 60.0)) * 1e9
     barrier = threading.Barrier(workers + 1)
     start_box = [0]
+    stops = [0] * workers
     errors: list[str] = []
 
     def work(w: int) -> None:
@@ -619,24 +744,36 @@ def run_server(job: dict, runtime, data, qps: float, workers: int, queries: int)
                 due = start + int(arrivals[k])
                 now = clock()
                 if now - start > max_t:
+                    stops[w] = now - start
                     return
-                if due > now:
-                    time.sleep((due - now) / 1e9)
+                idle = due > now
+                if idle:
+                    wait_until(due, share_gil=workers > 1)
+                issued = clock()
                 svc = s.one(k)
                 end = clock()
                 service[k] = svc
                 lat[k] = end - due
                 done[k] = end - start
+                if idle:
+                    late[k] = max(issued - due, 0)
         except Exception as exc:  # noqa: BLE001
             errors.append(_one_line(exc))
 
-    _run_workers(work, workers, barrier, start_box, errors, "server")
+    with GcPaused() as paused:
+        _run_workers(work, workers, barrier, start_box, errors, "server")
     completed = done > 0
     n_done = int(completed.sum())
     span = int(done[completed].max()) if n_done else 0
+    stop = max(stops) if any(stops) else 0
+    backlog = np.zeros(0, np.int64)
+    if stop:   # due before the stop, never served: latency at least stop - due
+        unserved = ~completed & (arrivals <= stop)
+        backlog = (stop - arrivals[unserved]).astype(np.int64)
     return {
         "samples_ns": lat[completed],
         "service_ns": service[completed],
+        "backlog_ns": backlog,
         "warmup_ns": np.zeros(0, np.int64),
         "first_inference_ms": None,
         "load": {"mode": "server", "target_qps": qps, "workers": workers, "issued": queries,
@@ -644,8 +781,12 @@ def run_server(job: dict, runtime, data, qps: float, workers: int, queries: int)
                  "achieved_qps": n_done / (span / 1e9) if span > 0 else None,
                  # the rate the seeded schedule really offered (finite-sample Poisson noise)
                  "offered_qps": queries / (arrivals[-1] / 1e9) if arrivals[-1] > 0 else None,
-                 "truncated_by_max_time": n_done < queries},
+                 "truncated_by_max_time": n_done < queries,
+                 "backlog": int(backlog.size),
+                 "generator_lateness_ms": _ms_summary(late[completed & (late >= 0)]),
+                 "spin_ns": SPIN_NS},
         "nonfinite_outputs": {},
+        "gc": paused.facts(),
     }
 
 
@@ -1003,39 +1144,67 @@ def run_job(job: dict) -> dict:
         res["peak_rss_bytes"] = rss_bytes("VmHWM")
         return res
     runtime = load_runtime()
-    rss0 = rss_bytes("VmRSS")
-    data = None
+    gc.collect()
+    rss_runtime = rss_bytes("VmRSS")
     res: dict = {"runtime": runtime[3], **pinned}
-    if job.get("inputs_npz"):
-        data = load_npz(job["inputs_npz"])  # read once; each Session maps it to its interpreter
-    if load is None or load.get("mode") == "single":
-        sess = Session(runtime, job, data)
-        res["init_ms"] = sess.init_ns / 1e6
-        fault = os.environ.get(FAULT_ENV)
-        if fault == "abort":
-            os.abort()
-        elif fault == "hang":
-            while True:
-                time.sleep(3600)
+    mode = "single" if load is None else load.get("mode")
+    if mode not in ("single", "concurrency", "server"):
+        raise JobError(f"unknown load mode {mode!r}; use single, concurrency, server or cold_start")
+    count = 1 if mode == "single" else int(load["level"] if mode == "concurrency" else load.get("workers", 1))
+    sessions = [Session(runtime, job, False) for _ in range(count)]   # interpreters first: their own cost
+    rss_model = rss_bytes("VmRSS")
+    res["init_ms"] = sessions[0].init_ns / 1e6
+    fault = os.environ.get(FAULT_ENV)
+    if fault == "abort":
+        os.abort()
+    elif fault == "hang":
+        while True:
+            time.sleep(3600)
+    data = load_npz(job["inputs_npz"]) if job.get("inputs_npz") else None   # read once, mapped per session
+    for sess in sessions:
+        sess.prepare(data)
+    del data                      # arrays the sessions do not use are freed here
+    inputs_bytes = owned_bytes([a for sess in sessions for _, arrs in sess.set_items for a in arrs])
+    gc.collect()
+    rss_inputs = rss_bytes("VmRSS")
+    peak_reset = reset_peak_rss()  # loading/converting transients do not count
+    if mode == "single":
+        sess = sessions[0]
         loop = run_timeline if job.get("timeline") else run_paced if job.get("period_ms") is not None else run_single
         try:
-            res.update(loop(job, sess))
+            if loop is run_single:   # pauses the collector around its own timed loop
+                res.update(loop(job, sess))
+            else:                    # paced/sustained: paused for the whole run (warm-up included)
+                with GcPaused() as paused:
+                    res.update(loop(job, sess))
+                res["gc"] = paused.facts()
         except RuntimeError as exc:  # a kernel rejected an input (e.g. an index out of range)
             raise JobError(f"inference failed on {job['model_path']}: {_one_line(exc)}; check the input "
                            "data (value ranges such as token ids within the vocabulary)") from None
         res["n_input_samples"] = sess.n
-        res["input_source"] = "npz" if data is not None else "synthetic"
+        res["input_source"] = "npz" if job.get("inputs_npz") else "synthetic"
         res["inputs"] = sess.inputs
         res["outputs_meta"] = sess.outputs
-    elif load.get("mode") == "concurrency":
-        res.update(run_concurrency(job, runtime, data, int(load["level"])))
-    elif load.get("mode") == "server":
-        res.update(run_server(job, runtime, data, float(load["qps"]), int(load.get("workers", 1)),
-                              int(load["queries"])))
+    elif mode == "concurrency":
+        res.update(run_concurrency(job, sessions, count))
     else:
-        raise JobError(f"unknown load mode {load.get('mode')!r}; use single, concurrency, server or cold_start")
-    res["rss_before_load_bytes"] = rss0
-    res["peak_rss_bytes"] = rss_bytes("VmHWM")
+        res.update(run_server(job, sessions, float(load["qps"]), count, int(load["queries"])))
+    hwm = rss_bytes("VmHWM")
+    outputs_bytes = sum(int(a.nbytes) for a in (res.get("outputs") or {}).values())
+    peak = None if hwm is None else max(hwm - inputs_bytes - outputs_bytes, 0)
+    res["memory"] = {
+        "runtime_rss_bytes": rss_runtime,
+        "model_load_bytes": None if rss_model is None or rss_runtime is None else rss_model - rss_runtime,
+        "inputs_bytes": inputs_bytes,
+        "inputs_rss_bytes": None if rss_inputs is None or rss_model is None else rss_inputs - rss_model,
+        "outputs_bytes": outputs_bytes,
+        "process_peak_rss_bytes": hwm,
+        "peak_reset_after_inputs": peak_reset,
+        "peak_rss_bytes": peak,
+        "model_rss_bytes": None if peak is None or rss_runtime is None else max(peak - rss_runtime, 0),
+    }
+    res["rss_before_load_bytes"] = rss_runtime
+    res["peak_rss_bytes"] = peak
     return res
 
 
@@ -1068,7 +1237,7 @@ def main(argv: list[str]) -> int:
     arrays: dict[str, np.ndarray] = {}
     try:
         res = run_job(job)
-        for key in ("samples_ns", "warmup_ns", "service_ns", "lag_ns"):
+        for key in ("samples_ns", "warmup_ns", "service_ns", "lag_ns", "backlog_ns"):
             if key in res:
                 arrays[key] = np.asarray(res.pop(key), np.int64)
         for name, arr in (res.pop("outputs", None) or {}).items():

@@ -100,7 +100,7 @@ def _step_stats(samples_ns: list[int]) -> dict[str, Any]:
     ``qps`` becomes ``steps_per_s``; the warnings are rephrased for training (the bench ones name
     bench options).
     """
-    from edgebench.measure import CV_WARN, DRIFT_WARN, MIN_SAMPLES, LatencyStats
+    from edgebench.measure import CV_WARN, MIN_SAMPLES, LatencyStats
 
     st = LatencyStats.from_samples(samples_ns, what="training run")
     out = st.to_dict()
@@ -112,9 +112,9 @@ def _step_stats(samples_ns: list[int]) -> dict[str, Any]:
     if st.samples > 1 and st.cv >= CV_WARN:
         warnings.append(f"unstable: step-time CV {st.cv:.0%} >= {CV_WARN:.0%}; close other programs, raise "
                         "--warmup-steps or --steps")
-    if st.first_third_p50 and st.last_third_p50 and st.p50 > 0 and \
-            abs(st.last_third_p50 - st.first_third_p50) / st.p50 >= DRIFT_WARN:
+    if st.drifting:   # first vs last third, or the fitted (Theil-Sen) trend, moved >= DRIFT_WARN
         warnings.append(f"drift: median step {st.first_third_p50:.4g} ms in the first third vs "
-                        f"{st.last_third_p50:.4g} ms in the last; raise --warmup-steps or check heat/clocks")
+                        f"{st.last_third_p50:.4g} ms in the last (fitted trend {st.trend or 0:+.0%}); "
+                        "raise --warmup-steps or check heat/clocks")
     out["warnings"] = warnings
     return out

@@ -32,6 +32,10 @@ def _ci(r: InferenceRow) -> str:
     return f"[{fmt_value(lo, '.4g')}, {fmt_value(hi, '.4g') if hi is not None else 'unbounded'}]"
 
 
+def _detail(r: InferenceRow, k: str) -> str:
+    return fmt_value(r.latency.details.get(k) if r.latency else None, ".4g")
+
+
 def _pct(r: InferenceRow) -> str:
     c = r.cost
     if c is None or c.pct_of_peak is None:
@@ -50,6 +54,7 @@ def _warmup(r: InferenceRow) -> str:
 SPEC = (
     ("status", lambda r: r.status if r.ok else f"FAILED: {r.error}"),
     ("samples", lambda r: fmt_value(r.latency.samples if r.latency else None, "d")),
+    ("processes", lambda r: str(len(r.unknown.get("repeats") or []) or 1)),
     ("mean ms", lambda r: _lat(r, "mean")),
     ("std ms", lambda r: _lat(r, "std")),
     ("min ms", lambda r: _lat(r, "min")),
@@ -58,6 +63,8 @@ SPEC = (
     ("p95 ms", lambda r: _lat(r, "p95")),
     ("p99 ms", _p99),
     ("p99 95% CI ms", _ci),
+    ("p99 LoadGen bound ms", lambda r: _detail(r, "p99_early_stopping")),
+    ("MAD ms (robust)", lambda r: _detail(r, "mad")),
     ("max ms", lambda r: _lat(r, "max")),
     ("QPS (1/mean)", lambda r: fmt_value(r.latency.qps if r.latency else None, ".1f")),
     ("warmup", _warmup),
@@ -107,8 +114,9 @@ def render_bench(doc: Document | Mapping[str, Any]) -> list:
             for c in ("target QPS", "achieved QPS", "workers", "p50 ms", "p99 ms", "samples", "p99 valid",
                       "overloaded"):
                 st.add_column(c, justify="right", no_wrap=True)
+            lb = "> " if s.get("latency_lower_bound") else ""   # backlog at the stop: a lower bound only
             st.add_row(fmt_value(s["target_qps"], ".1f"), fmt_value(s["achieved_qps"], ".1f"), str(s["workers"]),
-                       fmt_value(s["p50_ms"], ".4g"), fmt_value(s["p99_ms"], ".4g"), str(s["samples"]),
+                       lb + fmt_value(s["p50_ms"], ".4g"), lb + fmt_value(s["p99_ms"], ".4g"), str(s["samples"]),
                        fmt_value(s["p99_valid"]), fmt_value(s["overloaded"]))
             out.append(st)
         if r.sla:

@@ -27,17 +27,27 @@ def _fmt(v: Any, spec: str = ".2f", suffix: str = "") -> str:
     return str(v)
 
 
-def _psnr(v: float | None) -> str:
+def _psnr(v: float | None, nonfinite: bool = False) -> str:
     if v is None:
-        return "-"
+        return "n/a" if nonfinite else "-"
     return "inf" if v == float("inf") else f"{v:.1f}"
+
+
+def top1_change(drop_pp: float | None) -> str:
+    """The top-1 change vs the reference in percentage points, signed as it reads: a drop of
+    63.33 pp is "-63.33", a gain "+0.50" (the JSON keeps ``top1_drop_pp``, positive = worse)."""
+    if drop_pp is None:
+        return "-"
+    return f"{0.0 - float(drop_pp) + 0.0:+.2f}"
 
 
 def row_status(r: InferenceRow) -> str:
     if not r.ok:
         return f"FAILED: {r.error}"
     if r.worst is not None and r.worst.nonfinite:
-        return f"NaN/Inf x{r.worst.nonfinite}"
+        return f"NaN/Inf x{r.worst.nonfinite}: drift n/a, fails"
+    if r.worst is not None and r.worst.ref_nonfinite:
+        return f"reference NaN/Inf x{r.worst.ref_nonfinite}: drift n/a"
     return "ok"
 
 
@@ -51,12 +61,13 @@ def compare_cells(r: InferenceRow) -> list[str]:
     if agree is None and r.detection:
         agree = r.detection.get("box_agreement")
     top1 = acc.top1 if acc else None
+    bad = bool(worst and (worst.nonfinite or worst.ref_nonfinite))
     return [
         str(r.precision or "-"), str(r.target or "-"), fmt_bytes(r.size_bytes), _fmt(r.size_reduction_pct, ".1f", "%"),
         _fmt(lat.p50 if lat else None, ".3f"), p99, _fmt(lat.qps if lat else None, ".0f"),
-        _fmt(top1 * 100 if top1 is not None else None, ".2f", "%"), _fmt(acc.top1_drop_pp if acc else None, "+.2f"),
-        _fmt(agree * 100 if agree is not None else None, ".1f", "%"), _psnr(worst.psnr_db if worst else None),
-        _fmt(worst.cosine if worst else None, ".5f"), row_status(r),
+        _fmt(top1 * 100 if top1 is not None else None, ".2f", "%"), top1_change(acc.top1_drop_pp if acc else None),
+        _fmt(agree * 100 if agree is not None else None, ".1f", "%"), _psnr(worst.psnr_db if worst else None, bad),
+        "n/a" if bad else _fmt(worst.cosine if worst else None, ".5f"), row_status(r),
     ]
 
 
@@ -81,10 +92,10 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
         else:
             t.add_column(name, justify="right", no_wrap=True)
     for row in cells:
-        style = "red" if row[-1].startswith(("FAILED", "NaN")) else None
+        style = "red" if row[-1].startswith(("FAILED", "NaN", "reference NaN")) else None
         t.add_row(*(e(row[i]) for i in keep), style=style)
-    notes = [f"agree = top-1 agreement with TF (box agreement for detection); * p99 from fewer than "
-             f"{P99_MIN_SAMPLES} samples"]
+    notes = [f"Δtop-1 pp = top-1 minus the reference's (negative: accuracy lost); agree = top-1 agreement with "
+             f"TF (box agreement for detection); * p99 from fewer than {P99_MIN_SAMPLES} samples"]
     if dropped:
         notes.append(f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)")
     gate = doc.get("gate") or {}

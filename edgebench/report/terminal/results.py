@@ -100,14 +100,17 @@ def render_results_compare(rep: dict[str, Any]) -> list[Any]:
         parts.append("[green]environment key fields identical[/]")
     rule = rep["rule"]
     for pair in rep["pairs"]:
+        reps = pair.get("repeats") or [1, 1]
         t = Table(title=f"{_e(' / '.join(str(k) for k in pair['key']))}   A={str(rep['a'])[:12]}  "
-                        f"B={str(rep['b'])[:12]}   samples {pair['n_samples'][0]} vs {pair['n_samples'][1]}")
-        for col in ("metric", "A", "B", "B/A", "p (Mann-Whitney)", "verdict", "note"):
+                        f"B={str(rep['b'])[:12]}   samples {pair['n_samples'][0]} vs {pair['n_samples'][1]}, "
+                        f"processes {reps[0]} vs {reps[1]}   run-to-run noise from: "
+                        f"{', '.join(pair.get('basis') or ['-'])}")
+        for col in ("metric", "A", "B", "B/A", "test", "p", "verdict", "note"):
             t.add_column(col, overflow="fold")
         for ch in pair["changes"]:
             style = _VERDICT_STYLE.get(ch.verdict, "")
             t.add_row(ch.metric, _f(ch.a, ".4g"), _f(ch.b, ".4g"),
-                      "-" if ch.ratio is None else f"{ch.ratio:.3f}x",
+                      "-" if ch.ratio is None else f"{ch.ratio:.3f}x", _e(ch.test),
                       "-" if ch.p_value is None else f"{ch.p_value:.2g}",
                       f"[{style}]{ch.verdict}[/]" if style else ch.verdict, _e(ch.note))
         if pair["fingerprint_diff"]:
@@ -120,16 +123,16 @@ def render_results_compare(rep: dict[str, Any]) -> list[Any]:
                                                                     for k in rep[f"unmatched_{side}"])))
     if not rep["pairs"]:
         parts.append("[yellow]no rows in common (rows are paired by model, precision, target, batch size)[/]")
-    parts.append(f"rule: a change counts when >= {rule['min_ratio']}x and p < {rule['alpha']} "
-                 f"({rule['test']} on raw samples); {rep['regressions']} significantly worse")
+    parts.append(_e(f"rule: a change counts when >= {rule['min_ratio']}x and p < {rule['alpha']} ({rule['test']}; "
+                    f"p is the larger of the two); {rep['regressions']} significantly worse"))
     return parts
 
 
 def render_history(h: dict[str, Any]):
     from rich.table import Table
 
-    bs = f" batch={h['batch_size']}" if h.get("batch_size") is not None else ""
-    t = Table(title=_e(f"{h['model']} {h['metric']}  precision={h['precision'] or '-'} target={h['target'] or '-'}{bs}"))
+    conf = "  ".join(f"{k}={v}" for k, v in (h.get("series") or {}).items() if v is not None)
+    t = Table(title=_e(f"{h['model']} {h['metric']}  {conf}"))
     for col in ("#", "created (UTC)", "run id", "value", "step"):
         t.add_column(col)
     steps = {s["run_id"]: s for s in h["steps"]}
@@ -137,6 +140,8 @@ def render_history(h: dict[str, Any]):
         s = steps.get(p["run_id"]) if p["step"] else None
         mark = f"[bold red]level shift {s['ratio']:.2f}x (p={s['p_value']:.2g})[/]" if s else ""
         t.add_row(str(i), p["created"][:19].replace("T", " "), p["run_id"][:12], f"{p['value']:.4g}", mark)
-    if not h["steps"]:
-        t.caption = "no level shift (needs >= 1.1x and >= 4 runs on each side)"
+    notes = [] if h["steps"] else ["no level shift (needs >= 1.1x and >= 4 runs on each side)"]
+    if h.get("left_out"):
+        notes.append(_e(f"{h['left_out']} run(s) left out: {h['left_out_reason']}"))
+    t.caption = "\n".join(notes) or None
     return t

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from edgebench.errors import EdgebenchError
+from edgebench.measure import trend_change
 from edgebench.targets.adb.remote import HOST_MARGIN_S, AdbDevice, ShellResult
 
 
@@ -44,7 +45,8 @@ def detect_throttle(before: dict | None, during: list[dict], after: dict | None,
     * ``freq_drop``: the peak current CPU frequency of a later sample during the run fell below
       ``freq_drop`` x the highest peak seen during the run;
     * ``latency_trend``: the median of the last third of the timed runs is more than
-      ``latency_rise`` x the median of the first third (needs >= 30 samples).
+      ``latency_rise`` x the median of the first third, or the Theil-Sen trend fitted over the
+      run (``measure.trend_change``) rises by more than ``latency_rise - 1`` (needs >= 30 samples).
     """
     reasons: list[str] = []
     details: dict[str, Any] = {}
@@ -68,7 +70,9 @@ def detect_throttle(before: dict | None, during: list[dict], after: dict | None,
         first = float(np.median(samples_ns[:k]))
         last = float(np.median(samples_ns[-k:]))
         details["latency_last_over_first"] = round(last / first, 4) if first > 0 else None
-        if first > 0 and last > latency_rise * first:
+        fitted = trend_change(np.asarray(samples_ns, np.float64))
+        details["latency_trend_fit"] = None if fitted is None else round(fitted, 4)
+        if (first > 0 and last > latency_rise * first) or (fitted is not None and fitted > latency_rise - 1):
             reasons.append("latency_trend")
     return {"throttled": bool(reasons), "throttle_reasons": reasons, **details}
 
