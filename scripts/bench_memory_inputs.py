@@ -49,7 +49,7 @@ def main() -> int:
     import numpy as np
 
     from edgebench.targets import host as host_mod
-    from edgebench.targets.base import Job
+    from edgebench.targets.base import Job, RunControl
     from edgebench.targets.host import HostTarget
 
     work = Path(tempfile.mkdtemp(prefix="eb-mem-"))
@@ -58,8 +58,8 @@ def main() -> int:
     build(small, 224)
     npz = work / "inputs1000.npz"
     np.savez(npz, image=np.random.default_rng(0).random((1000, 224, 224, 3), dtype=np.float32))
-    cases = [("12 MB input, synthetic inputs", Job(str(big), runs=20, warmup_runs=1)),
-             ("224x224x3, 1000-sample npz (602 MB)", Job(str(small), inputs_npz=str(npz), runs=20, warmup_runs=1))]
+    cases = [("12 MB input, synthetic inputs", Job(str(big), control=RunControl(runs=20, warmup_runs=1))),
+             ("224x224x3, 1000-sample npz (602 MB)", Job(str(small), inputs_npz=str(npz), control=RunControl(runs=20, warmup_runs=1)))]
     runners = [("B this tree", host_mod.RUNNER_PATH)]
     if args.baseline_runner:
         runners.insert(0, ("A baseline", Path(args.baseline_runner).resolve()))

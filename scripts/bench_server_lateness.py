@@ -53,14 +53,14 @@ def main() -> int:
     from edgebench import load
     from edgebench.measure import LatencyStats
     from edgebench.targets import host as host_mod
-    from edgebench.targets.base import Job
+    from edgebench.targets.base import Job, RunControl
     from edgebench.targets.host import HostTarget
 
     work = Path(tempfile.mkdtemp(prefix="eb-lateness-"))
     model = work / "dense.tflite"
     build_model(model)
     target = HostTarget(threads=1)
-    single = LatencyStats.from_samples(target.run(Job(str(model), min_time_s=0.5)).samples_ns)
+    single = LatencyStats.from_samples(target.run(Job(str(model), control=RunControl(min_time_s=0.5))).samples_ns)
     qps = 0.004 / (single.mean / 1e3)                      # 0.4 % load
     print(f"single stream: p50 {single.p50 * 1e3:.1f} us, mean {single.mean * 1e3:.1f} us -> server at "
           f"{qps:.0f} QPS = 0.4% load, {args.queries} queries per run")
@@ -69,7 +69,7 @@ def main() -> int:
     if args.baseline_runner:
         runners.insert(0, ("A baseline", Path(args.baseline_runner).resolve()))
     p50s: dict[str, list[float]] = {name: [] for name, _ in runners}
-    job = Job(str(model), max_time_s=30.0)
+    job = Job(str(model), control=RunControl(max_time_s=30.0))
     for rnd in range(args.rounds):
         for name, path in runners:
             host_mod.RUNNER_PATH = path
@@ -89,7 +89,7 @@ def main() -> int:
     if args.sla:
         for name, path in runners:
             host_mod.RUNNER_PATH = path
-            sla = load.sla_search(target, Job(str(model), min_time_s=0.5, max_time_s=3.0), 0.2, 1, single)
+            sla = load.sla_search(target, Job(str(model), control=RunControl(min_time_s=0.5, max_time_s=3.0)), 0.2, 1, single)
             if sla.get("met"):
                 print(f"{name}: SLA p99 <= 200 us met up to {sla['max_qps']:.0f} QPS "
                       f"(p99 {sla['p99_at_max_ms'] * 1e3:.0f} us)")

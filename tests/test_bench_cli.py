@@ -234,8 +234,8 @@ def test_render_server_backlog_as_lower_bound():
     """Audit W10: an overloaded run's percentiles are lower bounds and print as "> x"."""
     from rich.console import Console
 
-    from edgebench.cli.bench import render_bench
     from edgebench.measure import LatencyStats
+    from edgebench.report.terminal.bench import render_bench
 
     lm = LatencyStats.from_samples(np.arange(1, 1001) * 1_000_000).to_dict()
     server = {"target_qps": 5000.0, "achieved_qps": 800.0, "workers": 1, "p50_ms": 250.0, "p99_ms": 480.0,

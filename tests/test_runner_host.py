@@ -263,7 +263,7 @@ def test_outputs_are_read_in_an_untimed_pass_before_the_timed_loop():
 
 
 def test_timed_loops_run_with_gc_frozen_and_disabled(host, bench_models):
-    res = host.run(Job(str(bench_models["fp32"]), **QUICK))
+    res = host.run(make_job(str(bench_models["fp32"]), **QUICK))
     assert res.extra["gc"] == {"disabled": True, "frozen": True, "collections": 0}
     import gc
 
@@ -284,7 +284,7 @@ def test_peak_rss_excludes_the_input_data(host, tmp_path):
     c = tf.lite.TFLiteConverter.from_concrete_functions([m.__call__.get_concrete_function()], m)
     path = tmp_path / "big_input.tflite"
     path.write_bytes(c.convert())
-    res = host.run(Job(str(path), runs=5, warmup_runs=1))
+    res = host.run(make_job(str(path), runs=5, warmup_runs=1))
     mem = res.extra["memory"]
     tensor = 1024 * 1024 * 3 * 4
     assert mem["inputs_bytes"] == 8 * tensor                    # 8 float32 synthetic samples, held apart
@@ -298,7 +298,7 @@ def test_server_mode_records_generator_lateness_apart(host, bench_models):
     """Audit W3: the issuing thread's lateness is measured and reported, not hidden in latency."""
     from edgebench import load
 
-    job = Job(str(bench_models["fp32"]), runs=80, warmup_runs=2)
+    job = make_job(str(bench_models["fp32"]), runs=80, warmup_runs=2)
     res = host.run_load(job, {"mode": "server", "qps": 400.0, "workers": 1, "queries": 80})
     late = res.extra["load"]["generator_lateness_ms"]
     assert 0 < late["count"] <= 80 and 0 <= late["p50"] <= late["p99"] <= late["max"]
@@ -322,7 +322,7 @@ def test_overloaded_server_run_reports_its_backlog_as_a_lower_bound(host, bench_
     """Audit W10: queries still queued when max_time stopped the run were dropped from the p99."""
     from edgebench import load
 
-    job = Job(str(bench_models["fp32"]), runs=200_000, warmup_runs=2, max_time_s=0.3)
+    job = make_job(str(bench_models["fp32"]), runs=200_000, warmup_runs=2, max_time_s=0.3)
     r = load.server(host, job, 2_000_000.0, 1)
     assert r["truncated_by_max_time"] and r["backlog"] > 0
     assert r["latency_lower_bound"] is True and r["overloaded"] is True
