@@ -86,7 +86,7 @@ def main() -> int:
     designs = ("single runs", "single runs + 10 stored runs", "3 processes per side")
     for title, n, tails, sd in (("W2 p99 doubled, same body", args.pairs, (1.5, 3.0), args.w2_run_sd),
                                 ("W4 A/A, same model", args.aa, (1.5, 1.5), RUN_SD)):
-        for design in designs:
+        for design in designs if n else ():
             hits = 0
             for _ in range(n):
                 reps = 3 if design.startswith("3") else 1
