@@ -6,7 +6,7 @@
 * ``server(target, job, qps, workers)``: queries arrive as a seeded Poisson process at
   ``qps``; ``workers`` interpreters serve them FIFO. Latency = completion - scheduled arrival,
   so it includes queueing (MLPerf server scenario). Reports achieved QPS and p99. The issuing
-  thread sleeps to ~2 ms before each due time and spins the rest, so the sleep's oversleep is not
+  thread sleeps to 0.3 ms before each due time and spins the rest, so the sleep's oversleep is not
   charged as latency; what lateness remains (issue - due, for queries that found a worker idle)
   is reported as ``generator_lateness_ms`` and bounds how much of each latency is the load
   generator's, not the model's: a warning says so when its p99 exceeds
