@@ -189,7 +189,8 @@ def headline(row: "Row | dict[str, Any]", *, kind: str | None = None) -> dict[st
 # benchmark_model, tensorflow ...); its version does not split a series, because a version upgrade
 # is exactly the kind of change a history exists to show (the fingerprint records it).
 SERIES_FIELDS = ("precision", "target", "device_model", "batch_size", "size", "threads", "delegate",
-                 "runtime", "method", "input_source", "strategy", "xla", "input_pipeline", "workers")
+                 "runtime", "method", "input_source", "period_ms", "sustained", "strategy", "xla",
+                 "input_pipeline", "workers")
 
 
 def _row_field(row: dict[str, Any], name: str) -> Any:
@@ -209,7 +210,9 @@ def series_key(row: dict[str, Any]) -> dict[str, Any]:
     key: dict[str, Any] = {}
     for name in SERIES_FIELDS:
         v = _row_field(row, "threads_effective") if name == "threads" else None
-        if v is None:
+        if name == "sustained":      # a --duration run (timeline) measures a hot, long-running device
+            v = bool(row.get("timeline"))
+        elif v is None:
             v = _row_field(row, name)
         if name == "runtime" and isinstance(v, str):
             v = v.split()[0] if v.split() else v
