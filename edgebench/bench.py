@@ -30,7 +30,7 @@ from edgebench.fingerprint import host_fingerprint, sha256_file
 from edgebench.rows import Cost, Document, InferenceRow, Latency, Warmup
 from edgebench import sustain
 from edgebench.energy import EnergySettings
-from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, Schedule
+from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, Schedule, check_runtime
 from edgebench.targets.loop import is_device, resolve_targets, run_on_targets
 
 
@@ -57,11 +57,16 @@ class BenchSettings:
     xnnpack_cache: bool = False
     energy: EnergySettings | None = None
     repeats: int = 1                    # worker processes per model x target (run-level replicates)
+    runtime_api: str = "interpreter"    # "compiled": LiteRT's CompiledModel API (--runtime)
+    accelerator: str | None = None      # compiled runtime: cpu | gpu | npu (--accelerator)
+    gpu_precisions: tuple[str, ...] = ()  # GPU: fp32 and/or fp16, side by side (--gpu-precision)
+    op_profile: bool = False            # separate op-profiling pass (--op-profile)
 
     def validate(self) -> None:
         if not self.models:
             raise BadInput("no model given; pass one or more .tflite files")
         self.control.validate()
+        check_runtime(self.runtime_api, self.accelerator, self.gpu_precisions, self.delegate)
         self.schedule.validate()
         if self.energy is not None:
             self.energy.validate()
@@ -86,10 +91,12 @@ class BenchSettings:
             raise BadInput(f"--data {self.data}: file not found; give an .npz InputSet")
 
 
-def _job(settings: BenchSettings, model: str) -> Job:
+def _job(settings: BenchSettings, model: str, gpu_precision: str | None = None) -> Job:
     return Job(model_path=model, inputs_npz=settings.data, threads=settings.threads, delegate=settings.delegate,
                control=settings.control, save_outputs=settings.save_outputs, deadline=settings.deadline_s,
-               seed=settings.seed, schedule=settings.schedule, energy=settings.energy)
+               seed=settings.seed, schedule=settings.schedule, energy=settings.energy,
+               runtime_api=settings.runtime_api, accelerator=settings.accelerator, gpu_precision=gpu_precision,
+               op_profile=settings.op_profile)
 
 
 def failed_row(target_name: str, model: str, err: EdgebenchError, **known: Any) -> InferenceRow:
@@ -98,15 +105,18 @@ def failed_row(target_name: str, model: str, err: EdgebenchError, **known: Any) 
 
 
 def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
-              peak: dict[str, Any] | None, progress: Callable[[str], None] | None = None) -> InferenceRow:
+              peak: dict[str, Any] | None, progress: Callable[[str], None] | None = None,
+              gpu_precision: str | None = None) -> InferenceRow:
     """Benchmark one model on one target; failures become a failed row."""
     from edgebench import load
     from edgebench.peak import peak_for_threads
+    from edgebench.profile import runtime_row_parts
 
-    job = _job(settings, model)
+    job = _job(settings, model, gpu_precision)
     name = Path(model).stem
     known = dict(model_sha256=sha256_file(model), size_bytes=info["size_bytes"], threads=settings.threads,
-                 delegate=settings.delegate)
+                 delegate=settings.delegate, runtime_api=settings.runtime_api, accelerator=settings.accelerator,
+                 gpu_precision=gpu_precision)
     cost = Cost(flops=info["flops"], counted_ops=info["counted_ops"], quantized=info["quantized"],
                 quantization_coverage=info["quantization_coverage"],
                 float_ops=tuple(sorted({o["op"] for o in info["float_ops"]})), inputs=tuple(info["inputs"]),
@@ -142,6 +152,8 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
             wanted = f"--runs {ctl.runs}" if ctl.runs is not None else f"--min-runs {ctl.min_runs}"
             warnings.append(f"stopped at --max-time {ctl.max_time_s:g} s after {lat.samples} runs, "
                             f"before {wanted}; raise --max-time")
+        where_parts, where_warnings = runtime_row_parts(res.extra, lat, f"{name} on {target.name}")
+        warnings.extend(where_warnings)
         if info["flops"] and lat.p50:
             # p50, not mean: the kernel's typical speed, robust to background-load spikes
             achieved = info["flops"] / (lat.p50 / 1e3) / 1e9
@@ -153,8 +165,9 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
                 ref = peak_for_threads(peak, threads_eff)
                 cost = replace(cost, peak_gflops=ref, pct_of_peak=100.0 * achieved / ref)
         row = InferenceRow(
-            target=target.name, model=name, model_path=str(model), **{**known, "threads": res.extra.get("threads"),
-                                                                      "delegate": res.extra.get("delegate")},
+            target=target.name, model=name, model_path=str(model),
+            **{**known, "threads": res.extra.get("threads"), "delegate": res.extra.get("delegate"),
+               **{k: v for k, v in where_parts.items() if v is not None}},
             latency=lat, samples_ns=tuple(int(x) for x in pooled), warmup=Warmup.from_samples(res.warmup_ns),
             init_ms=res.init_ms, first_inference_ms=res.first_inference_ms,
             peak_rss_bytes=max((r.peak_rss_bytes or 0) for r in results) or res.peak_rss_bytes,
@@ -169,7 +182,7 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
         row = sustain.attach(row.replace(warnings=tuple(warnings)), target, job, res,
                              cold_starts=settings.cold_starts, xnnpack_cache=settings.xnnpack_cache, progress=progress)
         warnings = list(row.warnings)
-        loadjob = replace(job, save_outputs=False, schedule=Schedule(), energy=None)
+        loadjob = replace(job, save_outputs=False, schedule=Schedule(), energy=None, op_profile=False)
         if settings.concurrency:
             row = row.replace(concurrency=tuple(load.concurrency(target, loadjob, list(settings.concurrency),
                                                                  progress)))
@@ -219,14 +232,15 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
                               benchmark_binary=settings.benchmark_binary)
     peak = load_cached()
     if hasattr(progress, "set_total"):
-        progress.set_total(len(targets) * len(settings.models))
+        progress.set_total(len(targets) * len(settings.models) * max(1, len(settings.gpu_precisions)))
+    items = [(m, gp) for m in settings.models for gp in (settings.gpu_precisions or (None,))]
     outcome = run_on_targets(
-        targets, list(settings.models),
-        run=lambda t, m: bench_one(t, m, infos[m], settings, peak, progress),
-        on_error=lambda t, m, err: failed_row(t.name, m, err),
-        progress=progress, describe=lambda t, m: f"{Path(m).stem} on {t.name}")
-    rows = sustain.ranking_changes([outcome.results[(t.name, i)] for t in targets
-                                    for i in range(len(settings.models))])
+        targets, items,
+        run=lambda t, it: bench_one(t, it[0], infos[it[0]], settings, peak, progress, gpu_precision=it[1]),
+        on_error=lambda t, it, err: failed_row(t.name, it[0], err, gpu_precision=it[1]),
+        progress=progress,
+        describe=lambda t, it: f"{Path(it[0]).stem} on {t.name}" + (f" (GPU {it[1]})" if it[1] else ""))
+    rows = sustain.ranking_changes([outcome.results[(t.name, i)] for t in targets for i in range(len(items))])
     fp = host_fingerprint(threads=settings.threads, delegate=settings.delegate)
     return Document.new("bench", rows, fp, settings=_settings_dict(settings), peak=peak,
                         interrupted=outcome.interrupted is not None, interrupted_by=outcome.interrupted)
@@ -237,6 +251,7 @@ def _settings_dict(s: BenchSettings) -> dict[str, Any]:
     out.update(s.control.to_dict())
     out.update(s.schedule.to_dict())
     out["energy"] = None if s.energy is None else s.energy.to_dict()
+    out["gpu_precisions"] = list(s.gpu_precisions)
     return out
 
 

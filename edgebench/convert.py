@@ -159,6 +159,9 @@ def describe_tflite(path: str | Path) -> dict[str, Any]:
     out = {k: info[k] for k in keep if k in info}
     # Quantization coverage: the compute ops that stayed float (index + op type) in a quantized model.
     out["float_ops"] = [f"{o['op']}#{o['index']}" for o in info.get("float_ops", [])]
+    from edgebench.profile import gpu_readiness
+
+    out["gpu_compatibility"] = gpu_readiness(str(path))     # host readiness without a phone (issue 15)
     return out
 
 

@@ -2,8 +2,9 @@
 
 Thresholds apply per precision (``--gate FILE.yaml`` may set them per precision; command-line
 values fill in every precision). Any row with NaN/Inf outputs (or a reference that produced
-them) fails, with or without thresholds. A FAILED row
-(its target crashed) is an infrastructure failure, not a gate verdict.
+them) fails, with or without thresholds, and so does any silent-failure verdict (``verdicts.py``:
+zero or constant output; cosine or delegation below ``--min-cosine`` / ``--min-delegated``). A
+FAILED row (its target crashed) is an infrastructure failure, not a gate verdict.
 
 Gate file format::
 
@@ -14,6 +15,8 @@ Gate file format::
       max_accuracy_drop: 2.0
       max_p99_ms: 5
       min_size_reduction: 70      # percent vs FP32
+      min_cosine: 0.99            # mean cosine to the reference, every output
+      min_delegated: 90           # percent of nodes the delegate/accelerator takes
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ GATE_KEYS = {
     "min_psnr": "min_psnr_db",
     "max_p99_ms": "max_p99_ms",
     "min_size_reduction": "min_size_reduction_pct",
+    "min_cosine": "min_cosine",
+    "min_delegated": "min_delegated_pct",
 }
 PRECISION_KEYS = ("default", "fp32", "fp16", "int8", "dynamic")
 
@@ -42,6 +47,8 @@ class Thresholds:
     min_psnr_db: float | None = None
     max_p99_ms: float | None = None
     min_size_reduction_pct: float | None = None
+    min_cosine: float | None = None
+    min_delegated_pct: float | None = None
 
     def any(self) -> bool:
         return any(getattr(self, f.name) is not None for f in fields(self))
@@ -171,6 +178,26 @@ def evaluate(rows: "Sequence[InferenceRow]", cli: Thresholds, file: dict[str, Th
             checks.append(Check(prec, target, "p99_ms", p99, th.max_p99_ms, ok,
                                 f"{where}: p99 {p99:.3f} ms {'<=' if ok else '>'} max {th.max_p99_ms:g} ms"
                                 + ("" if valid else " (p99 from too few samples)")))
+        if th.min_cosine is not None:
+            cos = r.worst.cosine if r.worst else None
+            if cos is None:
+                raise BadInput(f"--min-cosine needs outputs compared with the reference, but {where} has none")
+            ok = cos >= th.min_cosine and not nonfinite
+            checks.append(Check(prec, target, "cosine", cos, th.min_cosine, ok,
+                                f"{where}: worst-output cosine {cos:.5f} {'>=' if ok else '<'} min {th.min_cosine:g}"))
+        if th.min_delegated_pct is not None:
+            d = r.delegation
+            pct = None if d is None or d.fraction is None else 100.0 * d.fraction
+            ok = pct is not None and pct >= th.min_delegated_pct
+            what = (f"{d.delegate} took {d.nodes_delegated}/{d.nodes_total} nodes ({pct:.1f}%)" if pct is not None
+                    else "the delegated node count is unknown for this row")
+            checks.append(Check(prec, target, "delegated_pct", pct, th.min_delegated_pct, ok,
+                                f"{where}: {what} {'>=' if ok else '<'} min {th.min_delegated_pct:g}%"))
+        reported = {"nonfinite", "low_cosine", "low_delegation"}   # the checks above say these
+        for v in r.verdicts:
+            if v.failed and v.kind not in reported:
+                checks.append(Check(prec, target, f"verdict:{v.kind}", v.value, v.threshold, False,
+                                    f"{where}: {v.message} ({v.advice})"))
         if th.min_size_reduction_pct is not None:
             red = r.size_reduction_pct
             if red is None:

@@ -19,10 +19,10 @@ from edgebench import compare as cmp
 from edgebench.data import InputSet, cast_to_signature, load_data, validate
 from edgebench.errors import BadInput, EdgebenchError
 from edgebench.fingerprint import host_fingerprint, sha256_file
-from edgebench.gate import Thresholds, evaluate
+from edgebench.gate import Thresholds, evaluate, thresholds_for
 from edgebench.rows import Accuracy, Document, InferenceRow, Latency, Warmup, Worst, drifts_from_dict
 from edgebench.sources import SourceOptions
-from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult
+from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, check_runtime
 from edgebench.targets.loop import is_device, resolve_targets, run_on_targets
 
 DEFAULT_EVAL_SAMPLES = 1000
@@ -52,6 +52,10 @@ class CompareSettings:
     benchmark_binary: str | None = None   # adb devices without Python: Google's benchmark_model
     source: SourceOptions = field(default_factory=SourceOptions)   # --signature/--input-shape/--import/--reference
     more_tflite: tuple[str, ...] = ()     # further .tflite SRCs (with a .tflite src: variants of one run)
+    runtime_api: str = "interpreter"      # "compiled": LiteRT's CompiledModel API (--runtime)
+    accelerator: str | None = None        # compiled runtime: cpu | gpu | npu (--accelerator)
+    gpu_precisions: tuple[str, ...] = ()  # GPU runs: fp32 and/or fp16, side by side (--gpu-precision)
+    op_profile: bool = False              # separate op-profiling pass per row (--op-profile)
 
 
 def _eval_set(settings: CompareSettings, src, out_dir: Path) -> InputSet:
@@ -89,19 +93,28 @@ def _measured(run: RunResult, what: str) -> dict[str, Any]:
 
 
 def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], ref_out, labels, class_out,
-                  ref_acc, task: str, host_out: dict[str, np.ndarray] | None) -> InferenceRow:
+                  ref_acc, task: str, host_out: dict[str, np.ndarray] | None, thresholds: Thresholds | None = None,
+                  gpu_precision: str | None = None) -> InferenceRow:
     row = InferenceRow(
         precision=precision, target=run.target, model=variant.get("model"), model_path=run.model_path,
         model_sha256=run.model_sha256, size_bytes=variant.get("bytes"),
         size_reduction_pct=variant.get("size_reduction_pct"), status=run.status, error=run.error,
         runtime=run.runtime, method=run.method, device_model=(run.fingerprint or {}).get("device_model"),
         fingerprint=run.fingerprint, init_ms=run.init_ms, first_inference_ms=run.first_inference_ms,
-        peak_rss_bytes=run.peak_rss_bytes, extra=run.extra, exit_code=run.extra.get("exit_code"),
+        peak_rss_bytes=run.peak_rss_bytes, extra=_extra(run.extra), exit_code=run.extra.get("exit_code"),
+        gpu_precision=gpu_precision,
     )
     if run.status != "ok":
         return row
-    row = row.replace(**_measured(run, f"{precision} on {run.target}"), peak_rss_bytes=run.peak_rss_bytes,
-                      extra=run.extra)
+    from edgebench.profile import runtime_row_parts
+    from edgebench.verdicts import delegation_verdict, output_verdicts
+
+    th = thresholds or Thresholds()
+    where = f"{precision} on {run.target}" + (f" (GPU {gpu_precision})" if gpu_precision else "")
+    row = row.replace(**_measured(run, where), peak_rss_bytes=run.peak_rss_bytes, extra=_extra(run.extra))
+    parts, warnings = runtime_row_parts(run.extra, row.latency, where)
+    row = row.replace(**{k: v for k, v in parts.items() if v is not None}, warnings=tuple(row.warnings) + tuple(warnings))
+    verdicts = delegation_verdict(row.delegation, th.min_delegated_pct)
     if run.outputs is not None:
         got, mapping = cmp.align_outputs(ref_out, run.outputs)
         raw = cmp.compare_outputs(ref_out, got)
@@ -113,7 +126,13 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
         if host_out is not None:
             hd = cmp.compare_outputs(host_out, run.outputs)
             row = row.replace(drift_vs_host=drifts_from_dict(hd), worst_vs_host=Worst.from_dict(cmp.worst(hd)))
-    return row
+        verdicts = output_verdicts(ref_out, got, row.drift, th.min_cosine) + verdicts   # aligned outputs
+    return row.replace(verdicts=tuple(verdicts))
+
+
+def _extra(extra: dict[str, Any]) -> dict[str, Any]:
+    """Run facts kept on the row, minus what became typed fields (delegation, op profile)."""
+    return {k: v for k, v in extra.items() if k not in ("delegation", "op_profile_raw", "op_profile", "service_ns")}
 
 
 def convert_and_compare(settings: CompareSettings, progress: Callable[[str], None] | None = None) -> Document:
@@ -126,6 +145,7 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     say = progress or (lambda _m: None)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
+    check_runtime(settings.runtime_api, settings.accelerator, settings.gpu_precisions, settings.delegate)
     if settings.thresholds.max_accuracy_drop_pp is not None or any(
             (t.max_accuracy_drop_pp is not None) for t in (settings.gate_file or {}).values()):
         accuracy_gate = True
@@ -140,7 +160,8 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     timings["tf_import_s"] = time.perf_counter() - t
 
     if hasattr(say, "set_total"):   # convert stages + parity + inputs + reference + every row
-        say.set_total(2 + len(settings.precisions) + 1 + 1 + len(settings.precisions) * max(len(targets), 1))
+        say.set_total(2 + len(settings.precisions) + 1 + 1 + len(settings.precisions) * max(len(targets), 1)
+                      * max(1, len(settings.gpu_precisions)))
     t = time.perf_counter()
     from edgebench.convert import resolve_source
 
@@ -207,25 +228,29 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
         accuracy=None if ref_acc is None else Accuracy.from_dict({**ref_acc, "output": class_out}),
         batch_throughput=ref_run.extra.get("batch_throughput"), **_measured(ref_run, "TF reference run"))
 
-    ok_variants = [(p, {**v, "model": src.name}) for p, v in manifest["variants"].items()
-                   if p in settings.precisions and v.get("status") == "ok"]
+    ok_variants = [(p, {**v, "model": src.name}, gp) for p, v in manifest["variants"].items()
+                   if p in settings.precisions and v.get("status") == "ok"
+                   for gp in (settings.gpu_precisions or (None,))]
 
-    def run_one(tgt, item: tuple[str, dict[str, Any]]) -> RunResult:
-        prec, v = item
-        if src.saved_model_dir is None and prec == ref_label and not is_device(tgt):
+    def run_one(tgt, item: tuple[str, dict[str, Any], str | None]) -> RunResult:
+        prec, v, gp = item
+        if src.saved_model_dir is None and prec == ref_label and gp is None and not is_device(tgt) \
+                and settings.runtime_api == "interpreter" and not settings.op_profile:
             return ref_run   # the reference .tflite was just measured on this host with the same job
         job = Job(model_path=v["path"], inputs_npz=str(inputs_path), threads=settings.threads,
-                  delegate=settings.delegate, control=settings.control, save_outputs=True, seed=settings.seed)
+                  delegate=settings.delegate, control=settings.control, save_outputs=True, seed=settings.seed,
+                  runtime_api=settings.runtime_api, accelerator=settings.accelerator, gpu_precision=gp,
+                  op_profile=settings.op_profile)
         return tgt.run(job)
 
-    def failed(tgt, item: tuple[str, dict[str, Any]], err: EdgebenchError) -> RunResult:
+    def failed(tgt, item: tuple[str, dict[str, Any], str | None], err: EdgebenchError) -> RunResult:
         return RunResult.failed(tgt.name, item[1]["path"], str(err), model_sha256=item[1].get("sha256", ""),
                                 exit_code=err.exit_code)
 
     t = time.perf_counter()
     outcome = run_on_targets(targets, ok_variants, run_one, failed, progress=say,
-                             describe=lambda tg, item: f"{item[0]} on {tg.name}")
-    results = {(prec, name): r for (name, i), r in outcome.results.items() for prec in [ok_variants[i][0]]}
+                             describe=lambda tg, item: f"{item[0]} on {tg.name}" + (f" (GPU {item[2]})" if item[2] else ""))
+    results = {(ok_variants[i][0], ok_variants[i][2], name): r for (name, i), r in outcome.results.items()}
     timings["targets_s"] = time.perf_counter() - t
 
     rows: list[InferenceRow] = []
@@ -239,13 +264,16 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
                                          error_type="ConversionFailed", exit_code=2))
             continue
         v = {**v, "model": src.name}
-        host_run = next((results[(prec, h.name)] for h in targets
-                         if not is_device(h) and results[(prec, h.name)].status == "ok"), None)
-        for tgt in targets:
-            run = results[(prec, tgt.name)]
-            rows.append(_row_from_run(run, precision=prec, variant=v, ref_out=ref_out, labels=ds.labels,
-                                      class_out=class_out, ref_acc=ref_acc, task=task,
-                                      host_out=host_run.outputs if (host_run and is_device(tgt)) else None))
+        th = thresholds_for(prec, settings.thresholds, settings.gate_file)
+        for gp in (settings.gpu_precisions or (None,)):
+            host_run = next((results[(prec, gp, h.name)] for h in targets
+                             if not is_device(h) and results[(prec, gp, h.name)].status == "ok"), None)
+            for tgt in targets:
+                run = results[(prec, gp, tgt.name)]
+                rows.append(_row_from_run(run, precision=prec, variant=v, ref_out=ref_out, labels=ds.labels,
+                                          class_out=class_out, ref_acc=ref_acc, task=task,
+                                          host_out=host_run.outputs if (host_run and is_device(tgt)) else None,
+                                          thresholds=th, gpu_precision=gp))
 
     verdict = evaluate(rows, settings.thresholds, settings.gate_file)
     timings["total_s"] = time.perf_counter() - t0
@@ -265,6 +293,8 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
         timings=timings,
         interrupted=outcome.interrupted is not None, interrupted_by=outcome.interrupted,
         run_control=settings.control.to_dict(),
+        runtime={"api": settings.runtime_api, "accelerator": settings.accelerator,
+                 "gpu_precisions": list(settings.gpu_precisions), "op_profile": settings.op_profile},
     )
 
 

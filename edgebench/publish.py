@@ -4,7 +4,7 @@
 
 1. ``--json`` (the user's own copy, atomically; ``-`` is stdout),
 2. ``--markdown`` (and ``$GITHUB_STEP_SUMMARY`` when set),
-3. ``--junit``,
+3. ``--junit``, ``--model-explorer`` (per-op latency as Model Explorer node data),
 4. the results store unless ``--no-store`` (stamps ``run_id`` and rewrites the ``--json`` copy
    with it; a store failure keeps the document in ``<data dir>/unsaved/``),
 5. ``--pushgateway``.
@@ -31,6 +31,7 @@ class PublishOptions:
     db: str | None = None
     store: bool = True
     pushgateway: str | None = None
+    model_explorer: str | None = None
     matrix_hash: str | None = None
     cell: dict[str, Any] | None = field(default=None, hash=False)
 
@@ -76,6 +77,11 @@ def publish(doc: Document, opts: PublishOptions) -> PublishOutcome:
         from edgebench.report.junit import render_document_junit
 
         write_text(opts.junit, render_document_junit(doc))
+    if opts.model_explorer:
+        from edgebench.report.model_explorer import render_node_data
+
+        for path, text in render_node_data(doc, opts.model_explorer).items():
+            write_text(path, text)
     run_id = None
     error: EdgebenchError | None = None
     if opts.store:

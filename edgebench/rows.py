@@ -15,6 +15,12 @@ against. Schema history, and how old documents are read:
   (``runs`` None when only a mean is known) with the raw ``warmup_samples_ns`` beside it.
   ``from_dict`` reads version 1 rows into the same typed form.
 
+Issue 15 added, without a schema bump (rows written before simply lack them and load with
+``None``/empty): ``delegation`` (:class:`Delegation`), ``op_profile`` (:class:`OpEntry` list; an
+import-log row of schema 2 kept benchmark_model's "Run Order" rows there, which still load),
+``op_profile_info``, ``verdicts`` (:class:`Verdict` list), ``runtime_api``, ``accelerator``,
+``fully_accelerated``, ``gpu_precision``.
+
 Fields that a reader does not know (written by a newer edgebench, or by a producer this module
 does not type) are kept in ``unknown`` and written back unchanged, so a round trip never drops
 data.
@@ -443,6 +449,128 @@ class Energy(_Summary):
     _TYPED = ("source", "valid", "mj_per_inference", "inferences_per_j", "joules", "invalid_reasons")
 
 
+@dataclass(frozen=True)
+class Delegation:
+    """Which nodes a delegate (or accelerator) took: JSON ``delegation``.
+
+    ``nodes_total``: nodes of the model's main graph; ``nodes_delegated``: how many of them run
+    inside delegate partitions; ``partitions``: delegate kernels (each is one call into the
+    delegate, and every boundary between a partition and a CPU node costs a hand-over);
+    ``undelegated``: ``{OP: count}`` of the nodes left to the CPU interpreter. ``source`` says
+    where the facts came from (interpreter execution plan, benchmark_model log, profiler).
+    Unknown numbers stay None (a benchmark_model log may print only the replaced count).
+    """
+
+    delegate: str | None
+    nodes_total: int | None
+    nodes_delegated: int | None
+    partitions: int | None
+    undelegated: Mapping[str, int] = field(default_factory=dict)
+    source: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    _TYPED = ("delegate", "nodes_total", "nodes_delegated", "partitions", "undelegated", "source")
+
+    @property
+    def fraction(self) -> float | None:
+        if not self.nodes_total or self.nodes_delegated is None:
+            return None
+        return self.nodes_delegated / self.nodes_total
+
+    @property
+    def complete(self) -> bool:
+        return self.nodes_total is not None and self.nodes_delegated == self.nodes_total
+
+    def cell(self) -> str:
+        """The ``delegated`` column: "19/21, 7 parts" (or "-" when nothing is known)."""
+        if self.nodes_delegated is None:
+            return "-"
+        text = f"{self.nodes_delegated}/{self.nodes_total if self.nodes_total is not None else '?'}"
+        if self.partitions is not None:
+            text += f", {self.partitions} part{'s' if self.partitions != 1 else ''}"
+        return text
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "Delegation | None":
+        if not isinstance(d, Mapping):
+            return None
+        und = d.get("undelegated") if isinstance(d.get("undelegated"), Mapping) else {}
+        return cls(delegate=d.get("delegate"), nodes_total=_i(d.get("nodes_total")),
+                   nodes_delegated=_i(d.get("nodes_delegated")), partitions=_i(d.get("partitions")),
+                   undelegated=_freeze({str(k): _i(v) or 0 for k, v in und.items()}), source=d.get("source"),
+                   details=_freeze({k: v for k, v in d.items() if k not in cls._TYPED}))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"delegate": self.delegate, "nodes_total": self.nodes_total, "nodes_delegated": self.nodes_delegated,
+               "partitions": self.partitions, "undelegated": dict(self.undelegated), "source": self.source}
+        out.update(self.details)
+        return out
+
+
+@dataclass(frozen=True)
+class OpEntry:
+    """One entry of an op profile: JSON ``op_profile[i]``. ``ms`` is the mean time per inference,
+    ``share`` its part of the profile's total (0..1). A delegate partition is ONE entry
+    (``delegated`` true, ``op`` "DELEGATE"; ``name`` lists the ops inside and ``members`` their
+    node indices); its inner ops, when the delegate reports them, are in ``details["inner"]``."""
+
+    node: int | None
+    op: str
+    name: str | None
+    ms: float | None
+    share: float | None
+    delegated: bool = False
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    _TYPED = ("node", "op", "name", "ms", "share", "delegated")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "OpEntry":
+        if "op" not in d and "node_type" in d:    # schema 2 import-log rows: benchmark_model's "Run Order"
+            pct = _f(d.get("pct"))
+            return cls(node=None, op=str(d.get("node_type")), name=d.get("name"), ms=_f(d.get("avg_ms")),
+                       share=None if pct is None else pct / 100.0,
+                       delegated=str(d.get("node_type", "")).lower().startswith(("tflite", "delegate")),
+                       details=_freeze({k: v for k, v in d.items() if k not in ("node_type", "name", "avg_ms", "pct")}))
+        return cls(node=_i(d.get("node")), op=str(d.get("op") or "?"), name=d.get("name"), ms=_f(d.get("ms")),
+                   share=_f(d.get("share")), delegated=bool(d.get("delegated")),
+                   details=_freeze({k: v for k, v in d.items() if k not in cls._TYPED}))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"node": self.node, "op": self.op, "name": self.name, "ms": self.ms, "share": self.share,
+               "delegated": self.delegated}
+        out.update(self.details)
+        return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A silent-failure finding on one output (or the whole row): JSON ``verdicts[i]``.
+
+    ``kind``: ``zero_output``, ``constant_output``, ``nonfinite``, ``low_cosine``,
+    ``low_delegation``; ``failed`` decides whether it fails the gate (every kind does when its
+    threshold is set; the first three always do). ``message`` says what happened, ``advice``
+    what to try."""
+
+    kind: str
+    output: str | None
+    failed: bool
+    message: str
+    advice: str = ""
+    value: float | None = None
+    threshold: float | None = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Verdict":
+        return cls(kind=str(d.get("kind")), output=d.get("output"), failed=bool(d.get("failed")),
+                   message=str(d.get("message") or ""), advice=str(d.get("advice") or ""), value=_f(d.get("value")),
+                   threshold=_f(d.get("threshold")))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "output": self.output, "failed": self.failed, "message": self.message,
+                "advice": self.advice, "value": self.value, "threshold": self.threshold}
+
+
 # ------------------------------------------------------------------------------------ rows
 
 
@@ -520,6 +648,14 @@ class InferenceRow(_RowMixin):
     outputs_saved: Mapping[str, Any] | None = None
     batch_throughput: Mapping[str, Any] | None = None
     output_mapping: Mapping[str, Any] | None = None  # {how, pairs} when outputs were not paired by name
+    runtime_api: str | None = None                  # "interpreter" | "compiled" (LiteRT CompiledModel)
+    accelerator: str | None = None                  # compiled runtime: "cpu" | "gpu" | "npu"
+    fully_accelerated: bool | None = None           # CompiledModel.is_fully_accelerated()
+    gpu_precision: str | None = None                # GPU rows: "fp16" | "fp32"
+    delegation: Delegation | None = None
+    op_profile: tuple[OpEntry, ...] | None = None
+    op_profile_info: Mapping[str, Any] | None = None   # source, runs, total/sum ms, sum vs p50, notes
+    verdicts: tuple[Verdict, ...] = ()
     fingerprint: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     extra: Mapping[str, Any] | None = None          # target-specific facts (thermal, device runner ...)
@@ -540,11 +676,13 @@ class InferenceRow(_RowMixin):
               "error", "exit_code", "error_type", "size_bytes", "size_reduction_pct", "runtime", "method",
               "threads", "threads_effective", "delegate", "init_ms", "first_inference_ms", "peak_rss_bytes",
               "rss_before_load_bytes", "detection", "server", "sla", "stop_reason", "input_source",
-              "input_samples", "nonfinite_outputs", "outputs_saved", "batch_throughput", "output_mapping", "extra")
+              "input_samples", "nonfinite_outputs", "outputs_saved", "batch_throughput", "output_mapping", "extra",
+              "runtime_api", "accelerator", "fully_accelerated", "gpu_precision", "op_profile_info")
     _LOG_KEYS = ("memory_mb", "delegates", "delegate_fallback", "delegated_nodes", "model_size_mb", "params",
-                 "op_profile", "op_summary", "op_profile_timings", "errors", "unparsed_lines", "source", "warmup")
+                 "op_summary", "op_profile_timings", "errors", "unparsed_lines", "source", "warmup")
     _STRUCT = ("latency_ms", "samples_ns", "warmup_ms", "warmup_samples_ns", "drift", "worst", "drift_vs_host",
-               "worst_vs_host", "accuracy", "concurrency", "fingerprint", "warnings", "gflops")
+               "worst_vs_host", "accuracy", "concurrency", "fingerprint", "warnings", "gflops", "delegation",
+               "op_profile", "verdicts")
     _REGIMES = ("timeline", "sustained", "period_ms", "paced", "cold_start", "energy", "energy_reason")
 
     # -- views ----------------------------------------------------------------------------
@@ -585,6 +723,12 @@ class InferenceRow(_RowMixin):
             out["concurrency"] = [dict(c) for c in self.concurrency]
         if self.log is not None:
             out.update(self.log)
+        # issue 15: every row says what the delegate took; profiles and verdicts where measured
+        out["delegation"] = None if self.delegation is None else self.delegation.to_dict()
+        if self.op_profile is not None:
+            out["op_profile"] = [e.to_dict() for e in self.op_profile]
+        if self.verdicts or "drift" in out:
+            out["verdicts"] = [v.to_dict() for v in self.verdicts]
         if self.timeline is not None:
             out["timeline"] = [w.to_dict() for w in self.timeline]
         for k in ("sustained", "paced", "cold_start"):
@@ -611,6 +755,8 @@ class InferenceRow(_RowMixin):
             kw[k] = _i(kw[k])
         for k in ("size_reduction_pct", "init_ms", "first_inference_ms"):
             kw[k] = _f(kw[k])
+        if kw["fully_accelerated"] is not None:
+            kw["fully_accelerated"] = bool(kw["fully_accelerated"])
         lat = d.get("latency_ms")
         kw["latency"] = Latency.from_dict(lat) if isinstance(lat, Mapping) else None
         kw["samples_ns"] = _samples(d.get("samples_ns"))
@@ -624,6 +770,11 @@ class InferenceRow(_RowMixin):
         kw["cost"] = Cost.from_row(d)
         conc = d.get("concurrency")
         kw["concurrency"] = tuple(_freeze(c) for c in conc) if isinstance(conc, list) else None
+        kw["delegation"] = Delegation.from_dict(d.get("delegation"))
+        ops = d.get("op_profile")
+        kw["op_profile"] = (tuple(OpEntry.from_dict(e) for e in ops if isinstance(e, Mapping))
+                            if isinstance(ops, list) else None)
+        kw["verdicts"] = tuple(Verdict.from_dict(v) for v in (d.get("verdicts") or ()) if isinstance(v, Mapping))
         log = {k: d[k] for k in cls._LOG_KEYS if k in d}
         kw["log"] = _freeze(log) if log else None
         kw["fingerprint"] = _freeze(d.get("fingerprint") if isinstance(d.get("fingerprint"), Mapping) else {})

@@ -78,7 +78,7 @@ def test_run_through_edgebench_runner_equals_host(phone, tiny_tflite, tmp_path):
     assert r.model_sha256 == h.model_sha256
     assert r.runtime.startswith("ai_edge_litert")
     assert r.extra["runner"] == "edgebench" and r.extra["input_source"] == "npz"
-    assert r.extra["pushed"] == {"runner": True, "model": True, "inputs": True}
+    assert r.extra["pushed"] == {"runner": True, "runner_profile": True, "model": True, "inputs": True}
     fp = r.fingerprint
     assert fp["device_model"] == "Pixel 8" and fp["soc"] == "Google Tensor G3" and fp["os"] == "Android 14 (SDK 34)"
     th = r.extra["thermal"]
@@ -94,7 +94,7 @@ def test_run_through_edgebench_runner_equals_host(phone, tiny_tflite, tmp_path):
     assert (base / "files" / "tiny.tflite").read_bytes() == tiny_tflite.read_bytes()
     # second run: nothing re-pushed (remote sha256 matched)
     r2 = AdbTarget(phone.serial, thermal=NO_COOL).run(job)
-    assert r2.extra["pushed"] == {"runner": False, "model": False, "inputs": False}
+    assert r2.extra["pushed"] == {"runner": False, "runner_profile": False, "model": False, "inputs": False}
 
 
 def test_hostile_file_name_reaches_device_intact(phone, tiny_tflite, tmp_path):
@@ -349,3 +349,48 @@ def test_matching_profile_sets_threads_and_affinity_and_devices_shows_it(run_cli
     assert load_profile_file(saved).threads == 2
     code, out, _ = run_cli("devices")
     assert "pixel_8:" in out and "suggested" in out      # (the cell may wrap at word boundaries)
+
+
+# ---------------------------------------------------------------- where the time goes on devices (issue 15)
+def test_device_rows_carry_delegation_and_op_profiles(make_sim, standin_binary, session_tmp):
+    """Both device runners: the edgebench runner (python3 on the device) reports the interpreter's
+    execution plan and a LiteRT profile; benchmark_model reports its "Replacing N out of M nodes"
+    line and its --enable_op_profiling table (the stand-in prints LiteRT's real summary)."""
+    from conftest_profile import build_prelu_models
+
+    from edgebench.profile import by_op_type, runtime_row_parts
+
+    models = build_prelu_models(session_tmp / "prelu_adb")
+    py = make_sim(has_python=True)
+    stock = make_sim(has_python=False)
+    job = make_job(str(models["int8"]), runs=30, warmup_runs=2, op_profile=True)
+    for t in (AdbTarget(py.serial, thermal=NO_COOL), AdbTarget(stock.serial, benchmark_binary=standin_binary,
+                                                               thermal=NO_COOL)):
+        r = t.run(job)
+        d = r.extra["delegation"]
+        assert (d["nodes_delegated"], d["nodes_total"], d["partitions"], d["undelegated"]) == (6, 8, 3, {"PRELU": 2})
+        parts, warnings = runtime_row_parts(r.extra, None, f"int8 on {t.name}")
+        prelu = [e for e in parts["op_profile"] if e.op == "PRELU"]
+        assert len(prelu) == 2 and all(not e.delegated and e.ms > 0 for e in prelu), parts["op_profile"]
+        assert by_op_type(parts["op_profile"])["PReLU"]["cpu_ms"] > 0
+        assert any("PRELU x2" in w for w in warnings)
+    assert "benchmark_model" in parts["op_profile_info"]["source"]
+
+
+def test_benchmark_model_compiled_runtime_flags_and_missing_npu(make_sim, tiny_tflite, standin_binary):
+    """--runtime compiled on a device without Python goes through LiteRT's CompiledModel tool flags;
+    an NPU the device does not have is bad input naming what is there (exit 2), not a crash."""
+    from edgebench.targets.benchmark_model.argv import build_argv
+
+    argv = build_argv("bm", "m.tflite", accelerator="gpu", gpu_precision="fp16")
+    assert "--use_gpu=true" in argv and "--gpu-precision=fp16" in argv and "--require_full_delegation=false" in argv
+    with pytest.raises(BadInput, match="do not mix"):
+        build_argv("bm", "m.tflite", accelerator="cpu", use_gpu=True)
+    dev = make_sim(has_python=False)
+    t = AdbTarget(dev.serial, benchmark_binary=standin_binary, thermal=NO_COOL)
+    r = t.run(make_job(str(tiny_tflite), runs=4, warmup_runs=1, runtime_api="compiled", accelerator="cpu"))
+    flags = r.extra["benchmark_model_flags"]
+    assert flags["use_cpu"] == "true" and flags["use_npu"] == "false" and "use_xnnpack" not in flags
+    assert r.extra["runtime_api"] == "compiled" and len(r.samples_ns) == 4
+    with pytest.raises(BadInput, match="accelerator 'npu' is not available .* available there: cpu"):
+        t.run(make_job(str(tiny_tflite), runs=2, warmup_runs=1, runtime_api="compiled", accelerator="npu"))

@@ -37,9 +37,10 @@ def _ref(model, feeds: dict) -> dict:
     return it.get_signature_runner()(**feeds)
 
 
-def test_runner_is_standalone():
-    """Only stdlib, numpy and TFLite runtimes may be imported: the file is pushed to devices."""
-    tree = ast.parse(RUNNER_PATH.read_text())
+@pytest.mark.parametrize("name", ["runner.py", "runner_profile.py"])
+def test_runner_is_standalone(name):
+    """Only stdlib, numpy and TFLite runtimes may be imported: the files are pushed to devices."""
+    tree = ast.parse(RUNNER_PATH.with_name(name).read_text())
     mods = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

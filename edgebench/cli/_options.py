@@ -14,7 +14,8 @@ import typer
 
 from edgebench.energy import EnergySettings
 from edgebench.publish import PublishOptions
-from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, P99_MIN_SAMPLES, RunControl, Schedule
+from edgebench.targets.base import (ACCELERATORS, DEFAULT_DELEGATE, DELEGATES, GPU_PRECISIONS, P99_MIN_SAMPLES,
+                                    RUNTIME_APIS, RunControl, Schedule)
 
 _RC = RunControl()
 _SCHEDULE = Schedule()
@@ -54,6 +55,18 @@ InputShapeOpt = Annotated[Optional[list[str]], typer.Option(
 ImportOpt = Annotated[Optional[list[str]], typer.Option(
     "--import", help="Python module (name or .py path) imported first (repeatable): its classes become Keras "
                      "custom objects for .keras/.h5 files; it can also register custom TF ops.")]
+
+# --- where the time goes (issue 15)
+RuntimeOpt = Annotated[str, typer.Option(
+    "--runtime", help=f"LiteRT API: {' or '.join(RUNTIME_APIS)} (CompiledModel, Google's recommended API).")]
+AcceleratorOpt = Annotated[Optional[str], typer.Option(
+    "--accelerator", help=f"CompiledModel accelerator: {', '.join(ACCELERATORS)} (needs --runtime compiled).")]
+GpuPrecisionOpt = Annotated[Optional[str], typer.Option(
+    "--gpu-precision", help=f"GPU runs: {','.join(GPU_PRECISIONS)} (comma-separated: side by side).")]
+OpProfileOpt = Annotated[bool, typer.Option(
+    "--op-profile", help="A separate op-profiling pass after the timed runs: time per op and per delegate partition.")]
+ModelExplorerOpt = Annotated[Optional[str], typer.Option(
+    "--model-explorer", help="Write Model Explorer node data (per-op latency) to PATH (needs --op-profile).")]
 
 # --- run control (RunControl's defaults)
 RunsOpt = Annotated[Optional[int], typer.Option(
@@ -95,6 +108,10 @@ MinPsnrOpt = Annotated[Optional[float], typer.Option("--min-psnr", help="Gate: m
 MaxP99Opt = Annotated[Optional[float], typer.Option("--max-p99-ms", help="Gate: max p99 latency (ms).")]
 MinSizeReductionOpt = Annotated[Optional[float], typer.Option(
     "--min-size-reduction", help="Gate: min size reduction vs FP32 (%).")]
+MinCosineOpt = Annotated[Optional[float], typer.Option(
+    "--min-cosine", help="Gate: min mean cosine similarity to the reference, per output.")]
+MinDelegatedOpt = Annotated[Optional[float], typer.Option(
+    "--min-delegated", help="Gate: min % of nodes the delegate/accelerator must take.")]
 
 
 def run_control(runs: int | None = None, min_runs: int = _RC.min_runs, min_time: float = _RC.min_time_s,
@@ -130,9 +147,23 @@ def source_options(signature: str | None = None, input_shapes: list[str] | None 
 
 def publish_options(*, json_path: str | None = None, db: str | None = None, no_store: bool = False,
                     pushgateway: str | None = None, markdown: str | None = None,
-                    junit: str | None = None) -> PublishOptions:
+                    junit: str | None = None, model_explorer: str | None = None) -> PublishOptions:
     return PublishOptions(json_path=json_path, markdown=markdown, junit=junit, db=db, store=not no_store,
-                          pushgateway=pushgateway)
+                          pushgateway=pushgateway, model_explorer=model_explorer)
+
+
+def gpu_precisions(value: str | None) -> tuple[str, ...]:
+    """'fp16,fp32' -> ('fp16', 'fp32'), validated."""
+    from edgebench.cli._common import split_csv
+
+    return tuple(split_csv(value, option="--gpu-precision", allowed=GPU_PRECISIONS)) if value else ()
+
+
+def check_model_explorer(model_explorer: str | None, op_profile: bool) -> None:
+    from edgebench.errors import BadInput
+
+    if model_explorer and not op_profile:
+        raise BadInput("--model-explorer writes per-op latency, which needs a profile: add --op-profile")
 
 
 RC_DEFAULTS = _RC

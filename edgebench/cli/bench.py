@@ -6,10 +6,11 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from edgebench.cli._options import (ENERGY_DEFAULTS, RC_DEFAULTS, SCHEDULE_DEFAULTS, BenchmarkBinaryOpt,
-                                    ColdStartsOpt, DbOpt, DelegateOpt, DurationOpt, EnergyIdleOpt, EnergyOpt,
-                                    JsonOpt, MaxTimeOpt, MinRunsOpt, MinTimeOpt, NoStoreOpt, PeriodMsOpt,
-                                    PushgatewayOpt, ReportEveryOpt, RunsOpt, TargetsOpt, ThreadsOpt,
+from edgebench.cli._options import (ENERGY_DEFAULTS, RC_DEFAULTS, SCHEDULE_DEFAULTS, AcceleratorOpt,
+                                    BenchmarkBinaryOpt, ColdStartsOpt, DbOpt, DelegateOpt, DurationOpt,
+                                    EnergyIdleOpt, EnergyOpt, GpuPrecisionOpt, JsonOpt, MaxTimeOpt, MinRunsOpt,
+                                    MinTimeOpt, ModelExplorerOpt, NoStoreOpt, OpProfileOpt, PeriodMsOpt,
+                                    PushgatewayOpt, ReportEveryOpt, RunsOpt, RuntimeOpt, TargetsOpt, ThreadsOpt,
                                     WarmupRunsOpt, WarmupTimeOpt, XnnpackCacheOpt)
 from edgebench.targets.base import DEFAULT_DELEGATE
 
@@ -22,6 +23,11 @@ def register(app: typer.Typer) -> None:
         benchmark_binary: BenchmarkBinaryOpt = None,
         threads: ThreadsOpt = None,
         delegate: DelegateOpt = DEFAULT_DELEGATE,
+        runtime: RuntimeOpt = "interpreter",
+        accelerator: AcceleratorOpt = None,
+        gpu_precision: GpuPrecisionOpt = None,
+        op_profile: OpProfileOpt = False,
+        model_explorer: ModelExplorerOpt = None,
         data: Annotated[Optional[str], typer.Option(
             "--data", help="InputSet .npz (keys = signature input names); default: seeded synthetic inputs.")] = None,
         runs: RunsOpt = None,
@@ -57,7 +63,8 @@ def register(app: typer.Typer) -> None:
         """Benchmark .tflite models: per-inference latency percentiles with validity, QPS, memory, % of peak."""
         from edgebench.bench import BenchSettings, raise_for_failures, run_bench
         from edgebench.cli._common import deliver, progress_reporter, split_ints
-        from edgebench.cli._options import energy_settings, publish_options, run_control, schedule
+        from edgebench.cli._options import (check_model_explorer, energy_settings, gpu_precisions,
+                                            publish_options, run_control, schedule)
         from edgebench.publish import check_store
         from edgebench.report.terminal.bench import render_bench
 
@@ -69,8 +76,12 @@ def register(app: typer.Typer) -> None:
             server_qps=server_qps, server_workers=server_workers, sla_p99_ms=sla_p99_ms, seed=seed,
             schedule=schedule(duration, report_every, period_ms), cold_starts=cold_starts,
             xnnpack_cache=xnnpack_cache, energy=energy_settings(energy, energy_idle), repeats=repeats,
+            runtime_api=runtime, accelerator=accelerator, gpu_precisions=gpu_precisions(gpu_precision),
+            op_profile=op_profile,
         )
-        opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway)
+        check_model_explorer(model_explorer, op_profile)
+        opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway,
+                               model_explorer=model_explorer)
         check_store(opts)
         with progress_reporter("bench") as say:
             doc = run_bench(settings, progress=say)

@@ -7,10 +7,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from edgebench.cli._options import (RC_DEFAULTS, BenchmarkBinaryOpt, DbOpt, DelegateOpt, ImportOpt, InputShapeOpt,
-                                    JsonOpt, JunitOpt, MarkdownOpt, MaxAccuracyDropOpt, MaxP99Opt, MaxTimeOpt,
-                                    MinPsnrOpt, MinRunsOpt, MinSizeReductionOpt, MinTimeOpt, NoStoreOpt,
-                                    PushgatewayOpt, RunsOpt, SignatureOpt, TargetsOpt, ThreadsOpt, WarmupRunsOpt,
+from edgebench.cli._options import (RC_DEFAULTS, AcceleratorOpt, BenchmarkBinaryOpt, DbOpt, DelegateOpt,
+                                    GpuPrecisionOpt, ImportOpt, InputShapeOpt, JsonOpt, JunitOpt, MarkdownOpt,
+                                    MaxAccuracyDropOpt, MaxP99Opt, MaxTimeOpt, MinCosineOpt, MinDelegatedOpt,
+                                    MinPsnrOpt, MinRunsOpt, MinSizeReductionOpt, MinTimeOpt, ModelExplorerOpt,
+                                    NoStoreOpt, OpProfileOpt, PushgatewayOpt, RunsOpt, RuntimeOpt, SignatureOpt,
+                                    TargetsOpt, ThreadsOpt, WarmupRunsOpt,
                                     WarmupTimeOpt, WideOpt)
 from edgebench.targets.base import DEFAULT_DELEGATE
 
@@ -47,6 +49,11 @@ def register(app: typer.Typer) -> None:
         benchmark_binary: BenchmarkBinaryOpt = None,
         threads: ThreadsOpt = None,
         delegate: DelegateOpt = DEFAULT_DELEGATE,
+        runtime: RuntimeOpt = d.runtime_api,
+        accelerator: AcceleratorOpt = None,
+        gpu_precision: GpuPrecisionOpt = None,
+        op_profile: OpProfileOpt = False,
+        model_explorer: ModelExplorerOpt = None,
         runs: RunsOpt = None,
         min_runs: MinRunsOpt = RC_DEFAULTS.min_runs,
         min_time: MinTimeOpt = RC_DEFAULTS.min_time_s,
@@ -59,6 +66,8 @@ def register(app: typer.Typer) -> None:
         min_psnr: MinPsnrOpt = None,
         max_p99_ms: MaxP99Opt = None,
         min_size_reduction: MinSizeReductionOpt = None,
+        min_cosine: MinCosineOpt = None,
+        min_delegated: MinDelegatedOpt = None,
         gate: Annotated[Optional[Path], typer.Option("--gate", help="YAML with per-precision thresholds.")] = None,
         json_path: JsonOpt = None,
         markdown: MarkdownOpt = None,
@@ -80,7 +89,8 @@ def register(app: typer.Typer) -> None:
         everything else is still reported and saved), 130/143 interrupted (measured rows are kept).
         """
         from edgebench.cli._common import console, deliver, progress_reporter, split_csv
-        from edgebench.cli._options import publish_options, run_control, source_options
+        from edgebench.cli._options import (check_model_explorer, gpu_precisions, publish_options, run_control,
+                                            source_options)
         from edgebench.errors import BadInput
         from edgebench.cli.convert import check_int8_io, check_size
         from edgebench.gate import Thresholds, load_gate_file
@@ -103,11 +113,15 @@ def register(app: typer.Typer) -> None:
             preprocess=preprocess, size=check_size(size), threads=threads, delegate=delegate,
             control=run_control(runs, min_runs, min_time, max_time, warmup_runs, warmup_time),
             class_output=class_output, benchmark_binary=benchmark_binary,
-            thresholds=Thresholds(max_accuracy_drop, min_psnr, max_p99_ms, min_size_reduction),
+            thresholds=Thresholds(max_accuracy_drop, min_psnr, max_p99_ms, min_size_reduction, min_cosine,
+                                  min_delegated),
             gate_file=load_gate_file(gate) if gate else None,
+            runtime_api=runtime, accelerator=accelerator, gpu_precisions=gpu_precisions(gpu_precision),
+            op_profile=op_profile,
         )
+        check_model_explorer(model_explorer, op_profile)
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway,
-                               markdown=markdown, junit=junit)
+                               markdown=markdown, junit=junit, model_explorer=model_explorer)
         check_store(opts)
         with progress_reporter("convert-and-compare") as say:
             doc = convert_and_compare(settings, progress=say)

@@ -15,6 +15,7 @@ Sections (always present, with a one-line note when the data for them is absent)
 ``sustained``    latency and temperature over time of sustained runs, paced vs back-to-back, cold
                  starts, energy per inference (``report/html_sustain.py``)
 ``pareto``       size vs p99 scatter, accuracy annotated, Pareto-optimal rows filled
+``where``        where the time goes: delegated nodes, ops left on the CPU, silent-failure verdicts, top ops
 ``drift``        per-output drift table (max/mean abs, RMSE, rel L2, cosine, PSNR, NaN/Inf)
 ``training``     training throughput vs batch size, one line per (model, precision, xla, strategy,
                  input pipeline)
@@ -31,7 +32,7 @@ from typing import Any, Iterable, Sequence
 
 from edgebench.fingerprint import KEY_FIELDS, diff_fingerprints
 
-SECTIONS = ("fingerprint", "results", "latency", "sustained", "pareto", "drift", "training", "history")
+SECTIONS = ("fingerprint", "results", "where", "latency", "sustained", "pareto", "drift", "training", "history")
 
 _PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
             "#7f7f7f", "#bcbd22", "#17becf")
@@ -335,7 +336,6 @@ def svg_cdf(samples_ms: Sequence[float], *, title: str = "", p50: float | None =
 def svg_histogram(samples_ms: Sequence[float], *, bins: int = 40, title: str = "") -> str:
     """Histogram of latencies (ms); values beyond ``_axis_cut`` are folded into the last bin."""
     xs = sorted(float(s) for s in samples_ms)
-    n = len(xs)
     lo = xs[0]
     hi = xs[_axis_cut(xs) - 1]
     if hi <= lo:
@@ -467,6 +467,32 @@ def _results_section(docs: list[dict[str, Any]]) -> str:
         "QPS", "samples", "top-1", "top-1 drop pp", "top-1 agree", "top-5 agree"], table_rows,
         left=6 if multi else 5))
     return _section("results", "Precision × target", "".join(parts))
+
+
+def _where_section(docs: list[dict[str, Any]]) -> str:
+    """Delegation, silent-failure verdicts and the top ops of every row that has them (issue 15)."""
+    rows = [r for d in docs for r in _rows(d) if not _is_train_row(d, r)
+            and (r.get("delegation") or r.get("verdicts") or r.get("op_profile"))]
+    if not rows:
+        return _section("where", "Where the time goes", _note("no delegation, profile or verdict in these results"))
+    body = []
+    for r in rows:
+        d = r.get("delegation") or {}
+        cell = "-"
+        if d.get("nodes_delegated") is not None:
+            cell = f"{d['nodes_delegated']}/{d.get('nodes_total', '?')}"
+            if d.get("partitions") is not None:
+                cell += f", {d['partitions']} parts"
+        left = ", ".join(f"{k} x{v}" for k, v in (d.get("undelegated") or {}).items()) or "-"
+        verdicts = "; ".join(str(v.get("message")) for v in (r.get("verdicts") or []) if v.get("failed")) or "-"
+        ops = sorted((o for o in (r.get("op_profile") or []) if _num(o.get("ms")) is not None),
+                     key=lambda o: -float(o["ms"]))[:5]
+        top = "; ".join(f"{o.get('op')} {_fmt(o.get('ms'), 4)} ms ({_fmt_pct(o.get('share'), 1)})" for o in ops) or "-"
+        body.append((r.get("model") or "-", r.get("precision") or "-", r.get("target") or "-",
+                     str(d.get("delegate") or "-"), cell, left, verdicts, top))
+    return _section("where", "Where the time goes", _table(
+        ["model", "precision", "target", "delegate", "delegated", "left on the CPU", "silent failures",
+         "top ops (mean ms per inference; a delegate partition is one entry)"], body, left=8))
 
 
 def _latency_section(docs: list[dict[str, Any]]) -> str:
@@ -689,6 +715,7 @@ def render_html(docs: dict[str, Any] | Sequence[dict[str, Any]], *,
     sections = [
         _fingerprint_section(docs),
         _results_section(docs),
+        _where_section(docs),
         _latency_section(docs),
         sustained_section(docs),
         _pareto_section(docs),

@@ -166,7 +166,40 @@ def _inference_table(rows: list[tuple[InferenceRow, bool]]) -> tuple[list[str], 
         ])
     headers = ["model", "precision", "target", "device", "status", "size", "size red.", "p50 ms", "p99 ms",
                "QPS", "top-1", "top-1 drop pp", "top-1 agree", "min PSNR dB"]
+    if any(r.delegation is not None for r, _ in rows):   # issue 15: only where something was measured
+        headers.append("delegated")
+        for line, (r, _) in zip(body, rows):
+            line.append(md_escape(r.delegation.cell() if r.delegation else None))
     return _table(headers, body, right_from=5), few
+
+
+def _where_the_time_goes(rows: list[tuple[InferenceRow, bool]]) -> list[str]:
+    """Silent-failure verdicts, delegation warnings and each profiled row's top ops."""
+    from edgebench import profile as prof
+
+    out: list[str] = []
+    for r, _ in rows:
+        where = f"{r.precision or r.model} on {r.target}" + (f" (GPU {r.gpu_precision})" if r.gpu_precision else "")
+        for v in r.verdicts:
+            if v.failed:
+                out.append(f"- **silent failure** ({md_escape(where)}): {md_escape(v.message)}; {md_escape(v.advice)}")
+        w = prof.delegation_warning(r.delegation, where)
+        if w:
+            out.append(f"- {md_escape(w)}")
+    for r, _ in rows:
+        if not r.op_profile:
+            continue
+        info = r.op_profile_info or {}
+        body = [[md_escape(e.node), md_escape(e.op), _f(e.ms, 4), _f(e.share, 1, scale=100, suffix="%"),
+                 "delegate partition" if e.delegated else "CPU interpreter", md_escape((e.name or "")[:60])]
+                for e in prof.top_ops(r.op_profile, 10)]
+        ratio = info.get("sum_p50_vs_p50")
+        note = f" · sum of per-op medians = {ratio:.2f} × p50" if ratio is not None else ""
+        out += ["", f"<details><summary>where the time goes: {md_escape(r.precision or r.model)} on "
+                    f"{md_escape(r.target)}{note}</summary>", ""]
+        out += _table(["node", "op", "ms", "share", "runs on", "name"], body, right_from=2)
+        out += ["", "</details>"]
+    return out
 
 
 def _drift_table(rows: list[tuple[InferenceRow, bool]]) -> list[str]:
@@ -223,6 +256,9 @@ def render_markdown(docs: Document | Mapping[str, Any] | Sequence[Document | Map
             out += train
         if not inf and not train:
             out.append("_no result rows_")
+        where = _where_the_time_goes(inf)
+        if where:
+            out += [""] + where
         drift = _drift_table(inf)
         if drift:
             out += ["", "<details><summary>per-output drift vs reference</summary>", ""] + drift + ["", "</details>"]

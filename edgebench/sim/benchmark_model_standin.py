@@ -10,13 +10,17 @@ output file, the parser) runs end to end without a phone.
 Honoured flags: --graph --num_threads --num_runs --warmup_runs --min_secs --max_secs
 --warmup_min_secs --run_delay --use_xnnpack --use_gpu --gpu_precision_loss_allowed
 --use_nnapi --input_layer --input_layer_shape --input_layer_value_files --output_filepath
---enable_op_profiling --report_peak_memory_footprint.
+--enable_op_profiling --report_peak_memory_footprint, and benchmark_litert_model's --use_cpu
+--use_npu --gpu-precision --require_full_delegation (an NPU fails as LiteRT fails without one).
 
 What it cannot be: a phone. ``--use_gpu``/``--use_nnapi`` fail the way benchmark_model
-fails when a delegate cannot be applied (there is no GPU/NNAPI here); ``--enable_op_profiling``
-is accepted but prints no operator table, because the LiteRT Python API exposes no
-per-operator profiler and this script never invents numbers. Timings are those of the host
-CPU. The script needs only the standard library, numpy and ai_edge_litert.
+fails when a delegate cannot be applied (there is no GPU/NNAPI here). When edgebench's
+``runner_profile`` is importable (the simulated device runs on this host), it prints TFLite's
+"Replacing N out of M node(s) with delegate ..." line from the interpreter's real execution plan
+and, with ``--enable_op_profiling``, LiteRT's own profile summary (LiteRT's profiler through
+its C API: the tables benchmark_model prints, measured, never invented); without it, no line
+and no table. Timings are those of the host CPU. The script needs only the standard library,
+numpy and ai_edge_litert.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ USAGE_FLAGS = {
     "input_layer": "", "input_layer_shape": "", "input_layer_value_files": "", "output_filepath": "",
     "enable_op_profiling": "false", "report_peak_memory_footprint": "false",
     "verbose": "false",
+    # LiteRT's CompiledModel tool (benchmark_litert_model)
+    "use_cpu": "true", "use_npu": "false", "gpu-precision": "auto", "require_full_delegation": "false",
 }
 # How benchmark_model echoes a parameter (LOG_BENCHMARK_PARAM names), in its order.
 ECHO = (
@@ -50,7 +56,8 @@ ECHO = (
     ("gpu_precision_loss_allowed", "Allow lower precision in gpu"), ("use_nnapi", "Use NNAPI"),
 )
 BOOL_FLAGS = {"use_xnnpack", "use_gpu", "gpu_precision_loss_allowed", "use_nnapi",
-              "enable_op_profiling", "report_peak_memory_footprint", "verbose"}
+              "enable_op_profiling", "report_peak_memory_footprint", "verbose", "use_cpu", "use_npu",
+              "require_full_delegation"}
 
 
 def log(msg: str = "", level: str = "INFO") -> None:
@@ -247,6 +254,10 @@ def main(argv: list[str]) -> int:
     if as_bool(flags["use_nnapi"]):
         log("NNAPI acceleration is unsupported on this platform.", "WARN")
         return fail("Failed to apply NNAPI delegate.")
+    if as_bool(flags["use_npu"]):   # benchmark_litert_model: LiteRT's own message, then the tool's
+        log("[npu_registry.cc:34] NPU accelerator could not be loaded and registered: "
+            "kLiteRtStatusErrorNotFound.", "WARNING")
+        return fail("Failed to compile model.")
 
     resolver = (OpResolverType.AUTO if as_bool(flags["use_xnnpack"])
                 else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
@@ -278,6 +289,12 @@ def main(argv: list[str]) -> int:
     except RuntimeError as exc:
         return fail(f"Failed to allocate tensors: {exc}")
     inputs = interp.get_input_details()
+    rp = _runner_profile()
+    if rp is not None and as_bool(flags["use_xnnpack"]):
+        d = rp.delegation_summary(rp.graph_nodes(interp), "xnnpack")
+        if d and d["partitions"]:
+            log(f"Replacing {d['nodes_delegated']} out of {d['nodes_total']} node(s) with delegate "
+                f"(TfLiteXNNPackDelegate) node, yielding {d['partitions']} partitions for the whole graph.")
 
     try:
         files = dict(split_value_files(flags["input_layer_value_files"]))
@@ -311,9 +328,11 @@ def main(argv: list[str]) -> int:
     init_ms = (time.perf_counter() - t_init0) * 1000.0
     init_rss = max_rss_mb()
     log(f"Initialized session in {g(init_ms)}ms.")
-    if as_bool(flags["enable_op_profiling"]):
-        log("Op profiling is unavailable in the edgebench benchmark_model stand-in: the LiteRT Python "
-            "API exposes no per-operator profiler, so no operator-wise table is printed.", "WARN")
+    profiling = as_bool(flags["enable_op_profiling"])
+    if profiling and (rp is None or not as_bool(flags["use_xnnpack"])):
+        log("Op profiling is unavailable in the edgebench benchmark_model stand-in here: it needs "
+            "edgebench's runner_profile and XNNPACK; no operator-wise table is printed.", "WARN")
+        profiling = False
 
     max_secs = float(flags["max_secs"])
     run_delay = float(flags["run_delay"])
@@ -334,6 +353,16 @@ def main(argv: list[str]) -> int:
     if not ok:
         return fail("Benchmarking failed during the timed runs.")
 
+    if profiling:
+        feeds = [(d["name"], [interp.get_tensor(d["index"]).copy()]) for d in inputs]
+        try:
+            raw = rp.profile_ops(graph, threads if threads > 0 else None, feeds, max(1, len(timed.values)), 1, max_secs,
+                                 summary=True)
+        except (rp.Unavailable, RuntimeError) as exc:
+            log(f"Op profiling failed: {exc}", "WARN")
+        else:
+            sys.stderr.write("Operator-wise Profiling Info for Regular Benchmark Runs:\n" + raw.get("summary", "")
+                             + "\n")
     log(f"Inference timings in us: Init: {int(init_ms * 1000)}, First inference: {warm.first}, "
         f"Warmup (avg): {g(warm.avg)}, Inference (avg): {g(timed.avg)}")
     log("Note: as the benchmark tool itself affects memory footprint, the following is only APPROXIMATE "
@@ -357,10 +386,31 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+# Where edgebench's runner_profile.py is: ``install`` writes its path into the installed copy (the
+# simulated device runs on this host); empty means "in the edgebench package this module is in".
+RUNNER_PROFILE = ""
+
+
+def _runner_profile():
+    """edgebench's standalone runner_profile, when this host has it (the simulated device does)."""
+    import importlib.util  # noqa: PLC0415
+
+    path = RUNNER_PROFILE or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "targets",
+                                          "runner_profile.py")
+    if not os.path.isfile(path):
+        return None
+    spec = importlib.util.spec_from_file_location("runner_profile", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def install(dest: str, python: str | None = None) -> str:
     """Copy this script to ``dest`` with a #! line naming ``python`` (default: this interpreter)."""
     with open(os.path.abspath(__file__), encoding="utf-8") as fh:
         body = fh.read().split("\n", 1)[1]
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "targets", "runner_profile.py")
+    body = body.replace('\nRUNNER_PROFILE = ""\n', f"\nRUNNER_PROFILE = {here!r}\n", 1)
     with open(dest, "w", encoding="utf-8") as fh:
         fh.write(f"#!{python or sys.executable}\n{body}")
     os.chmod(dest, 0o755)

@@ -22,6 +22,10 @@ P99_MIN_SAMPLES = MIN_SAMPLES["p99"]
 DELEGATES = ("xnnpack", "none", "gpu", "nnapi")
 HOST_DELEGATES = ("xnnpack", "none")   # what LiteRT's Python interpreter applies on a Linux/macOS host
 DEFAULT_DELEGATE = "xnnpack"
+# LiteRT's two APIs (issue 15): the legacy Interpreter, or the CompiledModel with an accelerator.
+RUNTIME_APIS = ("interpreter", "compiled")
+ACCELERATORS = ("cpu", "gpu", "npu")
+GPU_PRECISIONS = ("fp32", "fp16")
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,10 @@ class Job:
     seed: int = 0
     schedule: Schedule = field(default_factory=Schedule)
     energy: Any = None                  # energy.EnergySettings: read power around the run (targets)
+    runtime_api: str = "interpreter"    # "compiled": LiteRT's CompiledModel API
+    accelerator: str | None = None      # compiled runtime: "cpu" | "gpu" | "npu" (None -> cpu)
+    gpu_precision: str | None = None    # GPU accelerator / delegate: "fp32" | "fp16"
+    op_profile: bool = False            # a separate op-profiling pass after the timed runs
 
     @property
     def deadline_s(self) -> float:
@@ -175,7 +183,9 @@ class Job:
         """The flat job JSON of the standalone worker contract (runner.py)."""
         return {"model_path": self.model_path, "inputs_npz": self.inputs_npz, "threads": self.threads,
                 "delegate": self.delegate or DEFAULT_DELEGATE, **self.control.to_dict(),
-                "save_outputs": self.save_outputs, "seed": self.seed, **self.schedule.worker_keys()}
+                "save_outputs": self.save_outputs, "seed": self.seed, **self.schedule.worker_keys(),
+                "runtime_api": self.runtime_api, "accelerator": self.accelerator,
+                "gpu_precision": self.gpu_precision, "op_profile": self.op_profile}
 
 
 @dataclass(frozen=True)
@@ -204,7 +214,10 @@ class RunResult:
                          "outputs_meta", "nonfinite_outputs", "rss_before_load_bytes", "load", "init_ms_each",
                          "runner_version", "python", "numpy", "platform", "pid", "cpu_affinity",
                          "cpu_affinity_error", "timed_span_boottime_s", "paced", "timeline", "cold_start",
-                         "memory", "gc")
+                         "memory", "gc",
+                         # issue 15: what ran the model and where the time went
+                         "runtime_api", "accelerator", "fully_accelerated", "gpu_precision", "gpu_adapter",
+                         "delegation", "op_profile_raw", "op_profile_error")
 
     @classmethod
     def from_worker(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray], *, target: str, model_path: str,
@@ -222,6 +235,10 @@ class RunResult:
         facts.update(extra or {})
         fp = dict(fingerprint)
         fp.update({"threads": spec.get("threads"), "delegate": spec.get("delegate"), "runtime": meta.get("runtime")})
+        if meta.get("runtime_api") == "compiled":   # a different API is a different measurement
+            fp.update({"runtime_api": "compiled", "accelerator": meta.get("accelerator"),
+                       "gpu_precision": meta.get("gpu_precision"), "gpu_adapter": meta.get("gpu_adapter")})
+            method = method.replace("invoke()", "CompiledModel.run_by_index()")
         return cls(
             target=target, model_path=model_path, model_sha256=model_sha256,
             samples_ns=np.asarray(arrays.get("samples_ns", np.zeros(0)), np.int64),
@@ -237,6 +254,27 @@ class RunResult:
         """A run that produced nothing; ``extra["exit_code"]`` keeps the error's exit code."""
         return cls(target=target, model_path=model_path, model_sha256=model_sha256,
                    samples_ns=np.zeros(0, np.int64), status="failed", error=error, extra={"exit_code": exit_code})
+
+
+def check_runtime(runtime_api: str, accelerator: str | None, gpu_precisions: tuple[str | None, ...] = (),
+                  delegate: str | None = None) -> None:
+    """--runtime / --accelerator / --gpu-precision: known values that fit together (BadInput)."""
+    from edgebench.errors import BadInput
+
+    if runtime_api not in RUNTIME_APIS:
+        raise BadInput(f"--runtime {runtime_api!r} is unknown; use {' or '.join(RUNTIME_APIS)}")
+    if accelerator is not None:
+        if accelerator not in ACCELERATORS:
+            raise BadInput(f"--accelerator {accelerator!r} is unknown; use {', '.join(ACCELERATORS)}")
+        if runtime_api != "compiled":
+            raise BadInput(f"--accelerator {accelerator} selects a CompiledModel accelerator; add --runtime compiled "
+                           "(the Interpreter takes --delegate instead)")
+    for p in gpu_precisions:
+        if p is not None and p not in GPU_PRECISIONS:
+            raise BadInput(f"--gpu-precision {p!r} is unknown; use {', '.join(GPU_PRECISIONS)} (comma-separated)")
+    if any(p is not None for p in gpu_precisions) and accelerator != "gpu" and delegate != "gpu":
+        raise BadInput("--gpu-precision applies to GPU runs; add --runtime compiled --accelerator gpu "
+                       "(host) or --delegate gpu (devices)")
 
 
 def check_job_files(job: Job) -> Path:

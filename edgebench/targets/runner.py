@@ -24,7 +24,9 @@ Usage::
                   | {"mode": "server", "qps": 50.0, "workers": 1, "queries": 1000}
                   | {"mode": "cold_start", "count": 5, "xnnpack_cache": false}
                   | {"mode": "first_inference", "api": "interpreter" | "compiled",
-                     "xnnpack_cache_path": null | "<file>"}}   # one cold-start child
+                     "xnnpack_cache_path": null | "<file>"},  # one cold-start child
+     "runtime_api": "interpreter" | "compiled", "accelerator": "cpu" | "gpu" | "npu" | null,
+     "gpu_precision": "fp32" | "fp16" | null, "op_profile": false, "op_profile_runs": null}
 
 Writes ``result.json`` (facts, status, error) and ``result.npz`` (``samples_ns``,
 ``warmup_ns``, ``out::<output name>`` when outputs are saved, ``lag_ns`` for paced runs)
@@ -35,6 +37,16 @@ loop; paced runs add ``paced`` {period_ms, achieved_period_ms, late_starts}; sus
 boottime_end_s}]}; cold starts add ``cold_start`` {count, xnnpack_cache, cache_bytes, starts:
 [{kind, cache, runtime, process_start_ms, init_ms, first_inference_ms, total_ms}]}; a
 cold-start child writes {ready_ns, first_done_ns, init_ms, first_inference_ms, runtime}.
+
+Where the time goes (single-stream runs; the logic is in ``runner_profile.py``, which must sit
+next to this file): result.json also has ``runtime_api``, ``delegation`` ({delegate,
+nodes_total, nodes_delegated, partitions, undelegated: {OP: n}, source, delegate_nodes,
+partition_members, undelegated_nodes}) and, for ``runtime_api: "compiled"`` (LiteRT's
+CompiledModel; ``invoke()`` is ``run_by_index``), ``accelerator``, ``fully_accelerated``,
+``gpu_precision``, ``gpu_adapter``. With ``op_profile`` a separate child
+(``runner.py --op-profile job.json``, after the timed runs) writes ``profile.json``, merged as
+``op_profile_raw`` ({runs, entries: [{node, op, name, delegated, mean_us, p50_us, members?,
+member_names?, inner?}], invoke: {mean_us, p50_us}, note, delegation}) or ``op_profile_error``.
 
 Exit status: 0 ok, 2 bad input (model/data/delegate; message in result.json), 3 internal
 failure. A crash (signal) or hang is detected by the parent, which owns the deadline.
@@ -86,7 +98,8 @@ SPIN_NS = 300_000              # server mode: sleep until 0.3 ms before a due ti
 # machine's scheduler charges back as preemption in the middle of the next query)
 QUANTIZE_CHUNK_BYTES = 16 << 20  # float64 temporaries of quantize() stay below this
 # Test-only fault injection so the parent's crash/hang handling can be tested for real:
-# "abort" -> os.abort() after loading the model, "hang" -> sleep forever.
+# "abort" -> os.abort() after loading the model, "hang" -> sleep forever, "profile-abort" -> the
+# op-profiling child aborts.
 FAULT_ENV = "EDGEBENCH_RUNNER_FAULT"
 
 
@@ -452,7 +465,10 @@ class Session:
     def __init__(self, runtime, job: dict, inputs_data: dict | None):
         self.job = job
         t0 = time.perf_counter_ns()
-        self.it = make_interpreter(runtime, job["model_path"], job.get("threads"), job.get("delegate", "xnnpack"))
+        if job.get("runtime_api") == "compiled":
+            self.it = make_compiled_model(runtime, job)
+        else:
+            self.it = make_interpreter(runtime, job["model_path"], job.get("threads"), job.get("delegate", "xnnpack"))
         self.init_ns = time.perf_counter_ns() - t0
         self.inputs, self.outputs = io_details(self.it)
         if inputs_data is not False:
@@ -1187,6 +1203,7 @@ def run_job(job: dict) -> dict:
         res["input_source"] = "npz" if job.get("inputs_npz") else "synthetic"
         res["inputs"] = sess.inputs
         res["outputs_meta"] = sess.outputs
+        res.update(runtime_facts(job, sess))
     elif mode == "concurrency":
         res.update(run_concurrency(job, sessions, count))
     else:
@@ -1211,6 +1228,8 @@ def run_job(job: dict) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[1] == PROFILE_FLAG:
+        return profile_main(argv[2])
     if len(argv) != 2:
         sys.stderr.write("usage: runner.py job.json\n")
         return EXIT_BAD_INPUT
@@ -1239,6 +1258,8 @@ def main(argv: list[str]) -> int:
     arrays: dict[str, np.ndarray] = {}
     try:
         res = run_job(job)
+        if job.get("op_profile") and (job.get("load") or {}).get("mode", "single") == "single":
+            res.update(run_profile_child(job_path, job, out_dir))
         for key in ("samples_ns", "warmup_ns", "service_ns", "lag_ns", "backlog_ns"):
             if key in res:
                 arrays[key] = np.asarray(res.pop(key), np.int64)
@@ -1274,6 +1295,104 @@ def _json_default(o):
     if isinstance(o, np.ndarray):
         return o.tolist()
     raise TypeError(type(o).__name__)
+
+
+# ---------------------------------------------------------------------------- where the time goes
+# Delegation summary, the separate op-profiling pass and LiteRT's CompiledModel runtime (issue 15).
+# The logic lives in runner_profile.py (standalone too, copied next to this file); these hooks only
+# call it, so the timed loops above stay as they are.
+
+PROFILE_FLAG = "--op-profile"
+
+
+def _where() -> "object":
+    """runner_profile.py from this file's own folder (host package or device run folder)."""
+    mod = sys.modules.get("runner_profile")
+    if mod is None:
+        import importlib.util
+
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner_profile.py")
+        if not os.path.isfile(path):
+            raise JobError(f"{path} is missing: it ships with runner.py (copy both files)", bad_input=False)
+        spec = importlib.util.spec_from_file_location("runner_profile", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["runner_profile"] = mod
+        spec.loader.exec_module(mod)
+    return mod
+
+
+def make_compiled_model(runtime, job: dict):
+    """``--runtime compiled``: a CompiledModel behind the Interpreter methods the loops use."""
+    rp = _where()
+    try:
+        return rp.CompiledModelAdapter(job["model_path"], job.get("threads"), job.get("accelerator") or "cpu",
+                                       job.get("gpu_precision"), runtime[0])
+    except rp.Unavailable as exc:
+        raise JobError(str(exc)) from None
+
+
+def runtime_facts(job: dict, sess) -> dict:
+    """What ran the model: runtime API, accelerator, and which nodes the delegate took."""
+    rp = _where()
+    if job.get("runtime_api") == "compiled":
+        facts = sess.it.facts()
+        facts["delegation"] = rp.compiled_delegation(job["model_path"], sess.it, load_runtime()[0])
+        return facts
+    delegate = job.get("delegate", "xnnpack")
+    return {"runtime_api": "interpreter", "delegation": rp.delegation_summary(rp.graph_nodes(sess.it), delegate)}
+
+
+def run_profile_child(job_path: str, job: dict, out_dir: str) -> dict:
+    """The op profile comes from a separate process (``runner.py --op-profile job.json``) after the
+    timed runs: the timed loop never runs with a profiler attached, and a crash in the profiler
+    cannot lose the measured samples."""
+    import subprocess
+
+    deadline = float(job.get("max_time_s", 60.0)) + 120.0
+    try:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), PROFILE_FLAG, job_path],  # noqa: S603
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              timeout=deadline, check=False)
+    except subprocess.TimeoutExpired:
+        return {"op_profile_error": f"the op-profiling pass did not finish within {deadline:g} s; it was stopped "
+                                    "(the timed results are kept)"}
+    path = os.path.join(out_dir, "profile.json")
+    if os.path.isfile(path):
+        with open(path) as fh:
+            got = json.load(fh)
+        if "op_profile_raw" in got or "op_profile_error" in got:
+            return got
+    tail = (proc.stderr.decode("utf-8", "replace").strip().splitlines() or [""])[-1][:300]
+    how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"status {proc.returncode}"
+    return {"op_profile_error": f"the op-profiling pass exited with {how} and wrote no profile"
+                                f"{': ' + tail if tail else ''} (the timed results are kept)"}
+
+
+def profile_main(job_path: str) -> int:
+    """Child entry: prepare the job's inputs as the timed run did, profile, write profile.json."""
+    rp = _where()
+    if os.environ.get(FAULT_ENV) == "profile-abort":   # test-only: a profiler crash must not lose the run
+        os.abort()
+    with open(job_path) as fh:
+        job = json.load(fh)
+    out_dir = job.get("out_dir") or os.path.dirname(os.path.abspath(job_path))
+
+    def session():   # the job's inputs prepared exactly as the timed run prepared them
+        data = load_npz(job["inputs_npz"]) if job.get("inputs_npz") else None
+        return Session(load_runtime(), {**job, "runtime_api": "interpreter", "delegate": "xnnpack"}, data)
+
+    try:
+        result, code = rp.profile_job(job, session), EXIT_OK
+    except rp.Unavailable as exc:
+        result, code = {"op_profile_error": str(exc)}, rp.PROFILE_EXIT_UNAVAILABLE
+    except (JobError, RuntimeError, OSError, ValueError) as exc:
+        result = {"op_profile_error": f"op profiling failed: {_one_line(exc)} (the timed results are kept)"}
+        code = EXIT_INFRA
+    tmp = os.path.join(out_dir, "profile.json.tmp")
+    with open(tmp, "w") as fh:
+        json.dump(result, fh, default=_json_default)
+    os.replace(tmp, os.path.join(out_dir, "profile.json"))
+    return code
 
 
 if __name__ == "__main__":

@@ -51,6 +51,19 @@ def _warmup(r: InferenceRow) -> str:
     return f"{runs} runs, mean {fmt_value(w.mean, '.4g')} ms"
 
 
+def _api(r: InferenceRow) -> str:
+    if r.runtime_api != "compiled":
+        return fmt_value(r.runtime_api)
+    acc = f"compiled / {r.accelerator}"
+    if r.gpu_precision:
+        acc += f" {r.gpu_precision}"
+    if r.fully_accelerated is not None:
+        acc += ", fully accelerated" if r.fully_accelerated else ", NOT fully accelerated"
+    if "software" in str((r.fingerprint or {}).get("gpu_adapter") or "").lower():
+        acc += " (software GPU: timing is not a GPU's)"
+    return acc
+
+
 SPEC = (
     ("status", lambda r: r.status if r.ok else f"FAILED: {r.error}"),
     ("samples", lambda r: fmt_value(r.latency.samples if r.latency else None, "d")),
@@ -77,6 +90,8 @@ SPEC = (
     ("int8 op coverage", lambda r: "-" if not (r.cost and r.cost.quantized) else
         f"{100 * (r.cost.quantization_coverage or 0):.0f}%"),
     ("threads / delegate", lambda r: f"{fmt_value(r.threads_effective or r.threads, 'd')} / {r.delegate}"),
+    ("delegated", lambda r: r.delegation.cell() if r.delegation else "-"),
+    ("runtime API", lambda r: _api(r)),
     ("runtime", lambda r: fmt_value(r.runtime)),
     ("size", lambda r: fmt_bytes(r.size_bytes)),
     ("sha256", lambda r: (r.model_sha256 or "")[:12]),
@@ -92,7 +107,10 @@ def render_bench(doc: Document | Mapping[str, Any]) -> list:
     t.add_column("metric")
     one_target = len({x.target for x in rows}) == 1
     for r in rows:
-        t.add_column(e(r.model if one_target else f"{r.model} @ {r.target}"), justify="right", overflow="fold")
+        head = r.model if one_target else f"{r.model} @ {r.target}"
+        if r.gpu_precision:
+            head += f" (GPU {r.gpu_precision})"
+        t.add_column(e(head), justify="right", overflow="fold")
     for label, fn in SPEC:
         t.add_row(label, *[e(fn(r)) for r in rows])
     out.append(t)
@@ -132,6 +150,9 @@ def render_bench(doc: Document | Mapping[str, Any]) -> list:
             out.append(Text(f"warning ({r.model}): {w}", style="yellow"))
         if r.cost is not None and r.cost.peak_note:
             out.append(Text(f"% of peak ({r.model} @ {r.target}): {r.cost.peak_note}", style="dim"))
+    from edgebench.report.terminal.profile import render_where
+
+    out.extend(render_where(rows))
     host_rows = [r for r in rows if r.ok and not (r.cost and r.cost.peak_note)]
     if host_rows and all(r.cost is None or r.cost.pct_of_peak is None for r in host_rows):
         out.append(Text("% of peak: run `edgebench env --peak` once to measure this machine's peak GFLOP/s",

@@ -15,7 +15,7 @@ from edgebench.targets.base import P99_MIN_SAMPLES
 # (column, drop priority: 0 = always shown, higher = dropped first on a narrow terminal)
 COMPARE_COLUMNS = (("precision", 0), ("target", 0), ("size", 2), ("size red.", 4), ("p50 ms", 0), ("p99 ms", 0),
                    ("QPS", 5), ("top-1", 1), ("Δtop-1 pp", 1), ("agree", 3), ("PSNR dB", 3), ("cosine", 6),
-                   ("status", 0))
+                   ("delegated", 2), ("status", 0))
 _TEXT = ("precision", "target", "status")
 
 
@@ -42,13 +42,25 @@ def top1_change(drop_pp: float | None) -> str:
 
 
 def row_status(r: InferenceRow) -> str:
+    from edgebench.verdicts import describe
+
     if not r.ok:
         return f"FAILED: {r.error}"
     if r.worst is not None and r.worst.nonfinite:
         return f"NaN/Inf x{r.worst.nonfinite}: drift n/a, fails"
     if r.worst is not None and r.worst.ref_nonfinite:
         return f"reference NaN/Inf x{r.worst.ref_nonfinite}: drift n/a"
+    bad = describe(r.verdicts)
+    if bad:
+        return f"SILENT: {bad}"
     return "ok"
+
+
+def _target(r: InferenceRow) -> str:
+    t = str(r.target or "-")
+    if r.runtime_api == "compiled":
+        t += f" [{r.accelerator or 'cpu'}{' ' + r.gpu_precision if r.gpu_precision else ''}]"
+    return t
 
 
 def compare_cells(r: InferenceRow) -> list[str]:
@@ -63,11 +75,12 @@ def compare_cells(r: InferenceRow) -> list[str]:
     top1 = acc.top1 if acc else None
     bad = bool(worst and (worst.nonfinite or worst.ref_nonfinite))
     return [
-        str(r.precision or "-"), str(r.target or "-"), fmt_bytes(r.size_bytes), _fmt(r.size_reduction_pct, ".1f", "%"),
+        str(r.precision or "-"), _target(r), fmt_bytes(r.size_bytes), _fmt(r.size_reduction_pct, ".1f", "%"),
         _fmt(lat.p50 if lat else None, ".3f"), p99, _fmt(lat.qps if lat else None, ".0f"),
         _fmt(top1 * 100 if top1 is not None else None, ".2f", "%"), top1_change(acc.top1_drop_pp if acc else None),
         _fmt(agree * 100 if agree is not None else None, ".1f", "%"), _psnr(worst.psnr_db if worst else None, bad),
-        "n/a" if bad else _fmt(worst.cosine if worst else None, ".5f"), row_status(r),
+        "n/a" if bad else _fmt(worst.cosine if worst else None, ".5f"),
+        r.delegation.cell() if r.delegation else "-", row_status(r),
     ]
 
 
@@ -92,10 +105,11 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
         else:
             t.add_column(name, justify="right", no_wrap=True)
     for row in cells:
-        style = "red" if row[-1].startswith(("FAILED", "NaN", "reference NaN")) else None
+        style = "red" if row[-1].startswith(("FAILED", "NaN", "reference NaN", "SILENT")) else None
         t.add_row(*(e(row[i]) for i in keep), style=style)
     notes = [f"Δtop-1 pp = top-1 minus the reference's (negative: accuracy lost); agree = top-1 agreement with "
-             f"TF (box agreement for detection); * p99 from fewer than {P99_MIN_SAMPLES} samples"]
+             f"TF (box agreement for detection); * p99 from fewer than {P99_MIN_SAMPLES} samples; "
+             "delegated = nodes the delegate took / all nodes, partitions"]
     if dropped:
         notes.append(f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)")
     gate = doc.get("gate") or {}
@@ -117,7 +131,11 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
             notes.append(f"outputs of {e(r.precision or r.model)} matched to the reference by {e(mp['how'])}: "
                          f"{e(pairs)}")
     t.caption = "\n".join(notes)
+    from edgebench.report.terminal.profile import render_where, verdict_lines
+
     out: list = [t]
+    out.extend(verdict_lines(compare_rows(doc)))
+    out.extend(render_where([r for r in compare_rows(doc)]))
     for r in compare_rows(doc):
         where = f"{r.precision} on {r.target}"
         for w in (r.latency.warnings if r.latency else ()) + tuple(r.warnings):

@@ -34,7 +34,7 @@ def render_import_log(doc, top_ops: int = 10):
             ("status", row.status + (f" ({row.error})" if row.error else "")),
             ("model", row.model_path),
             ("delegate", row.delegate),
-            ("delegated nodes", log.get("delegated_nodes")),
+            ("delegated nodes", row.delegation.cell() if row.delegation else log.get("delegated_nodes")),
             ("threads", row.threads),
             ("timed runs (samples)", lat.samples if lat else None),
             ("mean ms", _fmt(lat.mean if lat else None)),
@@ -60,12 +60,12 @@ def render_import_log(doc, top_ops: int = 10):
         if log.get("unparsed_lines"):
             t.add_row("unparsed lines", str(log["unparsed_lines"]))
         parts.append(t)
-        ops = sorted(log.get("op_profile") or [], key=lambda r: -(r.get("avg_ms") or 0.0))[:top_ops]
+        ops = sorted(row.op_profile or (), key=lambda r: -(r.ms or 0.0))[:top_ops]
         if ops:
             o = Table(title=f"top {len(ops)} operators (regular runs)", show_header=True, header_style="bold")
             for c in ("node type", "avg ms", "%", "name"):
                 o.add_column(c, overflow="fold")
             for r in ops:
-                o.add_row(e(r.get("node_type", "")), _fmt(r.get("avg_ms")), _fmt(r.get("pct")), e(r.get("name") or ""))
+                o.add_row(e(r.op), _fmt(r.ms), _fmt(None if r.share is None else 100 * r.share), e(r.name or ""))
             parts.append(o)
     return Group(*parts)

@@ -38,6 +38,7 @@ from edgebench.targets.benchmark_model.sample_loop import (
 
 # The standalone worker pushed to devices (it stays a single file: edgebench/targets/runner.py).
 RUNNER_PATH = Path(__file__).parent.parent / "runner.py"
+RUNNER_PROFILE_PATH = RUNNER_PATH.with_name("runner_profile.py")   # imported by runner.py, next to it
 DEVICE_DELEGATES = DELEGATES     # the one list (targets/base.py): every delegate a device may have
 DEVICE_RUNNER_METHOD = "per-inference perf_counter_ns around invoke(), edgebench runner on the device"
 
@@ -202,6 +203,7 @@ class AdbTarget:
                    if job.energy is not None and load is None else None)
         try:
             self._stage(RUNNER_PATH, pushed, "runner")
+            self._stage(RUNNER_PROFILE_PATH, pushed, "runner_profile")
             self._stage(model, pushed, "model")
             inputs_remote = self._stage(Path(job.inputs_npz), pushed, "inputs") if job.inputs_npz else None
             spec = self._job_spec(job, "../files/" + model.name,
@@ -277,14 +279,19 @@ class AdbTarget:
             pass   # the device is gone; the run's own error says so
 
     # -- benchmark_model runner ---------------------------------------------------------------------
-    def _bm_flags(self, delegate: str) -> dict[str, Any]:
-        """Delegate -> benchmark_model flags. GPU precision loss is always explicit (off): the
-        tool's own default (on, fp16) would silently change the numbers."""
+    def _bm_flags(self, delegate: str, job: Job | None = None) -> dict[str, Any]:
+        """Delegate -> benchmark_model flags. GPU precision loss is always explicit (off unless
+        --gpu-precision fp16): the tool's own default (on, fp16) would silently change the numbers.
+        ``--runtime compiled`` -> LiteRT's CompiledModel tool flags (``--benchmark-binary`` must then
+        be ``benchmark_litert_model``)."""
+        if job is not None and job.runtime_api == "compiled":
+            return {"accelerator": job.accelerator or "cpu", "gpu_precision": job.gpu_precision}
         if delegate.endswith(".so"):
             raise BadInput(f"delegate {delegate!r}: benchmark_model cannot load an arbitrary delegate .so here; "
                            "use xnnpack, none, gpu or nnapi")
         return {"use_xnnpack": delegate == "xnnpack" if delegate in ("xnnpack", "none") else None,
-                "use_gpu": delegate == "gpu", "gpu_precision_loss_allowed": False,
+                "use_gpu": delegate == "gpu",
+                "gpu_precision_loss_allowed": bool(job is not None and job.gpu_precision == "fp16"),
                 "use_nnapi": delegate == "nnapi"}
 
     def _host_io(self, job: Job):
@@ -339,7 +346,7 @@ class AdbTarget:
         delegate = job.delegate or self.delegate
         used = self.settings_used(job.threads, delegate)
         threads = used["threads"]
-        flags = self._bm_flags(delegate)
+        flags = self._bm_flags(delegate, job)
         in_details, out_details, prepared, n_inputs, source = self._host_io(job)
         n = int(job.runs or job.min_runs)
         where = f"adb device {self.serial}"
@@ -403,6 +410,8 @@ class AdbTarget:
             if r.rc != 0:
                 raise classify_failure(r.stdout + r.stderr, r.rc, where=where)
             first = parse_log(_first_sample_body(r.stdout))
+            profile, profile_log = (self._bm_op_profile(job, binary, model_remote, threads, flags, ivf0, run_dir)
+                                    if job.op_profile else (None, None))
         finally:
             self._cleanup(run_dir)
             shutil.rmtree(local_tmp, ignore_errors=True)
@@ -415,6 +424,8 @@ class AdbTarget:
             **({"profile_warning": used["profile_warning"]} if "profile_warning" in used else {}),
             **({"cpu_affinity_note": "benchmark_model has no affinity flag: the profile's cores are not pinned"}
                if used.get("cpu_affinity") else {}),
+            "runtime_api": job.runtime_api, "accelerator": flags.get("accelerator"),
+            "gpu_precision": job.gpu_precision,
             "benchmark_model_flags": settings, "benchmark_binary": str(info.path),
             "benchmark_binary_sha256": sha256_file(info.path),
             "p99_method": sample_method(n, int(settings.get("warmup_runs", 1))),
@@ -423,6 +434,13 @@ class AdbTarget:
             "mem_overall_mb": first.mem_overall_mb, "pushed": pushed, "remote_run_dir": run_dir,
             "device_wall_s": round(wall, 3), "thermal": thermal, "throttled": thermal["throttled"],
         }
+        from edgebench.profile import delegation_from_log
+
+        # the op-profiling run's log has the same "Replacing ..." line plus the nodes left undelegated
+        d = (delegation_from_log(profile_log) if profile_log is not None else None) or delegation_from_log(first)
+        extra["delegation"] = d.to_dict() if d is not None else None
+        if profile is not None:
+            extra.update(profile)
         if job.energy is not None:
             extra.update(energy=None, energy_reason=(
                 "the benchmark_model runner starts one process per sample, so battery energy would be mostly "
@@ -439,6 +457,31 @@ class AdbTarget:
             outputs=outputs, runtime="benchmark_model", method=extra["p99_method"],
             fingerprint=fp, extra=extra,
         )
+
+    def _bm_op_profile(self, job: Job, binary: str, model_remote: str, threads, flags, ivf0,
+                       run_dir: str):
+        """A separate benchmark_model run with ``--enable_op_profiling`` after the sample loop (so
+        the timed samples never carry the profiler): ``({"op_profile": {entries, info}}, its log)`` or
+        ``({"op_profile_error": why}, log)`` -- a tool that prints no table says so, never zeros."""
+        from edgebench.profile import op_profile_from_log
+
+        runs = int(job.runs or min(job.min_runs, 200))
+        argv = build_argv(binary, model_remote, threads=threads, num_runs=runs, warmup_runs=1, min_secs=0.0,
+                          enable_op_profiling=True, **flags, **ivf0.argv_kwargs())
+        r = self.device.shell(RemoteCommand.in_dir(run_dir, argv), deadline_s=job.deadline_s,
+                              what=f"benchmark_model op profiling of {Path(job.model_path).name}")
+        if r.rc != 0:
+            return {"op_profile_error": f"benchmark_model --enable_op_profiling exited {r.rc}: "
+                                        f"{(r.stderr.strip().splitlines() or [''])[-1][:200]} (the timed results "
+                                        "are kept)"}, None
+        log = parse_log(r.stdout + "\n" + r.stderr)
+        got = op_profile_from_log(log)
+        if got is None:
+            return {"op_profile_error": "benchmark_model ran with --enable_op_profiling but printed no operator-wise "
+                                        "table (this binary or build has no op profiler)"}, log
+        entries, info = got
+        info["flags"] = describe_argv(argv)
+        return {"op_profile": {"entries": [e.to_dict() for e in entries], "info": info}}, log
 
     def _check_deadline(self, r: ShellResult, job: Job, model: Path) -> None:
         if r.rc in (124, 137):

@@ -50,6 +50,8 @@ def build_argv(
     output_filepath: str | None = None,
     enable_op_profiling: bool = False,
     report_peak_memory_footprint: bool = False,
+    accelerator: str | None = None,
+    gpu_precision: str | None = None,
     extra: Sequence[str] = (),
 ) -> list[str]:
     """argv for one benchmark_model invocation (strings only; the adb layer quotes them).
@@ -57,6 +59,12 @@ def build_argv(
     ``gpu_precision_loss_allowed`` is always passed when ``use_gpu``: the tool's own default
     is true (fp16 arithmetic), which edgebench never leaves implicit. ``use_xnnpack`` None
     leaves the tool's default (on in current builds) and passes nothing.
+
+    ``accelerator`` (cpu | gpu | npu) drives LiteRT's CompiledModel benchmark tool
+    (``benchmark_litert_model``: ``--use_cpu/--use_gpu/--use_npu``, ``--gpu-precision``) instead
+    of the Interpreter's delegate flags; the CPU stays on as the fallback, as on the host, and
+    ``--require_full_delegation=false`` keeps a partly accelerated model running (the row's
+    delegation says how much).
     """
     if not binary:
         raise BadInput(f"no benchmark_model binary given; {_WHERE}")
@@ -86,6 +94,15 @@ def build_argv(
     secs("warmup_min_secs", warmup_min_secs)
     if run_delay is not None:
         argv.append(f"--run_delay={float(run_delay):g}")
+    if accelerator is not None:
+        if use_gpu or use_nnapi or use_xnnpack is not None:
+            raise BadInput("an accelerator (CompiledModel tool) and Interpreter delegate flags do not mix")
+        if accelerator not in ("cpu", "gpu", "npu"):
+            raise BadInput(f"accelerator {accelerator!r} is unknown; use cpu, gpu or npu")
+        argv += ["--use_cpu=true", f"--use_gpu={_b(accelerator == 'gpu')}", f"--use_npu={_b(accelerator == 'npu')}",
+                 "--require_full_delegation=false"]
+        if accelerator == "gpu":
+            argv.append(f"--gpu-precision={gpu_precision or 'fp32'}")   # never the tool's "auto"
     if use_xnnpack is not None:
         argv.append(f"--use_xnnpack={_b(use_xnnpack)}")
     if use_gpu and use_nnapi:

@@ -97,6 +97,10 @@ def classify_failure(output: str, rc: int | None, *, binary: str = "benchmark_mo
                           f"after pushing and keep it under /data/local/tmp; output: {tail}")
     if rc == 127 or (_NOT_FOUND.search(output) and not parse_log(output).is_benchmark_model):
         return InfraError(f"{binary} is missing on {where} (exit {rc}); push it first; {_WHERE}")
+    if "NPU accelerator could not be loaded" in output:
+        return BadInput(f"accelerator 'npu' is not available on {where}: LiteRT found no NPU dispatch library "
+                        "for its SoC; available there: cpu (and gpu with --accelerator gpu); push the vendor's "
+                        "dispatch library or run --accelerator cpu")
     log = parse_log(output)
     reason = log.errors[0] if log.errors else (tail or "no output")
     if rc in (-9, 137):

@@ -100,6 +100,7 @@ class BenchmarkModelLog:
     peak_mem_mb: float | None = None     # "Overall peak memory footprint (MB) via periodic monitoring"
     delegates: tuple[str, ...] = ()      # delegates created/applied, in order: "XNNPACK", "GPU", "NNAPI", ...
     delegated_nodes: tuple[int, int] | None = None   # (replaced, total) when printed
+    delegate_partitions: int | None = None           # "..., yielding K partitions" when printed
     delegate_fallback: tuple[str, ...] = ()          # delegates that were requested but not applied
     op_profile: tuple[OpProfileRow, ...] = ()
     op_profile_timings: dict[str, RunStats] = field(default_factory=dict)  # section -> "Timings (microseconds)"

@@ -108,8 +108,6 @@ def to_result_rows(log: BenchmarkModelLog, *, source: str | None = None,
                             if log.delegated_nodes else None),
         "model_size_mb": log.model_size_mb,
         "params": dict(log.params),
-        "op_profile": [r.to_dict() for r in log.op_profile
-                       if r.section == "regular" and r.table == "Run Order"],
         "op_summary": [r.to_dict() for r in log.op_profile
                        if r.section == "regular" and r.table.startswith("Summary")],
         "op_profile_timings": {k: v.to_dict() for k, v in log.op_profile_timings.items()},
@@ -122,7 +120,12 @@ def to_result_rows(log: BenchmarkModelLog, *, source: str | None = None,
         "gpu_precision_loss_allowed": log.param("gpu_precision_loss_allowed",
                                                 "Allow lower precision in gpu"),
     }.items() if v is not None}
+    from edgebench.profile import delegation_from_log, op_profile_from_log
+
+    profile = op_profile_from_log(log)
     return [InferenceRow(
+        delegation=delegation_from_log(log), op_profile=profile[0] if profile else None,
+        op_profile_info=profile[1] if profile else None,
         model=Path(model_path).name if model_path else None, model_path=model_path, target=target,
         runtime="benchmark_model", status=status, error=error,
         method="benchmark_model summary statistics (no per-inference samples)",

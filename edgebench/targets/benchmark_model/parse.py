@@ -35,7 +35,7 @@ _LOADED = re.compile(r"^Loaded model\s+(.+)$")
 _PARAM = re.compile(r"^([#A-Za-z][^\[\]=]*?)\s*:\s*\[(.*)\]\s*$")
 _RUNNING = re.compile(r"^Running benchmark for (?:at least |max )?(\d+) iterations")
 _REPLACING = re.compile(
-    r"Replacing (\d+)(?: out of (\d+))? node\(s\) with delegate \(([^)]+)\)")
+    r"Replacing (\d+)(?: out of (\d+))? node\(s\) with delegate \(([^)]+)\)(?: node)?(?:, yielding (\d+) partitions?)?")
 _CREATED = re.compile(r"Created TensorFlow Lite (?:(\w+) )?delegate for (\w+)")
 _EXPLICIT = re.compile(r"Explicitly applied (\w+) delegate")
 _NOT_EXECUTED = re.compile(r"Though (\w+) delegate is explicitly applied, the model graph will not be executed")
@@ -283,6 +283,7 @@ def parse_log(text: str) -> BenchmarkModelLog:
             replaced = int(m.group(1))
             total = int(m.group(2)) if m.group(2) else None
             out["delegated_nodes"] = (replaced, total) if total is not None else (replaced, replaced)
+            out["delegate_partitions"] = int(m.group(4)) if m.group(4) else None
             add_delegate(_KERNEL_TO_DELEGATE.get(m.group(3).lower(), m.group(3)))
             hit = True
         m = _CREATED.search(msg)

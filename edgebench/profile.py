@@ -1,0 +1,356 @@
+"""Where the time goes: delegation coverage and per-op profiles, host and device.
+
+The worker (``targets/runner_profile.py``) reports raw facts; this module turns them into the
+typed row parts (``rows.Delegation``, ``rows.OpEntry``) and the views the reports print:
+
+* ``delegation_from_worker`` / ``delegation_from_log``: the ``delegation`` object of a row, from
+  the interpreter's execution plan (host, device runner) or a benchmark_model log ("Replacing N
+  out of M node(s) with delegate (...) node, yielding K partitions").
+* ``delegation_warning``: a one-line warning naming the ops the delegate left out and the fix.
+* ``op_profile_from_worker`` / ``op_profile_from_log``: ``op_profile`` entries (mean ms per
+  inference, share of the profile) and ``op_profile_info`` (source, runs, totals and how the
+  sum compares with the measured p50: ``sum_p50_vs_p50`` is the sum of per-op medians over the
+  row's p50, ``sum_vs_mean`` the sum of per-op means over the row's mean).
+* ``by_op_type``, ``speedup_by_op_type``, ``quantize_cost``: the report's tables. Delegated work
+  is split into op types by the delegate's own inner operators (XNNPACK: "Convolution (NHWC,
+  QC8) IGEMM" -> Convolution), interpreter nodes by their TFLite op (CONV_2D -> Convolution),
+  so FP32 and INT8 rows compare op type by op type.
+* ``model_explorer_node_data``: Model Explorer's node-data JSON (per-op latency as a colour).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Mapping, Sequence
+
+from edgebench.rows import Delegation, InferenceRow, OpEntry
+
+# TFLite builtin op -> the op family XNNPACK names its operators by (the report's "op type").
+OP_FAMILY = {
+    "CONV_2D": "Convolution", "DEPTHWISE_CONV_2D": "Convolution", "TRANSPOSE_CONV": "Deconvolution",
+    "FULLY_CONNECTED": "Fully Connected", "BATCH_MATMUL": "Batch Matrix Multiply", "PRELU": "PReLU",
+    "QUANTIZE": "Convert", "DEQUANTIZE": "Convert", "MEAN": "Mean", "SUM": "Sum", "ADD": "Add", "SUB": "Subtract",
+    "MUL": "Multiply", "DIV": "Divide", "SOFTMAX": "Softmax", "RESHAPE": "Reshape", "SQUEEZE": "Reshape",
+    "MAX_POOL_2D": "Max Pooling", "AVERAGE_POOL_2D": "Average Pooling", "CONCATENATION": "Concatenation",
+    "LEAKY_RELU": "Leaky ReLU", "HARD_SWISH": "HardSwish", "LOGISTIC": "Sigmoid", "TANH": "Tanh",
+    "TRANSPOSE": "Transpose", "PAD": "Constant Pad", "RELU": "Clamp", "RELU6": "Clamp", "RELU_N1_TO_1": "Clamp",
+    "ELU": "ELU", "GELU": "GELU", "RESIZE_BILINEAR": "Resize Bilinear", "SLICE": "Slice",
+    "STRIDED_SLICE": "Slice", "SPLIT": "Split", "MAXIMUM": "Maximum", "MINIMUM": "Minimum",
+}
+# XNNPACK operator names that mean the same as another name above.
+_XNN_ALIASES = {"Static Reshape": "Reshape", "Copy": "Reshape", "Static Constant Pad": "Constant Pad",
+                "Global Average Pooling": "Mean", "Depthwise Convolution": "Convolution"}
+QUANTIZE_OPS = ("QUANTIZE", "DEQUANTIZE")
+_NAMED_NODE = re.compile(r"^\[(.*)\]:(\d+)$")      # benchmark_model's "[tensor name]:node"
+
+# Why a delegate leaves an op on the CPU interpreter, and what usually fixes it.
+_FIX = {
+    ("XNNPACK", "PRELU"): "XNNPACK has no int8 PRELU kernel: replace PReLU by ReLU/LeakyReLU before "
+                          "quantizing, or keep those layers float",
+}
+_GENERIC_FIX = ("each op the delegate rejects runs on the CPU interpreter and every partition boundary is a "
+                "hand-over: replace those ops with ones the delegate supports, or keep them float")
+
+
+# ------------------------------------------------------------------------------------ delegation
+
+def delegation_from_worker(d: Mapping[str, Any] | None) -> Delegation | None:
+    return Delegation.from_dict(d) if isinstance(d, Mapping) else None
+
+
+def delegation_from_log(log: Any) -> Delegation | None:
+    """From a parsed benchmark_model log: the last "Replacing N out of M node(s)" line (and its
+    partition count) and the op-profile's interpreter nodes, which are the undelegated ones."""
+    if getattr(log, "delegated_nodes", None) is None:
+        return None
+    replaced, total = log.delegated_nodes
+    undelegated: dict[str, int] = {}
+    delegates = {d.lower() for d in (log.delegates or ())}
+    for row in getattr(log, "op_profile", ()):
+        if row.section == "regular" and row.table == "Run Order" and not _is_delegate_kernel(row.node_type, delegates):
+            undelegated[row.node_type] = undelegated.get(row.node_type, 0) + 1
+    applied = [d for d in log.delegates if d not in log.delegate_fallback]
+    return Delegation(delegate=applied[-1] if applied else None, nodes_total=total, nodes_delegated=replaced,
+                      partitions=getattr(log, "delegate_partitions", None), undelegated=undelegated,
+                      source="benchmark_model log")
+
+
+def _is_delegate_kernel(node_type: str, delegates: set[str]) -> bool:
+    t = node_type.lower()
+    return t.startswith(("tflite", "delegate/")) or "delegate" in t or t in delegates
+
+
+def delegation_warning(d: Delegation | None, where: str) -> str | None:
+    """'int8 on host: XNNPACK took 6/8 nodes in 3 partitions; left on the CPU: PRELU x2 -- fix'."""
+    if d is None or d.nodes_delegated is None or d.nodes_total is None or d.complete or not d.delegate:
+        return None
+    left = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in sorted(d.undelegated.items(), key=lambda kv: -kv[1]))
+    fixes = [_FIX[(str(d.delegate).upper(), op)] for op in d.undelegated if (str(d.delegate).upper(), op) in _FIX]
+    parts = f" in {d.partitions} partitions" if d.partitions is not None else ""
+    return (f"{where}: {d.delegate} took {d.nodes_delegated}/{d.nodes_total} nodes{parts}; left on the CPU "
+            f"interpreter: {left or 'unknown ops'}; " + ("; ".join(fixes) if fixes else _GENERIC_FIX))
+
+
+# ------------------------------------------------------------------------------------ op profiles
+
+def op_profile_from_worker(raw: Mapping[str, Any], latency: Any = None,
+                           source: str = "LiteRT profiler (CompiledModel CPU accelerator, XNNPACK)"
+                           ) -> tuple[tuple[OpEntry, ...], dict[str, Any]]:
+    """Entries (mean ms per inference, share of the profile's sum) and ``op_profile_info``."""
+    runs = int(raw.get("runs") or 0)
+    entries = []
+    sum_mean = sum(float(e["mean_us"]) for e in raw.get("entries", ())) / 1e3
+    sum_p50 = sum(float(e["p50_us"]) for e in raw.get("entries", ())) / 1e3
+    for e in raw.get("entries", ()):
+        ms = float(e["mean_us"]) / 1e3
+        details: dict[str, Any] = {"p50_ms": float(e["p50_us"]) / 1e3}
+        if e.get("members") is not None:
+            details["members"] = list(e["members"])
+        if e.get("member_names"):
+            details["member_names"] = list(e["member_names"])
+        if e.get("inner"):
+            details["inner"] = [{"op": i["op"], "ms": i["us"] / runs / 1e3 if runs else None} for i in e["inner"]]
+        if e.get("subgraph"):
+            details["subgraph"] = e["subgraph"]
+        entries.append(OpEntry(node=e.get("node"), op=str(e["op"]), name=e.get("name"), ms=ms,
+                               share=ms / sum_mean if sum_mean > 0 else None, delegated=bool(e.get("delegated")),
+                               details=details))
+    entries.sort(key=lambda x: (x.node is None, x.node if x.node is not None else 0))
+    invoke = raw.get("invoke") or {}
+    info: dict[str, Any] = {
+        "source": source, "runs": runs, "unit": "mean ms per inference (p50_ms: per-inference median)",
+        "sum_ms": sum_mean, "sum_p50_ms": sum_p50,
+        "invoke_ms": (invoke.get("mean_us") or 0) / 1e3 if invoke else None,
+        "invoke_p50_ms": (invoke.get("p50_us") or 0) / 1e3 if invoke else None,
+        "partitions_as_one_entry": True,
+        "resolution": "1 us per event (LiteRT profiler); ops shorter than that count as 0",
+    }
+    if raw.get("note"):
+        info["note"] = raw["note"]
+    info.update(coverage(sum_mean, sum_p50, latency))
+    return tuple(entries), info
+
+
+def coverage(sum_mean: float, sum_p50: float, latency: Any) -> dict[str, Any]:
+    """How the profile's sum compares with the measured end-to-end time of the same row."""
+    out: dict[str, Any] = {}
+    p50 = getattr(latency, "p50", None)
+    mean = getattr(latency, "mean", None)
+    if p50:
+        out["sum_p50_vs_p50"] = sum_p50 / p50
+    if mean:
+        out["sum_vs_mean"] = sum_mean / mean
+    return out
+
+
+def op_profile_from_log(log: Any) -> tuple[tuple[OpEntry, ...], dict[str, Any]] | None:
+    """benchmark_model's "Operator-wise Profiling Info for Regular Benchmark Runs" (Run Order)."""
+    rows = [r for r in getattr(log, "op_profile", ()) if r.section == "regular" and r.table == "Run Order"]
+    if not rows:
+        return None
+    delegates = {d.lower() for d in (log.delegates or ())}
+    total = sum(r.avg_ms or 0.0 for r in rows)
+    entries = []
+    for r in rows:
+        name, node = r.name, None
+        m = _NAMED_NODE.match(r.name or "")
+        if m:
+            name, node = m.group(1), int(m.group(2))
+        delegated = _is_delegate_kernel(r.node_type, delegates) or name == "Delegate"
+        entries.append(OpEntry(node=None if name == "Delegate" else node, op=r.node_type, name=name, ms=r.avg_ms,
+                               share=(r.avg_ms / total) if (total > 0 and r.avg_ms is not None) else None,
+                               delegated=delegated,
+                               details={k: v for k, v in (("times_called", r.times_called), ("first_ms", r.first_ms),
+                                                          ("tool_index", node)) if v is not None}))
+    timings = getattr(log, "op_profile_timings", {}).get("regular")
+    info = {"source": "benchmark_model --enable_op_profiling", "runs": rows[0].times_called,
+            "unit": "mean ms per inference (benchmark_model avg)", "sum_ms": total,
+            "invoke_ms": (timings.avg_us / 1e3) if timings is not None and timings.avg_us else None,
+            "partitions_as_one_entry": False,
+            "note": "entries are benchmark_model's Run Order rows: a delegate's inner operators are its "
+                    "'Delegate/<op>' rows, one per inner op, not one entry per partition"}
+    return tuple(entries), info
+
+
+# ------------------------------------------------------------------------------------ views
+
+def op_family(op: str) -> str:
+    """CONV_2D / 'Convolution (NHWC, QC8) IGEMM' / 'Delegate/Convolution ...' -> 'Convolution'."""
+    name = op.split("/", 1)[1] if op.startswith("Delegate/") else op
+    if name in OP_FAMILY:
+        return OP_FAMILY[name]
+    base = name.split(" (", 1)[0].strip()
+    return _XNN_ALIASES.get(base, base)
+
+
+def by_op_type(entries: Iterable[OpEntry]) -> dict[str, dict[str, Any]]:
+    """Mean ms per inference by op type: interpreter nodes by their op, delegated work by the
+    delegate's inner operators (a partition without inner events counts as 'DELEGATE')."""
+    out: dict[str, dict[str, Any]] = {}
+
+    def add(family: str, ms: float | None, where: str) -> None:
+        if ms is None:
+            return
+        slot = out.setdefault(family, {"ms": 0.0, "cpu_ms": 0.0, "delegated_ms": 0.0, "count": 0})
+        slot["ms"] += ms
+        slot[where] += ms
+        slot["count"] += 1
+
+    for e in entries:
+        inner = e.details.get("inner") if e.delegated else None
+        if inner:
+            for i in inner:
+                add(op_family(str(i["op"])), i.get("ms"), "delegated_ms")
+        else:
+            add("DELEGATE" if e.delegated and e.op == "DELEGATE" else op_family(e.op), e.ms,
+                "delegated_ms" if e.delegated else "cpu_ms")
+    total = sum(v["ms"] for v in out.values())
+    for v in out.values():
+        v["share"] = v["ms"] / total if total > 0 else None
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["ms"]))
+
+
+def top_ops(entries: Sequence[OpEntry], n: int = 10) -> list[OpEntry]:
+    return sorted((e for e in entries if e.ms is not None), key=lambda e: -(e.ms or 0.0))[:n]
+
+
+def speedup_by_op_type(base: Sequence[OpEntry], other: Sequence[OpEntry]) -> list[dict[str, Any]]:
+    """Per op type: base ms, other ms and base/other (> 1: the other precision is faster)."""
+    a, b = by_op_type(base), by_op_type(other)
+    rows = []
+    for fam in sorted(set(a) | set(b), key=lambda f: -max(a.get(f, {}).get("ms", 0.0), b.get(f, {}).get("ms", 0.0))):
+        ma, mb = a.get(fam, {}).get("ms"), b.get(fam, {}).get("ms")
+        rows.append({"op_type": fam, "base_ms": ma, "other_ms": mb,
+                     "speedup": (ma / mb) if (ma and mb) else None,
+                     "other_on_cpu_ms": b.get(fam, {}).get("cpu_ms")})
+    return rows
+
+
+def quantize_cost(entries: Sequence[OpEntry]) -> dict[str, Any]:
+    """What QUANTIZE/DEQUANTIZE (XNNPACK: Convert) cost per inference, and their share."""
+    fam = by_op_type(entries).get("Convert")
+    total = sum(e.ms or 0.0 for e in entries)
+    ms = fam["ms"] if fam else 0.0
+    return {"ms": ms, "share": ms / total if total > 0 else None}
+
+
+def profile_pairs(rows: Sequence[InferenceRow]) -> list[tuple[InferenceRow, InferenceRow]]:
+    """(fp32 row, quantized row) pairs on the same target that both carry a profile; rows
+    without a precision (bench) pair the first profiled model with each later one."""
+    by_target: dict[str, list[InferenceRow]] = {}
+    for r in rows:
+        if r.ok and r.op_profile:
+            by_target.setdefault(str(r.target), []).append(r)
+    pairs = []
+    for group in by_target.values():
+        precs = {r.precision: r for r in group if r.precision}
+        base = precs.get("fp32")
+        if base is not None:
+            pairs.extend((base, precs[p]) for p in ("int8", "fp16", "dynamic") if p in precs)
+        elif not precs and len(group) > 1:
+            pairs.extend((group[0], r) for r in group[1:])
+    return pairs
+
+
+# ------------------------------------------------------------------------------------ Model Explorer
+
+def model_explorer_node_data(row: InferenceRow) -> dict[str, Any]:
+    """Model Explorer "node data" (GraphNodeData JSON: ``results`` keyed by a node's output
+    tensor name, ``value`` = ms per inference, and a green-to-red gradient). A delegate
+    partition's time is spread evenly over its member nodes: the delegate does not time its
+    nodes apart, and the values still add up to the profile's sum."""
+    results: dict[str, dict[str, float]] = {}
+    for e in row.op_profile or ():
+        if e.ms is None:
+            continue
+        members = e.details.get("member_names") if e.delegated else None
+        if members:
+            for key in members:
+                results[str(key)] = {"value": round(e.ms / len(members), 6)}
+        elif e.name:
+            results[str(e.name)] = {"value": round(e.ms, 6)}
+    return {"results": results,
+            "gradient": [{"stop": 0, "bgColor": "#e8f5e9"}, {"stop": 0.5, "bgColor": "#ffeb3b"},
+                         {"stop": 1, "bgColor": "#f44336"}]}
+
+
+# ------------------------------------------------------------------------------------ rows
+
+def runtime_row_parts(extra: Mapping[str, Any], latency: Any, where: str) -> tuple[dict[str, Any], list[str]]:
+    """The issue-15 fields of a row from a run's facts (``RunResult.extra``), and its warnings.
+
+    Host and device runners report ``delegation`` and ``op_profile_raw``/``op_profile_error``;
+    the benchmark_model runner reports ready ``op_profile`` entries parsed from its log."""
+    parts: dict[str, Any] = {
+        "runtime_api": extra.get("runtime_api"), "accelerator": extra.get("accelerator"),
+        "fully_accelerated": extra.get("fully_accelerated"), "gpu_precision": extra.get("gpu_precision"),
+        "delegation": delegation_from_worker(extra.get("delegation")),
+    }
+    warnings: list[str] = []
+    raw = extra.get("op_profile_raw")
+    ready = extra.get("op_profile")
+    if isinstance(raw, Mapping):
+        entries, info = op_profile_from_worker(raw, latency)
+        parts["op_profile"], parts["op_profile_info"] = entries, info
+    elif isinstance(ready, Mapping) and ready.get("entries") is not None:
+        entries = tuple(OpEntry.from_dict(e) for e in ready["entries"])
+        info = dict(ready.get("info") or {})
+        info.update(coverage(sum(e.ms or 0.0 for e in entries), sum(e.ms or 0.0 for e in entries), latency))
+        parts["op_profile"], parts["op_profile_info"] = entries, info
+    elif extra.get("op_profile_error"):
+        parts["op_profile_info"] = {"error": extra["op_profile_error"]}
+        warnings.append(f"no op profile for {where}: {extra['op_profile_error']}")
+    w = delegation_warning(parts["delegation"], where)
+    if w:
+        warnings.append(w)
+    if extra.get("gpu_adapter") and "software" in str(extra["gpu_adapter"]).lower():
+        warnings.append(f"{where}: the GPU is a software Vulkan driver ({extra['gpu_adapter']}): its outputs check "
+                        "correctness; its timing is 'software GPU', not a GPU's speed")
+    return parts, warnings
+
+
+# ------------------------------------------------------------------------------------ readiness
+
+ANALYZER_NOTE = ("the model analyzer's GPU check (gpu_compatibility=True) in TF 2.21 and ai-edge-litert 2.3 "
+                 "reports every model compatible: a model with UNIQUE, which LiteRT's GPU accelerator rejects, "
+                 "passes it; the webgpu check below compiles the model for the GPU instead")
+
+
+def gpu_readiness(model_path: str, timeout_s: float = 180.0) -> dict[str, Any]:
+    """GPU readiness of a .tflite without a phone: the analyzer's verdict (with its caveat) and,
+    when a Vulkan driver is configured (a real GPU or scripts/software_gpu), a real compile for
+    LiteRT's WebGPU accelerator in a child process (a driver crash cannot take convert down)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out: dict[str, Any] = {"analyzer": _analyzer_gpu(model_path), "analyzer_note": ANALYZER_NOTE}
+    has_driver = bool(os.environ.get("VK_ICD_FILENAMES")) or any(Path("/dev/dri").glob("renderD*"))
+    if not has_driver:
+        out["webgpu"] = {"checked": False, "reason": "no Vulkan driver here (no /dev/dri render node, no "
+                                                     "VK_ICD_FILENAMES); scripts/software_gpu sets up Mesa's"}
+        return out
+    script = Path(__file__).parent / "targets" / "runner_profile.py"
+    try:
+        proc = subprocess.run([sys.executable, str(script), "--gpu-check", str(model_path)], capture_output=True,
+                              text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, check=False)
+        out["webgpu"] = (json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 and proc.stdout.strip()
+                         else {"checked": False, "reason": f"the GPU check exited {proc.returncode}: "
+                                                           f"{(proc.stderr.strip().splitlines() or [''])[-1][:200]}"})
+    except subprocess.TimeoutExpired:
+        out["webgpu"] = {"checked": False, "reason": f"the GPU check did not finish in {timeout_s:g} s"}
+    return out
+
+
+def _analyzer_gpu(model_path: str) -> str:
+    try:
+        from ai_edge_litert import _pywrap_analyzer_wrapper as analyzer  # type: ignore
+    except ImportError:
+        return "unavailable (no ai_edge_litert analyzer)"
+    text = analyzer.ModelAnalyzer(str(model_path), True, True)
+    warnings = [ln.strip() for ln in text.splitlines() if "GPU COMPATIBILITY WARNING" in ln]
+    if warnings:
+        return "incompatible: " + "; ".join(warnings)
+    return "compatible" if "looks compatible with GPU delegate" in text else "unknown"

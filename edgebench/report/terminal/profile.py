@@ -1,0 +1,112 @@
+"""Where the time goes, in the terminal: per-row op profiles (top ops, op types, the sum against
+the measured p50), FP32 -> quantized speed-up per op type, and silent-failure verdicts."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from rich.table import Table
+from rich.text import Text
+
+from edgebench import profile as prof
+from edgebench.report.terminal._cells import e, fmt_value, numeric_column, text_column
+from edgebench.rows import InferenceRow
+
+TOP_OPS = 10
+
+
+def _label(r: InferenceRow) -> str:
+    what = r.precision or r.model or "?"
+    gpu = f", GPU {r.gpu_precision}" if r.gpu_precision else ""
+    return f"{what} on {r.target}{gpu}"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def coverage_line(r: InferenceRow) -> str:
+    """'sum of ops 0.071 ms (p50s) = 1.07 x the measured p50; 0.080 ms (means) = 0.98 x the mean'."""
+    info = r.op_profile_info or {}
+    parts = []
+    if info.get("sum_p50_vs_p50") is not None:
+        parts.append(f"sum of per-op medians {info['sum_p50_ms']:.4g} ms = {info['sum_p50_vs_p50']:.2f} x the "
+                     "measured p50")
+    if info.get("sum_vs_mean") is not None:
+        parts.append(f"sum of per-op means {info['sum_ms']:.4g} ms = {info['sum_vs_mean']:.2f} x the measured mean")
+    return "; ".join(parts)
+
+
+def render_op_profile(r: InferenceRow) -> list:
+    """Top ops, op types and the coverage line for one profiled row."""
+    info = r.op_profile_info or {}
+    entries = list(r.op_profile or ())
+    t = Table(title=f"where the time goes: {e(_label(r))}  ({info.get('source', 'profile')}, "
+                    f"{info.get('runs', '?')} runs)", header_style="bold")
+    for c in ("node",):
+        numeric_column(t, c)
+    text_column(t, "op")
+    for c in ("ms", "p50 ms", "share"):
+        numeric_column(t, c)
+    text_column(t, "runs on")
+    text_column(t, "name")
+    for x in prof.top_ops(entries, TOP_OPS):
+        where = "delegate partition (one entry)" if x.delegated else "CPU interpreter"
+        t.add_row(fmt_value(x.node, "d"), e(x.op), fmt_value(x.ms, ".4f"), fmt_value(x.details.get("p50_ms"), ".4f"),
+                  _pct(x.share), where, e((x.name or "")[:70]))
+    notes = [coverage_line(r)] if coverage_line(r) else []
+    if len(entries) > TOP_OPS:
+        notes.append(f"top {TOP_OPS} of {len(entries)} entries (all of them are in --json)")
+    if info.get("note"):
+        notes.append(str(info["note"]))
+    notes.append("a delegate partition is one entry: its inner ops are timed by the delegate itself "
+                 "(the op-type table splits them)")
+    t.caption = e("\n".join(notes))
+    types = Table(title=f"op types: {e(_label(r))}", header_style="bold")
+    text_column(types, "op type")
+    for c in ("ms", "share", "CPU interpreter ms", "delegate ms"):
+        numeric_column(types, c)
+    for fam, v in list(prof.by_op_type(entries).items())[:TOP_OPS]:
+        types.add_row(e(fam), fmt_value(v["ms"], ".4f"), _pct(v["share"]), fmt_value(v["cpu_ms"], ".4f"),
+                      fmt_value(v["delegated_ms"], ".4f"))
+    q = prof.quantize_cost(entries)
+    types.caption = e(f"QUANTIZE/DEQUANTIZE (XNNPACK 'Convert'): {q['ms']:.4f} ms per inference, "
+                      f"{_pct(q['share'])} of the profile")
+    return [t, types]
+
+
+def render_speedups(rows: Sequence[InferenceRow]) -> list:
+    """FP32 -> quantized speed-up per op type, for every target with both profiled."""
+    out: list = []
+    for base, other in prof.profile_pairs(rows):
+        a, b = base.precision or base.model, other.precision or other.model
+        t = Table(title=f"{e(a)} -> {e(b)} per op type on {e(base.target)} (speed-up > 1: faster)",
+                  header_style="bold")
+        text_column(t, "op type")
+        for c in (f"{a} ms", f"{b} ms", "speed-up", f"{b} on CPU interp. ms"):
+            numeric_column(t, c)
+        for x in prof.speedup_by_op_type(base.op_profile or (), other.op_profile or ())[:TOP_OPS]:
+            t.add_row(e(x["op_type"]), fmt_value(x["base_ms"], ".4f"), fmt_value(x["other_ms"], ".4f"),
+                      "-" if x["speedup"] is None else f"{x['speedup']:.2f}x",
+                      fmt_value(x["other_on_cpu_ms"] or None, ".4f"))
+        out.append(t)
+    return out
+
+
+def render_where(rows: Sequence[InferenceRow]) -> list:
+    """Every profiled row's tables, then the speed-ups."""
+    out: list = []
+    for r in rows:
+        if r.ok and r.op_profile:
+            out.extend(render_op_profile(r))
+    out.extend(render_speedups(rows))
+    return out
+
+
+def verdict_lines(rows: Sequence[InferenceRow]) -> list:
+    out: list = []
+    for r in rows:
+        for v in r.verdicts:
+            if v.failed:
+                out.append(Text(f"SILENT FAILURE ({_label(r)}): {v.message} -- {v.advice}", style="bold red"))
+    return out

@@ -1,0 +1,128 @@
+"""Silent-failure verdicts: outputs that run without error and are still wrong.
+
+Accelerators fail quietly: a GPU that returns all-zero vectors unless forced to FP32, an NPU
+that falls back to the CPU for most of the graph. Every compare row gets these findings per
+output (JSON ``verdicts``), and they fail the gate:
+
+* ``zero_output``: the output's norm collapsed (``||got|| <= ZERO_RATIO * ||ref||`` per sample)
+  on at least half of the samples whose reference is non-zero.
+* ``constant_output``: the output does not change across samples (spread over samples
+  ``<= CONSTANT_RATIO`` of the reference's) while the reference does.
+* ``nonfinite``: NaN/Inf values in the output.
+* ``low_cosine``: mean cosine similarity to the reference below ``--min-cosine``.
+* ``low_delegation``: the delegate/accelerator took fewer than ``--min-delegated`` percent of
+  the nodes.
+
+The first three always fail a gate; the last two are thresholds and fail only when set.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from edgebench.rows import Delegation, Drift, Verdict
+
+ZERO_RATIO = 1e-3       # ||got|| below 0.1 % of ||ref||: nothing left of the signal
+CONSTANT_RATIO = 1e-3   # spread across samples below 0.1 % of the reference's: the input is ignored
+MIN_SHARE = 0.5         # zero_output: on at least half of the samples with a non-zero reference
+
+ADVICE = {
+    "zero_output": "the runtime returned (near-)zero vectors: on a GPU force FP32 (--gpu-precision fp32); "
+                   "check the delegate with --delegate none / --accelerator cpu; check INT8 calibration data",
+    "constant_output": "the output ignores its input: a wrong input binding, a quantization scale that "
+                       "rounds everything to one value, or a broken delegate; compare with --accelerator cpu",
+    "nonfinite": "NaN/Inf: an overflow (FP16 on a GPU, activations out of range) or broken weights; try "
+                 "--gpu-precision fp32 and check the data range",
+    "low_cosine": "the output direction differs from the reference: look at the per-op drift (edgebench "
+                  "diagnose) and keep the worst layers float",
+    "low_delegation": "the accelerator fell back to the CPU for part of the graph: the row's warning names "
+                      "the ops; replace them or keep them float",
+}
+
+
+def output_verdicts(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray],
+                    drift: Mapping[str, Drift] | None, min_cosine: float | None = None) -> list[Verdict]:
+    """Findings per output (outputs present in both)."""
+    out: list[Verdict] = []
+    for name in ref:
+        if name not in got:
+            continue
+        r = np.asarray(ref[name], np.float64)
+        g = np.asarray(got[name], np.float64)
+        if g.size != r.size or r.ndim == 0:
+            continue
+        g = g.reshape(r.shape)
+        n = r.shape[0]
+        rf, gf = r.reshape(n, -1), g.reshape(n, -1)
+        finite = np.isfinite(gf).all(axis=1) & np.isfinite(rf).all(axis=1)
+        d = (drift or {}).get(name)
+        bad = d.nonfinite if d is not None else int(g.size - np.isfinite(g).sum())
+        if bad:
+            out.append(Verdict("nonfinite", name, True, f"{name}: {bad} NaN/Inf values", ADVICE["nonfinite"],
+                               value=float(bad), threshold=0.0))
+        out.extend(_zero(name, rf[finite], gf[finite]))
+        out.extend(_constant(name, rf[finite], gf[finite]))
+        if min_cosine is not None and d is not None and d.cosine is not None:
+            failed = d.cosine < min_cosine
+            if failed:
+                worst = f", worst sample {d.cosine_min:.4f}" if d.cosine_min is not None else ""
+                out.append(Verdict("low_cosine", name, True,
+                                   f"{name}: cosine {d.cosine:.4f} < min {min_cosine:g}{worst}", ADVICE["low_cosine"],
+                                   value=d.cosine, threshold=min_cosine))
+    return out
+
+
+def _zero(name: str, r: np.ndarray, g: np.ndarray) -> list[Verdict]:
+    if r.shape[0] == 0:
+        return []
+    rn, gn = np.linalg.norm(r, axis=1), np.linalg.norm(g, axis=1)
+    live = rn > 0
+    if not live.any():
+        return []
+    collapsed = int((gn[live] <= ZERO_RATIO * rn[live]).sum())
+    share = collapsed / int(live.sum())
+    if share < MIN_SHARE:
+        return []
+    return [Verdict("zero_output", name, True,
+                    f"{name}: output is ~zero on {collapsed} of {int(live.sum())} samples where the reference "
+                    f"is not (norm <= {ZERO_RATIO:g} x the reference's)", ADVICE["zero_output"],
+                    value=share, threshold=MIN_SHARE)]
+
+
+def _constant(name: str, r: np.ndarray, g: np.ndarray) -> list[Verdict]:
+    if r.shape[0] < 2:
+        return []
+    r_spread = float((r.max(axis=0) - r.min(axis=0)).max())
+    g_spread = float((g.max(axis=0) - g.min(axis=0)).max())
+    if r_spread <= 0 or g_spread > CONSTANT_RATIO * r_spread:
+        return []
+    # a zero output is also constant: say it once, as the more specific finding
+    if float(np.abs(g).max()) <= ZERO_RATIO * float(np.abs(r).max()):
+        return []
+    return [Verdict("constant_output", name, True,
+                    f"{name}: output is the same for all {r.shape[0]} samples (spread {g_spread:.3g} vs the "
+                    f"reference's {r_spread:.3g})", ADVICE["constant_output"], value=g_spread, threshold=r_spread)]
+
+
+def delegation_verdict(d: Delegation | None, min_delegated_pct: float | None) -> list[Verdict]:
+    """``low_delegation`` when a threshold is set and the share of delegated nodes is below it."""
+    if min_delegated_pct is None:
+        return []
+    if d is None or d.fraction is None:
+        return [Verdict("low_delegation", None, True,
+                        f"--min-delegated {min_delegated_pct:g}% needs the delegated node count, which this "
+                        "row does not have", ADVICE["low_delegation"], threshold=min_delegated_pct)]
+    pct = 100.0 * d.fraction
+    if pct >= min_delegated_pct:
+        return []
+    return [Verdict("low_delegation", None, True,
+                    f"{d.delegate} took {d.nodes_delegated}/{d.nodes_total} nodes ({pct:.1f}%) < min "
+                    f"{min_delegated_pct:g}%", ADVICE["low_delegation"], value=pct, threshold=min_delegated_pct)]
+
+
+def describe(verdicts: Any) -> str:
+    """Short table cell: 'zero_output(y), low_cosine(y)'."""
+    items = [f"{v.kind}({v.output})" if v.output else v.kind for v in verdicts if v.failed]
+    return ", ".join(items)
