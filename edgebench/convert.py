@@ -19,12 +19,13 @@ from typing import Any, Callable
 import numpy as np
 
 from edgebench.data import InputSet, Signature, TensorSpec, cast_to_signature, load_data, validate
-from edgebench.errors import BadInput, ConversionFailed
+from edgebench.errors import BadInput, ConversionFailed, InfraError
 from edgebench.fingerprint import host_fingerprint, sha256_file
 from edgebench.sources import Source, SourceOptions, calibration_feed, finish_tflite, make_converter, resolve_source
 
-PRECISION_NAMES = ("fp32", "fp16", "int8", "dynamic")
-INT8_IO = ("float", "int8")
+PRECISION_NAMES = ("fp32", "fp16", "int8", "dynamic", "int16x8")
+DEFAULT_PRECISIONS = ("fp32", "fp16", "int8", "dynamic")   # int16x8 on request (slower kernels)
+INT8_IO = ("float", "int8")   # "int8": integer model I/O (int16 for int16x8)
 
 # FP32 parity: |tflite - tf| <= ATOL + RTOL * max|tf| per output. FP32 TFLite kernels differ from
 # TF's by float reassociation only (~1e-6 relative); 1e-3 leaves room for oneDNN/XNNPACK
@@ -37,7 +38,7 @@ PARITY_SAMPLES = 32
 @dataclass(frozen=True)
 class ConvertSettings:
     src: str
-    precisions: tuple[str, ...] = PRECISION_NAMES
+    precisions: tuple[str, ...] = DEFAULT_PRECISIONS
     data: str | None = None
     calibration_samples: int = 100
     int8_io: str = "float"
@@ -47,6 +48,9 @@ class ConvertSettings:
     seed: int = 0
     parity_samples: int = PARITY_SAMPLES
     source: SourceOptions = field(default_factory=SourceOptions)   # --signature/--input-shape/--import
+    # int8 with float islands: "auto" (searched, see edgebench.diagnose), a regex, or tensor names.
+    keep_float: str | tuple[str, ...] | None = None
+    keep_float_goal: Any = None   # edgebench.diagnose.KeepFloatGoal, required by "auto"
 
 
 def _one_line(e: BaseException) -> str:
@@ -83,46 +87,190 @@ def _conv_dynamic(src: Source, calib: Callable | None, int8_io: str) -> tuple[by
     return c.convert(), {"weights": "int8", "activations": "float32 (dynamic range)"}
 
 
-def _conv_int8(src: Source, calib: Callable | None, int8_io: str) -> tuple[bytes, dict]:
-    """Full-integer INT8. Falls back to INT8 + float builtins for ops without int8 kernels
-    (e.g. SSD's NMS); the coverage report then lists the ops that stayed float."""
+# Integer precisions: the op set that makes the converter quantize activations to that width.
+INTEGER_OPSETS = {
+    "int8": "TFLITE_BUILTINS_INT8",
+    "int16x8": "EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8",   # 16-bit activations
+}
+INTEGER_QINFO = {
+    "int8": {"weights": "int8", "activations": "int8"},
+    "int16x8": {"weights": "int8", "activations": "int16"},
+}
+
+
+def integer_converter(src: Source, calib: Callable | None, precision: str, int8_io: str, *, strict: bool):
+    """The TFLite converter set up for an integer precision. ``strict`` False adds float builtins
+    for ops without an integer kernel. ``int8_io`` "int8" makes the model's float inputs/outputs
+    integer: int8 for int8, int16 for int16x8."""
     import tensorflow as tf
 
     if calib is None:
-        raise BadInput("int8 needs calibration data; pass --data (or use a reference model)")
+        raise BadInput(f"{precision} needs calibration data; pass --data (or use a reference model)")
+    c = _converter(src)
+    c.optimizations = [tf.lite.Optimize.DEFAULT]
+    c.representative_dataset = calib
+    opset = getattr(tf.lite.OpsSet, INTEGER_OPSETS[precision])
+    c.target_spec.supported_ops = [opset] if strict else [opset, tf.lite.OpsSet.TFLITE_BUILTINS]
+    if int8_io == "int8":
+        io = tf.int16 if precision == "int16x8" else tf.int8
+        c.inference_input_type = io
+        c.inference_output_type = io
+    return c
 
-    def make(strict: bool):
-        c = _converter(src)
-        c.optimizations = [tf.lite.Optimize.DEFAULT]
-        c.representative_dataset = calib
-        c.target_spec.supported_ops = (
-            [tf.lite.OpsSet.TFLITE_BUILTINS_INT8] if strict
-            else [tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]
-        )
-        if int8_io == "int8":
-            c.inference_input_type = tf.int8
-            c.inference_output_type = tf.int8
-        return c
 
-    try:
-        return make(True).convert(), {"weights": "int8", "activations": "int8", "io": int8_io,
-                                      "mode": "full-integer"}
-    except Exception as strict_err:  # noqa: BLE001 -- converter raises ConverterError/RuntimeError
+def _conv_integer(precision: str) -> Callable[[Source, Callable | None, str], tuple[bytes, dict]]:
+    """Full-integer conversion. Falls back to integer + float builtins for ops without integer
+    kernels (e.g. SSD's NMS); the coverage report then lists the ops that stayed float."""
+
+    def conv(src: Source, calib: Callable | None, int8_io: str) -> tuple[bytes, dict]:
+        info = {**INTEGER_QINFO[precision], "io": int8_io}
         try:
-            data = make(False).convert()
-        except Exception:  # noqa: BLE001
-            raise strict_err from None
-        return data, {"weights": "int8", "activations": "int8 where kernels exist", "io": int8_io,
-                      "mode": "int8 with float fallback",
-                      "fallback_reason": _one_line(strict_err)}
+            return (integer_converter(src, calib, precision, int8_io, strict=True).convert(),
+                    {**info, "mode": "full-integer"})
+        except BadInput:
+            raise
+        except Exception as strict_err:  # noqa: BLE001 -- converter raises ConverterError/RuntimeError
+            try:
+                data = integer_converter(src, calib, precision, int8_io, strict=False).convert()
+            except Exception:  # noqa: BLE001
+                raise strict_err from None
+            return data, {**info, "activations": f"{info['activations']} where kernels exist",
+                          "mode": f"{precision} with float fallback", "fallback_reason": _one_line(strict_err)}
+
+    return conv
 
 
 PRECISIONS: dict[str, Callable[[Source, Callable | None, str], tuple[bytes, dict]]] = {
     "fp32": _conv_fp32,
     "fp16": _conv_fp16,
-    "int8": _conv_int8,
+    "int8": _conv_integer("int8"),
     "dynamic": _conv_dynamic,
+    "int16x8": _conv_integer("int16x8"),
 }
+
+
+# --------------------------------------------------------------------------- keep-float (int8 islands)
+#
+# Mechanism: calibrate once (the converter's ``_experimental_calibrate_only``: the float model with
+# the calibration ranges attached), then quantize that model with
+# ``tensorflow.lite.python.convert.mlir_quantize(..., denylisted_nodes=[op output names])`` -- the
+# route tf.lite.experimental.QuantizationDebugger takes for its ``denylisted_nodes`` option. Without
+# a denylist this gives the same model as the plain int8 conversion (same outputs, tested). A
+# denylisted op runs in float, but its float output is re-quantized for an integer consumer with the
+# calibrated range, so keeping a *tensor* float means denylisting the op that produces it and every
+# op that reads it. The result is checked by reading the .tflite (``verify_keep_float``).
+
+KEEP_FLOAT_MECHANISM = ("calibrate once (converter._experimental_calibrate_only), then mlir_quantize("
+                        "calibrated, denylisted_nodes=producer + consumers of each kept tensor)")
+
+
+def calibrated_model(src: Source, calib: Callable | None, precision: str = "int8", int8_io: str = "float",
+                     *, strict: bool = True) -> bytes:
+    """The float model with calibration ranges: what the quantizer of ``precision`` starts from.
+    Its tensor names are the quantized model's, which is how diagnose matches tensors."""
+    try:
+        c = integer_converter(src, calib, precision, int8_io, strict=strict)
+        c._experimental_calibrate_only = True  # noqa: SLF001 -- the documented debugger route
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # the calibrator's own tf.lite.Interpreter deprecation notice
+            return c.convert()
+    except BadInput:
+        raise
+    except Exception:  # noqa: BLE001 -- strict op set refused: the fallback conversion's graph
+        if not strict:
+            raise
+        return calibrated_model(src, calib, precision, int8_io, strict=False)
+
+
+def float_tensors(calibrated_path: str | Path) -> dict[str, dict[str, Any]]:
+    """Name -> {producer, consumers} of every float activation tensor (graph inputs and op outputs)."""
+    from edgebench.tflite_model import inspect
+
+    info = inspect(str(calibrated_path))
+    graph: dict[str, dict[str, Any]] = {}
+    for t in info["inputs"]:
+        graph[t["tensor_name"]] = {"producer": None, "consumers": []}
+    for o in info["ops"]:
+        for name, dt in zip(o["output_names"], o["outputs"]):
+            if dt in ("float32", "float16"):
+                graph.setdefault(name, {"producer": o, "consumers": []})
+    for o in info["ops"]:
+        for name in o["input_names"]:
+            if name in graph:
+                graph[name]["consumers"].append(o)
+    return graph
+
+
+def resolve_keep_float(spec: str | tuple[str, ...], graph: dict[str, dict[str, Any]]) -> list[str]:
+    """``NAME,NAME`` (exact tensor names, as ``edgebench diagnose`` lists them) or a regex searched
+    in every float tensor name -> the tensor names to keep float (graph order)."""
+    import difflib
+    import re
+
+    names = list(graph)
+    if isinstance(spec, tuple):
+        items = list(spec)
+    else:
+        items = [x.strip() for x in spec.split(",") if x.strip()]
+    if items and all(x in graph for x in items):
+        return [n for n in names if n in items]
+    text = spec if isinstance(spec, str) else "|".join(re.escape(x) for x in spec)
+    try:
+        rx = re.compile(text)
+    except re.error as e:
+        raise BadInput(f"--keep-float {text!r}: neither tensor names nor a valid regex ({e}); list the "
+                       "tensor names with `edgebench diagnose SRC`") from None
+    hits = [n for n in names if rx.search(n)]
+    if not hits:
+        close = difflib.get_close_matches(items[0] if items else text, names, n=3, cutoff=0.3)
+        raise BadInput(f"--keep-float {text!r}: matches no float tensor of the model"
+                       + (f" (close: {'; '.join(close)})" if close else "")
+                       + "; use the tensor names `edgebench diagnose SRC` lists, a regex, or 'auto'")
+    return hits
+
+
+def keep_float_nodes(tensors: list[str], graph: dict[str, dict[str, Any]]) -> list[str]:
+    """The op output names to denylist so that ``tensors`` stay float end to end."""
+    nodes: list[str] = []
+    for t in tensors:
+        ops = ([graph[t]["producer"]] if graph[t]["producer"] else []) + graph[t]["consumers"]
+        for o in ops:
+            for n in o["output_names"]:
+                if n not in nodes:
+                    nodes.append(n)
+    return nodes
+
+
+def quantize_keep_float(calibrated: bytes, nodes: list[str], int8_io: str = "float") -> tuple[bytes, dict]:
+    """int8 with the ops in ``nodes`` (output tensor names) left float."""
+    import tensorflow as tf
+    from tensorflow.lite.python import convert as tfl_convert
+
+    io = tf.int8 if int8_io == "int8" else tf.float32
+    data = tfl_convert.mlir_quantize(calibrated, input_data_type=io, output_data_type=io,
+                                     denylisted_nodes=list(nodes) or None)
+    if not nodes:   # --keep-float auto found plain int8 good enough
+        return data, {"weights": "int8", "activations": "int8", "io": int8_io, "mode": "full-integer",
+                      "mechanism": KEEP_FLOAT_MECHANISM}
+    return data, {"weights": "int8 (float in kept ops)", "activations": "int8 with float islands",
+                  "io": int8_io, "mode": "int8 with float islands", "mechanism": KEEP_FLOAT_MECHANISM}
+
+
+def verify_keep_float(path: str | Path, nodes: list[str]) -> list[str]:
+    """Problems (empty when fine): every denylisted op must exist in the .tflite and run in float."""
+    from edgebench.tflite_model import inspect
+
+    kinds = {}
+    for o in inspect(str(path))["ops"]:
+        for n in o["output_names"]:
+            kinds[n] = (o["op"], o["kind"])
+    problems = []
+    for n in nodes:
+        if n not in kinds:
+            problems.append(f"{n}: no op with this output in the converted model")
+        elif kinds[n][1] not in ("float",):
+            problems.append(f"{n}: {kinds[n][0]} is still {kinds[n][1]}")
+    return problems
 
 
 def _conv_int8_qat(src: Source, calib: Callable | None, int8_io: str) -> tuple[bytes, dict]:
@@ -364,10 +512,16 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
         from edgebench.data import SYNTHETIC_WARNING
 
         calib_note = SYNTHETIC_WARNING
-    if "int8" in settings.precisions and calib_ds is None and not src.qat:
-        raise BadInput(f"{settings.src}: int8 needs calibration data; pass --data PATH (an .npz/.npy/image "
-                       "folder of real samples) or --data synthetic (misleading accuracy), or drop int8 "
-                       "from --precision")
+    integer = [p for p in settings.precisions if p in INTEGER_OPSETS and not (p == "int8" and src.qat)]
+    if integer and calib_ds is None:
+        raise BadInput(f"{settings.src}: {integer[0]} needs calibration data; pass --data PATH (an .npz/.npy/image "
+                       "folder of real samples) or --data synthetic (misleading accuracy), or drop "
+                       f"{integer[0]} from --precision")
+    if settings.keep_float and "int8" not in settings.precisions:
+        raise BadInput("--keep-float keeps tensors of an int8 model float; add int8 to --precision")
+    if settings.keep_float and src.qat:
+        raise BadInput("--keep-float re-quantizes from calibration ranges; this model is quantization-aware "
+                       "(its int8 ranges come from FakeQuant ops): drop --keep-float")
     n_cal = min(settings.calibration_samples, calib_ds.n) if calib_ds is not None else 0
     calib = calibration_feed(src, calib_ds, n_cal) if calib_ds is not None else None
 
@@ -380,13 +534,18 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
         say(f"converting {prec}")
         path = out_dir / f"{src.name}_{prec}.tflite"
         t0 = time.perf_counter()
+        keep: dict[str, Any] | None = None
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                conv = _conv_int8_qat if (prec == "int8" and src.qat) else PRECISIONS[prec]
-                data, qinfo = conv(src, calib, settings.int8_io)
+                if prec == "int8" and settings.keep_float:
+                    keep = _keep_float_plan(settings, src, calib, out_dir, variants, say)
+                    data, qinfo = quantize_keep_float(keep["calibrated"], keep["nodes"], settings.int8_io)
+                else:
+                    conv = _conv_int8_qat if (prec == "int8" and src.qat) else PRECISIONS[prec]
+                    data, qinfo = conv(src, calib, settings.int8_io)
                 data = finish_tflite(src, data)
-        except BadInput:
+        except (BadInput, InfraError):
             raise
         except Exception as e:  # noqa: BLE001 -- keep the other variants
             variants[prec] = {"precision": prec, "status": "failed", "error": _one_line(e),
@@ -410,6 +569,16 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
             v["precision_from_tensors"] = precision_of(path)   # e.g. a QAT model's "fp16" is an int8 file
         except Exception as e:  # noqa: BLE001 -- a model LiteRT cannot load is a failed variant
             v.update({"status": "failed", "error": f"LiteRT cannot load the converted model: {_one_line(e)}"})
+        if keep is not None:
+            v["keep_float"] = keep["tensors"]
+            v["keep_float_ops"] = keep["nodes"]
+            v["calibrated_path"] = keep["calibrated_path"]
+            if keep.get("search") is not None:
+                v["keep_float_search"] = keep["search"]
+            problems = verify_keep_float(path, keep["nodes"])
+            if problems:
+                v.update({"status": "failed", "error": "--keep-float was not honoured by the converter: "
+                          + "; ".join(problems[:3])})
         variants[prec] = v
 
     fp32 = variants.get("fp32", {})
@@ -463,6 +632,29 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
     write_json(manifest, str(out_dir / "manifest.json"))
     manifest["failed"] = [p for p, v in variants.items() if v.get("status") != "ok"]
     return manifest
+
+
+def _keep_float_plan(settings: ConvertSettings, src: Source, calib: Callable | None, out_dir: Path,
+                     variants: dict[str, dict[str, Any]], say: Callable[[str], None]) -> dict[str, Any]:
+    """Calibrate once, pick the tensors (named, regex, or searched for "auto") and their ops."""
+    say("calibrating for --keep-float")
+    calibrated = calibrated_model(src, calib, "int8", settings.int8_io)
+    cal_path = out_dir / f"{src.name}_int8_calibrated.tflite"
+    cal_path.write_bytes(calibrated)
+    graph = float_tensors(cal_path)
+    search = None
+    if settings.keep_float == "auto":
+        from edgebench.diagnose import search_keep_float  # the search ranks layers with diagnose
+
+        fp32 = variants.get("fp32") or {}
+        search = search_keep_float(src, calibrated, cal_path, graph, goal=settings.keep_float_goal,
+                                   out_dir=out_dir, int8_io=settings.int8_io,
+                                   fp32_bytes=fp32.get("bytes"), progress=say)
+        tensors = list(search["chosen"])
+    else:
+        tensors = resolve_keep_float(settings.keep_float, graph)
+    return {"calibrated": calibrated, "calibrated_path": str(cal_path), "tensors": tensors,
+            "nodes": keep_float_nodes(tensors, graph), "search": search}
 
 
 def check_manifest(manifest: dict[str, Any]) -> None:

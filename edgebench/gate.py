@@ -38,7 +38,7 @@ GATE_KEYS = {
     "min_cosine": "min_cosine",
     "min_delegated": "min_delegated_pct",
 }
-PRECISION_KEYS = ("default", "fp32", "fp16", "int8", "dynamic")
+PRECISION_KEYS = ("default", "fp32", "fp16", "int8", "dynamic", "int16x8")
 
 
 @dataclass(frozen=True)

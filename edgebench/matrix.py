@@ -16,7 +16,7 @@ Two kinds of matrix, told apart by their keys (or an explicit ``kind: edge|train
   run by ``edgebench.train.run_train_baseline``.
 * **edge** -- ``models`` (reference model names, ``all``, SavedModel / .keras paths or .tflite
   files) x ``targets`` (host, tf, adb:SERIAL, adb:all) x ``threads`` x ``delegates`` x ``data``.
-  ``precisions`` (fp32/fp16/int8/dynamic) run together inside a cell: one conversion and one TF
+  ``precisions`` (fp32/fp16/int8/dynamic/int16x8) run together inside a cell: one conversion and one TF
   reference per cell, one stored row per precision. Source models go through
   ``edgebench.pipeline.convert_and_compare``; ``.tflite`` files through
   ``edgebench.bench.run_bench`` (as-is: ``precisions`` does not apply to them).
@@ -45,6 +45,7 @@ from typing import Any, Callable
 
 import yaml
 
+from edgebench.convert import DEFAULT_PRECISIONS, PRECISION_NAMES
 from edgebench.errors import BadInput, EdgebenchError, InfraError
 from edgebench.rows import Document, InferenceRow, TrainRow
 from edgebench.targets.base import DELEGATES, HOST_DELEGATES, RunControl
@@ -52,7 +53,7 @@ from edgebench.targets.base import DELEGATES, HOST_DELEGATES, RunControl
 KINDS = ("edge", "train")
 SIZES = ("tiny", "full")
 
-EDGE_PRECISIONS = ("fp32", "fp16", "int8", "dynamic")
+EDGE_PRECISIONS = PRECISION_NAMES        # fp32, fp16, int8, dynamic, int16x8
 TRAIN_PRECISIONS = ("fp32", "mixed_float16", "mixed_bfloat16")
 DEVICES = ("cpu", "gpu", "tpu")
 STRATEGIES = ("none", "mirrored", "multiworker")
@@ -150,7 +151,7 @@ EDGE_ONLY = {"targets", "threads", "delegates", "runs", "min_runs", "min_time_s"
              "calibration_samples"}
 
 # Axis defaults when a key is absent (each written once).
-EDGE_DEFAULTS: dict[str, list[Any]] = {"precisions": list(EDGE_PRECISIONS), "targets": ["host"],
+EDGE_DEFAULTS: dict[str, list[Any]] = {"precisions": list(DEFAULT_PRECISIONS), "targets": ["host"],
                                        "threads": [None], "delegates": ["xnnpack"], "data": [None]}
 TRAIN_DEFAULTS: dict[str, list[Any]] = {"batch_sizes": [32], "devices": ["cpu"], "train_precisions": ["fp32"],
                                         "strategies": ["none"], "metrics": list(TRAIN_METRICS),

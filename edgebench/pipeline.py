@@ -16,6 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from edgebench import compare as cmp
+from edgebench.convert import DEFAULT_PRECISIONS
 from edgebench.data import InputSet, cast_to_signature, load_data, validate
 from edgebench.errors import BadInput, EdgebenchError
 from edgebench.fingerprint import host_fingerprint, sha256_file
@@ -31,7 +32,7 @@ DEFAULT_EVAL_SAMPLES = 1000
 @dataclass(frozen=True)
 class CompareSettings:
     src: str
-    precisions: tuple[str, ...] = ("fp32", "fp16", "int8", "dynamic")
+    precisions: tuple[str, ...] = DEFAULT_PRECISIONS
     targets: tuple[str, ...] = ("host",)
     data: str | None = None               # evaluation data (else the reference model's split)
     calibration_data: str | None = None   # else --data, else the reference model's calibration split
@@ -56,9 +57,24 @@ class CompareSettings:
     accelerator: str | None = None        # compiled runtime: cpu | gpu | npu (--accelerator)
     gpu_precisions: tuple[str, ...] = ()  # GPU runs: fp32 and/or fp16, side by side (--gpu-precision)
     op_profile: bool = False              # separate op-profiling pass per row (--op-profile)
+    keep_float: str | None = None         # int8 float islands: "auto", a regex or tensor names
 
 
-def _eval_set(settings: CompareSettings, src, out_dir: Path) -> InputSet:
+def keep_float_goal(settings: CompareSettings):
+    """The int8 thresholds (command line over --gate file) as the goal of --keep-float auto,
+    measured on the same InputSet and run control as the rows."""
+    from edgebench.diagnose import KeepFloatGoal
+    from edgebench.gate import thresholds_for
+
+    th = thresholds_for("int8", settings.thresholds, settings.gate_file)
+    return KeepFloatGoal(max_accuracy_drop_pp=th.max_accuracy_drop_pp, min_psnr_db=th.min_psnr_db,
+                         eval_data=settings.data, eval_samples=settings.eval_samples, preprocess=settings.preprocess,
+                         seed=settings.seed, class_output=settings.class_output, threads=settings.threads,
+                         delegate=settings.delegate, control=settings.control)
+
+
+def eval_set(settings, src, out_dir: Path) -> InputSet:
+    """The evaluation InputSet of a run (``settings``: CompareSettings or DiagnoseSettings)."""
     if settings.data:
         ds = load_data(settings.data, src.signature, preprocess=settings.preprocess, seed=settings.seed)
     elif src.evaluation is not None:
@@ -72,8 +88,8 @@ def _eval_set(settings: CompareSettings, src, out_dir: Path) -> InputSet:
     return cast_to_signature(ds, src.signature).take(settings.eval_samples)
 
 
-def _accuracy(ref: dict[str, np.ndarray], got: dict[str, np.ndarray], labels, class_out: str | None,
-              ref_acc: dict[str, Any] | None) -> Accuracy | None:
+def accuracy_vs_reference(ref: dict[str, np.ndarray], got: dict[str, np.ndarray], labels, class_out: str | None,
+                          ref_acc: dict[str, Any] | None) -> Accuracy | None:
     if class_out is None:
         return None
     acc = cmp.classification(ref[class_out], got[class_out], labels)
@@ -103,6 +119,7 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
         fingerprint=run.fingerprint, init_ms=run.init_ms, first_inference_ms=run.first_inference_ms,
         peak_rss_bytes=run.peak_rss_bytes, extra=_extra(run.extra), exit_code=run.extra.get("exit_code"),
         gpu_precision=gpu_precision,
+        keep_float=tuple(variant["keep_float"]) if variant.get("keep_float") is not None else None,
     )
     if run.status != "ok":
         return row
@@ -119,7 +136,7 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
         got, mapping = cmp.align_outputs(ref_out, run.outputs)
         raw = cmp.compare_outputs(ref_out, got)
         row = row.replace(drift=drifts_from_dict(raw), worst=Worst.from_dict(cmp.worst(raw)),
-                          accuracy=_accuracy(ref_out, got, labels, class_out, ref_acc),
+                          accuracy=accuracy_vs_reference(ref_out, got, labels, class_out, ref_acc),
                           output_mapping=mapping if mapping["how"] != "name" else None)
         if task == "detection":
             row = row.replace(detection=cmp.detection(ref_out, got))
@@ -167,6 +184,9 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
 
     if settings.src.endswith(".tflite") or settings.more_tflite:
         # .tflite SRC(s): the given files are the variants; TF runs only with --reference.
+        if settings.keep_float:
+            raise BadInput("--keep-float re-quantizes while converting; a .tflite SRC is measured as given: pass "
+                           "the SavedModel/.keras it came from")
         from edgebench.sources import tflite_variants
 
         manifest = tflite_variants([settings.src, *settings.more_tflite],
@@ -180,7 +200,8 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
             src=settings.src, precisions=settings.precisions,
             data=settings.calibration_data or settings.data, calibration_samples=settings.calibration_samples,
             int8_io=settings.int8_io, out_dir=settings.out_dir, preprocess=settings.preprocess,
-            size=settings.size, seed=settings.seed, source=settings.source), progress=say)
+            size=settings.size, seed=settings.seed, source=settings.source, keep_float=settings.keep_float,
+            keep_float_goal=keep_float_goal(settings) if settings.keep_float == "auto" else None), progress=say)
         src = resolve_source(settings.src, size=settings.size, work_dir=Path(manifest["out_dir"]),
                              seed=settings.seed, options=settings.source)
     timings["convert_s"] = time.perf_counter() - t
@@ -188,7 +209,7 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     task = (src.info or {}).get("task", "classification")
 
     say("evaluation inputs")
-    ds = _eval_set(settings, src, out_dir)
+    ds = eval_set(settings, src, out_dir)
     if accuracy_gate and ds.labels is None:
         raise BadInput(f"--max-accuracy-drop needs labelled data but {ds.source} has no 'labels'; pass --data "
                        "with a 'labels' array (one class id per sample) or drop the accuracy gate")
@@ -277,6 +298,20 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
 
     verdict = evaluate(rows, settings.thresholds, settings.gate_file)
     timings["total_s"] = time.perf_counter() - t0
+    extra: dict[str, Any] = {}
+    search = (manifest["variants"].get("int8") or {}).get("keep_float_search")
+    if search:
+        extra["keep_float_search"] = search
+    quality_misses = sorted({c.precision for c in verdict.failures
+                             if c.metric in ("accuracy_drop_pp", "psnr_db", "nonfinite_outputs")
+                             and c.precision in ("int8", "int16x8", "fp16", "dynamic")})
+    if quality_misses:
+        from edgebench.diagnose import DEFAULT_SAMPLES, diagnose_command
+
+        extra["diagnose_command"] = diagnose_command(   # same data; diagnose's own default sample count
+            settings.src, quality_misses, data=settings.data, calibration_data=settings.calibration_data,
+            samples=settings.eval_samples if settings.eval_samples < DEFAULT_SAMPLES else None, size=settings.size,
+            preprocess=settings.preprocess if settings.preprocess != "scale01" else None, int8_io=settings.int8_io)
     return Document.new(
         "compare", rows, host_fingerprint(with_tf=True, threads=settings.threads, delegate=settings.delegate),
         reference=ref_row,
@@ -295,6 +330,7 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
         run_control=settings.control.to_dict(),
         runtime={"api": settings.runtime_api, "accelerator": settings.accelerator,
                  "gpu_precisions": list(settings.gpu_precisions), "op_profile": settings.op_profile},
+        **extra,
     )
 
 
@@ -388,7 +424,7 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
             raw = cmp.compare_outputs(ref.outputs, got)
             row = row.replace(**_measured(run, f"run of {path}"), drift=drifts_from_dict(raw),
                               worst=Worst.from_dict(cmp.worst(raw)), output_mapping=mapping,
-                              accuracy=_accuracy(ref.outputs, got, ds.labels, class_out, ref_acc))
+                              accuracy=accuracy_vs_reference(ref.outputs, got, ds.labels, class_out, ref_acc))
         rows.append(row)
     loaders = [{"path": x.path, "loader": x.loader, "loader_reason": x.loader_reason, "signature_key": x.signature_key}
                for x in srcs if x.saved_model_dir is not None]
@@ -418,4 +454,5 @@ def raise_for_compare(doc: Document) -> None:
     if conv:
         raise ConversionFailed(f"{conv[0].precision}: {conv[0].error} (other rows were reported and saved)")
     if misses:
-        raise GateFailed("gate failed: " + "; ".join(c["message"] for c in misses))
+        hint = f"; find the layer: {doc.get('diagnose_command')}" if doc.get("diagnose_command") else ""
+        raise GateFailed("gate failed: " + "; ".join(c["message"] for c in misses) + hint)

@@ -656,6 +656,7 @@ class InferenceRow(_RowMixin):
     op_profile: tuple[OpEntry, ...] | None = None
     op_profile_info: Mapping[str, Any] | None = None   # source, runs, total/sum ms, sum vs p50, notes
     verdicts: tuple[Verdict, ...] = ()
+    keep_float: tuple[str, ...] | None = None       # int8 with these tensors kept float (--keep-float)
     fingerprint: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     extra: Mapping[str, Any] | None = None          # target-specific facts (thermal, device runner ...)
@@ -682,7 +683,7 @@ class InferenceRow(_RowMixin):
                  "op_summary", "op_profile_timings", "errors", "unparsed_lines", "source", "warmup")
     _STRUCT = ("latency_ms", "samples_ns", "warmup_ms", "warmup_samples_ns", "drift", "worst", "drift_vs_host",
                "worst_vs_host", "accuracy", "concurrency", "fingerprint", "warnings", "gflops", "delegation",
-               "op_profile", "verdicts")
+               "op_profile", "verdicts", "keep_float")
     _REGIMES = ("timeline", "sustained", "period_ms", "paced", "cold_start", "energy", "energy_reason")
 
     # -- views ----------------------------------------------------------------------------
@@ -721,6 +722,8 @@ class InferenceRow(_RowMixin):
             out.update(self.cost.to_row())
         if self.concurrency is not None:
             out["concurrency"] = [dict(c) for c in self.concurrency]
+        if self.keep_float is not None:
+            out["keep_float"] = list(self.keep_float)
         if self.log is not None:
             out.update(self.log)
         # issue 15: every row says what the delegate took; profiles and verdicts where measured
@@ -775,6 +778,8 @@ class InferenceRow(_RowMixin):
         kw["op_profile"] = (tuple(OpEntry.from_dict(e) for e in ops if isinstance(e, Mapping))
                             if isinstance(ops, list) else None)
         kw["verdicts"] = tuple(Verdict.from_dict(v) for v in (d.get("verdicts") or ()) if isinstance(v, Mapping))
+        kf = d.get("keep_float")
+        kw["keep_float"] = tuple(str(x) for x in kf) if isinstance(kf, (list, tuple)) else None
         log = {k: d[k] for k in cls._LOG_KEYS if k in d}
         kw["log"] = _freeze(log) if log else None
         kw["fingerprint"] = _freeze(d.get("fingerprint") if isinstance(d.get("fingerprint"), Mapping) else {})

@@ -234,7 +234,9 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
         else:
             kind = "integer"
         ops.append({"index": k, "op": name, "inputs": [t["dtype"] if t else None for t in in_t],
-                    "outputs": out_dtypes, "kind": kind, "flops": flops})
+                    "outputs": out_dtypes, "kind": kind, "flops": flops,
+                    "input_names": [t["name"] for t in in_t if t is not None and not t["constant"]],
+                    "output_names": [t["name"] for t in out_t]})
 
     compute_ops = [o for o in ops if o["kind"] != "boundary"]
     integer_ops = [o for o in compute_ops if o["kind"] == "integer"]

@@ -29,6 +29,7 @@ app = typer.Typer(
 _COMMANDS = (
     "convert",
     "convert_and_compare",
+    "diagnose",
     "compare",
     "bench",
     "devices",

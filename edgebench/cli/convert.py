@@ -10,17 +10,21 @@ from edgebench.cli._options import ImportOpt, InputShapeOpt, SignatureOpt
 
 
 def register(app: typer.Typer) -> None:
-    from edgebench.convert import PRECISION_NAMES, ConvertSettings
+    from edgebench.convert import DEFAULT_PRECISIONS, PRECISION_NAMES, ConvertSettings
 
     defaults = ConvertSettings(src="")
 
     @app.command("convert")
     def convert_cmd(
         src: str = typer.Argument(..., help="SavedModel folder, .keras/.h5 file, or reference model name (edgebench models list)."),
-        precision: str = typer.Option(",".join(PRECISION_NAMES), "--precision", "-p", help="Comma-separated: fp32,fp16,int8,dynamic."),
+        precision: str = typer.Option(",".join(DEFAULT_PRECISIONS), "--precision", "-p", help="Comma-separated: fp32,fp16,int8,dynamic,int16x8 (16-bit activations, 8-bit weights)."),
         data: Optional[str] = typer.Option(None, "--data", help="Calibration data: .npz (keyed by input name or positional), .npy, an image folder, or 'synthetic'."),
         calibration_samples: int = typer.Option(defaults.calibration_samples, "--calibration-samples", help="Samples used to calibrate INT8."),
-        int8_io: str = typer.Option(defaults.int8_io, "--int8-io", help="INT8 model input/output type: float or int8."),
+        int8_io: str = typer.Option(defaults.int8_io, "--int8-io", help="Integer model input/output type: float or int8 (int16 for int16x8)."),
+        keep_float: Optional[str] = typer.Option(None, "--keep-float", help="int8 with float islands: 'auto' (search the diagnose ranking for the smallest set meeting --max-accuracy-drop/--min-psnr on --eval-data), a regex, or comma-separated tensor names from `edgebench diagnose`."),
+        eval_data: Optional[str] = typer.Option(None, "--eval-data", help="--keep-float auto: evaluation data with 'labels' (default: the reference model's evaluation split)."),
+        max_accuracy_drop: Optional[float] = typer.Option(None, "--max-accuracy-drop", help="--keep-float auto goal: max top-1 drop vs TF (pp)."),
+        min_psnr: Optional[float] = typer.Option(None, "--min-psnr", help="--keep-float auto goal: min worst-output PSNR (dB)."),
         preprocess: str = typer.Option(defaults.preprocess, "--preprocess", help="Image folders: scale01, mobilenet, imagenet-caffe, none."),
         size: str = typer.Option(defaults.size, "--size", help="Reference models: tiny or full."),
         out: Optional[str] = typer.Option(None, "--out", "-o", help="Output folder (default edgebench-out/<name>)."),
@@ -29,13 +33,23 @@ def register(app: typer.Typer) -> None:
         input_shape: InputShapeOpt = None,
         imports: ImportOpt = None,
     ) -> None:
-        """Convert a model to FP32/FP16/INT8/dynamic .tflite, check FP32 parity, write manifest.json."""
+        """Convert a model to FP32/FP16/INT8/dynamic/int16x8 .tflite, check FP32 parity, write manifest.json."""
         from edgebench.cli._common import console, progress_reporter, split_csv
         from edgebench.cli._options import source_options
         from edgebench.convert import check_manifest, convert
+        from edgebench.diagnose import KeepFloatGoal
         from edgebench.report.terminal.compare import render_manifest
         from edgebench.results import write_json
 
+        goal = None
+        if keep_float == "auto":
+            goal = KeepFloatGoal(max_accuracy_drop_pp=max_accuracy_drop, min_psnr_db=min_psnr,
+                                 eval_data=eval_data, preprocess=preprocess)
+        elif max_accuracy_drop is not None or min_psnr is not None or eval_data is not None:
+            from edgebench.errors import BadInput
+
+            raise BadInput("--max-accuracy-drop/--min-psnr/--eval-data on convert are the goal of --keep-float auto; "
+                           "add --keep-float auto, or gate with `edgebench convert-and-compare`")
         settings = ConvertSettings(
             src=src,
             precisions=tuple(split_csv(precision, option="--precision", allowed=PRECISION_NAMES)),
@@ -46,6 +60,8 @@ def register(app: typer.Typer) -> None:
             preprocess=preprocess,
             size=check_size(size),
             source=source_options(signature, input_shape, imports),
+            keep_float=keep_float,
+            keep_float_goal=goal,
         )
         with progress_reporter("convert") as say:
             say.set_total(2 + len(settings.precisions) + ("fp32" not in settings.precisions))
@@ -53,6 +69,12 @@ def register(app: typer.Typer) -> None:
         if json_path:
             write_json(manifest, json_path)
         if json_path != "-":
+            search = (manifest["variants"].get("int8") or {}).get("keep_float_search")
+            if search:
+                from edgebench.report.terminal.diagnose import render_keep_float_table
+
+                for part in render_keep_float_table(search):
+                    console().print(part)
             console().print(render_manifest(manifest))
         check_manifest(manifest)
 

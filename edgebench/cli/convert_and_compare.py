@@ -18,7 +18,7 @@ from edgebench.targets.base import DEFAULT_DELEGATE
 
 
 def register(app: typer.Typer) -> None:
-    from edgebench.convert import PRECISION_NAMES
+    from edgebench.convert import DEFAULT_PRECISIONS, PRECISION_NAMES
     from edgebench.pipeline import CompareSettings
 
     d = CompareSettings(src="")
@@ -28,8 +28,9 @@ def register(app: typer.Typer) -> None:
         src: Annotated[list[str], typer.Argument(
             help="SavedModel folder, .keras/.h5 file, reference model name, or one or more .tflite files (the "
                  "given variants; the most precise is the reference unless --reference).")],
-        precision: Annotated[str, typer.Option("--precision", "-p", help="Comma-separated: fp32,fp16,int8,dynamic.")]
-        = ",".join(PRECISION_NAMES),
+        precision: Annotated[str, typer.Option(
+            "--precision", "-p", help="Comma-separated: fp32,fp16,int8,dynamic,int16x8 (16-bit activations, "
+                                      "8-bit weights).")] = ",".join(DEFAULT_PRECISIONS),
         targets: TargetsOpt = "host",
         data: Annotated[Optional[str], typer.Option(
             "--data", help="Evaluation data (.npz with optional 'labels', .npy, image folder, or 'synthetic'); "
@@ -39,8 +40,12 @@ def register(app: typer.Typer) -> None:
         samples: Annotated[int, typer.Option("--samples", "-n", help="Evaluation samples (first N of the data).")]
         = d.eval_samples,
         calibration_samples: Annotated[int, typer.Option("--calibration-samples")] = d.calibration_samples,
-        int8_io: Annotated[str, typer.Option("--int8-io", help="INT8 model input/output type: float or int8.")]
-        = d.int8_io,
+        int8_io: Annotated[str, typer.Option(
+            "--int8-io", help="Integer model input/output type: float or int8 (int16 for int16x8).")] = d.int8_io,
+        keep_float: Annotated[Optional[str], typer.Option(
+            "--keep-float", help="int8 with float islands: 'auto' (search the diagnose ranking for the smallest set "
+                                 "meeting --max-accuracy-drop/--min-psnr), a regex, or comma-separated tensor names "
+                                 "from `edgebench diagnose`.")] = None,
         preprocess: Annotated[str, typer.Option(
             "--preprocess", help="Image folders: scale01, mobilenet, imagenet-caffe, none.")] = d.preprocess,
         size: Annotated[str, typer.Option("--size", help="Reference models: tiny or full.")] = d.size,
@@ -97,6 +102,7 @@ def register(app: typer.Typer) -> None:
         from edgebench.pipeline import convert_and_compare, raise_for_compare
         from edgebench.publish import check_store
         from edgebench.report.terminal.compare import render_compare
+        from edgebench.report.terminal.diagnose import render_keep_float_table
 
         if len(src) > 1 and not all(s.endswith(".tflite") for s in src):
             raise BadInput(f"{next(s for s in src if not s.endswith('.tflite'))}: several SRCs must all be .tflite "
@@ -112,7 +118,7 @@ def register(app: typer.Typer) -> None:
             calibration_samples=calibration_samples, int8_io=check_int8_io(int8_io), out_dir=out,
             preprocess=preprocess, size=check_size(size), threads=threads, delegate=delegate,
             control=run_control(runs, min_runs, min_time, max_time, warmup_runs, warmup_time),
-            class_output=class_output, benchmark_binary=benchmark_binary,
+            class_output=class_output, benchmark_binary=benchmark_binary, keep_float=keep_float,
             thresholds=Thresholds(max_accuracy_drop, min_psnr, max_p99_ms, min_size_reduction, min_cosine,
                                   min_delegated),
             gate_file=load_gate_file(gate) if gate else None,
@@ -126,5 +132,6 @@ def register(app: typer.Typer) -> None:
         with progress_reporter("convert-and-compare") as say:
             doc = convert_and_compare(settings, progress=say)
         width = console().width
-        doc = deliver(doc, opts, lambda d: render_compare(d, width=width, wide=wide), json_path=json_path)
+        doc = deliver(doc, opts, lambda d: render_keep_float_table(d.get("keep_float_search"))
+                      + render_compare(d, width=width, wide=wide), json_path=json_path)
         raise_for_compare(doc)

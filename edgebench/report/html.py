@@ -19,6 +19,8 @@ Sections (always present, with a one-line note when the data for them is absent)
 ``drift``        per-output drift table (max/mean abs, RMSE, rel L2, cosine, PSNR, NaN/Inf)
 ``training``     training throughput vs batch size, one line per (model, precision, xla, strategy,
                  input pipeline)
+``diagnose``     per-layer quantization error along the graph order and the worst layers
+                 (``edgebench diagnose`` results; rendered by ``report.diagnose``)
 ``history``      metric over time for each series with earlier stored runs
 """
 
@@ -32,7 +34,8 @@ from typing import Any, Iterable, Sequence
 
 from edgebench.fingerprint import KEY_FIELDS, diff_fingerprints
 
-SECTIONS = ("fingerprint", "results", "where", "latency", "sustained", "pareto", "drift", "training", "history")
+SECTIONS = ("fingerprint", "results", "where", "latency", "sustained", "pareto", "drift", "training", "diagnose",
+            "history")
 
 _PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
             "#7f7f7f", "#bcbd22", "#17becf")
@@ -663,6 +666,15 @@ def _training_section(docs: list[dict[str, Any]]) -> str:
     return _section("training", "Training throughput", body)
 
 
+def _diagnose_section(docs: list[dict[str, Any]]) -> str:
+    from edgebench.report.diagnose import html_section
+
+    diag = [d for d in docs if d.get("kind") == "diagnose"]
+    if not diag:
+        return _section("diagnose", "Quantization diagnosis", _note("no diagnose results (edgebench diagnose)"))
+    return _section("diagnose", "Quantization diagnosis", html_section(diag))
+
+
 def _epoch(created: Any) -> float | None:
     try:
         t = _dt.datetime.fromisoformat(str(created).replace("Z", "+00:00"))
@@ -721,6 +733,7 @@ def render_html(docs: dict[str, Any] | Sequence[dict[str, Any]], *,
         _pareto_section(docs),
         _drift_section(docs),
         _training_section(docs),
+        _diagnose_section(docs),
         _history_section(history),
     ]
     nav = " · ".join(f'<a href="#{s}">{s}</a>' for s in SECTIONS)

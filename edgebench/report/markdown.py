@@ -244,6 +244,11 @@ def render_markdown(docs: Document | Mapping[str, Any] | Sequence[Document | Map
         if out:
             out.append("")
         out += _header(doc)
+        if doc.kind == "diagnose":
+            from edgebench.report.diagnose import markdown_lines
+
+            out += markdown_lines(doc.to_dict(), md_escape)
+            continue
         inf = _inference_rows(doc)
         few = False
         if inf:

@@ -124,59 +124,70 @@ class HostTarget:
         return sampler
 
     def _spawn(self, job_file: Path, work: Path, deadline_s: float, model: Path):
-        env = dict(os.environ)
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        stderr_path = work / "stderr.txt"
-        with open(work / "stdout.txt", "wb") as out, open(stderr_path, "wb") as err:
-            proc = subprocess.Popen(  # noqa: S603 -- argv list, no shell
-                [sys.executable, str(RUNNER_PATH), str(job_file)],
-                stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
-                start_new_session=True, cwd=str(work),
-            )
-            try:
-                rc = proc.wait(timeout=deadline_s)
-            except KeyboardInterrupt:
-                self._kill(proc)  # its own session gets no SIGINT from the terminal
-                raise
-            except subprocess.TimeoutExpired:
-                self._kill(proc)
-                raise InfraError(f"worker for {model} hung: no result after the {deadline_s:g} s deadline, "
-                                 "killed; raise the deadline or lower --max-time, and check the model "
-                                 "with --delegate none") from None
-        tail = _tail(stderr_path)
-        if rc < 0:
-            raise InfraError(f"worker crashed with {_signal_name(rc)} while running {model} "
-                             f"(runtime crash{': ' + tail if tail else ''}); try --delegate none or "
-                             "re-export the model")
-        result_json = work / "result.json"
-        if not result_json.is_file():
-            raise InfraError(f"worker for {model} exited with status {rc} and wrote no result"
-                             f"{': ' + tail if tail else ''}; run it by hand: python {RUNNER_PATH} JOB.json")
-        meta = json.loads(result_json.read_text())
-        if rc != 0 or meta.get("status") != "ok":
-            msg = meta.get("error") or f"worker exited with status {rc}"
-            if meta.get("error_kind") == "bad_input" or rc == 2:
-                raise BadInput(msg)
-            raise InfraError(msg)
-        arrays: dict[str, np.ndarray] = {}
-        npz = work / "result.npz"
-        if npz.is_file():
-            with np.load(npz, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-        return meta, arrays
+        return spawn_worker([sys.executable, str(RUNNER_PATH), str(job_file)], work, deadline_s, model)
 
     @staticmethod
     def _kill(proc: subprocess.Popen) -> None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # its own session: the worker and its children
-        except (ProcessLookupError, PermissionError):
-            proc.kill()
-        proc.wait()
+        _kill_group(proc)
 
     def _to_result(self, job: Job, spec: dict, meta: dict, arrays: dict) -> RunResult:
         return RunResult.from_worker(meta, arrays, target=self.name, model_path=str(job.model_path),
                                      model_sha256=sha256_file(job.model_path), spec=spec,
                                      fingerprint=self.fingerprint(), method=HOST_METHOD)
+
+
+def spawn_worker(argv: list[str], work: Path, deadline_s: float, model: Path | str):
+    """Run a worker (``argv``, no shell) in its own session with ``work`` as its folder and read
+    the ``result.json`` / ``result.npz`` it leaves there. The runner contract: exit 0 ok, 2 bad
+    input, 3 internal failure. A signal -> InfraError naming it; past ``deadline_s`` -> killed with
+    everything it started, InfraError; a bad model/input -> BadInput with the worker's message."""
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    stderr_path = work / "stderr.txt"
+    with open(work / "stdout.txt", "wb") as out, open(stderr_path, "wb") as err:
+        proc = subprocess.Popen(  # noqa: S603 -- argv list, no shell
+            argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
+            start_new_session=True, cwd=str(work),
+        )
+        try:
+            rc = proc.wait(timeout=deadline_s)
+        except KeyboardInterrupt:
+            _kill_group(proc)  # its own session gets no SIGINT from the terminal
+            raise
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise InfraError(f"worker for {model} hung: no result after the {deadline_s:g} s deadline, "
+                             "killed; raise the deadline or lower --max-time, and check the model "
+                             "with --delegate none") from None
+    tail = _tail(stderr_path)
+    if rc < 0:
+        raise InfraError(f"worker crashed with {_signal_name(rc)} while running {model} "
+                         f"(runtime crash{': ' + tail if tail else ''}); try --delegate none or "
+                         "re-export the model")
+    result_json = work / "result.json"
+    if not result_json.is_file():
+        raise InfraError(f"worker for {model} exited with status {rc} and wrote no result"
+                         f"{': ' + tail if tail else ''}; run it by hand: {' '.join(argv)}")
+    meta = json.loads(result_json.read_text())
+    if rc != 0 or meta.get("status") != "ok":
+        msg = meta.get("error") or f"worker exited with status {rc}"
+        if meta.get("error_kind") == "bad_input" or rc == 2:
+            raise BadInput(msg)
+        raise InfraError(msg)
+    arrays: dict[str, np.ndarray] = {}
+    npz = work / "result.npz"
+    if npz.is_file():
+        with np.load(npz, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    return meta, arrays
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # its own session: the worker and its children
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
 
 
 def _tail(path: Path, limit: int = 300) -> str:

@@ -74,8 +74,9 @@ def compare_cells(r: InferenceRow) -> list[str]:
         agree = r.detection.get("box_agreement")
     top1 = acc.top1 if acc else None
     bad = bool(worst and (worst.nonfinite or worst.ref_nonfinite))
+    prec = str(r.precision or "-") + (f" +{len(r.keep_float)} float" if r.keep_float else "")
     return [
-        str(r.precision or "-"), _target(r), fmt_bytes(r.size_bytes), _fmt(r.size_reduction_pct, ".1f", "%"),
+        prec, _target(r), fmt_bytes(r.size_bytes), _fmt(r.size_reduction_pct, ".1f", "%"),
         _fmt(lat.p50 if lat else None, ".3f"), p99, _fmt(lat.qps if lat else None, ".0f"),
         _fmt(top1 * 100 if top1 is not None else None, ".2f", "%"), top1_change(acc.top1_drop_pp if acc else None),
         _fmt(agree * 100 if agree is not None else None, ".1f", "%"), _psnr(worst.psnr_db if worst else None, bad),
@@ -112,6 +113,8 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
              "delegated = nodes the delegate took / all nodes, partitions"]
     if dropped:
         notes.append(f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)")
+    if any(isinstance(r, InferenceRow) and r.keep_float for r in doc.rows):
+        notes.append("+N float = int8 with N tensors kept float (--keep-float; names in the JSON row's keep_float)")
     gate = doc.get("gate") or {}
     for c in gate.get("checks", []):
         if not c.get("passed"):
@@ -161,6 +164,8 @@ def render_manifest(m: dict[str, Any]) -> Table:
             notes.append(q["mode"])
         if v.get("precision_from_tensors") not in (None, prec):
             notes.append(f"the file is {v['precision_from_tensors']}")
+        if v.get("keep_float"):
+            notes.append(f"{len(v['keep_float'])} tensor(s) kept float, {len(v.get('keep_float_ops') or [])} op(s)")
         if not ok:
             notes.append(str(v.get("error")))
         t.add_row(

@@ -1,0 +1,101 @@
+"""``edgebench diagnose SRC``: which layer breaks the quantized model, and what to do about it."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from edgebench.cli._options import DbOpt, ImportOpt, InputShapeOpt, JsonOpt, MarkdownOpt, NoStoreOpt, SignatureOpt
+
+
+def register(app: typer.Typer) -> None:
+    from edgebench.convert import INT8_IO
+    from edgebench.diagnose import QUANTIZED, DiagnoseSettings
+
+    d = DiagnoseSettings(src="")
+
+    @app.command("diagnose")
+    def diagnose_cmd(
+        src: str = typer.Argument(..., help="SavedModel folder, .keras file, or reference model name."),
+        precision: str = typer.Option(",".join(d.precisions), "--precision", "-p", help=f"Comma-separated: {','.join(QUANTIZED)}."),
+        data: Optional[str] = typer.Option(None, "--data", help="Evaluation data, as for convert-and-compare (.npz with optional 'labels', .npy, image folder, 'synthetic'); also calibrates unless --calibration-data."),
+        calibration_data: Optional[str] = typer.Option(None, "--calibration-data", help="Separate calibration data for int8/int16x8."),
+        samples: int = typer.Option(d.eval_samples, "--samples", "-n", help="Samples compared, one at a time (first N of the data)."),
+        calibration_samples: int = typer.Option(d.calibration_samples, "--calibration-samples"),
+        int8_io: str = typer.Option(d.int8_io, "--int8-io", help="Integer model input/output type: float or int8."),
+        preprocess: str = typer.Option(d.preprocess, "--preprocess", help="Image folders: scale01, mobilenet, imagenet-caffe, none."),
+        size: str = typer.Option(d.size, "--size", help="Reference models: tiny or full."),
+        out: Optional[str] = typer.Option(None, "--out", "-o", help="Output folder for the .tflite files and inputs."),
+        class_output: Optional[str] = typer.Option(None, "--class-output", help="Output holding class scores (for top-1)."),
+        no_isolated: bool = typer.Option(False, "--no-isolated", help="Skip the per-op isolated runs (accumulated error only; faster)."),
+        top: int = typer.Option(10, "--top", help="Layers shown per precision in the table/Markdown/HTML (the JSON has all)."),
+        json_path: JsonOpt = None,
+        html_path: Optional[str] = typer.Option(None, "--html", help="Write a self-contained HTML report to PATH."),
+        markdown: MarkdownOpt = None,
+        model_explorer: Optional[str] = typer.Option(None, "--model-explorer", help="Write Model Explorer node data (per-op SNR and colour) to PATH; with several precisions, PATH gets a .PRECISION suffix."),
+        db: DbOpt = None,
+        no_store: NoStoreOpt = False,
+        signature: SignatureOpt = None,
+        input_shape: InputShapeOpt = None,
+        imports: ImportOpt = None,
+    ) -> None:
+        """Per-layer quantization error (accumulated and isolated), ranked worst first with advice.
+
+        Exit codes: 0 diagnosed (findings or not), 2 bad input, 3 the worker crashed or hung.
+        """
+        from edgebench.cli._common import deliver, progress_reporter, split_csv
+        from edgebench.cli._options import publish_options, source_options
+        from edgebench.cli.convert import check_size
+        from edgebench.diagnose import diagnose
+        from edgebench.errors import BadInput
+        from edgebench.publish import check_store
+        from edgebench.report.terminal.diagnose import render_diagnose
+
+        if int8_io not in INT8_IO:
+            raise BadInput(f"--int8-io {int8_io}: use float or int8")
+        if top < 1:
+            raise BadInput(f"--top {top}: must be at least 1")
+        settings = DiagnoseSettings(
+            src=src, precisions=tuple(split_csv(precision, option="--precision")), data=data,
+            calibration_data=calibration_data, eval_samples=samples, calibration_samples=calibration_samples,
+            int8_io=int8_io, out_dir=out, preprocess=preprocess, size=check_size(size), class_output=class_output,
+            isolated=not no_isolated, source=source_options(signature, input_shape, imports))
+        opts = publish_options(json_path=json_path, db=db, no_store=no_store, markdown=markdown)
+        check_store(opts)
+        with progress_reporter("diagnose") as say:
+            doc = diagnose(settings, progress=say)
+        try:
+            deliver(doc, opts, lambda d: render_diagnose(d, top=top), json_path=json_path)
+        finally:   # written even when the store is down (the result is kept in unsaved/ then)
+            _write_extras(doc, html_path, model_explorer)
+
+
+def _write_extras(doc, html_path: str | None, me_path: str | None) -> None:
+    from edgebench.errors import BadInput
+
+    try:
+        _write(doc, html_path, me_path)
+    except OSError as e:
+        raise BadInput(f"{e.filename or html_path or me_path}: cannot write ({e.strerror}); choose a writable path") from None
+
+
+def _write(doc, html_path: str | None, me_path: str | None) -> None:
+    import json
+    from pathlib import Path
+
+    from edgebench.atomic import write_text
+
+    if html_path:
+        from edgebench.report.html import render_html
+
+        write_text(html_path, render_html(doc))
+    if me_path:
+        from edgebench.report.diagnose import model_explorer
+
+        rows = [r for r in doc.to_dict()["rows"] if r.get("status") == "ok"]
+        for r in rows:
+            p = Path(me_path)
+            if len(rows) > 1:
+                p = p.with_name(f"{p.stem}.{r['precision']}{p.suffix}")
+            write_text(str(p), json.dumps(model_explorer(r), indent=1) + "\n")
