@@ -39,6 +39,11 @@ PREPROCESS = {
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 
+# The most bytes edgebench generates for a synthetic InputSet in its own process. The sample
+# shape comes from the model, which may be untrusted: a declared 0.8 GB input times 100 samples
+# must be refused, not allocated. 2 GiB holds 1000 samples of a 224x224x3 float32 image (574 MiB).
+SYNTHETIC_MAX_BYTES = 2 * 1024 ** 3
+
 
 @dataclass(frozen=True)
 class TensorSpec:
@@ -293,6 +298,13 @@ def _load_images(folder: Path, signature: Signature, preprocess: str) -> InputSe
 
 def synthetic(signature: Signature, n: int, seed: int = 0) -> InputSet:
     """Seeded random inputs that respect dtype (and declared ranges). Only on explicit request."""
+    need = sum(n * int(np.prod([1 if d is None else d for d in t.sample_shape], dtype=np.float64))
+               * np.dtype(t.dtype).itemsize for t in signature.inputs)
+    if need > SYNTHETIC_MAX_BYTES:
+        shapes = ", ".join(f"{t.name} {list(t.shape)} {t.dtype}" for t in signature.inputs)
+        raise BadInput(f"--data synthetic: {n} samples of the model's inputs ({shapes}) need {need / 2**30:.1f} GiB, "
+                       f"over the {SYNTHETIC_MAX_BYTES / 2**30:.0f} GiB edgebench generates; lower --samples or "
+                       "pass --data with real samples")
     rng = np.random.default_rng(seed)
     arrays = {}
     for t in signature.inputs:

@@ -105,7 +105,8 @@ def _measured(run: RunResult, what: str) -> dict[str, Any]:
     return {"latency": Latency.from_samples(run.samples_ns, what=what) if len(run.samples_ns) else None,
             "samples_ns": tuple(int(x) for x in run.samples_ns), "warmup": Warmup.from_samples(run.warmup_ns),
             "init_ms": run.init_ms, "first_inference_ms": run.first_inference_ms, "runtime": run.runtime,
-            "method": run.method, "fingerprint": run.fingerprint, "stop_reason": run.extra.get("stop_reason")}
+            "method": run.method, "sample_class": run.sample_class, "fingerprint": run.fingerprint,
+            "stop_reason": run.extra.get("stop_reason")}
 
 
 def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], ref_out, labels, class_out,

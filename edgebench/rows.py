@@ -597,6 +597,23 @@ def _samples(v: Any) -> tuple[int, ...] | None:
     return tuple(int(x) for x in np.asarray(v, np.int64).ravel())
 
 
+def sample_class_of(d: Mapping[str, Any]) -> str | None:
+    """A row's ``sample_class``; for rows written before the field existed (schema 2 rows of
+    edgebench <= 0.2.0) it is read from the method they recorded: the benchmark_model sample loop
+    ("repeated N times in one device-side sh loop") is per-process, a summary-only import has no
+    samples, anything else with latency is steady-state."""
+    given = d.get("sample_class")
+    if given:
+        return str(given)
+    method = str(d.get("method") or "")
+    if "device-side sh loop" in method:
+        return "per-process"
+    if "no per-inference samples" in method:
+        return "summary"
+    lat = d.get("latency_ms")
+    return "steady-state" if isinstance(lat, Mapping) or d.get("samples_ns") else None
+
+
 @dataclass(frozen=True)
 class InferenceRow(_RowMixin):
     """One model x precision x target measurement (or the TF reference, ``role="reference"``).
@@ -621,6 +638,7 @@ class InferenceRow(_RowMixin):
     size_reduction_pct: float | None = None
     runtime: str | None = None
     method: str | None = None                # what one latency sample includes
+    sample_class: str | None = None          # steady-state | per-process | summary (targets.base.SAMPLE_CLASSES)
     threads: int | None = None
     threads_effective: int | None = None
     delegate: str | None = None
@@ -675,7 +693,7 @@ class InferenceRow(_RowMixin):
     # Keys written flat at the top level, straight from same-named fields.
     _PLAIN = ("target", "status", "model", "precision", "role", "model_path", "model_sha256", "device_model",
               "error", "exit_code", "error_type", "size_bytes", "size_reduction_pct", "runtime", "method",
-              "threads", "threads_effective", "delegate", "init_ms", "first_inference_ms", "peak_rss_bytes",
+              "sample_class", "threads", "threads_effective", "delegate", "init_ms", "first_inference_ms", "peak_rss_bytes",
               "rss_before_load_bytes", "detection", "server", "sla", "stop_reason", "input_source",
               "input_samples", "nonfinite_outputs", "outputs_saved", "batch_throughput", "output_mapping", "extra",
               "runtime_api", "accelerator", "fully_accelerated", "gpu_precision", "op_profile_info")

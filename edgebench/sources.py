@@ -643,31 +643,28 @@ def tflite_source(p: Path) -> Source:
 
 
 def tflite_signature(path: str) -> Signature:
-    """Input/output names, shapes (dynamic as None) and dtypes of a .tflite's first signature."""
-    from ai_edge_litert.interpreter import Interpreter
+    """Input/output names, shapes (dynamic as None) and dtypes of a .tflite's first signature.
 
+    Read by the isolated model-I/O worker (``targets/model_io.py``): building and allocating an
+    interpreter for an untrusted model can take gigabytes or crash the runtime, so it never
+    happens in this process."""
+    from edgebench.targets.host import describe_model
     from edgebench.tflite_model import inspect
 
     inspect(path)   # missing / truncated / not a flatbuffer -> BadInput naming the file
-    try:
-        it = Interpreter(model_path=path)
-    except Exception as e:  # noqa: BLE001
-        raise BadInput(f"{path}: LiteRT cannot load this model ({_one_line(e)}); it may need custom ops or "
-                       "a newer runtime") from None
+    meta, _ = describe_model(path)
 
-    def spec(name, d):
+    def spec(d):
         dt = np.dtype(d["dtype"])
-        if dt in (np.int8, np.uint8, np.int16) and d["quantization"][0]:
+        if dt in (np.int8, np.uint8, np.int16) and d["scale"]:
             dt = np.dtype(np.float32)
-        return TensorSpec(name, tuple(int(x) if x >= 0 else None for x in d["shape_signature"]), dt.name)
+        return TensorSpec(d["name"], tuple(int(x) if x >= 0 else None for x in d["shape_signature"]), dt.name)
 
-    if it.get_signature_list():
-        r = it.get_signature_runner()
-        return Signature(tuple(spec(k, d) for k, d in sorted(r.get_input_details().items())),
-                         tuple(spec(k, d) for k, d in sorted(r.get_output_details().items())))
+    if meta.get("has_signature"):
+        return Signature(tuple(spec(d) for d in sorted(meta["inputs"], key=lambda d: d["name"])),
+                         tuple(spec(d) for d in sorted(meta["outputs"], key=lambda d: d["name"])))
     # No signature (e.g. written by the TF1 converter): tensor names, in the model's order.
-    return Signature(tuple(spec(d["name"], d) for d in it.get_input_details()),
-                     tuple(spec(d["name"], d) for d in it.get_output_details()))
+    return Signature(tuple(spec(d) for d in meta["tensor_inputs"]), tuple(spec(d) for d in meta["tensor_outputs"]))
 
 
 def tflite_variants(paths: list[str], out_dir: Path) -> dict[str, Any]:

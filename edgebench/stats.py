@@ -304,12 +304,16 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
     """Compare two stored result documents (from ``Store.get``).
 
     Returns ``{"a", "b", "fingerprint_diff": [{field, a, b}], "pairs": [{key, basis, changes:
-    [Change]}], "unmatched_a", "unmatched_b", "regressions", "rule"}``; rows are paired by
-    (model, precision, target, batch size). The fingerprint differences come first: a ratio
-    between different environments is not a regression of the model. ``noise`` maps
-    (row key, column) to the history's run-to-run noise (``compare_stored`` fills it).
+    [Change]}], "unmatched_a", "unmatched_b", "regressions", "mixed_methods", "rule"}``; rows are
+    paired by (model, precision, target, batch size). The fingerprint differences come first: a
+    ratio between different environments is not a regression of the model. ``noise`` maps
+    (row key, column) to the history's run-to-run noise (``compare_stored`` fills it). Latency
+    samples of different classes (steady-state vs per-process, ``targets.base.SAMPLE_CLASSES``)
+    are never judged against each other: those metrics get verdict "n/a" and the pair is marked
+    ``mixed_methods``.
     """
     from edgebench.fingerprint import diff_fingerprints
+    from edgebench.rows import sample_class_of
     from edgebench.store import headline
 
     noise = noise or {}
@@ -328,11 +332,19 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
                      for f, va, vb in diff_fingerprints(ra.get("fingerprint") or {}, rb.get("fingerprint") or {})]
         ha, hb = headline(ra), headline(rb)
         sa_ms, sb_ms = _samples_ms(ra), _samples_ms(rb)
+        classes = [sample_class_of(ra), sample_class_of(rb)]
+        mixed = classes[0] != classes[1] and None not in classes
         changes = []
         for col, label, hib, kind in METRICS:
             if ha.get(col) is None and hb.get(col) is None:
                 continue
             latency = kind != "deterministic"
+            if latency and mixed:
+                # a change of method, not of the model: no ratio, no verdict (targets.base.SAMPLE_CLASSES)
+                changes.append(Change(label, ha.get(col), hb.get(col), None, None, "n/a", hib,
+                                      f"not compared: A's samples are {classes[0]}, B's are {classes[1]}",
+                                      basis="samples"))
+                continue
             ch = classify(label, ha.get(col), hb.get(col), higher_is_better=hib,
                           samples_a=sa_ms if latency else None, samples_b=sb_ms if latency else None,
                           min_ratio=min_ratio, alpha=alpha, inverse=col == "qps",
@@ -346,6 +358,7 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
         bases = sorted({c.basis for c in changes if c.basis != "deterministic" and c.verdict != "n/a"})
         reps = [len(ra.get("repeats") or []) or 1, len(rb.get("repeats") or []) or 1]
         pairs.append({"key": [k for k in key if k is not None], "status": [ha["status"], hb["status"]],
+                      "sample_class": classes, "mixed_methods": mixed,
                       "n_samples": [0 if sa_ms is None else int(sa_ms.size),
                                     0 if sb_ms is None else int(sb_ms.size)],
                       "repeats": reps, "basis": bases,
@@ -357,6 +370,7 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
         "unmatched_a": [list(k) for k in rows_a if k not in rows_b],
         "unmatched_b": [list(k) for k in rows_b if k not in rows_a],
         "regressions": regressions,
+        "mixed_methods": sum(1 for p in pairs if p["mixed_methods"]),
         "rule": {"min_ratio": min_ratio, "alpha": alpha,
                  "test": "p50/mean/QPS: Mann-Whitney U; p90/p99: quantile test (Fisher); "
                          "run-to-run noise: replicate processes, else stored history, else none",

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from edgebench.errors import BadInput, InfraError
+from edgebench.fingerprint import sha256_file
 from edgebench.targets.adb import (
     REMOTE_FILES,
     AdbDevice,
@@ -91,7 +92,7 @@ def test_run_through_edgebench_runner_equals_host(phone, tiny_tflite, tmp_path):
     # the per-run folder is gone; cached files stay for the next run
     base = phone.root / "data/local/tmp/edgebench"
     assert not list(base.glob("run-*"))
-    assert (base / "files" / "tiny.tflite").read_bytes() == tiny_tflite.read_bytes()
+    assert (base / "files" / (sha256_file(tiny_tflite) + ".tflite")).read_bytes() == tiny_tflite.read_bytes()
     # second run: nothing re-pushed (remote sha256 matched)
     r2 = AdbTarget(phone.serial, thermal=NO_COOL).run(job)
     assert r2.extra["pushed"] == {"runner": False, "runner_profile": False, "model": False, "inputs": False}
@@ -103,7 +104,9 @@ def test_hostile_file_name_reaches_device_intact(phone, tiny_tflite, tmp_path):
     shutil.copy(tiny_tflite, model)
     r = AdbTarget(phone.serial, thermal=NO_COOL).run(make_job(str(model), **FAST))
     assert len(r.samples_ns) >= 40
-    assert (phone.root / "data/local/tmp/edgebench/files" / name).read_bytes() == model.read_bytes()
+    # device files are named by content: only a plain suffix of the user's name reaches the device
+    assert (phone.root / "data/local/tmp/edgebench/files" / (sha256_file(model) + ".tflite")).read_bytes() \
+        == model.read_bytes()
     assert not list(phone.root.rglob("PWNED*"))
     # the quoting helper round-trips through the device shell byte for byte
     out = AdbDevice(phone.serial).check(RemoteCommand.join(["printf", "%s", name]), what="echo").stdout
@@ -115,12 +118,16 @@ def test_push_skipped_when_sha_matches_redone_when_same_size_content_changes(pho
     f = tmp_path / "blob.bin"
     f.write_bytes(b"a" * 70000)
     remote = f"{REMOTE_FILES}/blob.bin"
+    def pushes():     # uploads go to a unique temporary name beside the file, then are renamed over it
+        return sum(1 for p in phone.pushes if p.startswith(f"{REMOTE_FILES}/.tmp-") and p.endswith("-blob.bin"))
+
     assert dev.push_if_changed(f, remote) is True
     assert dev.push_if_changed(f, remote) is False
-    assert phone.pushes.count(remote) == 1
+    assert pushes() == 1
     f.write_bytes(b"a" * 69999 + b"b")           # same size, different content
     assert dev.push_if_changed(f, remote) is True
-    assert phone.pushes.count(remote) == 2
+    assert pushes() == 2
+    assert not list((phone.root / REMOTE_FILES.lstrip("/")).glob(".tmp-*"))
     assert (phone.root / remote.lstrip("/")).read_bytes() == f.read_bytes()
 
 
@@ -136,7 +143,7 @@ def test_device_side_deadline_kills_hung_command(phone):
 
 
 def test_daemon_killed_mid_run_is_infra_error_naming_serial(make_sim, tiny_tflite):
-    dev = make_sim(has_python=True, die_on=r"runner\.py job\.json")
+    dev = make_sim(has_python=True, die_on=r"\.py job\.json")
     with pytest.raises(InfraError) as ei:
         AdbTarget(dev.serial, thermal=NO_COOL).run(make_job(str(tiny_tflite), **FAST))
     msg = str(ei.value)
@@ -178,7 +185,7 @@ def test_resolve_targets_messages(adbh, adb_server, make_sim):
 
 def test_lanes_lost_device_fails_only_its_own_rows(make_sim, tiny_tflite):
     good = make_sim(has_python=True)
-    bad = make_sim(has_python=True, die_on=r"runner\.py job\.json")
+    bad = make_sim(has_python=True, die_on=r"\.py job\.json")
     targets = resolve_adb_targets(f"adb:{good.serial},adb:{bad.serial}", thermal=NO_COOL)
     job = make_job(str(tiny_tflite), **FAST)
     out = {o.target.serial: o for o in run_lanes(targets, lambda t: t.run(job))}
@@ -278,7 +285,7 @@ def test_bench_adb_all_both_runners_and_a_lost_device(make_sim, tiny_tflite, sta
     monkeypatch.setenv("EDGEBENCH_BENCHMARK_MODEL", standin_binary)
     py = make_sim(has_python=True)
     stock = make_sim(has_python=False, model="Galaxy S24")
-    lost = make_sim(has_python=True, model="Pixel 7", die_on=r"runner\.py job\.json")
+    lost = make_sim(has_python=True, model="Pixel 7", die_on=r"\.py job\.json")
     from edgebench.targets.base import RunControl
 
     doc = run_bench(BenchSettings(models=(str(tiny_tflite),), targets="adb:all",
@@ -394,3 +401,189 @@ def test_benchmark_model_compiled_runtime_flags_and_missing_npu(make_sim, tiny_t
     assert r.extra["runtime_api"] == "compiled" and len(r.samples_ns) == 4
     with pytest.raises(BadInput, match="accelerator 'npu' is not available .* available there: cpu"):
         t.run(make_job(str(tiny_tflite), runs=2, warmup_runs=1, runtime_api="compiled", accelerator="npu"))
+
+
+# ---------------------------------------------------------------- audit (issue 12): W7, R5, R6, C-items
+def _tiny_model(path, seed: int):
+    """Another tiny real model (same architecture as tiny_tflite, other weights) at PATH."""
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input(shape=(6,), name="x")
+    out = keras.layers.Dense(3, activation="softmax", name="probs")(keras.layers.Dense(8, activation="relu")(inp))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(keras.Model(inp, out)).convert())
+    return path
+
+
+def test_device_files_are_cached_by_content_not_by_name(phone, tiny_tflite, tmp_path):
+    """W7: two jobs whose models share a basename never share a device file."""
+    import threading
+
+    from edgebench.targets.host import HostTarget
+
+    other = _tiny_model(tmp_path / "b" / "tiny.tflite", seed=7)
+    assert other.name == tiny_tflite.name and other.read_bytes() != tiny_tflite.read_bytes()
+    t = AdbTarget(phone.serial, thermal=NO_COOL)
+    pushed: dict = {}
+    name_a = t._stage(tiny_tflite, pushed, "a")
+    name_b = t._stage(other, pushed, "b")
+    files = phone.root / "data/local/tmp/edgebench/files"
+    assert name_a != name_b and name_a.endswith(".tflite")
+    assert (files / name_a).read_bytes() == tiny_tflite.read_bytes()      # b did not overwrite a
+    assert (files / name_b).read_bytes() == other.read_bytes()
+
+    # two jobs at once on one phone: each measures (and reports outputs of) its own model
+    x = np.random.default_rng(3).uniform(-1, 1, (4, 6)).astype(np.float32)
+    npz = tmp_path / "inputs.npz"
+    np.savez(npz, x=x)
+    jobs = {m: make_job(str(m), inputs_npz=str(npz), save_outputs=True, **FAST) for m in (tiny_tflite, other)}
+    got: dict = {}
+
+    def run(m):
+        got[m] = AdbTarget(phone.serial, thermal=NO_COOL).run(jobs[m])
+
+    threads = [threading.Thread(target=run, args=(m,)) for m in jobs]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for m, job in jobs.items():
+        host = HostTarget().run(job)
+        assert got[m].model_sha256 == sha256_file(m)
+        for k in host.outputs:
+            np.testing.assert_array_equal(got[m].outputs[k], host.outputs[k])
+
+
+def test_rm_rf_normalises_before_its_prefix_check():
+    from edgebench.targets.adb import REMOTE_ROOT
+
+    assert RemoteCommand.rm_rf(f"{REMOTE_ROOT}/run-1/./x/..") == f"rm -rf {REMOTE_ROOT}/run-1"
+    for bad in (f"{REMOTE_ROOT}/run-1/../..", f"{REMOTE_ROOT}/..", f"{REMOTE_ROOT}/../../../../system",
+                REMOTE_ROOT, f"{REMOTE_ROOT}/", "data/local/tmp/edgebench/x", "/"):
+        with pytest.raises(ValueError, match="refusing to remove"):
+            RemoteCommand.rm_rf(bad)
+
+
+def test_thermal_sample_starts_no_process(tmp_path):
+    """One thermal sample runs on shell builtins alone: with an empty PATH (no cat, no anything)
+    it still reads every zone and CPU; a missing file reads as '-'."""
+    import subprocess
+
+    from edgebench.targets.adb.facts import _sections, parse_cpufreq, parse_thermal
+
+    sysfs = tmp_path / "sys"
+    z0 = sysfs / "class/thermal/thermal_zone0"
+    z0.mkdir(parents=True)
+    (z0 / "temp").write_text("41500\n")
+    (z0 / "type").write_text("cpu-big\n")
+    (sysfs / "class/thermal/thermal_zone1").mkdir()        # a zone whose files are unreadable
+    c0 = sysfs / "devices/system/cpu/cpu0/cpufreq"
+    c0.mkdir(parents=True)
+    for f, v in (("cpuinfo_max_freq", 2913000), ("scaling_max_freq", 2400000), ("scaling_cur_freq", 1800000),
+                 ("scaling_governor", "schedutil")):
+        (c0 / f).write_text(f"{v}\n")
+    (sysfs / "devices/system/cpu/cpu1").mkdir()              # an offline core: no cpufreq
+    script = RemoteCommand.THERMAL.replace("/sys/", f"{sysfs}/")
+    p = subprocess.run(["/bin/sh", "-c", script], env={"PATH": str(tmp_path / "empty")}, capture_output=True,
+                       text=True, timeout=30, check=False)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    s = _sections(p.stdout)
+    assert "end" in s
+    assert parse_thermal(s["thermal"]) == {"cpu-big": 41.5}
+    from edgebench.targets.adb.facts import parse_uptime
+
+    assert parse_uptime(s["uptime"]) > 0                  # /proc/uptime read without cat
+    assert p.stdout.count("thermal_zone1 - ") == 1
+    assert parse_cpufreq(s["cpufreq"]) == [
+        {"cpu": 0, "max_khz": 2913000, "cap_khz": 2400000, "cur_khz": 1800000, "governor": "schedutil"},
+        {"cpu": 1, "max_khz": None, "cap_khz": None, "cur_khz": None, "governor": None}]
+
+
+def test_device_without_shell_v2_fails_clearly(make_sim, run_cli):
+    """R6: adbutils would fall back to shell v1 silently (stdout empty); edgebench refuses."""
+    dev = make_sim(has_python=True, features="cmd,fixed_push_mkdir")
+    with pytest.raises(InfraError, match=r"does not offer the adb shell protocol v2.*missing shell_v2.*Android 7"):
+        AdbDevice(dev.serial).probe()
+    code, out, err = run_cli("devices", "--json", "-")
+    row = next(r for r in json.loads(out)["rows"] if r["serial"] == dev.serial)
+    assert "shell protocol v2" in row["error"]
+
+
+_HOSTILE_RUNNER = '''
+import json, os, sys, zipfile
+import numpy as np
+job = json.load(open(sys.argv[-1]))
+out = os.path.dirname(os.path.abspath(sys.argv[-1]))
+mode = os.environ.get("HOSTILE_MODE") or open(os.path.join(os.path.dirname(__file__), "mode")).read().strip()
+json.dump({"status": "ok", "runtime": "hostile 1"}, open(os.path.join(out, "result.json"), "w"))
+npz = os.path.join(out, "result.npz")
+if mode == "many_samples":
+    np.savez(npz, samples_ns=np.ones(100000, np.int64))
+elif mode == "float_samples":
+    np.savez(npz, samples_ns=np.ones(5, np.float64))
+elif mode == "lying_header":       # the header claims 8 GB, the member holds a few bytes
+    with zipfile.ZipFile(npz, "w") as zf:
+        hdr = "{'descr': '<i8', 'fortran_order': False, 'shape': (1000000000,), }"
+        hdr = hdr + " " * (63 - (10 + len(hdr)) % 64) + "\\n"
+        zf.writestr("samples_ns.npy", b"\\x93NUMPY\\x01\\x00" + len(hdr).to_bytes(2, "little") + hdr.encode() + b"\\0" * 64)
+elif mode == "big_file":
+    np.savez(npz, samples_ns=np.ones(5, np.int64), **{"out::probs": np.zeros((2 ** 20,), np.float32)})
+'''
+
+
+@pytest.mark.parametrize("mode,pattern", [
+    ("many_samples", r"'samples_ns' has shape \(100000,\).*at most \d+ int64 samples"),
+    ("float_samples", r"'samples_ns' has shape \(5,\) and dtype float64"),
+    ("lying_header", r"declares shape \(1000000000,\)"),
+    ("big_file", r"result.npz is \d+ bytes, more than the \d+ bytes this run can produce; refusing to pull"),
+])
+def test_device_result_files_are_bounded_before_loading(make_sim, tiny_tflite, tmp_path, monkeypatch, mode, pattern):
+    """R5: what a device sends back is checked against the job before the host allocates it."""
+    import sys
+
+    from edgebench.targets.adb import returned
+
+    fake = tmp_path / "device-python"
+    (tmp_path / "hostile.py").write_text(_HOSTILE_RUNNER)
+    (tmp_path / "mode").write_text(mode)
+    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = -c ]; then exec {sys.executable} \"$@\"; fi\n"
+                    f"exec {sys.executable} {tmp_path / 'hostile.py'} \"$@\"\n")
+    fake.chmod(0o755)
+    if mode == "big_file":
+        monkeypatch.setattr(returned, "OUTPUTS_MAX_BYTES", 1024 * 1024)
+    dev = make_sim(has_python=True, python=str(fake))
+    with pytest.raises(InfraError, match=pattern) as ei:
+        AdbTarget(dev.serial, thermal=NO_COOL).run(make_job(str(tiny_tflite), runs=5, warmup_runs=1))
+    assert dev.serial in str(ei.value)
+
+
+def test_benchmark_model_samples_get_the_jobs_warmup_and_say_what_they_are(make_sim, tiny_tflite, standin_binary):
+    """W1: every invocation runs the job's warm-up (--warmup-runs/--warmup-time), and the row says
+    its samples are per-process ones."""
+    dev = make_sim(has_python=False)
+    job = make_job(str(tiny_tflite), runs=3, warmup_runs=7, warmup_time_s=0.05)
+    r = AdbTarget(dev.serial, benchmark_binary=standin_binary, thermal=NO_COOL).run(job)
+    flags = r.extra["benchmark_model_flags"]
+    assert flags["warmup_runs"] == "7" and flags["warmup_min_secs"] == "0.05" and flags["num_runs"] == "1"
+    assert r.sample_class == "per-process" and len(r.samples_ns) == 3
+    assert "--warmup_runs=7" in r.method and "0.05 s of warm-up" in r.method and "not steady-state" in r.method
+    # the stand-in echoes the warm-up it ran: at least 7 runs in every invocation
+    cmds = [c for c in dev.commands if "EDGEBENCH_SAMPLE_BEGIN" in c]
+    assert cmds and all("--warmup_runs=7" in c and "--warmup_min_secs=0.05" in c for c in cmds)
+
+
+def test_benchmark_model_loop_obeys_max_time_with_a_probe_derived_deadline(make_sim, tiny_tflite, standin_binary):
+    """R2: a --runs the device cannot finish in --max-time stops at --max-time (kept, flagged)
+    instead of running into a fixed deadline and losing everything."""
+    dev = make_sim(has_python=False)
+    job = make_job(str(tiny_tflite), runs=100000, warmup_runs=1, max_time_s=2.0)
+    r = AdbTarget(dev.serial, benchmark_binary=standin_binary, thermal=NO_COOL).run(job)
+    assert r.extra["stop_reason"] == "max_time" and 1 <= len(r.samples_ns) < 100000
+    probe = r.extra["probe_wall_s"]
+    assert probe > 0 and r.extra["loop_deadline_s"] == pytest.approx(2.0 + 1.0 + 4.0 * probe + 30.0, abs=0.1)
+    # the same rule as every other target: --min-runs and --min-time, then stop
+    job = make_job(str(tiny_tflite), warmup_runs=1, min_runs=2, min_time_s=1.0, max_time_s=30.0)
+    r = AdbTarget(dev.serial, benchmark_binary=standin_binary, thermal=NO_COOL).run(job)
+    assert r.extra["stop_reason"] == "min_runs_and_min_time" and len(r.samples_ns) >= 2

@@ -45,7 +45,7 @@ def test_convert_and_compare_host_and_adb_all(run_cli, make_sim, standin, tmp_pa
 
 def test_lost_device_fails_only_its_rows(run_cli, make_sim, tmp_path, digits_model, monkeypatch):
     good = make_sim(has_python=True)
-    lost = make_sim(has_python=True, model="Pixel 7", die_on=r"runner\.py job\.json")
+    lost = make_sim(has_python=True, model="Pixel 7", die_on=r"\.py job\.json")
     code, out, err = run_cli("convert-and-compare", "digits", "-p", "int8", "--targets", "host,adb:all",
                              "--samples", "16", "--runs", "10", "--out", str(tmp_path),
                              "--json", str(tmp_path / "r.json"))

@@ -91,3 +91,16 @@ def test_the_store_still_reads_a_database_written_by_edgebench_0_1_0(tmp_path):
         new = Document.from_dict(st.get(runs[0]["run_id"]))
         rid = st.save(new)
         assert Document.from_dict(st.get(rid)).rows == new.rows
+
+
+def test_sample_class_is_written_and_read_for_rows_that_predate_it():
+    from edgebench.rows import sample_class_of
+
+    assert InferenceRow(target="adb:x", sample_class="per-process").to_dict()["sample_class"] == "per-process"
+    old_loop = {"target": "adb:x", "runtime": "benchmark_model", "latency_ms": {"p50": 1.0},
+                "method": "benchmark_model --num_runs=1 ... repeated 662 times in one device-side sh loop; ..."}
+    assert sample_class_of(old_loop) == "per-process"
+    assert sample_class_of({"method": "benchmark_model summary statistics (no per-inference samples)"}) == "summary"
+    assert sample_class_of({"method": "per-inference perf_counter_ns around invoke()", "latency_ms": {}}) \
+        == "steady-state"
+    assert sample_class_of({"target": "host", "status": "failed"}) is None

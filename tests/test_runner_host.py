@@ -329,3 +329,60 @@ def test_overloaded_server_run_reports_its_backlog_as_a_lower_bound(host, bench_
     assert r["latency_lower_bound"] is True and r["overloaded"] is True
     assert r["samples"] == r["completed"] + r["backlog"]
     assert any("lower bound" in w and "p99 >" in w for w in r["warnings"])
+
+
+# ---------------------------------------------------------------- R1: untrusted models stay out of this process
+_NO_LITERT_HERE = r'''
+import json, sys
+from edgebench.pipeline import PairSettings, compare_pair
+from edgebench.targets.adb.runners import AdbTarget
+from edgebench.targets.base import Job, RunControl
+a, b, npz = sys.argv[1:4]
+doc = compare_pair(PairSettings(a=a, b=b, data="synthetic", samples=4, control=RunControl(runs=5, min_runs=5)))
+t = AdbTarget.__new__(AdbTarget)              # the benchmark_model path's host-side preparation
+ins, outs, prepared, n, source = t._host_io(Job(model_path=b, inputs_npz=npz))
+print(json.dumps({"loaded_here": sorted(m for m in sys.modules if m.startswith(("ai_edge_litert.interpreter",
+                                                                                "tflite_runtime", "tensorflow.lite"))),
+                  "rows": [r.status for r in doc.rows], "n": n, "in_dtype": str(prepared[ins[0]["index"]][0].dtype),
+                  "in_shape": list(prepared[ins[0]["index"]][0].shape), "out": [o["name"] for o in outs]}))
+'''
+
+
+def test_untrusted_models_are_never_loaded_in_the_main_process(bench_models, tmp_path):
+    """compare and the benchmark_model path read a model's I/O in the isolated model-I/O worker."""
+    x = np.random.default_rng(0).uniform(-1, 1, (3, 8, 8, 1)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", image=x)
+    p = subprocess.run([sys.executable, "-c", _NO_LITERT_HERE, str(bench_models["fp32"]), str(bench_models["int8"]),
+                        str(tmp_path / "in.npz")], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["loaded_here"] == [] and out["rows"] == ["ok", "ok"]
+    # the InputSet prepared as the timing worker feeds it: int8-quantized, one sample per invocation
+    assert out["n"] == 3 and out["in_dtype"] == "int8" and out["in_shape"] == [1, 8, 8, 1]
+
+
+def test_model_io_worker_reports_a_bad_model_as_bad_input(tmp_path):
+    from edgebench.targets.host import describe_model
+
+    bad = tmp_path / "bad.tflite"
+    bad.write_bytes(b"\x00" * 64)
+    with pytest.raises(BadInput, match="not a TFLite flatbuffer"):
+        describe_model(str(bad))
+
+
+def test_synthetic_inputs_sized_by_an_untrusted_model_are_bounded(run_cli, tmp_path):
+    """A model that declares a huge input cannot make edgebench generate gigabytes of synthetic data."""
+    import tensorflow as tf
+
+    class Big(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([1, 2048, 2048, 3], tf.float32, name="img")])
+        def __call__(self, img):
+            return {"m": tf.reduce_mean(img, axis=[1, 2])}
+
+    m = Big()
+    path = tmp_path / "big.tflite"
+    path.write_bytes(tf.lite.TFLiteConverter.from_concrete_functions([m.__call__.get_concrete_function()], m).convert())
+    code, out, err = run_cli("compare", str(path), str(path), "--data", "synthetic", "--no-store")
+    assert code == 2, err
+    assert "need 4.7 GiB, over the 2 GiB edgebench generates; lower --samples" in err

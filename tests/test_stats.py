@@ -284,3 +284,35 @@ def test_run_noise_from_history_is_robust_to_a_step():
     sigma, m, df = run_noise([1.0, 1.02, 0.98, 1.01, 0.99, 1.5, 1.52, 1.49, 1.51, 1.5])
     assert (m, df) == (10, 8) and sigma < 0.02                    # the 1.5x step is not noise
     assert noise_test(1.3, sigma, df) < ALPHA and noise_test(1.01, sigma, df) > 0.1
+
+
+                    samples_a=a, samples_b=b).verdict == "worse"
+
+
+def test_compare_runs_never_judges_per_process_samples_against_steady_state(run_cli):
+    """W1: benchmark_model's per-process samples (a fresh process per sample) sit above the same
+    model's steady state; results compare gives no ratio/verdict across the two methods and says so."""
+    rng = np.random.default_rng(9)
+    a = _doc("a", 1.0, rng, {"cpu_model": "x"})
+    b = _doc("b", 1.6, rng, {"cpu_model": "x"})
+    b["rows"][0]["runtime"] = "benchmark_model"
+    b["rows"][0]["method"] = ("benchmark_model --num_runs=1 --warmup_runs=1 ... repeated 1000 times in one "
+                              "device-side sh loop; each sample is ...")     # a row written before sample_class
+    rep = compare_runs(a, b)
+    (pair,) = rep["pairs"]
+    assert pair["sample_class"] == ["steady-state", "per-process"] and pair["mixed_methods"]
+    lat = {c.metric: c for c in pair["changes"] if c.metric in ("p50 ms", "p99 ms", "mean ms", "QPS")}
+    assert lat and all(c.verdict == "n/a" and c.ratio is None and "not compared" in c.note for c in lat.values())
+    assert {c.metric: c.verdict for c in pair["changes"]}["size bytes"] == "same"
+    assert rep["regressions"] == 0 and rep["mixed_methods"] == 1
+    b["rows"][0]["sample_class"] = "steady-state"        # the same method on both sides: judged as usual
+    assert compare_runs(a, b)["regressions"] >= 1
+
+    from edgebench.report.terminal.results import render_results_compare
+    from rich.console import Console
+
+    con = Console(record=True, width=120)
+    for part in render_results_compare(rep):
+        con.print(part)
+    text = con.export_text()
+    assert "METHODS DIFFER" in text and "A steady-state, B per-process" in text

@@ -142,7 +142,7 @@ class _Connection:
     def _banner(self) -> bytes:
         c = self.device.config
         return (f"device::ro.product.name={c.name};ro.product.model={c.model};"
-                f"ro.product.device={c.device};features={FEATURES}").encode()
+                f"ro.product.device={c.device};features={c.features or FEATURES}").encode()
 
     def _dispatch(self, cmd: int, arg0: int, arg1: int, data: bytes) -> None:
         mode = self.device.config.auth

@@ -48,6 +48,7 @@ class SimConfig:
     thermal_status: int = 0                                               # dumpsys thermalservice
     thermal_status_script: list[int] = field(default_factory=list)        # next statuses, one per command
     extra_props: dict[str, str] = field(default_factory=dict)
+    features: str | None = None              # adb features the banner announces (None: adbd.FEATURES); drop shell_v2 to test v1
     # Board mode: a built arm64 root filesystem (python -m edgebench.sim.board build); the sandbox
     # becomes a clone of it and shell commands run inside it, emulated as this qemu CPU model.
     rootfs: str | None = None

@@ -27,6 +27,18 @@ RUNTIME_APIS = ("interpreter", "compiled")
 ACCELERATORS = ("cpu", "gpu", "npu")
 GPU_PRECISIONS = ("fp32", "fp16")
 
+# What one latency sample is: every row says (``sample_class``), and ``results compare`` never
+# judges samples of one class against another's -- a fresh process's first timed run after its
+# own warm-up is slower than the same model's steady state (caches, page faults, CPU frequency
+# ramp-up), so a ratio between them is a change of method, not of the model.
+SAMPLE_CLASSES = {
+    "steady-state": "invoke() times of one long-lived process after its warm-up (edgebench runner, TF reference)",
+    "per-process": "the single timed invoke() of a fresh process after that process's own warm-up "
+                   "(benchmark_model sample loop: one process per sample)",
+    "summary": "no per-inference samples: statistics a tool printed (import-log)",
+}
+STEADY_STATE, PER_PROCESS, SUMMARY = "steady-state", "per-process", "summary"
+
 
 @dataclass(frozen=True)
 class RunControl:
@@ -207,7 +219,7 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
     status: str = "ok"                   # "ok" | "failed"
     error: str | None = None
-
+    sample_class: str = STEADY_STATE     # what one sample is (SAMPLE_CLASSES)
 
     # Facts of the worker's result.json that travel in ``extra`` (the worker contract, runner.py).
     WORKER_EXTRA_KEYS = ("stop_reason", "timed_wall_s", "n_input_samples", "input_source", "inputs",

@@ -29,7 +29,10 @@ from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, HOST_DELEGATES, 
 from edgebench.targets.host_sensors import HostSampler
 
 RUNNER_PATH = Path(__file__).with_name("runner.py")
+MODEL_IO_PATH = Path(__file__).with_name("model_io.py")
 HOST_METHOD = "per-inference perf_counter_ns around invoke()"
+# Loading and describing a model (no timing): generous for a large model on a busy machine.
+DESCRIBE_DEADLINE_S = 300.0
 
 
 def check_delegate(delegate: str, allowed: tuple[str, ...] = HOST_DELEGATES) -> str:
@@ -89,6 +92,7 @@ class HostTarget:
 
     def _run(self, job: Job, load: dict[str, Any] | None) -> RunResult:
         model = check_job_files(job)
+        sha = sha256_file(model)             # the bytes handed to the worker ...
         work = tempfile.mkdtemp(prefix="edgebench-host-")
         try:
             spec = self.job_spec(job, work, load)
@@ -101,7 +105,10 @@ class HostTarget:
                 readings = sampler.stop() if sampler is not None else None
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        res = self._to_result(job, spec, meta, arrays)
+        if sha256_file(model) != sha:        # ... are still the bytes on disk: nobody replaced the file meanwhile
+            raise InfraError(f"{model} changed while it was measured (another run wrote the same file?); the "
+                             "result would not belong to either version; give each run its own --out and rerun")
+        res = self._to_result(job, spec, meta, arrays, sha)
         if sampler is not None:
             res.extra.update(sensor_facts(job, sampler, readings, res))
         return res
@@ -130,10 +137,9 @@ class HostTarget:
     def _kill(proc: subprocess.Popen) -> None:
         _kill_group(proc)
 
-    def _to_result(self, job: Job, spec: dict, meta: dict, arrays: dict) -> RunResult:
+    def _to_result(self, job: Job, spec: dict, meta: dict, arrays: dict, sha: str) -> RunResult:
         return RunResult.from_worker(meta, arrays, target=self.name, model_path=str(job.model_path),
-                                     model_sha256=sha256_file(job.model_path), spec=spec,
-                                     fingerprint=self.fingerprint(), method=HOST_METHOD)
+                                     model_sha256=sha, spec=spec, fingerprint=self.fingerprint(), method=HOST_METHOD)
 
 
 def spawn_worker(argv: list[str], work: Path, deadline_s: float, model: Path | str):
@@ -180,6 +186,22 @@ def spawn_worker(argv: list[str], work: Path, deadline_s: float, model: Path | s
         with np.load(npz, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
     return meta, arrays
+
+
+def describe_model(model_path: str, *, inputs_npz: str | None = None, seed: int = 0, prepare: bool = False,
+                   deadline_s: float = DESCRIBE_DEADLINE_S) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """A .tflite's inputs and outputs (and, with ``prepare``, the InputSet prepared exactly as the
+    timing worker feeds it), read by the isolated model-I/O worker (``model_io.py``): an untrusted
+    model is never built or allocated in this process. Returns (facts, arrays ``in::<index>``)."""
+    work = tempfile.mkdtemp(prefix="edgebench-io-")
+    try:
+        job = {"model_path": str(Path(model_path).resolve()), "seed": seed, "prepare": prepare, "out_dir": work,
+               "inputs_npz": str(Path(inputs_npz).resolve()) if inputs_npz else None}
+        job_file = Path(work) / "job.json"
+        job_file.write_text(json.dumps(job))
+        return spawn_worker([sys.executable, str(MODEL_IO_PATH), str(job_file)], Path(work), deadline_s, model_path)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

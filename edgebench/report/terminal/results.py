@@ -98,6 +98,14 @@ def render_results_compare(rep: dict[str, Any]) -> list[Any]:
                            title="[bold yellow]ENVIRONMENT DIFFERS[/]", border_style="yellow"))
     else:
         parts.append("[green]environment key fields identical[/]")
+    mixed = [p for p in rep["pairs"] if p.get("mixed_methods")]
+    if mixed:
+        lines = "\n".join(f"  {_e(' / '.join(str(k) for k in p['key']))}: A {_e(p['sample_class'][0])}, "
+                          f"B {_e(p['sample_class'][1])}" for p in mixed)
+        parts.append(Panel("[bold]Latency samples measured by different methods are not compared (no ratio, no "
+                           "verdict): a fresh process's first timed run (per-process, benchmark_model) is slower "
+                           f"than a long-lived process's steady state:[/]\n{lines}",
+                           title="[bold yellow]METHODS DIFFER[/]", border_style="yellow"))
     rule = rep["rule"]
     for pair in rep["pairs"]:
         reps = pair.get("repeats") or [1, 1]

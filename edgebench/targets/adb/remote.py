@@ -5,11 +5,13 @@ files (sha256-checked push, pull) over one adb connection."""
 from __future__ import annotations
 
 import math
+import posixpath
 import re
 import shlex
 import stat
 import struct
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -27,7 +29,7 @@ from edgebench.targets.adb.facts import (
 )
 
 REMOTE_ROOT = "/data/local/tmp/edgebench"
-REMOTE_FILES = f"{REMOTE_ROOT}/files"          # pushed files, cached by name (sha256-checked)
+REMOTE_FILES = f"{REMOTE_ROOT}/files"          # pushed files, cached by content: files/<sha256><suffix>
 # A command's device-side deadline when the caller gives none (probes, pushes' checks, cleanup).
 SHORT_DEADLINE_S = 30.0
 # Grace between the deadline's SIGTERM and its SIGKILL.
@@ -36,6 +38,19 @@ KILL_GRACE_S = 2
 MAX_COMMAND_BYTES = 32 * 1024
 # The host additionally gives up on a silent connection this long after the device deadline.
 HOST_MARGIN_S = 30.0
+# adb features a device must offer: shell protocol v2 carries the exit code and keeps stderr apart.
+# Without it adbutils silently falls back to v1, where stdout arrives empty (see AdbDevice.shell).
+REQUIRED_FEATURES = ("shell_v2",)
+_SAFE_SUFFIX = re.compile(r"^\.[A-Za-z0-9_-]{1,16}$")
+
+
+def content_name(local: Path, sha256: str | None = None) -> str:
+    """The cache name of a local file on the device: ``<sha256><suffix>``. Two files with the same
+    basename (two jobs, two models called model.tflite) never share a device path, and a cached
+    file's name says which bytes it holds. Only a plain suffix (``.tflite``, ``.npz``) is kept."""
+    digest = sha256 or sha256_file(local)
+    suffix = local.suffix if _SAFE_SUFFIX.match(local.suffix or "") else ""
+    return digest + suffix
 
 
 # ============================================================================ shell strings
@@ -72,9 +87,22 @@ class RemoteCommand:
 
     @classmethod
     def rm_rf(cls, path: str) -> str:
-        if not path.startswith(REMOTE_ROOT + "/"):
-            raise ValueError(f"refusing to remove {path!r} outside {REMOTE_ROOT}")
-        return f"rm -rf {cls.q(path)}"
+        """``rm -rf`` of a folder strictly inside REMOTE_ROOT; the path is normalised first, so
+        ``REMOTE_ROOT/run-x/../..`` is refused rather than removing what it points at."""
+        norm = posixpath.normpath(path)
+        if not path.startswith("/") or not norm.startswith(REMOTE_ROOT + "/") or "\n" in path:
+            raise ValueError(f"refusing to remove {path!r}: it resolves to {norm!r}, not a folder inside {REMOTE_ROOT}")
+        return f"rm -rf {cls.q(norm)}"
+
+    @classmethod
+    def move(cls, src: str, dst: str) -> str:
+        """``mv -f``: a rename within one folder, atomic for a reader of DST."""
+        return f"mv -f {cls.q(src)} {cls.q(dst)}"
+
+    @classmethod
+    def file_size(cls, path: str) -> str:
+        """Prints the size in bytes of PATH (``wc -c`` reads it; toybox and coreutils have it)."""
+        return f"wc -c < {cls.q(path)}"
 
     @classmethod
     def test_files(cls, paths: Iterable[str]) -> str:
@@ -124,16 +152,28 @@ echo '@@timeout'; command -v timeout 2>/dev/null
 echo '@@end'
 """
 
+    # One thermal sample with no process started on the device: only shell builtins (``read``
+    # with a redirection, ``echo``), so sampling once a second during a run does not perturb it
+    # with dozens of ``cat`` processes. A missing or unreadable file reads as "-".
     THERMAL = r"""
 echo '@@thermal'
 for z in /sys/class/thermal/thermal_zone*; do
-  echo "${z##*/} $(cat $z/temp 2>/dev/null || echo -) $(cat $z/type 2>/dev/null)"
+  t=-; y=
+  read -r t 2>/dev/null < "$z/temp"
+  read -r y 2>/dev/null < "$z/type"
+  echo "${z##*/} ${t:--} $y"
 done
 echo '@@cpufreq'
 for c in /sys/devices/system/cpu/cpu[0-9]*; do
-  echo "${c##*/} $(cat $c/cpufreq/cpuinfo_max_freq 2>/dev/null || echo -) $(cat $c/cpufreq/scaling_max_freq 2>/dev/null || echo -) $(cat $c/cpufreq/scaling_cur_freq 2>/dev/null || echo -) $(cat $c/cpufreq/scaling_governor 2>/dev/null || echo -)"
+  m=-; k=-; u=-; g=-
+  read -r m 2>/dev/null < "$c/cpufreq/cpuinfo_max_freq"
+  read -r k 2>/dev/null < "$c/cpufreq/scaling_max_freq"
+  read -r u 2>/dev/null < "$c/cpufreq/scaling_cur_freq"
+  read -r g 2>/dev/null < "$c/cpufreq/scaling_governor"
+  echo "${c##*/} ${m:--} ${k:--} ${u:--} ${g:--}"
 done
-echo '@@uptime'; cat /proc/uptime 2>/dev/null
+echo '@@uptime'
+u=; read -r u 2>/dev/null < /proc/uptime; [ -n "$u" ] && echo "$u"
 echo '@@end'
 """
 
@@ -212,6 +252,28 @@ class AdbDevice:
     def __init__(self, serial: str) -> None:
         self.serial = serial
         self._dev = _client().device(serial)
+        self._features_checked = False
+
+    def require_features(self) -> None:
+        """InfraError unless the device offers every REQUIRED_FEATURES entry (checked once).
+
+        adbutils' ``shell2(v2=True)`` quietly uses shell protocol v1 on a device without
+        ``shell_v2``: the output then arrives in one stream and ``stdout`` is empty, so every
+        parser would see nothing and a run would fail far away from its cause."""
+        if self._features_checked:
+            return
+        try:
+            features = set(filter(None, self._dev.get_features().strip().split(",")))
+        except _adb_errors() as exc:
+            raise self.lost("reading its adb features", _describe(exc)) from None
+        missing = [f for f in REQUIRED_FEATURES if f not in features]
+        if missing:
+            raise InfraError(
+                f"adb device {self.serial} does not offer the adb shell protocol v2 (its features: "
+                f"{','.join(sorted(features)) or 'none'}; missing {', '.join(missing)}); edgebench needs it for "
+                "exit codes and separate stdout/stderr. Update adbd: Android 7.0+ has it; on a board, install "
+                "an adbd from platform-tools 24 or newer")
+        self._features_checked = True
 
     # --- errors -----------------------------------------------------------------------------
     def lost(self, what: str, exc: BaseException | str) -> InfraError:
@@ -232,6 +294,7 @@ class AdbDevice:
     def shell(self, script: str, *, deadline_s: float = SHORT_DEADLINE_S, what: str = "a shell command") -> ShellResult:
         """Run SCRIPT (built by RemoteCommand) under a device-side deadline; returns the real
         exit code from shell v2. A lost connection raises InfraError naming the serial."""
+        self.require_features()
         cmd = RemoteCommand.with_deadline(script, deadline_s)
         if len(cmd.encode()) > MAX_COMMAND_BYTES:
             raise InfraError(f"adb device {self.serial}: {what} is a {len(cmd.encode())}-byte shell command, over "
@@ -308,22 +371,56 @@ class AdbDevice:
             raise self.lost(f"push of {local.name}", _describe(exc)) from None
 
     def push_if_changed(self, local: Path, remote: str, *, mode: int = 0o644) -> bool:
-        """Push unless the remote file's sha256 equals the local one. True when pushed."""
+        """Push unless the remote file's sha256 equals the local one. True when pushed.
+
+        The bytes go to a unique temporary name beside REMOTE, are checked there, and are then
+        renamed over it: another job reading REMOTE at the same time (two edgebench runs on one
+        phone) sees the old file or the new one, never a half-written one."""
         want = sha256_file(local)
         if self.remote_sha256(remote) == want:
             return False
-        self.push(local, remote, mode=mode)
-        got = self.remote_sha256(remote)
+        tmp = f"{posixpath.dirname(remote)}/.tmp-{uuid.uuid4().hex[:12]}-{posixpath.basename(remote)}"
+        self.push(local, tmp, mode=mode)
+        got = self.remote_sha256(tmp)
         if got is not None and got != want:
+            self.shell(RemoteCommand.rm_rf(tmp), what="removing a corrupted upload")
             raise InfraError(f"adb device {self.serial}: {remote} has sha256 {got[:12]}... after the push, "
                              f"expected {want[:12]}...; the transfer was corrupted, rerun")
+        self.check(RemoteCommand.move(tmp, remote), what=f"moving {posixpath.basename(remote)} into place")
         return True
 
-    def pull(self, remote: str, local: Path) -> None:
+    def remote_size(self, path: str) -> int | None:
+        """Size in bytes of a device file (None when it cannot be read)."""
+        r = self.shell(RemoteCommand.file_size(path), what=f"size of {path}")
+        tok = r.stdout.split()[:1]
+        return int(tok[0]) if r.rc == 0 and tok and tok[0].isdigit() else None
+
+    def pull(self, remote: str, local: Path, *, max_bytes: int | None = None) -> int:
+        """RECV REMOTE into LOCAL; returns the bytes written. With ``max_bytes`` a file the device
+        says is larger is refused before the transfer, and the transfer stops (InfraError) as soon
+        as more arrives: a device's answer never fills the host's disk or memory."""
+        if max_bytes is not None:
+            size = self.remote_size(remote)
+            if size is not None and size > max_bytes:
+                raise InfraError(f"adb device {self.serial}: {remote} is {size} bytes, more than the {max_bytes} "
+                                 "bytes this run can produce; refusing to pull it (a corrupted run or a hostile "
+                                 "device); rerun, and check the device if it repeats")
+        written = 0
         try:
-            self._dev.sync.pull_file(remote, local)
+            with open(local, "wb") as fh:
+                for chunk in self._dev.sync.iter_content(remote):
+                    written += len(chunk)
+                    if max_bytes is not None and written > max_bytes:
+                        raise InfraError(f"adb device {self.serial}: {remote} sent more than the {max_bytes} bytes "
+                                         "this run can produce; transfer stopped; rerun, and check the device "
+                                         "if it repeats")
+                    fh.write(chunk)
+        except EdgebenchError:
+            local.unlink(missing_ok=True)
+            raise
         except _adb_errors() as exc:
             raise self.lost(f"pull of {remote}", _describe(exc)) from None
+        return written
 
     # --- facts ------------------------------------------------------------------------------
     def probe(self) -> dict[str, Any]:

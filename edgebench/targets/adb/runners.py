@@ -4,6 +4,7 @@ device-side sample loop; staging files, the run folder, checks of what came back
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import tempfile
@@ -16,11 +17,13 @@ import numpy as np
 
 from edgebench.errors import BadInput, EdgebenchError, InfraError
 from edgebench.fingerprint import sha256_file
+from edgebench.targets.adb import returned
 from edgebench.targets.adb.battery import BatteryMonitor
-from edgebench.targets.adb.remote import REMOTE_FILES, REMOTE_ROOT, AdbDevice, RemoteCommand, ShellResult
+from edgebench.targets.adb.remote import (REMOTE_FILES, REMOTE_ROOT, AdbDevice, RemoteCommand, ShellResult,
+                                          content_name)
 from edgebench.targets.adb.thermal import ThermalPolicy, detect_throttle, monitored_shell
 from edgebench.targets.adb.thermal import cool_down as cool_down_device
-from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, Job, RunResult, check_job_files
+from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, PER_PROCESS, Job, RunResult, check_job_files
 from edgebench.targets.benchmark_model.argv import (
     build_argv,
     describe_argv,
@@ -30,8 +33,11 @@ from edgebench.targets.benchmark_model.argv import (
 from edgebench.targets.benchmark_model.binary import check_abi, classify_failure, resolve_binary
 from edgebench.targets.benchmark_model.parse import parse_log
 from edgebench.targets.benchmark_model.sample_loop import (
+    PROBE_FACTOR,
     build_sample_loop_script,
-    parse_sample_loop,
+    loop_deadline_s,
+    outputs_deadline_s,
+    read_sample_loop,
     sample_argv,
     sample_method,
 )
@@ -170,10 +176,26 @@ class AdbTarget:
         return cool_down_device(self.device, self.thermal)
 
     # -- edgebench runner -------------------------------------------------------------------------
-    def _stage(self, local: Path, pushed: dict[str, bool], key: str) -> str:
-        remote = f"{REMOTE_FILES}/{local.name}"
-        pushed[key] = self.device.push_if_changed(local, remote)
-        return remote
+    def _stage_runner(self, pushed: dict[str, bool]) -> str:
+        """The edgebench runner and the module it imports by name (``runner_profile.py``) in a
+        folder of ``files/`` named by both files' contents (``runner-<sha256>``): cached like every
+        other file, never overwritten by a different version, and the names stay what runner.py
+        expects. Returns the folder's name in ``files/``."""
+        shas = [sha256_file(p) for p in (RUNNER_PATH, RUNNER_PROFILE_PATH)]
+        name = "runner-" + hashlib.sha256("".join(shas).encode()).hexdigest()[:16]
+        folder = f"{REMOTE_FILES}/{name}"
+        self.device.check(RemoteCommand.mkdir(folder), what="creating the runner folder")
+        for key, path in (("runner", RUNNER_PATH), ("runner_profile", RUNNER_PROFILE_PATH)):
+            pushed[key] = self.device.push_if_changed(path, f"{folder}/{path.name}")
+        return name
+
+    def _stage(self, local: Path, pushed: dict[str, bool], key: str, *, mode: int = 0o644) -> str:
+        """Push LOCAL into the device's content-addressed cache (``files/<sha256><suffix>``) unless
+        those bytes are already there; returns the file's name in ``files/``. Two jobs whose models
+        share a basename never overwrite each other's file."""
+        name = content_name(local)
+        pushed[key] = self.device.push_if_changed(local, f"{REMOTE_FILES}/{name}", mode=mode)
+        return name
 
     def _job_spec(self, job: Job, model_rel: str, inputs_rel: str | None,
                   load: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -202,12 +224,11 @@ class AdbTarget:
         battery = (BatteryMonitor(dev, job.energy, run_dir, job.deadline_s)
                    if job.energy is not None and load is None else None)
         try:
-            self._stage(RUNNER_PATH, pushed, "runner")
-            self._stage(RUNNER_PROFILE_PATH, pushed, "runner_profile")
-            self._stage(model, pushed, "model")
-            inputs_remote = self._stage(Path(job.inputs_npz), pushed, "inputs") if job.inputs_npz else None
-            spec = self._job_spec(job, "../files/" + model.name,
-                                  "../files/" + Path(job.inputs_npz).name if inputs_remote else None, load)
+            runner_dir = self._stage_runner(pushed)
+            model_name = self._stage(model, pushed, "model")
+            inputs_name = self._stage(Path(job.inputs_npz), pushed, "inputs") if job.inputs_npz else None
+            spec = self._job_spec(job, "../files/" + model_name,
+                                  "../files/" + inputs_name if inputs_name else None, load)
             job_file = local_tmp / "job.json"
             job_file.write_text(json.dumps(spec))
             dev.push(job_file, f"{run_dir}/job.json")
@@ -215,7 +236,7 @@ class AdbTarget:
             if battery is not None:
                 battery.prepare()
             r, wall = monitored_shell(
-                dev, self.thermal, RemoteCommand.in_dir(run_dir, ["python3", "../files/runner.py", "job.json"]),
+                dev, self.thermal, RemoteCommand.in_dir(run_dir, ["python3", f"../files/{runner_dir}/runner.py", "job.json"]),
                 deadline_s=job.deadline_s, what=f"the run of {model.name}", thermal=thermal,
                 status=job.schedule.sustained, before_run=battery.start if battery is not None else None)
             if battery is not None:
@@ -230,9 +251,10 @@ class AdbTarget:
                 tail = (r.stderr.strip().splitlines() or [""])[-1][:300]
                 raise InfraError(f"adb device {self.serial}: the runner exited {r.rc} and wrote no result.json"
                                  f"{': ' + tail if tail else ''}; run it by hand: adb -s {self.serial} shell "
-                                 f"'cd {run_dir} && python3 ../files/runner.py job.json'")
-            dev.pull(f"{run_dir}/result.json", local_tmp / "result.json")
-            meta = json.loads((local_tmp / "result.json").read_text())
+                                 f"'cd {run_dir} && python3 ../files/{runner_dir}/runner.py job.json'")
+            where = f"adb device {self.serial}"
+            dev.pull(f"{run_dir}/result.json", local_tmp / "result.json", max_bytes=returned.RESULT_JSON_MAX_BYTES)
+            meta = returned.load_json(local_tmp / "result.json", where)
             if r.rc != 0 or meta.get("status") != "ok":
                 msg = meta.get("error") or f"runner exited with status {r.rc}"
                 msg = f"adb device {self.serial}: {msg}"
@@ -242,9 +264,8 @@ class AdbTarget:
             if f"{run_dir}/result.npz" not in present:
                 raise InfraError(f"adb device {self.serial}: the runner reported success but result.npz is "
                                  "missing (connection or storage problem); rerun")
-            dev.pull(f"{run_dir}/result.npz", local_tmp / "result.npz")
-            with np.load(local_tmp / "result.npz", allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
+            dev.pull(f"{run_dir}/result.npz", local_tmp / "result.npz", max_bytes=returned.npz_limit(job))
+            arrays = returned.load_npz(local_tmp / "result.npz", job, where)
         finally:
             if battery is not None:
                 battery.finish()        # idempotent: stops the sampler, undoes unplug/suspend_input
@@ -296,33 +317,27 @@ class AdbTarget:
 
     def _host_io(self, job: Job):
         """Model I/O and the InputSet prepared exactly as the edgebench runner prepares them
-        (same synthetic seed, same quantization), so outputs compare with the host's."""
-        from edgebench.targets import runner as rn  # noqa: PLC0415 -- LiteRT only when needed
+        (same synthetic seed, same quantization), so outputs compare with the host's. The model is
+        loaded in the isolated model-I/O worker, never in this process (an untrusted model may
+        allocate gigabytes or crash the runtime)."""
+        from edgebench.targets.host import describe_model  # noqa: PLC0415 -- only on this path
 
-        try:
-            it = rn.make_interpreter(rn.load_runtime(), str(job.model_path), None, "xnnpack")
-            ins, outs = rn.io_details(it)
-            if job.inputs_npz:
-                data = rn.map_inputs(rn.load_npz(job.inputs_npz), ins, job.inputs_npz)
-                source = "npz"
-            else:
-                data = rn.synthetic_inputs(ins, job.seed)
-                source = "synthetic"
-            prepared, n = rn.prepare_samples(it, ins, data, source)
-        except rn.JobError as exc:
-            raise BadInput(str(exc)) from None
-        tensor_in = {d["index"]: d["name"] for d in it.get_input_details()}
-        # benchmark_model writes outputs in the interpreter's output order, under tensor names
-        out_order = [d["index"] for d in it.get_output_details()]
-        by_index = {d["index"]: d for d in outs}
-        out_details = [{"name": by_index[i]["name"] if i in by_index else str(i),
-                        "shape": by_index[i]["shape"], "dtype": by_index[i]["dtype"],
-                        "quantization": (by_index[i]["scale"], by_index[i]["zero_point"])}
-                       for i in out_order]
-        in_details = [{"name": tensor_in[d["index"]], "shape": d["shape"],
-                       "shape_signature": d["shape_signature"], "dtype": d["dtype"], "index": d["index"]}
-                      for d in ins]
-        return in_details, out_details, prepared, n, source
+        meta, arrays = describe_model(str(job.model_path), inputs_npz=job.inputs_npz, seed=job.seed, prepare=True)
+        n = int(meta["n"])
+        # benchmark_model reads inputs and writes outputs in the interpreter's order, under tensor names
+        by_index = {d["index"]: d for d in meta["outputs"]}
+        out_details = [{"name": by_index[d["index"]]["name"] if d["index"] in by_index else d["name"],
+                        "shape": d["shape"], "dtype": d["dtype"], "quantization": (d["scale"], d["zero_point"])}
+                       for d in meta["tensor_outputs"]]
+        tensor_name = {d["index"]: d["name"] for d in meta["tensor_inputs"]}
+        in_details = [{"name": tensor_name[d["index"]], "shape": d["shape"], "shape_signature": d["shape_signature"],
+                       "dtype": d["dtype"], "index": d["index"]} for d in meta["inputs"]]
+        prepared = {}
+        for d in meta["inputs"]:
+            stacked = arrays[f"in::{d['index']}"]
+            step = stacked.shape[0] // n
+            prepared[d["index"]] = [stacked[i * step:(i + 1) * step] for i in range(n)]
+        return in_details, out_details, prepared, n, meta["source"]
 
     def _push_inputs(self, in_details, prepared, i: int, local_tmp: Path, run_dir: str,
                      relative: bool = False):
@@ -337,19 +352,30 @@ class AdbTarget:
         return ivf
 
     def _run_benchmark_model(self, job: Job) -> RunResult:
+        """Probe, outputs pass, timed sample loop (see ``benchmark_model.sample_loop``).
+
+        1. a probe: one sample invocation with the job's warm-up; its wall time sets the
+           deadlines below, its log gives init time, delegates and memory;
+        2. with ``save_outputs``: one invocation per input sample (no warm-up, outputs only);
+        3. the timed loop: one invocation per sample, each after the job's warm-up, under the
+           job's stop rule (``--runs``, else ``--min-runs`` and ``--min-time``; never past ``--max-time``)."""
         dev = self.device
         facts = self.facts()
         info = resolve_binary(self.benchmark_binary)
         abis = (facts["props"].get("ro.product.cpu.abilist") or facts["abi"] or "").split(",")
         check_abi(info, abis, self.serial)
         model = Path(job.model_path)
+        model_sha = sha256_file(model)
         delegate = job.delegate or self.delegate
         used = self.settings_used(job.threads, delegate)
         threads = used["threads"]
         flags = self._bm_flags(delegate, job)
         in_details, out_details, prepared, n_inputs, source = self._host_io(job)
-        n = int(job.runs or job.min_runs)
         where = f"adb device {self.serial}"
+        ctl = job.control
+
+        def cap(deadline: float) -> float:   # an explicit job deadline bounds every command
+            return min(deadline, job.deadline) if job.deadline is not None else deadline
 
         run_dir = f"{REMOTE_ROOT}/run-{_run_id()}"
         pushed: dict[str, bool] = {}
@@ -358,30 +384,42 @@ class AdbTarget:
         thermal: dict[str, Any] = {}
         outputs: dict[str, np.ndarray] | None = None
         try:
-            binary = f"{REMOTE_FILES}/{info.path.name}"
-            pushed["binary"] = dev.push_if_changed(info.path, binary, mode=0o755)
+            binary_name = self._stage(info.path, pushed, "binary", mode=0o755)
+            binary = f"{REMOTE_FILES}/{binary_name}"
             dev.check(RemoteCommand.chmod_exec(binary), what="making benchmark_model executable")
-            model_remote = self._stage(model, pushed, "model")
+            model_name = self._stage(model, pushed, "model")
+            model_remote = f"{REMOTE_FILES}/{model_name}"
             ivf0 = self._push_inputs(in_details, prepared, 0, local_tmp, run_dir)
-            # inside the run folder, relative paths: the outputs script is a file on the device
-            binary_rel = f"../files/{info.path.name}"
-            model_rel = f"../files/{model.name}"
+            argv = sample_argv(binary, model_remote, threads=threads, warmup_runs=ctl.warmup_runs,
+                               warmup_min_secs=ctl.warmup_time_s, **flags, **ivf0.argv_kwargs())
 
-            # outputs first (one invocation per input sample), then the timed sample loop
+            # 1. probe
+            t0 = time.monotonic()
+            r = dev.shell(RemoteCommand.in_dir_script(run_dir, build_sample_loop_script(argv, 1)),
+                          deadline_s=cap(ctl.max_time_s + ctl.warmup_time_s + 120.0),
+                          what=f"the benchmark_model probe of {model.name}")
+            probe_wall = time.monotonic() - t0
+            self._check_deadline(r, job, model)
+            read_sample_loop(r.stdout, 1, where=where)       # fails loudly on a wrong ABI, a crash ...
+            first = parse_log(_first_sample_body(r.stdout))
+
+            # 2. outputs (one invocation per input sample), relative paths inside the run folder
             if job.save_outputs:
+                binary_rel, model_rel = f"../files/{binary_name}", f"../files/{model_name}"
                 files = []
                 lines = []
                 for i in range(n_inputs):
                     ivf = self._push_inputs(in_details, prepared, i, local_tmp, run_dir, relative=True)
-                    argv = build_argv(binary_rel, model_rel, threads=threads, num_runs=1, warmup_runs=0,
-                                      min_secs=0.0, warmup_min_secs=0.0, output_filepath=f"out{i}.bin",
-                                      **flags, **ivf.argv_kwargs())
-                    lines.append(RemoteCommand.script_line(argv, quiet=True))
+                    oargv = build_argv(binary_rel, model_rel, threads=threads, num_runs=1, warmup_runs=0,
+                                       min_secs=0.0, warmup_min_secs=0.0, output_filepath=f"out{i}.bin",
+                                       **flags, **ivf.argv_kwargs())
+                    lines.append(RemoteCommand.script_line(oargv, quiet=True))
                     files.append(f"{run_dir}/out{i}.bin")
                 script = local_tmp / "outputs.sh"
                 script.write_text("\n".join(lines) + "\n")
                 dev.push(script, f"{run_dir}/outputs.sh")
-                r = dev.shell(RemoteCommand.in_dir(run_dir, ["sh", "outputs.sh"]), deadline_s=job.deadline_s,
+                r = dev.shell(RemoteCommand.in_dir(run_dir, ["sh", "outputs.sh"]),
+                              deadline_s=cap(outputs_deadline_s(n_inputs, probe_wall)),
                               what=f"benchmark_model outputs of {model.name}")
                 self._check_deadline(r, job, model)
                 if r.rc != 0:
@@ -392,24 +430,30 @@ class AdbTarget:
                 if missing:
                     raise InfraError(f"{where}: benchmark_model exited 0 but wrote no {missing[0]}; the binary "
                                      "ignored --output_filepath (too old?) or storage is full; rerun")
+                expected = sum(int(np.prod(d["shape"], dtype=np.int64)) * np.dtype(d["dtype"]).itemsize
+                               for d in out_details)
                 per_sample: list[dict[str, np.ndarray]] = []
                 for i, f in enumerate(files):
-                    dev.pull(f, local_tmp / f"out{i}.bin")
+                    dev.pull(f, local_tmp / f"out{i}.bin", max_bytes=expected)
                     per_sample.append(split_output_file((local_tmp / f"out{i}.bin").read_bytes(),
                                                         out_details, dequantize=True))
                 outputs = {d["name"]: np.concatenate([s[d["name"]] for s in per_sample], axis=0)
                            for d in out_details}
 
-            argv = sample_argv(binary, model_remote, threads=threads, **flags, **ivf0.argv_kwargs())
-            script = build_sample_loop_script(argv, n)
+            # 3. the timed loop
+            deadline = cap(loop_deadline_s(ctl, probe_wall))
             r, wall = monitored_shell(
-                dev, self.thermal, RemoteCommand.in_dir_script(run_dir, script), deadline_s=job.deadline_s,
-                what=f"the benchmark_model sample loop of {model.name}", thermal=thermal)
-            self._check_deadline(r, job, model)
-            samples = parse_sample_loop(r.stdout, n, where=where)   # needs rc 0 and the DONE marker
+                dev, self.thermal, RemoteCommand.in_dir_script(run_dir, build_sample_loop_script(argv, control=ctl)),
+                deadline_s=deadline, what=f"the benchmark_model sample loop of {model.name}", thermal=thermal)
+            if r.rc in (124, 137):
+                raise InfraError(f"adb device {self.serial}: the benchmark_model sample loop of {model.name} ran "
+                                 f"past its deadline of {deadline:.0f} s (--max-time {ctl.max_time_s:g} s plus "
+                                 f"{PROBE_FACTOR:g} x the probe's {probe_wall:.1f} s per invocation) and was killed "
+                                 f"(exit {r.rc}); the device slowed down sharply (heat?); rerun after a cool-down")
+            loop = read_sample_loop(r.stdout, where=where)   # needs rc 0 and the DONE marker
             if r.rc != 0:
                 raise classify_failure(r.stdout + r.stderr, r.rc, where=where)
-            first = parse_log(_first_sample_body(r.stdout))
+            samples = loop.samples_ns
             profile, profile_log = (self._bm_op_profile(job, binary, model_remote, threads, flags, ivf0, run_dir)
                                     if job.op_profile else (None, None))
         finally:
@@ -418,6 +462,7 @@ class AdbTarget:
 
         thermal.update(detect_throttle(thermal.get("before"), thermal["during"], thermal.get("after"), samples))
         settings = describe_argv(argv)
+        method = sample_method(len(samples), ctl.warmup_runs, ctl.warmup_time_s)
         extra: dict[str, Any] = {
             "runner": "benchmark_model", "serial": self.serial, "threads": threads, "delegate": delegate,
             "profile": used["profile"], "threads_source": used["threads_source"],
@@ -427,8 +472,8 @@ class AdbTarget:
             "runtime_api": job.runtime_api, "accelerator": flags.get("accelerator"),
             "gpu_precision": job.gpu_precision,
             "benchmark_model_flags": settings, "benchmark_binary": str(info.path),
-            "benchmark_binary_sha256": sha256_file(info.path),
-            "p99_method": sample_method(n, int(settings.get("warmup_runs", 1))),
+            "benchmark_binary_sha256": sha256_file(info.path), "p99_method": method,
+            "stop_reason": loop.stop_reason, "probe_wall_s": round(probe_wall, 3), "loop_deadline_s": round(deadline, 1),
             "input_source": source, "n_input_samples": n_inputs,
             "delegates_applied": list(first.delegates), "delegate_fallback": list(first.delegate_fallback),
             "mem_overall_mb": first.mem_overall_mb, "pushed": pushed, "remote_run_dir": run_dir,
@@ -450,11 +495,11 @@ class AdbTarget:
         fp.update({"threads": threads, "delegate": delegate, "runtime": "benchmark_model",
                    "gpu_precision_loss_allowed": settings.get("gpu_precision_loss_allowed")})
         return RunResult(
-            target=self.name, model_path=str(job.model_path), model_sha256=sha256_file(model),
+            target=self.name, model_path=str(job.model_path), model_sha256=model_sha,
             samples_ns=samples, warmup_ns=np.zeros(0, np.int64),
             init_ms=first.init_us / 1e3 if first.init_us is not None else None,
             first_inference_ms=first.first_inference_us / 1e3 if first.first_inference_us is not None else None,
-            outputs=outputs, runtime="benchmark_model", method=extra["p99_method"],
+            outputs=outputs, runtime="benchmark_model", method=method, sample_class=PER_PROCESS,
             fingerprint=fp, extra=extra,
         )
 

@@ -12,9 +12,10 @@ Two halves, both pure (no device access here; ``targets/adb/`` runs what this bu
   per-inference samples"); p50/p5/p95 appear only when the log printed them.
 * **Driving.** ``build_argv(...)`` makes the argv of one invocation (the caller quotes it
   for the device shell). Per-inference samples -- the only source of an honest P99 -- come
-  from ``build_sample_loop_script(argv, n)``: one POSIX ``sh`` loop run on the device that
-  invokes the binary ``n`` times with ``--num_runs=1``; ``parse_sample_loop(text)`` reads
-  the ``curr=`` of each invocation's single timed run. ``write_input_value_files`` and
+  from ``build_sample_loop_script(argv, control=...)``: one POSIX ``sh`` loop run on the device
+  that invokes the binary once per sample with ``--num_runs=1`` after the job's warm-up, under
+  the job's stop rule; ``parse_sample_loop(text)`` reads the ``curr=`` of each invocation's
+  single timed run. These are per-process samples, not steady-state ones (see ``sample_loop``). ``write_input_value_files`` and
   ``split_output_file`` move InputSet samples in (``--input_layer_value_files``) and
   outputs out (``--output_filepath``, raw bytes of all outputs concatenated).
 
@@ -53,17 +54,19 @@ from edgebench.targets.benchmark_model.log_rows import (
 )
 from edgebench.targets.benchmark_model.parse import parse_log, parse_stats
 from edgebench.targets.benchmark_model.sample_loop import (
+    SampleLoop,
     build_sample_loop_script,
     parse_sample_loop,
+    read_sample_loop,
     sample_argv,
     sample_method,
 )
 
 __all__ = [
     "ENV_VAR", "MEASUREMENT_DOCS_URL", "NIGHTLY_ANDROID_AARCH64_URL", "P99_NOTE",
-    "BenchmarkModelLog", "BinaryInfo", "InputValueFiles", "OpProfileRow", "RunStats",
+    "BenchmarkModelLog", "BinaryInfo", "InputValueFiles", "OpProfileRow", "RunStats", "SampleLoop",
     "build_argv", "build_sample_loop_script", "check_abi", "classify_failure", "describe_argv",
-    "import_log_file", "latency_from_log", "parse_log", "parse_sample_loop", "parse_stats",
+    "import_log_file", "latency_from_log", "parse_log", "parse_sample_loop", "parse_stats", "read_sample_loop",
     "primary_delegate", "resolve_binary", "sample_argv", "sample_method", "split_output_file",
     "to_result_rows", "write_input_value_files",
 ]
