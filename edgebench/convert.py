@@ -8,6 +8,7 @@ A variant that fails to convert is recorded as failed with the reason; the other
 
 from __future__ import annotations
 
+import hashlib
 import json
 import resource
 import time
@@ -20,12 +21,14 @@ import numpy as np
 
 from edgebench.data import InputSet, Signature, TensorSpec, cast_to_signature, load_data, validate
 from edgebench.errors import BadInput, ConversionFailed, InfraError
-from edgebench.fingerprint import host_fingerprint, sha256_file
+from edgebench.fingerprint import host_fingerprint
 from edgebench.sources import Source, SourceOptions, calibration_feed, finish_tflite, make_converter, resolve_source
 
 PRECISION_NAMES = ("fp32", "fp16", "int8", "dynamic", "int16x8")
 DEFAULT_PRECISIONS = ("fp32", "fp16", "int8", "dynamic")   # int16x8 on request (slower kernels)
 INT8_IO = ("float", "int8")   # "int8": integer model I/O (int16 for int16x8)
+# Without --out, every conversion gets its own folder OUT_ROOT/<name>/<run key>/ (see run_key).
+OUT_ROOT = "edgebench-out"
 
 # FP32 parity: |tflite - tf| <= ATOL + RTOL * max|tf| per output. FP32 TFLite kernels differ from
 # TF's by float reassociation only (~1e-6 relative); 1e-3 leaves room for oneDNN/XNNPACK
@@ -484,6 +487,66 @@ def _calibration_set(settings: ConvertSettings, src: Source) -> InputSet | None:
     return ds
 
 
+def run_key(settings: ConvertSettings, src: Source, calibration_sha256: str | None) -> tuple[str, dict[str, Any]]:
+    """What decides the bytes a conversion writes -- source content, precisions, INT8 I/O,
+    calibration data, seed, TF and edgebench versions -- and its sha256, the conversion's
+    ``run_key``. Without ``--out`` the files go to ``OUT_ROOT/<name>/<run_key[:12]>/``: two runs
+    that would write different files never share a folder; the same command run again reuses it."""
+    import tensorflow as tf
+
+    from edgebench import __version__
+
+    opts = settings.source
+    facts = {"source_sha256": src.sha256, "source_kind": src.kind, "size": settings.size if src.kind == "reference"
+             else None, "signature": opts.signature_key, "input_shapes": [[n, list(d)] for n, d in opts.input_shapes],
+             "imports": list(opts.imports), "precisions": sorted(settings.precisions),
+             "keep_float": ([settings.keep_float] if isinstance(settings.keep_float, str)
+                            else list(settings.keep_float or ())),
+             "keep_float_goal": None if settings.keep_float_goal is None else repr(settings.keep_float_goal), "int8_io": settings.int8_io,
+             "calibration_sha256": calibration_sha256, "calibration_samples": settings.calibration_samples,
+             "seed": settings.seed, "parity_samples": settings.parity_samples, "tensorflow": tf.__version__,
+             "edgebench": __version__}
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest(), facts
+
+
+RUN_MARKER = ".edgebench-run.json"
+
+
+def claim_out_dir(out_dir: Path, key: str, facts: dict[str, Any], name: str) -> None:
+    """Claim an output folder for one conversion, or refuse it (BadInput, before anything is
+    converted) when it holds another conversion's files: a second run must never silently
+    replace the .tflite files a stored result describes. The claim is a marker file created
+    exclusively (``RUN_MARKER``: the run key and what it covers), so of two runs started at once
+    only one gets the folder; the same conversion (same ``run_key``) may write into it again."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    marker = out_dir / RUN_MARKER
+    try:
+        with open(marker, "x", encoding="utf-8") as fh:
+            stray = sorted(p.name for p in out_dir.glob(f"{name}_*.tflite"))
+            if stray or (out_dir / "manifest.json").exists():
+                fh.close()
+                marker.unlink()
+                raise BadInput(f"--out {out_dir} already holds {', '.join(stray[:3]) or 'manifest.json'} from an "
+                               "earlier conversion that did not record its settings; converting into it would "
+                               "replace files another result describes. Give an empty folder or another --out "
+                               f"(or omit --out: each conversion then gets its own folder), or delete {out_dir}")
+            json.dump({"run_key": key, **facts}, fh, sort_keys=True)
+        return
+    except FileExistsError:
+        pass
+    try:
+        theirs = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        theirs = {}
+    if theirs.get("run_key") == key:
+        return
+    differ = [f"{k} {theirs.get(k)!r} there, {v!r} now" for k, v in facts.items() if theirs.get(k) != v]
+    raise BadInput(f"--out {out_dir} already holds the files of another conversion ({'; '.join(differ[:3])}); "
+                   "converting into it would replace the .tflite files another result describes. Give an empty "
+                   f"folder or another --out (or omit --out: each conversion then gets its own folder), or delete "
+                   f"{out_dir}")
+
+
 def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run the conversion job; returns the manifest (also written to OUT/manifest.json).
 
@@ -498,15 +561,19 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
     say = progress or (lambda _msg: None)
     t_start = time.perf_counter()
     say("loading source")
-    out_dir = Path(settings.out_dir or f"edgebench-out/{Path(settings.src).name.removesuffix('.keras')}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    src = resolve_source(settings.src, size=settings.size, work_dir=out_dir, seed=settings.seed,
+    base = Path(settings.out_dir or Path(OUT_ROOT) / Path(settings.src).name.removesuffix(".keras"))
+    base.mkdir(parents=True, exist_ok=True)
+    src = resolve_source(settings.src, size=settings.size, work_dir=base, seed=settings.seed,
                          options=settings.source)
     if src.saved_model_dir is None:
         raise BadInput(f"{settings.src}: already a .tflite, nothing to convert; measure it with `edgebench "
                        "convert-and-compare FILE.tflite --data D [--reference SAVEDMODEL]` or `edgebench bench`")
 
     calib_ds = _calibration_set(settings, src)
+    n_cal = min(settings.calibration_samples, calib_ds.n) if calib_ds is not None else 0
+    key, key_facts = run_key(settings, src, calib_ds.take(n_cal).sha256 if calib_ds is not None else None)
+    out_dir = base if settings.out_dir else base / key[:12]
+    claim_out_dir(out_dir, key, key_facts, src.name)
     calib_note = None
     if calib_ds is not None and calib_ds.synthetic:
         from edgebench.data import SYNTHETIC_WARNING
@@ -522,7 +589,6 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
     if settings.keep_float and src.qat:
         raise BadInput("--keep-float re-quantizes from calibration ranges; this model is quantization-aware "
                        "(its int8 ranges come from FakeQuant ops): drop --keep-float")
-    n_cal = min(settings.calibration_samples, calib_ds.n) if calib_ds is not None else 0
     calib = calibration_feed(src, calib_ds, n_cal) if calib_ds is not None else None
 
     # FP32 first: everything else is reported relative to it.
@@ -552,13 +618,15 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
                               "seconds": round(time.perf_counter() - t0, 3)}
             continue
         secs = time.perf_counter() - t0
-        path.write_bytes(data)
+        from edgebench.atomic import write_bytes
+
+        write_bytes(path, data)
         v: dict[str, Any] = {
             "precision": prec,
             "status": "ok",
             "path": str(path),
             "bytes": len(data),
-            "sha256": sha256_file(path),
+            "sha256": hashlib.sha256(data).hexdigest(),
             "seconds": round(secs, 3),
             "process_peak_rss_bytes": _peak_rss_bytes(),
             "quantization": qinfo,
@@ -626,6 +694,8 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
         "fingerprint": host_fingerprint(),
         "total_seconds": round(time.perf_counter() - t_start, 3),
         "out_dir": str(out_dir),
+        "run_key": key,
+        "run_key_facts": key_facts,
     }
     from edgebench.results import write_json
 

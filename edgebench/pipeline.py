@@ -109,9 +109,28 @@ def _measured(run: RunResult, what: str) -> dict[str, Any]:
             "stop_reason": run.extra.get("stop_reason")}
 
 
+def save_inputs(ds: InputSet, out_dir: Path) -> tuple[Path, str]:
+    """Save the InputSet as ``OUT/inputs-<sha256[:12]>.npz`` (named by its bytes, so two runs with
+    different evaluation data never overwrite each other's inputs); returns (path, file sha256)."""
+    import os
+    import uuid
+
+    tmp = out_dir / f".inputs-{uuid.uuid4().hex[:12]}.npz"
+    sha = ds.save(tmp)
+    final = out_dir / f"inputs-{sha[:12]}.npz"
+    os.replace(tmp, final)
+    return final, sha
+
+
 def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], ref_out, labels, class_out,
                   ref_acc, task: str, host_out: dict[str, np.ndarray] | None, thresholds: Thresholds | None = None,
                   gpu_precision: str | None = None) -> InferenceRow:
+    if run.status == "ok" and variant.get("sha256") and run.model_sha256 != variant["sha256"]:
+        # the row's size and conversion facts describe the converted file; the measured file is another
+        run = RunResult.failed(
+            run.target, run.model_path, f"the file measured ({run.model_path}, sha256 {run.model_sha256[:12]}) is not "
+            f"the one this run converted (sha256 {variant['sha256'][:12]}): another run replaced it; give each run its "
+            "own --out (or omit --out)", model_sha256=run.model_sha256, exit_code=2)
     row = InferenceRow(
         precision=precision, target=run.target, model=variant.get("model"), model_path=run.model_path,
         model_sha256=run.model_sha256, size_bytes=variant.get("bytes"),
@@ -214,8 +233,7 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     if accuracy_gate and ds.labels is None:
         raise BadInput(f"--max-accuracy-drop needs labelled data but {ds.source} has no 'labels'; pass --data "
                        "with a 'labels' array (one class id per sample) or drop the accuracy gate")
-    inputs_path = out_dir / "inputs.npz"
-    inputs_sha = ds.save(inputs_path)
+    inputs_path, inputs_sha = save_inputs(ds, out_dir)
 
     say("TensorFlow reference" if src.saved_model_dir is not None else "reference .tflite on the host")
     t = time.perf_counter()

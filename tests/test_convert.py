@@ -11,6 +11,7 @@ import pytest
 from edgebench import convert as conv
 from edgebench.convert import ConvertSettings, check_manifest, convert
 from edgebench.errors import BadInput, ConversionFailed
+from edgebench.fingerprint import sha256_file
 
 MANIFEST_VARIANT_KEYS = {"path", "bytes", "size_reduction_pct", "seconds", "op_histogram", "float_ops",
                          "inputs", "outputs", "sha256", "quantization"}
@@ -144,3 +145,43 @@ def test_cli_convert_json_stdout(run_cli, tmp_path, digits_model):
     assert code == 0, err
     doc = json.loads(out)
     assert doc["variants"]["int8"]["size_reduction_pct"] >= 70 and doc["parity"]["passed"]
+
+
+# ---------------------------------------------------------------- issue 18.1: runs never share files silently
+def test_two_conversions_never_share_a_folder_and_out_refuses_another_runs_files(run_cli, tmp_path, monkeypatch,
+                                                                                 small_savedmodels):
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "cal.npz", a=rng.normal(size=(20, 6)).astype(np.float32),
+             b=rng.normal(size=(20, 6)).astype(np.float32))
+    common = dict(src=str(small_savedmodels["multi"]), precisions=("fp32", "int8"), data=str(tmp_path / "cal.npz"))
+    m1 = convert(ConvertSettings(**common))
+    m2 = convert(ConvertSettings(**common, int8_io="int8"))
+    assert m1["out_dir"] != m2["out_dir"] and Path(m1["out_dir"]).parent == Path(m2["out_dir"]).parent
+    assert Path(m1["out_dir"]).resolve().parent == (tmp_path / "edgebench-out" / "multi").resolve()
+    # the first run's files are intact: every recorded sha256 is the file on disk
+    for m in (m1, m2):
+        for v in m["variants"].values():
+            assert sha256_file(v["path"]) == v["sha256"]
+    assert m1["variants"]["int8"]["sha256"] != m2["variants"]["int8"]["sha256"]
+    # the same command again reuses its own folder
+    assert convert(ConvertSettings(**common))["out_dir"] == m1["out_dir"]
+
+    out = tmp_path / "shared"
+    code, _, err = run_cli("convert", common["src"], "-p", "fp32,int8", "--data", str(tmp_path / "cal.npz"),
+                           "--out", str(out))
+    assert code == 0, err
+    before = {p.name: p.read_bytes() for p in out.glob("*.tflite")}
+    code, _, err = run_cli("convert", common["src"], "-p", "fp32,int8", "--data", str(tmp_path / "cal.npz"),
+                           "--int8-io", "int8", "--out", str(out))
+    assert code == 2
+    assert "already holds the files of another conversion (int8_io 'float' there, 'int8' now)" in err
+    assert "Traceback" not in err and {p.name: p.read_bytes() for p in out.glob("*.tflite")} == before
+    code, _, err = run_cli("convert", common["src"], "-p", "fp32,int8", "--data", str(tmp_path / "cal.npz"),
+                           "--out", str(out))
+    assert code == 0, err          # the same conversion may write into its own folder again
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "multi_fp32.tflite").write_bytes(b"not ours")
+    code, _, err = run_cli("convert", common["src"], "-p", "fp32", "--out", str(stray))
+    assert code == 2 and "already holds multi_fp32.tflite" in err

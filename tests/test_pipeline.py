@@ -182,3 +182,30 @@ def test_ctrl_c_keeps_the_rows_already_measured(run_cli, tmp_path, digits_model,
     assert doc["interrupted"] is True and doc.get("run_id")
     assert [r["status"] for r in doc["rows"]] == ["ok", "ok", "failed", "failed"]
     assert len(calls) == 3                        # nothing ran after the interrupt
+
+
+def test_a_row_never_carries_another_files_sha256(run_cli, tmp_path, small_savedmodels, monkeypatch):
+    """18.1: when another run replaces a converted file before it is measured, the row does not
+    pass off the other file's numbers under this run's size and conversion facts."""
+    import shutil
+
+    from edgebench.targets.host import HostTarget
+
+    real_run = HostTarget.run
+
+    def replaced_then_run(self, job):
+        if job.model_path.endswith("_fp16.tflite"):
+            shutil.copy(job.model_path.replace("_fp16", "_fp32"), job.model_path)   # "another run" wrote it
+        return real_run(self, job)
+
+    monkeypatch.setattr(HostTarget, "run", replaced_then_run)
+    code, out, err = run_cli("convert-and-compare", str(small_savedmodels["multi"]), "-p", "fp32,fp16", "--data",
+                             "synthetic", "--samples", "10", "--runs", "10", "--out", str(tmp_path / "o"),
+                             "--json", "-", "--no-store")
+    assert code == 2, err
+    rows = {r["precision"]: r for r in json.loads(out)["rows"]}
+    assert rows["fp32"]["status"] == "ok"
+    bad = rows["fp16"]
+    assert bad["status"] == "failed" and "is not the one this run converted" in bad["error"]
+    assert "give each run its own --out" in bad["error"] and bad["latency_ms"] is None
+    assert json.loads(out)["inputs"]["path"].endswith(".npz") and "/inputs-" in json.loads(out)["inputs"]["path"]

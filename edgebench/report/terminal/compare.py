@@ -176,7 +176,7 @@ def render_manifest(m: dict[str, Any]) -> Table:
             if ok and v.get("quantized") else "-",
             e("; ".join(notes)),
         )
-    notes = source_notes(src)
+    notes = ([f"files: {e(m.get('out_dir'))}"] if m.get("out_dir") else []) + source_notes(src)
     cal = m.get("calibration")
     if cal and cal.get("warning"):
         notes.append(f"[bold yellow]warning:[/] {e(cal['warning'])}")

@@ -370,7 +370,7 @@ class AdbDevice:
         except _adb_errors() as exc:
             raise self.lost(f"push of {local.name}", _describe(exc)) from None
 
-    def push_if_changed(self, local: Path, remote: str, *, mode: int = 0o644) -> bool:
+    def push_if_changed(self, local: Path, remote: str, *, mode: int = 0o644, sha256: str | None = None) -> bool:
         """Push unless the remote file's sha256 equals the local one. True when pushed.
 
         The bytes go to a unique temporary name beside REMOTE, are checked there, and are then

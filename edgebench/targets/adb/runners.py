@@ -189,12 +189,14 @@ class AdbTarget:
             pushed[key] = self.device.push_if_changed(path, f"{folder}/{path.name}")
         return name
 
-    def _stage(self, local: Path, pushed: dict[str, bool], key: str, *, mode: int = 0o644) -> str:
+    def _stage(self, local: Path, pushed: dict[str, bool], key: str, *, mode: int = 0o644,
+               sha256: str | None = None) -> str:
         """Push LOCAL into the device's content-addressed cache (``files/<sha256><suffix>``) unless
         those bytes are already there; returns the file's name in ``files/``. Two jobs whose models
         share a basename never overwrite each other's file."""
-        name = content_name(local)
-        pushed[key] = self.device.push_if_changed(local, f"{REMOTE_FILES}/{name}", mode=mode)
+        sha = sha256 or sha256_file(local)
+        name = content_name(local, sha)
+        pushed[key] = self.device.push_if_changed(local, f"{REMOTE_FILES}/{name}", mode=mode, sha256=sha)
         return name
 
     def _job_spec(self, job: Job, model_rel: str, inputs_rel: str | None,
@@ -216,6 +218,7 @@ class AdbTarget:
     def _run_edgebench(self, job: Job, load: dict[str, Any] | None = None) -> RunResult:
         dev = self.device
         model = Path(job.model_path)
+        model_sha = sha256_file(model)     # the device runs the file named by these bytes
         run_dir = f"{REMOTE_ROOT}/run-{_run_id()}"
         pushed: dict[str, bool] = {}
         dev.check(RemoteCommand.mkdir(REMOTE_FILES, run_dir), what="creating the run folder")
@@ -225,7 +228,7 @@ class AdbTarget:
                    if job.energy is not None and load is None else None)
         try:
             runner_dir = self._stage_runner(pushed)
-            model_name = self._stage(model, pushed, "model")
+            model_name = self._stage(model, pushed, "model", sha256=model_sha)
             inputs_name = self._stage(Path(job.inputs_npz), pushed, "inputs") if job.inputs_npz else None
             spec = self._job_spec(job, "../files/" + model_name,
                                   "../files/" + inputs_name if inputs_name else None, load)
@@ -288,7 +291,7 @@ class AdbTarget:
             energy, reason = battery.energy(meta.get("timed_span_boottime_s"), int(samples.size))
             extra.update(energy=energy, energy_reason=reason)
         return RunResult.from_worker(
-            meta, arrays, target=self.name, model_path=str(job.model_path), model_sha256=sha256_file(model),
+            meta, arrays, target=self.name, model_path=str(job.model_path), model_sha256=model_sha,
             spec=spec, fingerprint=self.fingerprint(), method=DEVICE_RUNNER_METHOD, extra=extra)
 
     def _cleanup(self, run_dir: str) -> None:
@@ -387,7 +390,7 @@ class AdbTarget:
             binary_name = self._stage(info.path, pushed, "binary", mode=0o755)
             binary = f"{REMOTE_FILES}/{binary_name}"
             dev.check(RemoteCommand.chmod_exec(binary), what="making benchmark_model executable")
-            model_name = self._stage(model, pushed, "model")
+            model_name = self._stage(model, pushed, "model", sha256=model_sha)
             model_remote = f"{REMOTE_FILES}/{model_name}"
             ivf0 = self._push_inputs(in_details, prepared, 0, local_tmp, run_dir)
             argv = sample_argv(binary, model_remote, threads=threads, warmup_runs=ctl.warmup_runs,
