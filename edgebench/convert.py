@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from edgebench.data import InputSet, Signature, TensorSpec, cast_to_signature, load_data, validate
+from edgebench.data import InputSet, Signature, TensorSpec, cast_to_signature, load_data, validate, value_ranges
 from edgebench.errors import BadInput, ConversionFailed, InfraError
 from edgebench.fingerprint import host_fingerprint
 from edgebench.sources import Source, SourceOptions, calibration_feed, finish_tflite, make_converter, resolve_source
@@ -686,7 +686,8 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
                          "data_used_only_for_parity": None if calib_ds is None else calib_ds.source}
                         if src.qat else None if calib_ds is None else {
             "source": calib_ds.source, "samples": n_cal, "sha256": calib_ds.take(n_cal).sha256,
-            "synthetic": calib_ds.synthetic, "warning": calib_note}),
+            "synthetic": calib_ds.synthetic, "warning": calib_note,
+            "value_ranges": value_ranges(calib_ds.take(n_cal), src.signature)}),
         "variants": {p: variants[p] for p in order},
         "parity": parity,
         "int8_io": settings.int8_io,

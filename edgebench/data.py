@@ -336,6 +336,8 @@ def validate(ds: InputSet, signature: Signature) -> None:
             raise BadInput(f"--data {ds.source}: input '{t.name}' has sample shape {list(got)} but the "
                            f"model expects {[d if d is not None else 'any' for d in want]} (array shape must be "
                            "[N, ...sample shape]); reshape or resize the data")
+        if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_):
+            raise BadInput(f"--data {ds.source}: input '{t.name}' has dtype {a.dtype}; use a numeric array")
         if t.is_integer:
             if not (np.issubdtype(a.dtype, np.integer) or (np.issubdtype(a.dtype, np.floating)
                                                             and np.all(np.isfinite(a)) and np.all(np.mod(a, 1) == 0))):
@@ -344,11 +346,19 @@ def validate(ds: InputSet, signature: Signature) -> None:
             if a.size and a.min() < 0:
                 raise BadInput(f"--data {ds.source}: input '{t.name}' has negative integer values "
                                f"(min {a.min()}); token ids/indices must be >= 0")
-        elif np.issubdtype(a.dtype, np.floating) and a.size and not np.all(np.isfinite(a)):
+            info = np.iinfo(np.dtype(t.dtype))
+            if a.size and a.max() > info.max:
+                raise BadInput(f"--data {ds.source}: input '{t.name}' is {t.dtype} but the data holds {a.max()}, "
+                               f"beyond its largest value {info.max}; pass ids that fit {t.dtype}")
+        elif np.issubdtype(np.dtype(t.dtype), np.floating) and not np.issubdtype(a.dtype, np.floating):
+            # not a lossless cast: integer data for a float input nearly always means unscaled values
+            # (pixels 0..255 for a model trained on 0..1), which calibrates INT8 scales to the wrong range
+            span = f" (values {a.min()}..{a.max()})" if a.size else ""
+            raise BadInput(f"--data {ds.source}: input '{t.name}' is {t.dtype} but the data is {a.dtype}{span}; "
+                           "edgebench does not guess the scaling: convert it the way the model was trained (e.g. "
+                           f"x.astype(np.float32) / 255 for pixels a model sees as 0..1) and save {t.dtype} data")
+        elif a.size and not np.all(np.isfinite(a)):
             raise BadInput(f"--data {ds.source}: input '{t.name}' contains NaN/Inf; clean the data")
-        elif not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)
-                  or a.dtype == np.bool_):
-            raise BadInput(f"--data {ds.source}: input '{t.name}' has dtype {a.dtype}; use a numeric array")
         if t.name in signature.ranges and a.size:
             lo, hi = signature.ranges[t.name]
             if a.min() < lo or a.max() > hi:
@@ -356,6 +366,51 @@ def validate(ds: InputSet, signature: Signature) -> None:
                                f"outside the model's range [{lo}, {hi}]; preprocess the data to that range")
     if ds.labels is not None and len(ds.labels) != ds.n:
         raise BadInput(f"--data {ds.source}: {len(ds.labels)} labels for {ds.n} samples; give one label per sample")
+
+
+# Calibration vs evaluation value ranges (convert-and-compare): a warning when, for a float input,
+# the spans between the 0.1th and 99.9th percentiles differ by more than RANGE_FACTOR, or their
+# centres by more than half the larger span. The reference models' own calibration and
+# evaluation splits (same preprocessing) agree within 2 %; the usual preprocessing mistakes
+# differ by 2x ([-1, 1] vs [0, 1]) up to 255x (0..255 vs 0..1).
+RANGE_FACTOR = 1.5
+RANGE_PERCENTILES = (0.1, 99.9)
+_RANGE_MAX_ELEMENTS = 1_000_000     # a strided subset keeps this cheap for big image sets
+
+
+def value_ranges(ds: InputSet, signature: Signature) -> dict[str, list[float]]:
+    """Robust value range ``[p0.1, p99.9]`` of every float input (JSON-ready)."""
+    out: dict[str, list[float]] = {}
+    for t in signature.inputs:
+        a = ds.arrays.get(t.name)
+        if a is None or a.size == 0 or not np.issubdtype(a.dtype, np.floating) or t.is_integer:
+            continue
+        flat = a.reshape(-1)
+        flat = flat[:: max(1, flat.size // _RANGE_MAX_ELEMENTS)]
+        lo, hi = np.percentile(flat.astype(np.float64), RANGE_PERCENTILES)
+        out[t.name] = [float(lo), float(hi)]
+    return out
+
+
+def range_warnings(calibration: dict[str, list[float]], evaluation: dict[str, list[float]]) -> list[str]:
+    """One warning per float input whose calibration and evaluation ranges disagree (see RANGE_FACTOR)."""
+    warns = []
+    for name, (clo, chi) in sorted(calibration.items()):
+        if name not in evaluation:
+            continue
+        elo, ehi = evaluation[name]
+        cs, es = chi - clo, ehi - elo
+        big = max(cs, es)
+        if big <= 0:
+            continue
+        ratio = big / max(min(cs, es), 1e-12 * big)
+        shift = abs((clo + chi) / 2 - (elo + ehi) / 2)
+        if ratio > RANGE_FACTOR or shift > big / 2:
+            warns.append(f"input '{name}': calibration values span [{clo:.4g}, {chi:.4g}] but evaluation values "
+                         f"[{elo:.4g}, {ehi:.4g}] (0.1-99.9th percentiles; spans differ {ratio:.3g}x, more than "
+                         f"{RANGE_FACTOR}x, or are shifted): the two sets are probably preprocessed differently, so "
+                         "INT8 scales fit the wrong range; preprocess both the same way")
+    return warns
 
 
 def cast_to_signature(ds: InputSet, signature: Signature) -> InputSet:

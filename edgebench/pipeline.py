@@ -17,7 +17,7 @@ import numpy as np
 
 from edgebench import compare as cmp
 from edgebench.convert import DEFAULT_PRECISIONS
-from edgebench.data import InputSet, cast_to_signature, load_data, validate
+from edgebench.data import InputSet, cast_to_signature, load_data, range_warnings, validate, value_ranges
 from edgebench.errors import BadInput, EdgebenchError
 from edgebench.fingerprint import host_fingerprint, sha256_file
 from edgebench.gate import Thresholds, evaluate, thresholds_for
@@ -234,6 +234,8 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
         raise BadInput(f"--max-accuracy-drop needs labelled data but {ds.source} has no 'labels'; pass --data "
                        "with a 'labels' array (one class id per sample) or drop the accuracy gate")
     inputs_path, inputs_sha = save_inputs(ds, out_dir)
+    data_warnings = range_warnings((manifest.get("calibration") or {}).get("value_ranges") or {},
+                                   value_ranges(ds, src.signature))
 
     say("TensorFlow reference" if src.saved_model_dir is not None else "reference .tflite on the host")
     t = time.perf_counter()
@@ -350,6 +352,7 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
         runtime={"api": settings.runtime_api, "accelerator": settings.accelerator,
                  "gpu_precisions": list(settings.gpu_precisions), "op_profile": settings.op_profile},
         **extra,
+        data_warnings=data_warnings,
     )
 
 

@@ -15,6 +15,7 @@ from edgebench.data import (
     load_data,
     quantize,
     saved_model_signature,
+    validate,
 )
 from edgebench.errors import BadInput
 
@@ -138,3 +139,38 @@ def test_saved_model_signature_reads_multi_io(small_savedmodels):
     assert tok.inputs[0].dtype == "int32"
     with pytest.raises(BadInput, match="no 'serving_default' signature"):
         saved_model_signature(small_savedmodels["nosig"])
+
+
+# ---------------------------------------------------------------- issue 18.3: dtype and range of calibration data
+def test_integer_data_for_a_float_input_is_refused_not_cast():
+    sig = Signature((TensorSpec("image", (None, 4, 4, 1), "float32"),), ())
+    pixels = np.random.default_rng(0).integers(0, 256, (10, 4, 4, 1))
+    with pytest.raises(BadInput, match=r"'image' is float32 but the data is int64 \(values \d+\.\.\d+\).*/ 255"):
+        validate(InputSet({"image": pixels}), sig)
+    with pytest.raises(BadInput, match="float32 but the data is uint8"):
+        validate(InputSet({"image": pixels.astype(np.uint8)}), sig)
+    validate(InputSet({"image": (pixels / 255.0)}), sig)                 # float64 -> float32: same meaning
+    validate(InputSet({"image": (pixels / 255.0).astype(np.float16)}), sig)
+    ids = Signature((TensorSpec("ids", (None, 3), "int32"),), ())
+    validate(InputSet({"ids": np.array([[1, 2, 3]], np.int64)}), ids)       # fits int32: lossless
+    with pytest.raises(BadInput, match="beyond its largest value 2147483647"):
+        validate(InputSet({"ids": np.array([[1, 2, 2 ** 40]], np.int64)}), ids)
+
+
+def test_calibration_and_evaluation_ranges_that_disagree_are_named():
+    from edgebench.data import RANGE_FACTOR, range_warnings, value_ranges
+
+    sig = Signature((TensorSpec("image", (None, 8, 8, 1), "float32"), TensorSpec("ids", (None, 3), "int32")), ())
+    rng = np.random.default_rng(1)
+
+    def ds(lo, hi, n=100):
+        return InputSet({"image": rng.uniform(lo, hi, (n, 8, 8, 1)).astype(np.float32),
+                         "ids": rng.integers(0, 9, (n, 3)).astype(np.int32)})
+
+    base = value_ranges(ds(0, 1), sig)
+    assert set(base) == {"image"}                                     # float inputs only
+    assert range_warnings(base, value_ranges(ds(0, 1, n=1000), sig)) == []     # same preprocessing, other size
+    (w,) = range_warnings(value_ranges(ds(0, 255), sig), base)                # unscaled pixels
+    assert "input 'image'" in w and "spans differ 255x" in w and f"more than {RANGE_FACTOR}x" in w
+    assert len(range_warnings(value_ranges(ds(-1, 1), sig), base)) == 1      # mobilenet vs scale01: 2x
+    assert len(range_warnings(value_ranges(ds(1, 2), sig), base)) == 1       # same span, shifted

@@ -209,3 +209,26 @@ def test_a_row_never_carries_another_files_sha256(run_cli, tmp_path, small_saved
     assert bad["status"] == "failed" and "is not the one this run converted" in bad["error"]
     assert "give each run its own --out" in bad["error"] and bad["latency_ms"] is None
     assert json.loads(out)["inputs"]["path"].endswith(".npz") and "/inputs-" in json.loads(out)["inputs"]["path"]
+
+
+def test_calibration_data_of_another_dtype_or_range(run_cli, tmp_path, small_savedmodels):
+    """18.3: integer data for a float input is refused before converting; calibration values on
+    another scale than the evaluation values are named under the table and in the JSON."""
+    rng = np.random.default_rng(0)
+    ev = {k: rng.uniform(0, 1, (20, 6)).astype(np.float32) for k in ("a", "b")}
+    np.savez(tmp_path / "eval.npz", **ev)
+    np.savez(tmp_path / "int.npz", **{k: rng.integers(0, 256, (20, 6)) for k in ("a", "b")})
+    np.savez(tmp_path / "x255.npz", **{k: (v * 255).astype(np.float32) for k, v in ev.items()})
+    src = str(small_savedmodels["multi"])
+    code, _, err = run_cli("convert-and-compare", src, "-p", "int8", "--data", str(tmp_path / "eval.npz"),
+                           "--calibration-data", str(tmp_path / "int.npz"), "--out", str(tmp_path / "o1"), "--no-store")
+    assert code == 2 and "is float32 but the data is int64" in err and not (tmp_path / "o1" / "manifest.json").exists()
+    code, out, err = run_cli("convert-and-compare", src, "-p", "int8", "--data", str(tmp_path / "eval.npz"),
+                             "--calibration-data", str(tmp_path / "x255.npz"), "--runs", "10",
+                             "--out", str(tmp_path / "o2"), "--no-store")
+    assert code == 0, err
+    assert "warning (data): input 'a': calibration values span" in out and "spans differ" in out
+    code, out, err = run_cli("convert-and-compare", src, "-p", "int8", "--data", str(tmp_path / "eval.npz"),
+                             "--runs", "10", "--out", str(tmp_path / "o3"), "--json", "-", "--no-store")
+    assert code == 0, err
+    assert json.loads(out)["data_warnings"] == []

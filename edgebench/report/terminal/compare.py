@@ -139,6 +139,8 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
     out: list = [t]
     out.extend(verdict_lines(compare_rows(doc)))
     out.extend(render_where([r for r in compare_rows(doc)]))
+    for w in doc.get("data_warnings") or ():
+        out.append(f"[bold yellow]warning (data):[/] {e(w)}")
     for r in compare_rows(doc):
         where = f"{r.precision} on {r.target}"
         for w in (r.latency.warnings if r.latency else ()) + tuple(r.warnings):
