@@ -29,7 +29,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from edgebench.errors import BadInput, InfraError
 from edgebench.report.prometheus import render_prometheus
@@ -160,24 +160,28 @@ class ExportOutcome:
     textfile: str | None = None
 
 
-def select_docs(store: Any, run_id: str | None = None, *, latest: bool = False,
+def select_docs(store: Any, run_id: "str | Sequence[str] | None" = None, *, latest: bool = False,
                 matrix_hash: str | None = None) -> list[dict[str, Any]]:
-    """Full result documents from the store for a run id, ``--latest`` or a matrix hash.
+    """Full result documents from the store for run id(s), ``--latest`` or a matrix hash -- and
+    nothing else: a report holds only what was asked for. Each document carries
+    ``report_source``, saying why it is in (shown by the reports).
 
     Raises ``BadInput`` when nothing matches (empty store, unknown id, unknown matrix).
     """
-    chosen = [x for x in (run_id, latest or None, matrix_hash) if x]
+    ids = [run_id] if isinstance(run_id, str) else list(run_id or [])
+    chosen = [x for x in (ids or None, latest or None, matrix_hash) if x]
     if len(chosen) > 1:
-        raise BadInput("give only one of RUN_ID, --latest, --matrix HASH")
-    if run_id:
-        return [store.get(run_id)]
+        raise BadInput("give only one of RUN_ID..., --latest, --matrix HASH")
+    if ids:
+        return [{**store.get(i), "report_source": f"run id {i} given on the command line"} for i in ids]
     if matrix_hash:
         runs = store.list_runs(matrix_hash=matrix_hash, limit=100_000)
         if not runs:
             raise BadInput(f"--matrix {matrix_hash!r}: no stored runs for this matrix hash; "
                            "list runs with `edgebench results list`")
         runs = sorted(runs, key=lambda r: (str(r.get("created") or ""), str(r.get("run_id"))))
-        return [store.get(r["run_id"]) for r in runs]
+        return [{**store.get(r["run_id"]), "report_source": f"stored run of matrix {matrix_hash} (--matrix)"}
+                for r in runs]
     if latest:
         doc = store.latest()
         if doc is None:
@@ -185,8 +189,8 @@ def select_docs(store: Any, run_id: str | None = None, *, latest: bool = False,
                            "`edgebench convert-and-compare ...`) or point --db at another store")
         if "rows" not in doc or "run_id" not in doc:  # latest() may return a summary only
             doc = store.get(doc["run_id"])
-        return [doc]
-    raise BadInput("say which results: give a RUN_ID, --latest or --matrix HASH")
+        return [{**doc, "report_source": "the newest stored run (--latest)"}]
+    raise BadInput("say which results: give RUN_ID(s), --latest or --matrix HASH")
 
 
 def export_prometheus(store: Any, run_id: str | None = None, *, latest: bool = False,
@@ -280,25 +284,13 @@ class ReportOutcome:
     history_series: int = 0
 
 
-def training_baselines(store: Any, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The newest stored training baseline of each reference model a compare run converted,
-    so a deployment report shows how fast the same model trains (not already in ``docs``)."""
-    have = {d.get("run_id") for d in docs}
-    out: list[dict[str, Any]] = []
-    names = {(d.get("source") or {}).get("path") for d in docs
-             if d.get("kind") == "compare" and (d.get("source") or {}).get("kind") == "reference"}
-    for name in sorted(n for n in names if n):
-        for summary in store.list_runs(kind="train", model=name, limit=1):
-            if summary["run_id"] not in have:
-                out.append(store.get(summary["run_id"]))
-                have.add(summary["run_id"])
-    return out
-
-
-def write_report(store: Any, run_id: str | None = None, *, latest: bool = False, matrix_hash: str | None = None,
+def write_report(store: Any, run_id: "str | Sequence[str] | None" = None, *, latest: bool = False,
+                 matrix_hash: str | None = None,
                  html_path: str | None = None, markdown_path: str | None = None,
                  progress: Callable[[str], None] | None = None) -> ReportOutcome:
-    """Read run(s) from the store and render the HTML and/or Markdown report.
+    """Read run(s) from the store and render the HTML and/or Markdown report. Only the runs asked
+    for are in it (several RUN_IDs put related runs side by side, e.g. a compare run and the
+    training baseline of the same model); each says where it came from.
 
     BadInput on an empty store, unknown run id or matrix hash, or a missing output directory.
     """
@@ -308,7 +300,6 @@ def write_report(store: Any, run_id: str | None = None, *, latest: bool = False,
     if progress:
         progress("reading results from the store")
     docs = select_docs(store, run_id, latest=latest, matrix_hash=matrix_hash)
-    docs = docs + training_baselines(store, docs)
     md = render_markdown(docs)
     out = ReportOutcome(docs=docs, markdown=md)
     if html_path:

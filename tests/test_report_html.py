@@ -183,20 +183,28 @@ def test_cli_report_from_store(sqlite_store, tmp_path, capsys):
     assert capsys.readouterr().out.startswith("### edgebench compare: mobilenet_v2_035")
 
 
-def test_compare_report_shows_training_baseline_of_the_same_reference_model(sqlite_store, tmp_path):
+def test_report_holds_only_the_runs_asked_for_and_says_why(sqlite_store, tmp_path):
+    """18.6: no unrelated training run slips into a compare report (HTML or the PR Markdown);
+    related runs are given explicitly, and each says where it came from."""
     db, store = sqlite_store
     doc = make_compare_doc(model="digits-tiny")
     doc["source"] = {"path": "digits", "kind": "reference"}
     cid = store.save(doc)
-    store.save(make_train_doc(model="resnet50"))           # another model: not included
+    store.save(make_train_doc(model="digits", run_id="r-train-other-size"))   # same name, unrelated run
+    html_path, md_path = tmp_path / "r.html", tmp_path / "r.md"
+    assert run_cli("report", cid, "--db", db, "--html", html_path, "--markdown", md_path) == 0
+    text, md = html_path.read_text(), md_path.read_text()
+    assert parse(text).svgs_in.get("training", 0) == 0 and "r-train-other-size" not in text + md
+    assert f"run id {cid} given on the command line" in text and "in this report: run id" in md
     tid = store.save(make_train_doc(model="digits", run_id="r-train-digits"))
-    html_path = tmp_path / "r.html"
-    assert run_cli("report", cid, "--db", db, "--html", html_path) == 0
-    text = html_path.read_text()
+    assert run_cli("report", cid, tid, "--db", db, "--html", html_path, "--markdown", md_path) == 0
+    text, md = html_path.read_text(), md_path.read_text()
     s = parse(text)
-    assert s.svgs_in["training"] == 1 and tid in text and cid in text
-    assert "resnet50" not in text
+    assert s.svgs_in["training"] == 1 and tid in text and cid in text and tid in md
+    assert f"run id {tid} given on the command line" in text
     assert_self_contained(text, s)
+    assert run_cli("report", "--latest", "--db", db, "--markdown", md_path) == 0
+    assert "in this report: the newest stored run (--latest)" in md_path.read_text()
 
 
 def test_drift_vs_host_and_detection_agreement_are_rendered():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -12,7 +12,9 @@ from edgebench.cli._options import DbOpt
 def register(app: typer.Typer) -> None:
     @app.command("report")
     def report_cmd(
-        run_id: Optional[str] = typer.Argument(None, help="Run id (or unique prefix) from `edgebench results list`."),
+        run_ids: Optional[List[str]] = typer.Argument(
+            None, help="Run id(s) (or unique prefixes) from `edgebench results list`; several runs (e.g. a compare "
+                       "run and the training baseline of its model) go side by side. Only these are reported."),
         latest: bool = typer.Option(False, "--latest", help="Report the newest stored run."),
         matrix: Optional[str] = typer.Option(None, "--matrix", help="Report every stored run of this matrix hash."),
         html: Optional[str] = typer.Option(None, "--html", help="Write a self-contained HTML report (inline SVG plots) to PATH."),
@@ -22,7 +24,8 @@ def register(app: typer.Typer) -> None:
         """Render stored results as HTML (fingerprint, precision x target, latency CDFs/histograms,
         size-p99-accuracy Pareto, drift, training throughput, history) and/or Markdown.
 
-        Without --html/--markdown the Markdown is shown in the terminal.
+        Without --html/--markdown the Markdown is shown in the terminal. A report holds only the runs
+        asked for, and says for each why it is there.
         Exit codes: 0 written, 2 empty store / unknown run id / bad path.
         """
         from edgebench.cli._common import console, progress_reporter
@@ -30,7 +33,7 @@ def register(app: typer.Typer) -> None:
         from edgebench.store import Store
 
         with Store(db) as store, progress_reporter("report") as say:
-            out = write_report(store, run_id, latest=latest, matrix_hash=matrix, html_path=html,
+            out = write_report(store, run_ids, latest=latest, matrix_hash=matrix, html_path=html,
                                markdown_path=markdown, progress=say)
         if markdown == "-":
             return

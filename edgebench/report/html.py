@@ -400,10 +400,10 @@ def _fingerprint_section(docs: list[dict[str, Any]]) -> str:
             parts.append(_table(["run", "field", "first run", "this run"], diffs, left=4))
         else:
             parts.append(_note(f"all {len(docs)} runs share the key fingerprint fields"))
-    runs = [(d.get("run_id") or "-", d.get("kind") or "-", d.get("created") or "-",
+    runs = [(d.get("run_id") or "-", d.get("report_source") or "-", d.get("kind") or "-", d.get("created") or "-",
              d.get("edgebench_version") or "-", len(d.get("rows") or [])) for d in docs]
-    parts.append("<h3>Runs</h3>")
-    parts.append(_table(["run id", "kind", "created", "edgebench", "rows"], runs, left=4))
+    parts.append("<h3>Runs (only those asked for)</h3>")
+    parts.append(_table(["run id", "in this report because", "kind", "created", "edgebench", "rows"], runs, left=5))
     return _section("fingerprint", "Environment", "".join(parts))
 
 

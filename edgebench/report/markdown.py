@@ -135,6 +135,8 @@ def _header(doc: Document) -> list[str]:
         facts.append(md_escape(fp["gpu"]))
     if doc.edgebench_version:
         facts.append(f"edgebench {md_escape(doc.edgebench_version)}")
+    if doc.get("report_source"):
+        facts.append(f"in this report: {md_escape(doc.get('report_source'))}")
     out = [title, ""]
     if facts:
         out += [" · ".join(facts), ""]
