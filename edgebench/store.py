@@ -224,6 +224,21 @@ def series_key(row: dict[str, Any]) -> dict[str, Any]:
     return key
 
 
+MODEL_SIZES = ("tiny", "full")
+MODEL_PRECISIONS = ("fp32", "fp16", "int8", "dynamic")
+
+
+def model_family_names(model: str) -> tuple[str, ...]:
+    """The names results of one model are stored under: convert-and-compare rows carry the source
+    name (``digits-tiny`` for the reference model ``digits`` at size tiny), bench rows the file stem
+    (``digits-tiny_int8``). ``digits`` -> itself, ``digits-tiny``, ``digits-full`` and each with a
+    ``_<precision>`` suffix; ``digits-tiny`` -> itself and ``digits-tiny_<precision>``. Exact names,
+    so ``digits`` never matches ``digitsnet``."""
+    bases = [model] + ([f"{model}-{s}" for s in MODEL_SIZES] if not model.endswith(
+        tuple(f"-{s}" for s in MODEL_SIZES)) else [])
+    return tuple(b + suffix for b in bases for suffix in ("", *(f"_{p}" for p in MODEL_PRECISIONS)))
+
+
 def encode_samples(samples: Any) -> bytes:
     """int64 ns samples -> zlib(little-endian int64 bytes)."""
     arr = np.asarray(samples, dtype=np.int64).astype("<i8", copy=False)
@@ -658,7 +673,7 @@ class Store:
         return decode_samples(rec.samples, rec.samples_codec)
 
     def _row_filters(self, *, kind=None, model=None, precision=None, target=None, since=None,
-                     matrix_hash=None) -> list[Any]:
+                     matrix_hash=None, model_family: bool = False) -> list[Any]:
         conds: list[Any] = []
         if kind:
             conds.append(T_RUNS.c.kind == kind)
@@ -668,7 +683,8 @@ class Store:
         if s:
             conds.append(T_RUNS.c.created >= s)
         if model:
-            conds.append(T_RESULTS.c.model == str(model))
+            names = model_family_names(str(model)) if model_family else (str(model),)
+            conds.append(T_RESULTS.c.model.in_(names))
         if precision:
             conds.append(T_RESULTS.c.precision == precision)
         if target:
@@ -678,7 +694,9 @@ class Store:
     def list_runs(self, *, kind=None, model=None, precision=None, target=None, since=None,
                   matrix_hash=None, limit: int | None = 50) -> list[dict[str, Any]]:
         """Run summaries, newest first: run_id, created, kind, status, models, n_rows, matrix_hash,
-        cell_key, edgebench_version, git_sha, hostname."""
+        cell_key, edgebench_version, git_sha, hostname. ``model`` matches the stored name and the
+        names stored for the same model (``model_family_names``: ``digits`` finds ``digits-tiny``
+        and ``digits-tiny_int8``)."""
         cols = [T_RUNS.c.run_id, T_RUNS.c.created, T_RUNS.c.kind, T_RUNS.c.status, T_RUNS.c.models,
                 T_RUNS.c.n_rows, T_RUNS.c.matrix_hash, T_RUNS.c.cell_key, T_RUNS.c.edgebench_version,
                 T_RUNS.c.git_sha, T_RUNS.c.hostname]
@@ -686,7 +704,7 @@ class Store:
         conds = self._row_filters(kind=kind, since=since, matrix_hash=matrix_hash)
         if model or precision or target:
             sub = sa.select(T_RESULTS.c.run_id).where(
-                *self._row_filters(model=model, precision=precision, target=target))
+                *self._row_filters(model=model, precision=precision, target=target, model_family=True))
             conds.append(T_RUNS.c.run_id.in_(sub))
         q = q.where(*conds).order_by(T_RUNS.c.created.desc(), T_RUNS.c.id.desc())
         if limit:
@@ -700,14 +718,15 @@ class Store:
         return self.get(runs[0]["run_id"]) if runs else None
 
     def rows(self, *, kind=None, model=None, precision=None, target=None, since=None,
-             matrix_hash=None) -> list[dict[str, Any]]:
+             matrix_hash=None, model_family: bool = False) -> list[dict[str, Any]]:
         """One dict per stored result row: run_id, created, kind, row_index, the HEADLINE columns
-        and n_samples; oldest first."""
+        and n_samples; oldest first. ``model_family``: ``model`` also matches the names stored for
+        the same model (``model_family_names``); off for series, which must not mix sizes."""
         cols = [T_RUNS.c.run_id, T_RUNS.c.created, T_RUNS.c.kind, T_RESULTS.c.row_index,
                 *[T_RESULTS.c[name] for name in HEADLINE], T_RESULTS.c.n_samples]
         q = (sa.select(*cols).select_from(T_RESULTS.join(T_RUNS, T_RESULTS.c.run_id == T_RUNS.c.run_id))
              .where(*self._row_filters(kind=kind, model=model, precision=precision, target=target,
-                                       since=since, matrix_hash=matrix_hash))
+                                       since=since, matrix_hash=matrix_hash, model_family=model_family))
              .order_by(T_RUNS.c.created, T_RUNS.c.id, T_RESULTS.c.row_index))
         out = self._retrying("reading result rows", lambda c: c.execute(q).mappings().all(), write=False)
         return [dict(r) for r in out]

@@ -458,3 +458,25 @@ def test_compare_takes_run_to_run_noise_from_stored_history(db):
     assert "stored runs of this configuration" in ch["p50 ms"].note
     rep = compare_stored(st, ids[9], ids[10])
     assert rep["regressions"] == 0
+
+
+def test_model_filter_finds_the_names_a_model_is_stored_under(db, run_cli):
+    """Docs item of issue 18: `results list --model digits` finds compare rows (digits-tiny) and
+    bench rows (digits-tiny_int8), never another model whose name merely starts alike."""
+    from edgebench.store import model_family_names
+
+    assert "digits-tiny_int8" in model_family_names("digits") and "digitsnet" not in model_family_names("digits")
+    assert set(model_family_names("digits-tiny")) == {"digits-tiny"} | {f"digits-tiny_{p}" for p in
+                                                                        ("fp32", "fp16", "int8", "dynamic")}
+    with Store(db) as st:
+        ids = {m: st.save(bench_doc(model=m)) for m in ("digits-tiny", "digits-tiny_int8", "digitsnet", "digits-full")}
+        found = {r["run_id"] for r in st.list_runs(model="digits")}
+        assert found == {ids["digits-tiny"], ids["digits-tiny_int8"], ids["digits-full"]}
+        assert {r["run_id"] for r in st.list_runs(model="digits-tiny")} == {ids["digits-tiny"], ids["digits-tiny_int8"]}
+        assert {p["run_id"] for p in st.history("p99", model="digits-tiny")} == {ids["digits-tiny"]}   # series: exact
+    code, out, err = run_cli("results", "list", "--model", "digits", "--db", db, "--json", "-")
+    assert code == 0, err
+    assert {r["run_id"] for r in json.loads(out)["rows"]} == found
+    code, out, err = run_cli("results", "export", "--format", "json", "--model", "digits", "--db", db)
+    assert code == 0 and {r["model"] for r in json.loads(out)["rows"]} == {"digits-tiny", "digits-tiny_int8",
+                                                                          "digits-full"}

@@ -19,7 +19,8 @@ def register(app: typer.Typer) -> None:
     @results.command("list")
     def list_cmd(
         kind: Optional[str] = typer.Option(None, "--kind", help="bench, compare, train or import-log."),
-        model: Optional[str] = typer.Option(None, "--model", help="Only runs with a row for this model."),
+        model: Optional[str] = typer.Option(None, "--model", help="Only runs with a row for this model: its stored name "
+                                            "or its base name (digits finds digits-tiny and digits-tiny_int8)."),
         precision: Optional[str] = typer.Option(None, "--precision", help="Only runs with a row of this precision."),
         target: Optional[str] = typer.Option(None, "--target", help="Only runs with a row on this target (host, tf, adb:SERIAL)."),
         since: Optional[str] = typer.Option(None, "--since", help="ISO date/datetime or an age: 12h, 7d, 2w."),
@@ -138,7 +139,7 @@ def register(app: typer.Typer) -> None:
         fmt: str = typer.Option("csv", "--format", help="csv (one line per result row) or json."),
         output: str = typer.Option("-", "--output", "-o", help="File to write ('-' for stdout)."),
         kind: Optional[str] = typer.Option(None, "--kind"),
-        model: Optional[str] = typer.Option(None, "--model"),
+        model: Optional[str] = typer.Option(None, "--model", help="Stored name or base name (digits finds digits-tiny ...)."),
         precision: Optional[str] = typer.Option(None, "--precision"),
         target: Optional[str] = typer.Option(None, "--target"),
         since: Optional[str] = typer.Option(None, "--since", help="ISO date/datetime or an age: 12h, 7d, 2w."),
@@ -155,7 +156,7 @@ def register(app: typer.Typer) -> None:
             raise BadInput(f"--format {fmt}: use csv or json")
         with Store(db) as st:
             rows = st.rows(kind=kind, model=model, precision=precision, target=target, since=since,
-                           matrix_hash=matrix)
+                           matrix_hash=matrix, model_family=True)
             where = st.where
         if fmt == "json":
             write_json(envelope("results-export", rows, {}, db=where), output)
