@@ -546,8 +546,20 @@ def _control(s: dict[str, Any]) -> RunControl:
     return RunControl(**{k: s[k] for k in ("runs", "min_runs", "min_time_s", "max_time_s") if k in s}).validate()
 
 
-def _edge_doc(spec: MatrixSpec, cell: Cell) -> "Document":
+class _LanesOnly:
+    """What a matrix cell's measuring call gets as ``progress``: the cell's own stage messages stay
+    off the matrix's bar (one step per cell), its device lanes still get their lines."""
+
+    def __init__(self, say: Any) -> None:
+        self.lane = say.lane
+
+    def __call__(self, msg: str) -> None:
+        pass
+
+
+def _edge_doc(spec: MatrixSpec, cell: Cell, progress: Any = None) -> "Document":
     s, p = spec.settings, cell.params
+    sub = _LanesOnly(progress) if hasattr(progress, "lane") else None
     if str(p["model"]).endswith(".tflite"):
         from edgebench.bench import BenchSettings, run_bench
 
@@ -555,7 +567,7 @@ def _edge_doc(spec: MatrixSpec, cell: Cell) -> "Document":
         if p["data"] not in (None, "synthetic"):
             kw["data"] = p["data"]
         return run_bench(BenchSettings(models=(p["model"],), targets=p["target"], threads=p["threads"],
-                                       delegate=p["delegate"], control=_control(s), **kw))
+                                       delegate=p["delegate"], control=_control(s), **kw), progress=sub)
     from edgebench.pipeline import CompareSettings, convert_and_compare
 
     kw = {k: s[k] for k in ("seed", "size", "calibration_samples") if k in s}
@@ -568,7 +580,7 @@ def _edge_doc(spec: MatrixSpec, cell: Cell) -> "Document":
     out_dir = str(Path("edgebench-out") / f"matrix-{spec.hash}" / f"cell{cell.index:04d}")
     doc = convert_and_compare(CompareSettings(src=p["model"], precisions=precisions, targets=(p["target"],),
                                               data=p["data"], threads=p["threads"], delegate=p["delegate"],
-                                              out_dir=out_dir, control=_control(s), **kw))
+                                              out_dir=out_dir, control=_control(s), **kw), progress=sub)
     if p["target"] == "tf" and doc.reference is not None:
         doc = doc.with_rows([doc.reference])   # the TF reference is this cell's result row
     return doc
@@ -631,8 +643,12 @@ def _headline(doc: "Document") -> str:
 
 
 def run_matrix(spec: MatrixSpec, opts: RunOptions,
-               on_cell: Callable[[str, Cell, dict[str, Any] | None], None] | None = None) -> dict[str, Any]:
+               on_cell: Callable[[str, Cell, dict[str, Any] | None], None] | None = None,
+               progress: Any = None) -> dict[str, Any]:
     """Run (or list, with ``dry_run``) this shard's cells; each finished cell is stored at once.
+
+    ``progress``: a reporter with device lanes (``cli._common.progress_reporter``): a cell's device
+    lanes show their own lines under the matrix's bar.
 
     ``on_cell(event, cell, outcome)`` is called once with "plan" (cell None, outcome {"total": n}),
     then with "start" before a cell runs and "done" after every cell (also skipped/resumed ones)
@@ -666,7 +682,7 @@ def run_matrix(spec: MatrixSpec, opts: RunOptions,
         else:
             cb("start", cell, None)
             try:
-                doc = _edge_doc(spec, cell) if cell.kind == "edge" else _train_doc(spec, cell)
+                doc = _edge_doc(spec, cell, progress) if cell.kind == "edge" else _train_doc(spec, cell)
                 rows = doc.rows
                 failed = [r for r in rows if r.status == "failed"]
                 status = "failed" if failed else "ok"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from edgebench.errors import BadInput
 
 
@@ -68,6 +70,9 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
 
     Yields ``say(msg)``: each call completes the previous stage and starts ``msg``;
     ``say.set_total(n)`` sizes the bar once the number of stages is known (then an ETA shows).
+    ``say.lane(name, label)`` is a context manager for one device lane's current item: the lane
+    gets a line of its own, and what the run reports through ``edgebench.progress`` inside it
+    (e.g. samples done of a device's sample loop) moves that line's bar and ETA.
     Safe to call from device-lane threads.
     """
 
@@ -79,10 +84,13 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
 
     def __enter__(self):
         import threading
+        from contextlib import contextmanager
 
         from rich.console import Console
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                                    TimeElapsedColumn, TimeRemainingColumn)
+
+        from edgebench import progress as events
 
         self._stream = terminal_stderr()
         if self._stream is not None:
@@ -94,6 +102,7 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
             self._task = self._progress.add_task(f"{self.title}: starting", total=None)
         outer = self
         lock = threading.Lock()
+        lanes: dict[str, Any] = {}
 
         class _Say:
             started = False
@@ -109,6 +118,27 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
             def set_total(self, n: int) -> None:
                 if outer._progress is not None:
                     outer._progress.update(outer._task, total=n)
+
+            @contextmanager
+            def lane(self, name: str, label: str):
+                bar = outer._progress
+                if bar is None:
+                    yield
+                    return
+                head = f"  {escape_markup(name)}: {escape_markup(label)}"
+                with lock:
+                    if name not in lanes:
+                        lanes[name] = bar.add_task(head, total=None)
+                    task = lanes[name]
+                    bar.reset(task, total=None, description=head)
+
+                def sink(done: int, total: int | None, note: str) -> None:
+                    with lock:
+                        bar.update(task, completed=done, total=total,
+                                   description=head + (f" ({escape_markup(note)})" if note else ""))
+
+                with events.reporting_to(sink):
+                    yield
 
         return _Say()
 

@@ -57,8 +57,11 @@ def register(app: typer.Typer) -> None:
 
                 err.print(f"[bold yellow]warning:[/] environment differs from lock {escape(check_lock)}: "
                           f"{escape(describe(lock_diffs))}")
-        with _Progress(err, enabled=not dry_run) as on_cell:
-            report = run_matrix(spec, RunOptions(db=db, resume=resume, shard=shard, dry_run=dry_run), on_cell)
+        from edgebench.cli._common import progress_reporter
+
+        with progress_reporter("matrix") as say:
+            report = run_matrix(spec, RunOptions(db=db, resume=resume, shard=shard, dry_run=dry_run),
+                                _cell_progress(say), progress=say)
         if lock_diffs is not None:
             report["lock"] = {"file": check_lock, "differences": lock_diffs}
         if json_path:
@@ -82,35 +85,17 @@ def register(app: typer.Typer) -> None:
         raise_for_failures(report)
 
 
-class _Progress:
-    """A rich progress bar over cells on stderr; yields the ``on_cell`` callback."""
+def _cell_progress(say):
+    """matrix.run_matrix's ``on_cell`` events -> one bar step per cell (with ETA over the cells)."""
+    started: set[int] = set()
 
-    def __init__(self, con, enabled: bool = True) -> None:
-        self.con, self.enabled, self.bar, self.task = con, enabled, None, None
-
-    def __enter__(self):
-        if self.enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self.bar = Progress(TextColumn("[bold]matrix[/]"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), TextColumn("{task.description}"), console=self.con,
-                                transient=False)
-            self.bar.__enter__()
-        return self.on_cell
-
-    def on_cell(self, event: str, cell, rec) -> None:
-        from rich.markup import escape
-
-        if self.bar is None:
-            return
+    def on_cell(event: str, cell, rec) -> None:
         if event == "plan":
-            self.task = self.bar.add_task("", total=rec["total"])
-            return
-        if event == "start":
-            self.bar.update(self.task, description=escape(cell.key))
-        else:
-            self.bar.update(self.task, advance=1, description=f"{escape(cell.key)}: {rec['status']}")
+            say.set_total(rec["total"])
+        elif event == "start":
+            started.add(cell.index)
+            say(f"cell {cell.index}: {cell.key}")
+        elif cell.index not in started:          # skipped, resumed or planned: a step without a run
+            say(f"cell {cell.index}: {cell.key} ({rec['status']})")
 
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
+    return on_cell

@@ -102,7 +102,11 @@ def register(app: typer.Typer) -> None:
         settings = TrainSettings(**kw)
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway)
         check_store(opts)
-        doc = deliver(as_document(run_train_baseline(settings)), opts, render_train, json_path=json_path)
+        from edgebench.cli._common import progress_reporter
+
+        with progress_reporter("train-baseline") as say:
+            measured = run_train_baseline(settings, progress=say)
+        doc = deliver(as_document(measured), opts, render_train, json_path=json_path)
         summary = failure_summary(doc.to_dict())
         if summary:
             raise InfraError(summary + ("; results were written to " + json_path if json_path and json_path != "-"

@@ -9,6 +9,9 @@ on_error)`` runs every work item on every target:
   depend on the host, and a lost device fails only its own items;
 * an ``EdgebenchError`` from one item becomes that item's failed result (``on_error``) and the
   loop goes on; anything unforeseen in a device lane fails that lane's remaining items;
+* with a progress reporter that has lanes (``cli._common.progress_reporter``), every device lane
+  shows its current item on a line of its own, moved by what the run reports
+  (``edgebench.progress``: e.g. the samples of a benchmark_model loop);
 * Ctrl-C, SIGTERM or SIGHUP (the CLI turns the signals into :class:`Stop`) stop the loop after the
   current item of each lane (devices clean up their run folders); every item already measured is
   kept, the rest get a failed result saying they were not run, and ``outcome.interrupted`` names
@@ -18,6 +21,7 @@ on_error)`` runs every work item on every target:
 from __future__ import annotations
 
 import threading
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
@@ -97,10 +101,14 @@ def run_on_targets(targets: Sequence[Any], items: Sequence[Any], run: Callable[[
     say = progress or (lambda _m: None)
     label = describe or (lambda t, it: f"{it} on {getattr(t, 'name', t)}")
 
+    lane_of = getattr(progress, "lane", None)     # a progress bar with a line per device lane
+
     def one(target: Any, i: int, item: Any) -> None:
         say(label(target, item))
+        scope = lane_of(target.name, label(target, item)) if lane_of and is_device(target) else nullcontext()
         try:
-            value = run(target, item)
+            with scope:
+                value = run(target, item)
         except EdgebenchError as err:
             value = on_error(target, item, err)
         with lock:

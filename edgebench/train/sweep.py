@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
+from typing import Any, Callable
 
 from edgebench.errors import BadInput
 from edgebench.rows import Document, TrainRow
@@ -65,8 +65,11 @@ def pipeline_comparison(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def run_train_baseline(settings: TrainSettings) -> Document:
+def run_train_baseline(settings: TrainSettings, progress: Callable[[str], None] | None = None) -> Document:
     """Run the sweep and return the ``train`` result document (one TrainRow per cell, in sweep order).
+
+    ``progress(msg)`` is told each stage (TensorFlow import, the local multiworker group, every
+    cell); ``progress.set_total(n)``, when it has one, gets the number of stages first.
 
     Raises BadInput for an unknown model or unusable options; per-cell failures (OOM, NaN loss,
     unsupported precision, a dying worker) are rows with status "failed"; cells needing absent
@@ -87,10 +90,15 @@ def run_train_baseline(settings: TrainSettings) -> Document:
     if settings.data != "synthetic" and not external_cluster:
         load_pool(settings, 1)  # validate --data before any training (BadInput names the problem)
 
+    say = progress or (lambda _m: None)
     if external_cluster:
         rows = run_worker_cells(settings, cells)  # creates the strategy before any other TF op
         gpus = visible_gpus()
     else:
+        local = [c for c in cells if c.strategy != "multiworker"]
+        if hasattr(say, "set_total"):
+            say.set_total(1 + (len(cells) > len(local)) + len(local))
+        say("importing TensorFlow")
         import tensorflow as tf  # noqa: F401  -- heavy import only once settings are valid
 
         gpus = visible_gpus()
@@ -102,10 +110,15 @@ def run_train_baseline(settings: TrainSettings) -> Document:
         mw_cells = [c for c in cells if c.strategy == "multiworker"]
         mw_rows: dict[str, dict] = {}
         if mw_cells and not skip_all:
+            say(f"{len(mw_cells)} multiworker cell(s) with {settings.workers} local workers")
             for cell, row in zip(mw_cells, _run_multiworker_local(settings, mw_cells, len(gpus))):
                 mw_rows[cell.key] = row
         try:
+            n = 0
             for cell in cells:
+                if cell.strategy != "multiworker":
+                    n += 1
+                    say(f"cell {n}/{len(local)}: {cell.key}")
                 reason = skip_all or _skip_reason(settings, cell, gpus)
                 if reason:
                     row = base_row(settings, cell)

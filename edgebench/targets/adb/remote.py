@@ -14,7 +14,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from edgebench.errors import EdgebenchError, InfraError
 from edgebench.fingerprint import sha256_file
@@ -291,26 +291,47 @@ class AdbDevice:
                           f"(check the cable, or 'adb connect {self.serial}') and rerun")
 
     # --- shell --------------------------------------------------------------------------------
-    def shell(self, script: str, *, deadline_s: float = SHORT_DEADLINE_S, what: str = "a shell command") -> ShellResult:
+    def shell(self, script: str, *, deadline_s: float = SHORT_DEADLINE_S, what: str = "a shell command",
+              on_stdout: Callable[[bytes], None] | None = None) -> ShellResult:
         """Run SCRIPT (built by RemoteCommand) under a device-side deadline; returns the real
-        exit code from shell v2. A lost connection raises InfraError naming the serial."""
+        exit code from shell v2. A lost connection raises InfraError naming the serial.
+        ``on_stdout`` sees the output as it arrives (progress of a long run)."""
         self.require_features()
         cmd = RemoteCommand.with_deadline(script, deadline_s)
         if len(cmd.encode()) > MAX_COMMAND_BYTES:
             raise InfraError(f"adb device {self.serial}: {what} is a {len(cmd.encode())}-byte shell command, over "
                              f"the {MAX_COMMAND_BYTES} bytes adb carries; this is an edgebench bug, please report it")
         try:
-            r = self._dev.shell2(cmd, timeout=deadline_s + KILL_GRACE_S + HOST_MARGIN_S,
-                                 encoding=None, v2=True)
+            rc, out, err = self._shell_v2(cmd, deadline_s + KILL_GRACE_S + HOST_MARGIN_S, on_stdout)
         except _adb_errors() as exc:
             raise self.lost(what, _describe(exc)) from None
-        res = ShellResult(r.returncode, (r.stdout or b"").decode("utf-8", "replace"),
-                          (r.stderr or b"").decode("utf-8", "replace"))
+        res = ShellResult(rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
         if res.rc == 127 and "timeout" in res.stderr and "not found" in res.stderr:
             raise InfraError(f"adb device {self.serial} has no 'timeout' command, which edgebench needs to "
                              "enforce deadlines on the device (toybox has it from Android 6; on a board install "
                              "coreutils)")
         return res
+
+    def _shell_v2(self, cmd: str, idle_timeout_s: float,
+                  on_stdout: Callable[[bytes], None] | None) -> tuple[int, bytes, bytes]:
+        """adb's shell protocol v2 (packets: id 1 stdout, 2 stderr, 3 exit code; 1-byte id +
+        4-byte little-endian length + data), read as it arrives."""
+        out, err = bytearray(), bytearray()
+        with self._dev.open_transport(timeout=idle_timeout_s) as c:
+            c.send_command(f"shell,v2:{cmd}")
+            c.check_okay()
+            while True:
+                header = c.read_exact(5)
+                n = int.from_bytes(header[1:5], "little")
+                data = c.read_exact(n) if n else b""
+                if header[0] == 1:
+                    out += data
+                    if on_stdout is not None and data:
+                        on_stdout(data)
+                elif header[0] == 2:
+                    err += data
+                elif header[0] == 3:
+                    return (data[0] if data else 255), bytes(out), bytes(err)
 
     def check(self, script: str, *, what: str, deadline_s: float = SHORT_DEADLINE_S) -> ShellResult:
         r = self.shell(script, deadline_s=deadline_s, what=what)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from edgebench import progress
 from edgebench.errors import BadInput, EdgebenchError, InfraError
 from edgebench.fingerprint import sha256_file
 from edgebench.targets.adb import returned
@@ -40,6 +41,7 @@ from edgebench.targets.benchmark_model.sample_loop import (
     read_sample_loop,
     sample_argv,
     sample_method,
+    sample_progress,
 )
 
 # The standalone worker pushed to devices (it stays a single file: edgebench/targets/runner.py).
@@ -397,6 +399,7 @@ class AdbTarget:
                                warmup_min_secs=ctl.warmup_time_s, **flags, **ivf0.argv_kwargs())
 
             # 1. probe
+            progress.update(0, None, "probe")
             t0 = time.monotonic()
             r = dev.shell(RemoteCommand.in_dir_script(run_dir, build_sample_loop_script(argv, 1)),
                           deadline_s=cap(ctl.max_time_s + ctl.warmup_time_s + 120.0),
@@ -408,6 +411,7 @@ class AdbTarget:
 
             # 2. outputs (one invocation per input sample), relative paths inside the run folder
             if job.save_outputs:
+                progress.update(0, None, f"outputs of {n_inputs} input samples")
                 binary_rel, model_rel = f"../files/{binary_name}", f"../files/{model_name}"
                 files = []
                 lines = []
@@ -447,7 +451,8 @@ class AdbTarget:
             deadline = cap(loop_deadline_s(ctl, probe_wall))
             r, wall = monitored_shell(
                 dev, self.thermal, RemoteCommand.in_dir_script(run_dir, build_sample_loop_script(argv, control=ctl)),
-                deadline_s=deadline, what=f"the benchmark_model sample loop of {model.name}", thermal=thermal)
+                deadline_s=deadline, what=f"the benchmark_model sample loop of {model.name}", thermal=thermal,
+                on_stdout=sample_progress(ctl.runs if ctl.runs is not None else ctl.min_runs))
             if r.rc in (124, 137):
                 raise InfraError(f"adb device {self.serial}: the benchmark_model sample loop of {model.name} ran "
                                  f"past its deadline of {deadline:.0f} s (--max-time {ctl.max_time_s:g} s plus "

@@ -102,11 +102,13 @@ def cool_down(device: AdbDevice, policy: ThermalPolicy) -> dict[str, Any]:
 
 def monitored_shell(device: AdbDevice, policy: ThermalPolicy, command: str, *, deadline_s: float, what: str,
                     thermal: dict[str, Any], status: bool = False,
-                    before_run: Callable[[], None] | None = None) -> tuple[ShellResult, float]:
+                    before_run: Callable[[], None] | None = None,
+                    on_stdout: Callable[[bytes], None] | None = None) -> tuple[ShellResult, float]:
     """Cool down, then run ``command`` on the device while a thread samples thermal zones and
     CPU frequencies (and Android's thermal status when ``status``); records
     cooldown/before/during/after in ``thermal``. ``before_run`` (e.g. an energy idle window) runs
-    after the sampling started, so the sampler's own cost is in it too. Returns (result, wall s)."""
+    after the sampling started, so the sampler's own cost is in it too. ``on_stdout`` sees the
+    command's output as it arrives (progress). Returns (result, wall s)."""
     thermal["cooldown"] = cool_down(device, policy)
     thermal["before"] = device.thermal_sample(status=status)
     stop = threading.Event()
@@ -129,7 +131,7 @@ def monitored_shell(device: AdbDevice, policy: ThermalPolicy, command: str, *, d
             raise
     t0 = time.monotonic()
     try:
-        r = device.shell(command, deadline_s=deadline_s, what=what)
+        r = device.shell(command, deadline_s=deadline_s, what=what, on_stdout=on_stdout)
     finally:
         stop.set()
         sampler.join(timeout=policy.sample_every_s + HOST_MARGIN_S)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import shlex
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -193,3 +193,20 @@ def loop_deadline_s(control: Any, probe_wall_s: float) -> float:
 def outputs_deadline_s(n_invocations: int, probe_wall_s: float) -> float:
     """Device-side deadline of the outputs pass (one invocation per input sample, no warm-up)."""
     return int(n_invocations) * PROBE_FACTOR * float(probe_wall_s) + DEADLINE_MARGIN_S
+
+
+def sample_progress(total: int | None) -> Callable[[bytes], None]:
+    """A stdout callback for the running sample loop: counts finished samples (a marker split
+    across two chunks is counted once) and reports them to ``edgebench.progress``."""
+    from edgebench import progress
+
+    marker = _END.encode()
+    state = {"n": 0, "tail": b""}
+
+    def feed(chunk: bytes) -> None:
+        buf = state["tail"] + chunk
+        state["n"] += buf.count(marker)
+        state["tail"] = buf[-(len(marker) - 1):]   # too short to hold a whole (already counted) marker
+        progress.update(state["n"], total, "samples")
+
+    return feed
