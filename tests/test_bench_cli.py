@@ -200,7 +200,7 @@ def test_render_bench_is_pure_and_flags_invalid_p99():
     text = con.export_text()
     assert "99.01 (not valid: 100 < 662)" in text
     assert "50.5" in text and "12.5%" in text and "3.00 MiB" in text
-    assert "FAILED: boom" in text and "warning (a): w1" in text
+    assert "FAILED (b @ host): boom" in text and "warning (a): w1" in text
 
 
 def test_repeats_are_separate_processes_and_compare_uses_them(bench_models, tmp_path):

@@ -11,7 +11,7 @@ from edgebench.cli._options import (ENERGY_DEFAULTS, RC_DEFAULTS, SCHEDULE_DEFAU
                                     EnergyIdleOpt, EnergyOpt, GpuPrecisionOpt, JsonOpt, MaxTimeOpt, MinRunsOpt,
                                     MinTimeOpt, ModelExplorerOpt, NoStoreOpt, OpProfileOpt, PeriodMsOpt,
                                     PushgatewayOpt, ReportEveryOpt, RunsOpt, RuntimeOpt, TargetsOpt, ThreadsOpt,
-                                    WarmupRunsOpt, WarmupTimeOpt, XnnpackCacheOpt)
+                                    WarmupRunsOpt, WarmupTimeOpt, WideOpt, XnnpackCacheOpt)
 from edgebench.targets.base import DEFAULT_DELEGATE
 
 
@@ -59,10 +59,11 @@ def register(app: typer.Typer) -> None:
         db: DbOpt = None,
         no_store: NoStoreOpt = False,
         pushgateway: PushgatewayOpt = None,
+        wide: WideOpt = False,
     ) -> None:
         """Benchmark .tflite models: per-inference latency percentiles with validity, QPS, memory, % of peak."""
         from edgebench.bench import BenchSettings, raise_for_failures, run_bench
-        from edgebench.cli._common import deliver, progress_reporter, split_ints
+        from edgebench.cli._common import console, deliver, progress_reporter, split_ints
         from edgebench.cli._options import (check_model_explorer, energy_settings, gpu_precisions,
                                             publish_options, run_control, schedule)
         from edgebench.publish import check_store
@@ -85,5 +86,6 @@ def register(app: typer.Typer) -> None:
         check_store(opts)
         with progress_reporter("bench") as say:
             doc = run_bench(settings, progress=say)
-        doc = deliver(doc, opts, render_bench, json_path=json_path)
+        width = None if wide else console().width
+        doc = deliver(doc, opts, lambda d: render_bench(d, width=width), json_path=json_path)
         raise_for_failures(doc)

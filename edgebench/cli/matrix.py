@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from edgebench.cli._options import DbOpt
+from edgebench.cli._options import DbOpt, WideOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
         strict: bool = typer.Option(False, "--strict", help="With --check-lock: a difference fails (exit 1) before any cell runs."),
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the matrix report as JSON to PATH ('-' for stdout)."),
         pushgateway: Optional[str] = typer.Option(None, "--pushgateway", help="Also push every stored cell's metrics to this Prometheus Pushgateway URL."),
+        wide: WideOpt = False,
     ) -> None:
         """Expand a matrix into cells and run them; every finished cell is stored at once."""
         from edgebench.cli._common import console
@@ -73,7 +74,8 @@ def register(app: typer.Typer) -> None:
         if json_path != "-":
             from edgebench.report.terminal.matrix import render_matrix
 
-            console().print(render_matrix(report))
+            con = console()
+            con.print(render_matrix(report, width=con.width, wide=wide))
         if pushgateway and not dry_run:
             from edgebench.export import push_result
             from edgebench.store import Store

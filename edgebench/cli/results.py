@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from edgebench.cli._common import escape_markup
-from edgebench.cli._options import DbOpt
+from edgebench.cli._options import DbOpt, WideOpt
 
 EXPORT_FORMATS = ("csv", "json")
 
@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
         limit: int = typer.Option(50, "--limit", help="At most this many runs (newest first); 0 = all."),
         db: DbOpt = None,
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the list as JSON to PATH ('-' for stdout)."),
+        wide: WideOpt = False,
     ) -> None:
         """List stored runs, newest first."""
         from edgebench.cli._common import console
@@ -43,13 +44,15 @@ def register(app: typer.Typer) -> None:
         if json_path != "-":
             from edgebench.report.terminal.results import render_runs
 
-            console().print(render_runs(runs, where))
+            con = console()
+            con.print(render_runs(runs, where, width=con.width, wide=wide))
 
     @results.command("show")
     def show_cmd(
         run_id: str = typer.Argument(..., help="Run id or a unique prefix (see `edgebench results list`)."),
         db: DbOpt = None,
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the stored document (with raw samples) to PATH ('-' for stdout)."),
+        wide: WideOpt = False,
     ) -> None:
         """Show one stored run: its rows, headline metrics and environment."""
         from edgebench.cli._common import console
@@ -64,7 +67,7 @@ def register(app: typer.Typer) -> None:
             con = console()
             from edgebench.report.terminal.results import render_show
 
-            for part in render_show(doc):
+            for part in render_show(doc, width=con.width, wide=wide):
                 con.print(part)
 
     @results.command("compare")

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from edgebench.cli._options import DbOpt, JsonOpt, NoStoreOpt, PushgatewayOpt
+from edgebench.cli._options import DbOpt, JsonOpt, NoStoreOpt, PushgatewayOpt, WideOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -55,6 +55,7 @@ def register(app: typer.Typer) -> None:
         no_store: NoStoreOpt = False,
         pushgateway: PushgatewayOpt = None,
         json_path: JsonOpt = None,
+        wide: WideOpt = False,
     ) -> None:
         """Train MODEL with a custom loop and report examples/s, step-time percentiles, input wait, memory.
 
@@ -106,7 +107,11 @@ def register(app: typer.Typer) -> None:
 
         with progress_reporter("train-baseline") as say:
             measured = run_train_baseline(settings, progress=say)
-        doc = deliver(as_document(measured), opts, render_train, json_path=json_path)
+        from edgebench.cli._common import console
+
+        width = console().width
+        doc = deliver(as_document(measured), opts, lambda d: render_train(d, width=width, wide=wide),
+                      json_path=json_path)
         summary = failure_summary(doc.to_dict())
         if summary:
             raise InfraError(summary + ("; results were written to " + json_path if json_path and json_path != "-"

@@ -29,21 +29,40 @@ def text_column(table, name: str, **kw) -> None:
     table.add_column(name, overflow="fold", **kw)
 
 
+def chunk_columns(widths: list[int], width: int | None, fixed: int) -> list[list[int]]:
+    """Split columns (their widths in characters) into groups that each fit ``width`` next to a
+    ``fixed``-wide first column: a side-by-side table becomes several tables rather than folding
+    numbers. One group when ``width`` is None."""
+    if not width:
+        return [list(range(len(widths)))]
+    groups: list[list[int]] = [[]]
+    used = 1 + fixed + 3
+    for i, w in enumerate(widths):
+        if groups[-1] and used + w + 3 > width:
+            groups.append([])
+            used = 1 + fixed + 3
+        groups[-1].append(i)
+        used += w + 3
+    return groups
+
+
 def fit_columns(columns: list[tuple[str, int]], rows: list[list[str]], width: int | None,
-                wide: bool = False) -> tuple[list[int], list[str]]:
+                wide: bool = False, flex: dict[int, int] | None = None) -> tuple[list[int], list[str]]:
     """Which columns fit ``width`` without splitting a number or an id.
 
-    ``columns`` are ``(name, priority)`` (0 = always shown, higher = dropped first). Returns
+    ``columns`` are ``(name, priority)`` (0 = always shown, higher = dropped first). ``flex``:
+    columns of prose that may wrap at spaces, counted at most this many characters wide. Returns
     the indices to show and the names dropped (the caller says so, and ``--wide`` keeps all)."""
     keep = list(range(len(columns)))
     if wide or not width:
         return keep, []
+    flex = flex or {}
 
     def need(idx: list[int]) -> int:
         total = 1
         for i in idx:
             cells = [len(columns[i][0])] + [len(r[i]) for r in rows]
-            total += max(cells) + 3          # padding and the rule on each side
+            total += min(max(cells), flex.get(i, 10 ** 6)) + 3      # padding and the rule on each side
         return total
 
     dropped: list[str] = []

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from rich.table import Table
 from rich.text import Text
 
-from edgebench.report.terminal._cells import as_document, e, fmt_bytes, fmt_value
+from edgebench.report.terminal._cells import as_document, chunk_columns, e, fmt_bytes, fmt_value
 from edgebench.report.terminal.sustain import render_regimes
 from edgebench.rows import Document, InferenceRow
 
@@ -65,7 +65,7 @@ def _api(r: InferenceRow) -> str:
 
 
 SPEC = (
-    ("status", lambda r: r.status if r.ok else f"FAILED: {r.error}"),
+    ("status", lambda r: r.status if r.ok else "FAILED (below)"),
     ("samples", lambda r: fmt_value(r.latency.samples if r.latency else None, "d")),
     ("processes", lambda r: str(len(r.unknown.get("repeats") or []) or 1)),
     ("mean ms", lambda r: _lat(r, "mean")),
@@ -98,22 +98,32 @@ SPEC = (
 )
 
 
-def render_bench(doc: Document | Mapping[str, Any]) -> list:
-    """A side-by-side table plus load tables and warnings (rich renderables; prints nothing)."""
+def render_bench(doc: Document | Mapping[str, Any], *, width: int | None = None) -> list:
+    """A side-by-side table plus load tables and warnings (rich renderables; prints nothing).
+
+    At a given terminal ``width`` the model columns are split over several tables rather than
+    folding a number or an id across lines."""
     doc = as_document(doc)
     rows = [r for r in doc.rows if isinstance(r, InferenceRow)]
     out: list = []
-    t = Table(title="edgebench bench", show_header=True, header_style="bold")
-    t.add_column("metric")
     one_target = len({x.target for x in rows}) == 1
+    heads = [(r.model if one_target else f"{r.model} @ {r.target}") + (f" (GPU {r.gpu_precision})" if r.gpu_precision
+                                                                          else "") for r in rows]
+    cells = [[fn(r) for r in rows] for _, fn in SPEC]
+    widths = [max([len(str(h))] + [len(c[j]) for c in cells]) for j, h in enumerate(heads)]
+    groups = chunk_columns(widths, width, max(len(label) for label, _ in SPEC))
+    for g, group in enumerate(groups):
+        title = "edgebench bench" + (f" ({g + 1} of {len(groups)})" if len(groups) > 1 else "")
+        t = Table(title=title, show_header=True, header_style="bold")
+        t.add_column("metric", no_wrap=True)
+        for j in group:
+            t.add_column(e(heads[j]), justify="right", no_wrap=True)
+        for (label, _), row_cells in zip(SPEC, cells):
+            t.add_row(label, *[e(row_cells[j]) for j in group])
+        out.append(t)
     for r in rows:
-        head = r.model if one_target else f"{r.model} @ {r.target}"
-        if r.gpu_precision:
-            head += f" (GPU {r.gpu_precision})"
-        t.add_column(e(head), justify="right", overflow="fold")
-    for label, fn in SPEC:
-        t.add_row(label, *[e(fn(r)) for r in rows])
-    out.append(t)
+        if not r.ok:
+            out.append(Text(f"FAILED ({r.model} @ {r.target}): {r.error}", style="bold red"))
 
     for r in rows:
         name = e(r.model)

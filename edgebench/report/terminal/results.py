@@ -22,18 +22,49 @@ def _f(v: Any, spec: str = ".3g") -> str:
     return _e(v)
 
 
-def render_runs(runs: list[dict[str, Any]], where: str = ""):
+# (column, drop priority: 0 = always shown, higher = dropped first on a narrow terminal)
+RUN_COLUMNS = (("run id", 0), ("created (UTC)", 0), ("kind", 0), ("status", 0), ("models", 1), ("rows", 0),
+               ("matrix", 3), ("cell", 2))
+
+
+def render_runs(runs: list[dict[str, Any]], where: str = "", *, width: int | None = None, wide: bool = False):
+    """Stored runs, one line each. At a narrow ``width`` the matrix and cell columns are dropped
+    (and the caption says so) rather than splitting an id; ``wide`` keeps every column."""
     from rich.table import Table
 
+    from edgebench.report.terminal._cells import fit_columns
+
+    cells = [[r["run_id"][:12], r["created"][:19].replace("T", " "), str(r["kind"]), str(r["status"]),
+              str(r["models"] or "-"), str(r["n_rows"]), (r["matrix_hash"] or "-")[:12], str(r["cell_key"] or "-")]
+             for r in runs]
+    keep, dropped = fit_columns(list(RUN_COLUMNS), cells, width, wide, flex={4: 24, 7: 24})
     t = Table(title=f"stored runs ({len(runs)})" + (f" in {where}" if where else ""))
-    for col in ("run id", "created (UTC)", "kind", "status", "models", "rows", "matrix", "cell"):
-        t.add_column(col, overflow="fold")
-    for r in runs:
-        st = r["status"]
-        t.add_row(r["run_id"][:12], r["created"][:19].replace("T", " "), r["kind"],
-                  st if st == "ok" else f"[bold red]{_e(st)}[/]", _e(r["models"] or "-"), str(r["n_rows"]),
-                  (r["matrix_hash"] or "-")[:12], _e(r["cell_key"] or "-"))
+    for i in keep:
+        if i in (4, 7):      # lists of names / a cell key: wrap at their separators
+            t.add_column(RUN_COLUMNS[i][0], overflow="fold")
+        else:
+            t.add_column(RUN_COLUMNS[i][0], no_wrap=True)
+    for row in cells:
+        shown = [_e(row[i]) for i in keep]
+        if row[3] != "ok" and 3 in keep:
+            shown[keep.index(3)] = f"[bold red]{_e(row[3])}[/]"
+        t.add_row(*shown)
+    if dropped:
+        t.caption = f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)"
     return t
+
+
+_TEXT_COLS = ("model", "precision", "target", "status")
+
+
+def _plain(v: Any, spec: str = ".3g") -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return format(v, spec)
+    return str(v)
 
 
 _ROW_COLS = (("model", "model"), ("precision", "prec"), ("target", "target"), ("status", "status"),
@@ -42,8 +73,14 @@ _ROW_COLS = (("model", "model"), ("precision", "prec"), ("target", "target"), ("
              ("examples_per_s", "ex/s"), ("step_time_p50_ms", "step p50 ms"))
 
 
-def render_show(doc: dict[str, Any]) -> list[Any]:
-    """Header line, a table of the rows' headline metrics, and the environment's key fields."""
+_ROW_PRIORITY = {"model": 0, "precision": 0, "target": 0, "status": 0, "batch_size": 2, "p50_ms": 0, "p99_ms": 0,
+                 "qps": 1, "size_bytes": 3, "top1": 1, "psnr_db": 2, "cosine": 4, "examples_per_s": 0,
+                 "step_time_p50_ms": 1}
+
+
+def render_show(doc: dict[str, Any], *, width: int | None = None, wide: bool = False) -> list[Any]:
+    """Header line, a table of the rows' headline metrics, and the environment's key fields.
+    Numbers and ids never wrap; at a narrow ``width`` low-priority columns are dropped instead."""
     from rich.table import Table
 
     from edgebench.fingerprint import KEY_FIELDS
@@ -51,13 +88,12 @@ def render_show(doc: dict[str, Any]) -> list[Any]:
 
     from edgebench.report.terminal._cells import as_document
 
+    from edgebench.report.terminal._cells import fit_columns
+
     typed = as_document(doc)
     heads = [headline(r) for r in typed.rows]
     used = [(k, lbl) for k, lbl in _ROW_COLS if any(h.get(k) is not None for h in heads)]
-    t = Table(title=f"run {doc.get('run_id', '?')[:12]}  {doc.get('kind')}  created {doc.get('created')}")
-    for _, lbl in used:
-        t.add_column(lbl, overflow="fold")
-    t.add_column("notes", overflow="fold")
+    cells = []
     for row, h in zip(typed.rows, heads):
         notes = []
         if h.get("p99_valid") is False:
@@ -66,7 +102,19 @@ def render_show(doc: dict[str, Any]) -> list[Any]:
             notes.append(str(row.error))
         if row.samples_ns is not None:
             notes.append(f"{len(row.samples_ns)} samples")
-        t.add_row(*[_f(h.get(k)) for k, _ in used], _e("; ".join(notes)))
+        cells.append([_plain(h.get(k)) for k, _ in used] + ["; ".join(notes)])
+    columns = [(lbl, _ROW_PRIORITY.get(k, 1)) for k, lbl in used] + [("notes", 0)]
+    keep, dropped = fit_columns(columns, cells, width, wide, flex={len(used): 20})
+    t = Table(title=f"run {doc.get('run_id', '?')[:12]}  {doc.get('kind')}  created {doc.get('created')}")
+    for i in keep:
+        if i == len(used):
+            t.add_column("notes", overflow="fold")
+        else:
+            t.add_column(columns[i][0], no_wrap=True, justify="left" if used[i][0] in _TEXT_COLS else "right")
+    for row in cells:
+        t.add_row(*[_e(row[i]) for i in keep])
+    if dropped:
+        t.caption = f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)"
     fp = doc.get("fingerprint") or {}
     env = Table(title="environment (key fields)")
     env.add_column("field")
@@ -114,7 +162,10 @@ def render_results_compare(rep: dict[str, Any]) -> list[Any]:
                         f"processes {reps[0]} vs {reps[1]}   run-to-run noise from: "
                         f"{', '.join(pair.get('basis') or ['-'])}")
         for col in ("metric", "A", "B", "B/A", "test", "p", "verdict", "note"):
-            t.add_column(col, overflow="fold")
+            if col in ("note", "test"):
+                t.add_column(col, overflow="fold")
+            else:     # numbers never split across lines
+                t.add_column(col, no_wrap=True, justify="left" if col in ("metric", "verdict") else "right")
         for ch in pair["changes"]:
             style = _VERDICT_STYLE.get(ch.verdict, "")
             t.add_row(ch.metric, _f(ch.a, ".4g"), _f(ch.b, ".4g"),
@@ -142,7 +193,7 @@ def render_history(h: dict[str, Any]):
     conf = "  ".join(f"{k}={v}" for k, v in (h.get("series") or {}).items() if v is not None)
     t = Table(title=_e(f"{h['model']} {h['metric']}  {conf}"))
     for col in ("#", "created (UTC)", "run id", "value", "step"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=col != "step", overflow="fold")
     steps = {s["run_id"]: s for s in h["steps"]}
     for i, p in enumerate(h["points"]):
         s = steps.get(p["run_id"]) if p["step"] else None

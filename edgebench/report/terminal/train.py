@@ -8,31 +8,30 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from edgebench.report.terminal._cells import as_document, e, fmt_bytes, fmt_value
+from edgebench.report.terminal._cells import as_document, e, fit_columns, fmt_bytes, fmt_value
 from edgebench.rows import Document, TrainRow
 from edgebench.targets.base import P99_MIN_SAMPLES
 
 
-def render_train(doc: Document | Mapping[str, Any]) -> Group:
-    """One line per cell (reasons as numbered notes), then naive vs optimized pipelines."""
+# (column, justify, drop priority: 0 = always shown, higher = dropped first on a narrow terminal)
+TRAIN_COLUMNS = (("strategy", "left", 0), ("w", "right", 4), ("precision", "left", 0), ("xla", "left", 1),
+                 ("batch", "right", 0), ("pipeline", "left", 1), ("status", "left", 0), ("ex/s", "right", 0),
+                 ("p50 ms", "right", 0), ("p99 ms", "right", 2), ("wait %", "right", 3), ("startup ms", "right", 5),
+                 ("peak mem", "right", 5), ("allred ms", "right", 6), ("loss", "right", 3))
+
+
+def render_train(doc: Document | Mapping[str, Any], *, width: int | None = None, wide: bool = False) -> Group:
+    """One line per cell (reasons as numbered notes), then naive vs optimized pipelines. At a
+    narrow ``width`` low-priority columns are dropped (and named) instead of splitting a value."""
     doc = as_document(doc)
     rows = [r for r in doc.rows if isinstance(r, TrainRow)]
     model = rows[0].model if rows else "?"
     size = (rows[0].size or "") if rows else ""
-    t = Table(title=f"training baseline: {e(model)} ({e(size)})", header_style="bold")
-    for col, just in (("strategy", "left"), ("w", "right"), ("precision", "left"), ("xla", "left"),
-                      ("batch", "right"), ("pipeline", "left"), ("status", "left"), ("ex/s", "right"),
-                      ("p50 ms", "right"), ("p99 ms", "right"), ("wait %", "right"), ("startup ms", "right"),
-                      ("peak mem", "right"), ("allred ms", "right"), ("loss", "right")):
-        if just == "right":
-            t.add_column(col, justify=just, no_wrap=True)
-        else:
-            t.add_column(col, justify=just, overflow="fold")
     notes: list[str] = []
+    cells, styles = [], []
     for r in rows:
         st = r.step_time
-        style = {"ok": "green", "failed": "red", "skipped": "yellow"}.get(r.status, "")
-        label = f"[{style}]{r.status}[/]" if style else r.status
+        label = r.status
         text = r.error or r.reason or r.note
         if text:
             if text not in notes:
@@ -41,26 +40,44 @@ def render_train(doc: Document | Mapping[str, Any]) -> Group:
         batch = str(r.batch_size)
         if r.global_batch_size and r.global_batch_size != r.batch_size:
             batch += f"x{r.replicas}"
-        t.add_row(e(r.strategy), e(r.workers), e(r.precision), "on" if r.xla else "off", batch,
-                  e(r.input_pipeline), label, fmt_value(r.examples_per_s, ".1f"),
-                  fmt_value(st.p50 if st else None, ".2f"), fmt_value(st.p99 if st else None, ".2f"),
-                  fmt_value(r.input_wait_pct, ".1f"), fmt_value(r.startup_ms, ".0f"),
-                  fmt_bytes(r.peak_device_memory_bytes), fmt_value(r.allreduce_ms_per_step, ".2f"),
-                  fmt_value(r.final_loss, ".4f"))
+        cells.append([str(r.strategy), fmt_value(r.workers), str(r.precision), "on" if r.xla else "off", batch,
+                      str(r.input_pipeline), label, fmt_value(r.examples_per_s, ".1f"),
+                      fmt_value(st.p50 if st else None, ".2f"), fmt_value(st.p99 if st else None, ".2f"),
+                      fmt_value(r.input_wait_pct, ".1f"), fmt_value(r.startup_ms, ".0f"),
+                      fmt_bytes(r.peak_device_memory_bytes), fmt_value(r.allreduce_ms_per_step, ".2f"),
+                      fmt_value(r.final_loss, ".4f")])
+        styles.append({"ok": "green", "failed": "red", "skipped": "yellow"}.get(r.status, ""))
+    keep, dropped = fit_columns([(c, p) for c, _, p in TRAIN_COLUMNS], cells, width, wide)
+    t = Table(title=f"training baseline: {e(model)} ({e(size)})", header_style="bold")
+    for i in keep:
+        col, just, _ = TRAIN_COLUMNS[i]
+        t.add_column(col, justify=just, no_wrap=True)     # ids (mixed_bfloat16) and numbers never split
+    for row, style in zip(cells, styles):
+        shown = [e(row[i]) for i in keep]
+        if style:
+            shown[keep.index(6)] = f"[{style}]{shown[keep.index(6)]}[/]"
+        t.add_row(*shown)
+    if dropped:
+        t.caption = f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)"
     parts: list[Any] = [t]
     parts.extend(Text(f"[{i}] {n}") for i, n in enumerate(notes, 1))
     comps = doc.get("comparisons") or []
     if comps:
+        ccols = (("strategy", 0), ("precision", 0), ("xla", 1), ("batch", 0), ("naive ex/s", 0), ("optim. ex/s", 0),
+                 ("speed-up", 0), ("naive wait %", 2), ("optim. wait %", 2))
+        ccells = [[str(x["strategy"]), str(x["precision"]), str(x["xla"]), str(x["batch_size"]),
+                   fmt_value(x["naive_examples_per_s"], ".1f"), fmt_value(x["optimized_examples_per_s"], ".1f"),
+                   fmt_value(x["speedup"], ".2f") + "x", fmt_value(x["naive_input_wait_pct"], ".1f"),
+                   fmt_value(x["optimized_input_wait_pct"], ".1f")] for x in comps]
+        ckeep, cdropped = fit_columns(list(ccols), ccells, width, wide)
         c = Table(title="input pipeline: optimized (tf.data map+prefetch) vs naive (Python feed)",
                   header_style="bold")
-        for col in ("strategy", "precision", "xla", "batch", "naive ex/s", "optim. ex/s", "speed-up",
-                    "naive wait %", "optim. wait %"):
-            c.add_column(col, justify="left" if col in ("strategy", "precision", "xla") else "right")
-        for x in comps:
-            c.add_row(e(x["strategy"]), e(x["precision"]), e(x["xla"]), str(x["batch_size"]),
-                      fmt_value(x["naive_examples_per_s"], ".1f"), fmt_value(x["optimized_examples_per_s"], ".1f"),
-                      fmt_value(x["speedup"], ".2f") + "x", fmt_value(x["naive_input_wait_pct"], ".1f"),
-                      fmt_value(x["optimized_input_wait_pct"], ".1f"))
+        for i in ckeep:
+            c.add_column(ccols[i][0], justify="left" if i < 3 else "right", no_wrap=True)
+        for row in ccells:
+            c.add_row(*[e(row[i]) for i in ckeep])
+        if cdropped:
+            c.caption = f"hidden to fit the terminal: {', '.join(cdropped)} (--wide shows every column)"
         parts.append(c)
     n_samples = max([(r.step_time.samples or 0) if r.step_time else 0 for r in rows] or [0])
     if 0 < n_samples < P99_MIN_SAMPLES:

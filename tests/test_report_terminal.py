@@ -1,0 +1,133 @@
+"""Terminal tables at 80 columns (issue 18.12): a number or an id is never split across lines;
+columns are dropped (and named) or tables split instead, and --wide keeps everything."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from edgebench.rows import Cost, Document, InferenceRow, Latency, Warmup
+
+
+def render(parts, width: int = 80) -> str:
+    con = Console(record=True, width=width, force_terminal=False)
+    for p in parts if isinstance(parts, list) else [parts]:
+        con.print(p)
+    return con.export_text()
+
+
+def assert_intact(text: str, tokens, width: int = 80) -> None:
+    lines = text.splitlines()
+    assert max(len(ln) for ln in lines) <= width, max(lines, key=len)
+    broken = [t for t in tokens if t and t not in text]
+    assert not broken, f"split or missing: {broken}"
+
+
+def _bench_doc() -> Document:
+    rng = np.random.default_rng(0)
+    rows = []
+    for i, name in enumerate(("mobilenet_v2_035_fp32", "mobilenet_v2_035_int8", "resnet50_tiny_dynamic")):
+        ns = (rng.lognormal(0, 0.2, 700) * (64_400 + 10_000 * i)).astype(np.int64)
+        rows.append(InferenceRow(
+            target="host", model=name, latency=Latency.from_samples(ns), samples_ns=tuple(int(x) for x in ns),
+            warmup=Warmup.from_samples(ns[:10]), init_ms=12.3456, first_inference_ms=0.98765,
+            peak_rss_bytes=123_456_789, threads_effective=2, threads=2, delegate="xnnpack",
+            runtime="ai_edge_litert 2.3.0", size_bytes=1_861_632 + i, model_sha256=f"{i}" * 64,
+            cost=Cost(flops=12_345_678, quantized=bool(i), quantization_coverage=0.97,
+                      achieved_gflops_per_s=191.7, pct_of_peak=23.8)))
+    rows.append(InferenceRow(target="host", model="broken_model", status="failed",
+                             error="worker crashed with SIGSEGV while running broken_model.tflite"))
+    return Document.new("bench", rows, {})
+
+
+def test_bench_table_at_80_columns_splits_into_tables_never_numbers():
+    from edgebench.report.terminal.bench import SPEC, render_bench
+
+    doc = _bench_doc()
+    text = render(render_bench(doc, width=80))
+    tokens = [fn(r) for r in doc.rows for _, fn in SPEC] + [r.model for r in doc.rows]
+    assert_intact(text, tokens)
+    assert "edgebench bench (1 of " in text and "worker crashed with SIGSEGV" in text
+    wide = render(render_bench(doc, width=None), width=400)
+    assert "(1 of" not in wide
+    assert_intact(wide, tokens, width=400)
+
+
+def _runs():
+    return [{"run_id": f"{i:02d}" * 16, "created": f"2026-12-0{i + 1}T10:00:00+00:00", "kind": "compare",
+             "status": "ok" if i else "failed", "models": "mobilenet_v2_035-tiny, resnet50-tiny", "n_rows": 8 + i,
+             "matrix_hash": "0123456789abcdef", "cell_key": "model=mobilenetv2,precisions=fp32,int8,target=host,"
+             "threads=4,delegate=xnnpack"} for i in range(3)]
+
+
+def test_results_list_and_show_at_80_columns():
+    from edgebench.report.terminal.results import render_runs, render_show
+
+    runs = _runs()
+    text = render(render_runs(runs, "/tmp/r.db", width=80))
+    assert_intact(text, [r["run_id"][:12] for r in runs] + [r["created"][:19].replace("T", " ") for r in runs])
+    assert "hidden to fit the terminal: matrix" in text and "--wide" in text
+    assert "0123456789ab" in render(render_runs(runs, "/tmp/r.db", wide=True), width=250)
+
+    doc = _bench_doc().to_dict()
+    doc["run_id"] = "ab" * 16
+    text = render(render_show(doc, width=80))
+    lat = [r["latency_ms"] for r in doc["rows"] if r["latency_ms"]]
+    assert_intact(text, [format(v, ".3g") for lm in lat for v in (lm["p50"], lm["p99"])]
+                  + [r["model"] for r in doc["rows"]])
+
+
+def test_results_compare_and_history_keep_numbers_whole():
+    from edgebench.report.terminal.results import render_history, render_results_compare
+    from edgebench.stats import Change
+
+    rep = {"a": "a" * 32, "b": "b" * 32, "fingerprint_diff": [], "unmatched_a": [], "unmatched_b": [],
+           "regressions": 1, "rule": {"min_ratio": 1.1, "alpha": 0.002, "test": "Mann-Whitney U, two-sided"},
+           "pairs": [{"key": ["mobilenet_v2_035-tiny", "int8", "adb:127.0.0.1:45193"], "n_samples": [700, 700],
+                      "fingerprint_diff": [],
+                      "changes": [Change("p99 ms", 0.064412, 0.0823451, 1.2784, 1.234e-9, "worse", False,
+                                         "a long note about the tail and the rank test pointing the same way"),
+                                  Change("size bytes", 1861632, 1861632, 1.0, None, "same", False, "")]}]}
+    text = render(render_results_compare(rep))
+    assert_intact(text, ["0.06441", "0.08235", "1.278x", "1.2e-09", "1861632"])
+    hist = {"model": "digits-tiny", "metric": "p99", "precision": "int8", "target": "host", "batch_size": None,
+            "points": [{"created": "2026-12-01T10:00:00", "run_id": "c" * 32, "value": 0.0644123, "step": False}],
+            "steps": []}
+    assert_intact(render(render_history(hist)), ["0.06441", "2026-12-01 10:00:00", "c" * 12])
+
+
+def test_train_table_at_80_columns_drops_columns_not_ids():
+    from edgebench.report.terminal.train import render_train
+
+    ok = {"model": "resnet50", "size": "tiny", "strategy": "multiworker", "workers": 2, "precision": "mixed_bfloat16",
+          "xla": True, "batch_size": 256, "global_batch_size": 512, "replicas": 2, "status": "ok",
+          "examples_per_s": 12345.6, "step_time_ms": {"p50": 41.47, "p99": 52.31, "samples": 700},
+          "input_wait_pct": 13.7, "startup_ms": 4012.0, "peak_device_memory_bytes": 3 * 2**30,
+          "allreduce_ms_per_step": 2.25, "final_loss": 2.3026}
+    doc = {"kind": "train", "rows": [dict(ok, input_pipeline="optimized"), dict(ok, input_pipeline="naive")],
+           "comparisons": [{"strategy": "multiworker", "precision": "mixed_bfloat16", "xla": "on", "batch_size": 256,
+                            "naive_examples_per_s": 6172.8, "optimized_examples_per_s": 12345.6, "speedup": 2.0,
+                            "naive_input_wait_pct": 61.2, "optimized_input_wait_pct": 13.7}]}
+    text = render(render_train(doc, width=80))
+    assert_intact(text, ["multiworker", "mixed_bfloat16", "12345.6", "41.47", "256x2", "optimized", "6172.8",
+                         "2.00x"])
+    assert "hidden to fit the terminal:" in text
+    wide = render(render_train(doc, wide=True), width=300)
+    assert "allred ms" in wide and "3.00 GiB" in wide and "hidden" not in wide
+
+
+def test_matrix_table_pivots_on_the_varying_axes_at_80_columns():
+    from edgebench.report.terminal.matrix import render_matrix
+
+    cells = [{"index": i, "key": f"model=/x/tiny.tflite,target=host,threads={t},delegate={d}",
+              "params": {"model": "/x/tiny.tflite", "target": "host", "threads": t, "delegate": d},
+              "status": "ok", "run_id": f"{i:032d}", "reason": None, "headline": f"p99 0.0{i}44 ms"}
+             for i, (t, d) in enumerate([(1, "xnnpack"), (2, "xnnpack"), (1, "none"), (2, "none")])]
+    report = {"matrix": "m.yaml", "matrix_hash": "0123456789abcdef", "kind": "edge", "total_cells": 4, "shard": None,
+              "cells": cells, "counts": {"ok": 4}, "db": "/tmp/r.db"}
+    text = render(render_matrix(report, width=80))
+    assert_intact(text, ["xnnpack", "p99 0.0344 ms", "threads", "delegate"])
+    assert "every cell: model=tiny.tflite, target=host" in text
+    header = next(ln for ln in text.splitlines() if "threads" in ln)
+    assert "delegate" in header and "cell" not in header
