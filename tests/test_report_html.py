@@ -219,3 +219,82 @@ def test_drift_vs_host_and_detection_agreement_are_rendered():
     assert s.sections == list(SECTIONS)
     drift = text[text.index('id="drift"'):text.index('id="training"')]
     assert "adb:emulator-5554" in drift and ">host<" in drift and "65.60%" in drift and "0.0140" in drift
+
+
+# ---------------------------------------------------------------- issue 18.13: matrix reports pivot on their axes
+def _matrix_docs():
+    docs = []
+    for i, (threads, scale) in enumerate([(1, 1.0), (2, 0.55), (4, 0.4)]):
+        d = make_compare_doc(run_id=f"r-cell-{i}", created=f"2026-12-02T10:0{i}:00+00:00", seed=i, p99_scale=scale)
+        d["matrix_hash"] = "m" * 16
+        d["cell"] = {"key": f"threads={threads}", "kind": "edge", "index": i, "model": "mobilenetv2",
+                     "precisions": "fp32,fp16,int8,dynamic", "target": "host", "threads": threads,
+                     "delegate": "xnnpack", "data": None}
+        docs.append(d)
+    return docs
+
+
+def test_matrix_pivot_rows_model_precision_columns_each_axis_value():
+    from edgebench.report.pivot import matrix_pivots
+
+    (p,) = matrix_pivots(_matrix_docs())
+    assert p["axes"] == ["threads"] and p["columns"] == ["threads=1", "threads=2", "threads=4"]
+    assert [r["precision"] for r in p["rows"]] == ["fp32", "fp16", "int8", "dynamic"]
+    int8 = next(r for r in p["rows"] if r["precision"] == "int8")["cells"]
+    assert int8[0]["ratio"] == pytest.approx(1.0) and int8[2]["ratio"] == pytest.approx(0.4, rel=0.15)
+    assert all(c["p50"] and c["p99"] and c["accuracy"] == 0.6975 for c in int8)
+    assert matrix_pivots([make_compare_doc()]) == []          # not a matrix: nothing to pivot
+
+
+def test_matrix_report_shows_the_axis_as_columns_in_html_and_markdown():
+    from edgebench.report.markdown import render_markdown
+
+    docs = _matrix_docs()
+    text = render_html(docs)
+    results = text[text.index('id="results"'):text.index('id="latency"')]
+    assert "mobilenet_v2_035: by threads" in results
+    for col in ("threads=1", "threads=2", "threads=4", "p50 / first", "top-1"):
+        assert col in results
+    assert "more run(s), see all rows" not in results           # no grid keeping one cell per precision
+    md = render_markdown(docs)
+    assert md.startswith("### edgebench matrix: mobilenet_v2_035 by threads")
+    assert "threads=2 p50 ms" in md and "threads=4 p50 / first" in md and ("0.40x" in md or "0.41x" in md)
+
+
+def _label_boxes(svg: str) -> list[tuple[float, float, float, float]]:
+    from edgebench.report.html import _Plot
+
+    boxes = []
+    for m in re.finditer(r'<text x="([\d.-]+)" y="([\d.-]+)" text-anchor="(\w+)" fill="[^"]+" class="label">([^<]*)</text>',
+                         svg):
+        x, y, anchor, label = float(m.group(1)), float(m.group(2)), m.group(3), m.group(4)
+        w = len(label.replace("&amp;", "&")) * _Plot.CHAR_W
+        left = x - (w if anchor == "end" else w / 2 if anchor == "middle" else 0)
+        boxes.append((left, y - _Plot.ASCENT, left + w, y + _Plot.DESCENT))
+    return boxes
+
+
+def test_pareto_labels_never_overlap():
+    docs = _matrix_docs()
+    text = render_html(docs)
+    pareto = text[text.index('id="pareto"'):text.index('id="drift"')]
+    boxes = _label_boxes(pareto)
+    assert boxes and "threads=2" in pareto                   # labels say which cell a point is
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]), (a, b)
+    shown = pareto.count("<td>yes</td></tr>") + pareto.count("no (crowded: see this row)")
+    assert shown == 15 and len(boxes) == 15 - pareto.count("no (crowded: see this row)")   # 3 x (4 + TF)
+    # twelve points on top of each other: labels that do not fit are left out, never overprinted
+    crowd = []
+    for i in range(12):
+        d = make_compare_doc(run_id=f"r{i}", seed=i)
+        d["cell"] = {"index": i, "threads": i + 1, "model": "m"}
+        crowd.append(d)
+    p2 = render_html(crowd)
+    p2 = p2[p2.index('id="pareto"'):p2.index('id="drift"')]
+    boxes = _label_boxes(p2)
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]), (a, b)
+    assert "no (crowded: see this row)" in p2

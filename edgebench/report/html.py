@@ -33,6 +33,7 @@ from edgebench.report._values import fmt_bytes, num
 from typing import Any, Iterable, Sequence
 
 from edgebench.fingerprint import KEY_FIELDS, diff_fingerprints
+from edgebench.report.pivot import SUBCOLUMNS, cell_values, matrix_pivots, short_value, varying_axes
 
 SECTIONS = ("fingerprint", "results", "where", "latency", "sustained", "pareto", "drift", "training", "diagnose",
             "history")
@@ -280,6 +281,38 @@ class _Plot:
             self.body.append(f'<text x="{self.px(x) + dx:.1f}" y="{self.py(y) + dy:.1f}" fill="{color}">'
                              f'{_e(label)}</text>')
 
+    # 11 px sans-serif (see _CSS): a conservative advance per character, and the box around a
+    # baseline, for placing labels that never overlap each other or a point.
+    CHAR_W, ASCENT, DESCENT = 6.8, 9.0, 3.0
+
+    def labels(self, items: Sequence[tuple[float, float, str, str]], *, point_r: float = 5.0) -> list[bool]:
+        """Place text labels next to their points so that no two overlap, none covers a point and
+        none leaves the plot area; a label with no free spot among eight candidates is left out.
+        Returns, per item, whether its label was drawn."""
+        pts = [(self.px(x), self.py(y)) for x, y, _, _ in items]
+        taken = [(px - point_r - 1, py - point_r - 1, px + point_r + 1, py + point_r + 1) for px, py in pts]
+        lo_x, hi_x, lo_y, hi_y = self.ml, self.w - self.mr, self.mt, self.h - self.mb
+        drawn = []
+        for (x, y, label, color), (px, py) in zip(items, pts):
+            w = len(label) * self.CHAR_W
+            placed = None
+            for dx, dy, anchor in ((7, -7, "start"), (7, 13, "start"), (-7, -7, "end"), (-7, 13, "end"),
+                                   (0, -10, "middle"), (0, 19, "middle"), (7, -20, "start"), (7, 26, "start")):
+                left = px + dx - (w if anchor == "end" else w / 2 if anchor == "middle" else 0)
+                box = (left, py + dy - self.ASCENT, left + w, py + dy + self.DESCENT)
+                inside = box[0] >= lo_x and box[2] <= hi_x and box[1] >= lo_y and box[3] <= hi_y
+                if inside and not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3]
+                                      for b in taken):
+                    placed = (px + dx, py + dy, anchor, box)
+                    break
+            drawn.append(placed is not None and math.isfinite(px) and math.isfinite(py))
+            if drawn[-1]:
+                tx, ty, anchor, box = placed
+                taken.append(box)
+                self.body.append(f'<text x="{tx:.1f}" y="{ty:.1f}" text-anchor="{anchor}" fill="{color}" '
+                                 f'class="label">{_e(label)}</text>')
+        return drawn
+
     def _legend(self) -> list[str]:
         out = []
         x = self.w - self.mr + (40 if self.x_is_time else 14)
@@ -407,15 +440,47 @@ def _fingerprint_section(docs: list[dict[str, Any]]) -> str:
     return _section("fingerprint", "Environment", "".join(parts))
 
 
+def _pivot_table(p: dict[str, Any]) -> str:
+    """A matrix pivot (``report.pivot``): rows model x precision, two header rows -- each
+    varying-axis value over its sub-columns."""
+    subs = SUBCOLUMNS[p["kind"]]
+    out = ["<table><thead><tr><th class=\"l\" rowspan=\"2\">precision</th>"]
+    out += [f'<th colspan="{len(subs)}">{_e(c)}</th>' for c in p["columns"]]
+    out.append("</tr><tr>")
+    out += [f"<th>{_e(sc)}</th>" for _ in p["columns"] for sc in subs]
+    out.append("</tr></thead><tbody>")
+    for row in p["rows"]:
+        out.append(f'<tr><td class="l">{_e(row["precision"])}</td>')
+        for cell in row["cells"]:
+            vals = cell_values(p, cell)
+            bad = cell is not None and cell["status"] != "ok"
+            out += [f'<td><span class="bad">{_e(v)}</span></td>' if bad and i == 0 else f"<td>{_e(v)}</td>"
+                    for i, v in enumerate(vals)]
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
 def _results_section(docs: list[dict[str, Any]]) -> str:
     parts = []
+    pivots = matrix_pivots(docs)
+    for p in pivots:          # a matrix: one table per model, a column group per varying-axis value
+        parts.append(f"<h3>{_e(p['model'])}: by {_e(', '.join(p['axes']))}</h3>")
+        parts.append(_pivot_table(p))
+    if pivots:
+        parts.append(_note("matrix runs: each column group is one value of the axes that vary; the ratio "
+                           "is to the row's first column (p50 for inference, examples/s for training); "
+                           "† p99 from too few samples"))
+    pivoted = {p["model"] for p in pivots}
     inf_rows = [(d, r) for d in docs for r in _rows(d) if not _is_train_row(d, r)]
     if not inf_rows:
-        return _section("results", "Precision × target", _note("no inference results (training only)"))
-    # precision x target grid per model
+        return _section("results", "Precision × target",
+                        "".join(parts) + _note("no inference results (training only)"))
+    # precision x target grid per model (a matrix model is shown by its pivot above)
     models: dict[str, list[dict[str, Any]]] = {}
     for _, r in inf_rows:
-        models.setdefault(str(r.get("model") or "?"), []).append(r)
+        if str(r.get("model") or "?") not in pivoted:
+            models.setdefault(str(r.get("model") or "?"), []).append(r)
     for model, rows in models.items():
         precs = list(dict.fromkeys(str(r.get("precision") or "-") for r in rows))
         targets = list(dict.fromkeys(str(r.get("target") or "-") for r in rows))
@@ -558,29 +623,35 @@ def _pareto_section(docs: list[dict[str, Any]]) -> str:
             a = _num(acc.get("top1"))
             if a is None:
                 a = _num(acc.get("top1_agreement"))
-            pts.append((r, size, p99, a))
+            pts.append((r, d, size, p99, a))
     if not pts:
         return _section("pareto", "Size – p99 – accuracy trade-off",
                         _note("no rows with both a model size and a p99 latency"))
-    front = pareto_front([(s, p, a) for _, s, p, a in pts])
+    front = pareto_front([(s, p, a) for _, _, s, p, a in pts])
+    axes = varying_axes(docs)
     targets = list(dict.fromkeys(str(r.get("target") or "-") for r, *_ in pts))
     legend = [(t, _PALETTE[i % len(_PALETTE)]) for i, t in enumerate(targets)]
-    plot = _Plot([s / 2**20 for _, s, _, _ in pts], [p for _, _, p, _ in pts], xlabel="model size (MiB)",
+    plot = _Plot([s / 2**20 for _, _, s, _, _ in pts], [p for _, _, _, p, _ in pts], xlabel="model size (MiB)",
                  ylabel="p99 latency (ms)", title="filled = Pareto-optimal (size, p99, top-1)",
                  width=620, height=340, y0=True, legend=legend, x_pad=(0.05, 0.22))
     # Pareto front: connect optimal points by size for orientation.
-    fp = sorted((s / 2**20, p) for (_, s, p, _), f in zip(pts, front) if f)
+    fp = sorted((s / 2**20, p) for (_, _, s, p, _), f in zip(pts, front) if f)
     if len(fp) > 1:
         plot.polyline([x for x, _ in fp], [y for _, y in fp], "#bbb", width=1.0)
-    rows = []
-    for (r, s, p, a), opt in zip(pts, front):
+    rows, items = [], []
+    for (r, d, s, p, a), opt in zip(pts, front):
         color = _PALETTE[targets.index(str(r.get("target") or "-")) % len(_PALETTE)]
-        label = f"{r.get('precision') or '-'}" + ("" if a is None else f" {a * 100:.1f}%")
-        plot.point(s / 2**20, p, color, filled=opt, r=5.0, tip=_row_name(r))
-        plot.text(s / 2**20, p, label, color)
-        rows.append((_row_name(r), _fmt_bytes(s), _fmt_ms(p), _fmt_pct(a), "yes" if opt else "no"))
+        axis = " ".join(f"{k}={short_value(d['cell'].get(k))}" for k in axes if isinstance(d.get("cell"), dict))
+        label = " ".join(x for x in (str(r.get("precision") or "-"), axis) if x) + (
+            "" if a is None else f" {a * 100:.1f}%")
+        plot.point(s / 2**20, p, color, filled=opt, r=5.0, tip=f"{_row_name(r)} {axis}".strip())
+        items.append((s / 2**20, p, label, color))
+        rows.append([_row_name(r) + (f" ({axis})" if axis else ""), _fmt_bytes(s), _fmt_ms(p), _fmt_pct(a),
+                     "yes" if opt else "no"])
+    for row, shown in zip(rows, plot.labels(items)):
+        row.append("yes" if shown else "no (crowded: see this row)")
     body = plot.svg("size vs p99 latency") + _table(
-        ["row", "size", "p99 ms", "top-1 (or agreement)", "Pareto-optimal"], rows, left=1)
+        ["row", "size", "p99 ms", "top-1 (or agreement)", "Pareto-optimal", "labelled in the plot"], rows, left=1)
     return _section("pareto", "Size – p99 – accuracy trade-off", body)
 
 

@@ -237,11 +237,31 @@ def _train_table(doc: Document) -> list[str]:
                    "step p50 ms", "step p99 ms"], body, right_from=7)
 
 
+def _pivot_tables(docs: Sequence[Document | Mapping[str, Any]]) -> list[str]:
+    """A matrix report first pivots on its varying axes (``report.pivot``): one table per model,
+    rows = precision, a column per axis value and number."""
+    from edgebench.report.pivot import SUBCOLUMNS, cell_values, matrix_pivots
+
+    out: list[str] = []
+    for p in matrix_pivots([d.to_dict() if isinstance(d, Document) else dict(d) for d in docs]):
+        subs = SUBCOLUMNS[p["kind"]]
+        headers = ["precision"] + [f"{c} {sc}" for c in p["columns"] for sc in subs]
+        body = [[md_escape(r["precision"])] + [md_escape(v) for cell in r["cells"] for v in cell_values(p, cell)]
+                for r in p["rows"]]
+        out += [f"### edgebench matrix: {md_escape(p['model'])} by {md_escape(', '.join(p['axes']))}", ""]
+        out += _table([md_escape(h) for h in headers], body, right_from=1) + [""]
+    if out:
+        out += ["Ratios are to the row's first column (p50 for inference, examples/s for training); "
+                "† p99 from too few samples. Each run follows in full.", ""]
+    return out
+
+
 def render_markdown(docs: Document | Mapping[str, Any] | Sequence[Document | Mapping[str, Any]]) -> str:
-    """Result document(s) -> GitHub-flavoured Markdown (ends with one newline)."""
+    """Result document(s) -> GitHub-flavoured Markdown (ends with one newline); the runs of a
+    matrix start with their pivot on the varying axes."""
     if isinstance(docs, (Document, Mapping)):
         docs = [docs]
-    out: list[str] = []
+    out: list[str] = _pivot_tables(docs)
     for doc in (d if isinstance(d, Document) else Document.from_dict(d) for d in docs):
         if out:
             out.append("")
