@@ -131,3 +131,20 @@ def test_matrix_table_pivots_on_the_varying_axes_at_80_columns():
     assert "every cell: model=tiny.tflite, target=host" in text
     header = next(ln for ln in text.splitlines() if "threads" in ln)
     assert "delegate" in header and "cell" not in header
+
+
+def test_per_process_rows_are_named_under_the_tables():
+    from edgebench.report.terminal.bench import render_bench
+    from edgebench.report.terminal.compare import render_compare
+
+    doc = _bench_doc()
+    rows = list(doc.rows)
+    rows[1] = rows[1].replace(target="adb:SIM1", sample_class="per-process", runtime="benchmark_model")
+    rows[0] = rows[0].replace(sample_class="steady-state")
+    doc = doc.with_rows(rows)
+    text = render(render_bench(doc, width=None), width=300)
+    assert "sample class" in text and "per-process" in text and "steady-state" in text
+    assert "do not compare the two directly" in text
+    cmp_doc = Document.new("compare", rows[:2], {}, inputs={"samples": 10, "sha256": "0" * 64})
+    text = render(render_compare(cmp_doc, width=200), width=200)
+    assert "latency on adb:SIM1: per-process samples" in text

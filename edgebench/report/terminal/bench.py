@@ -68,6 +68,7 @@ SPEC = (
     ("status", lambda r: r.status if r.ok else "FAILED (below)"),
     ("samples", lambda r: fmt_value(r.latency.samples if r.latency else None, "d")),
     ("processes", lambda r: str(len(r.unknown.get("repeats") or []) or 1)),
+    ("sample class", lambda r: fmt_value(r.sample_class)),
     ("mean ms", lambda r: _lat(r, "mean")),
     ("std ms", lambda r: _lat(r, "std")),
     ("min ms", lambda r: _lat(r, "min")),
@@ -125,8 +126,12 @@ def render_bench(doc: Document | Mapping[str, Any], *, width: int | None = None)
         if not r.ok:
             out.append(Text(f"FAILED ({r.model} @ {r.target}): {r.error}", style="bold red"))
 
+    per_process = [r for r in rows if r.sample_class == "per-process"]
+    if per_process and len(per_process) < len([r for r in rows if r.ok]):
+        out.append(Text("sample class: per-process samples (benchmark_model: each the first timed run of a fresh "
+                        "process) are slower than steady-state ones; do not compare the two directly", style="yellow"))
     for r in rows:
-        name = e(r.model)
+        name = e(r.model if one_target else f"{r.model} @ {r.target}")
         if r.concurrency:
             ct = Table(title=f"{name}: concurrency", header_style="bold")
             for c in ("level", "QPS", "x vs first", "p50 ms", "p99 ms", "samples", "p99 valid"):
@@ -157,7 +162,7 @@ def render_bench(doc: Document | Mapping[str, Any], *, width: int | None = None)
                 out.append(Text(f"{r.model}: SLA p99 <= {s['sla_p99_ms']:g} ms not met: {s.get('reason')}"))
         out.extend(render_regimes(r))
         for w in r.warnings:
-            out.append(Text(f"warning ({r.model}): {w}", style="yellow"))
+            out.append(Text(f"warning ({r.model if one_target else f'{r.model} @ {r.target}'}): {w}", style="yellow"))
         if r.cost is not None and r.cost.peak_note:
             out.append(Text(f"% of peak ({r.model} @ {r.target}): {r.cost.peak_note}", style="dim"))
     from edgebench.report.terminal.profile import render_where

@@ -133,6 +133,11 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
             pairs = ", ".join(f"{g} -> {k}" for k, g in mp.get("pairs", {}).items() if g != k)
             notes.append(f"outputs of {e(r.precision or r.model)} matched to the reference by {e(mp['how'])}: "
                          f"{e(pairs)}")
+    per_process = sorted({str(r.target) for r in compare_rows(doc) if r.sample_class == "per-process"})
+    if per_process:
+        notes.append(f"[yellow]latency on {e(', '.join(per_process))}: per-process samples (benchmark_model: "
+                     "each the first timed run of a fresh process), slower than the steady-state rows; compare "
+                     "them only with each other[/]")
     t.caption = "\n".join(notes)
     from edgebench.report.terminal.profile import render_where, verdict_lines
 
