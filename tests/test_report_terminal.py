@@ -4,7 +4,6 @@ columns are dropped (and named) or tables split instead, and --wide keeps everyt
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from rich.console import Console
 
 from edgebench.rows import Cost, Document, InferenceRow, Latency, Warmup
