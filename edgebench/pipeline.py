@@ -172,6 +172,17 @@ def _extra(extra: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in extra.items() if k not in ("delegation", "op_profile_raw", "op_profile", "service_ns")}
 
 
+def _tflite_run_dir(files: list[str]) -> Path:
+    """Without --out, .tflite sources get a folder of their own, named by the files' contents
+    (``edgebench-out/<stem>/<key>/``), like conversions: two runs never share a manifest."""
+    import hashlib
+
+    from edgebench.convert import OUT_ROOT
+
+    key = hashlib.sha256("".join(sha256_file(f) if Path(f).is_file() else f for f in files).encode()).hexdigest()[:12]
+    return Path(OUT_ROOT) / Path(files[0]).stem / key
+
+
 def convert_and_compare(settings: CompareSettings, progress: Callable[[str], None] | None = None) -> Document:
     """Convert, run the reference and every precision x target, compare, gate. Returns the doc.
 
@@ -209,8 +220,8 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
                            "the SavedModel/.keras it came from")
         from edgebench.sources import tflite_variants
 
-        manifest = tflite_variants([settings.src, *settings.more_tflite],
-                                   Path(settings.out_dir or f"edgebench-out/{Path(settings.src).stem}"))
+        files = [settings.src, *settings.more_tflite]
+        manifest = tflite_variants(files, Path(settings.out_dir) if settings.out_dir else _tflite_run_dir(files))
         settings = replace(settings, precisions=tuple(manifest["variants"]))
         ref_variant = manifest["variants"][manifest["reference_variant"]]
         src = resolve_source(settings.source.reference or ref_variant["path"], size=settings.size,
