@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from edgebench.errors import InfraError
+from edgebench.fingerprint import sha256_file
 from edgebench.targets.adb import AdbDevice, AdbTarget, RemoteCommand, ThermalPolicy
 from conftest import make_job
 
@@ -75,7 +76,7 @@ def test_edgebench_runner_on_board_is_arm_and_close_to_host(make_board, tiny_tfl
         np.testing.assert_allclose(r.outputs[k], h.outputs[k], rtol=0, atol=1e-5)
     base = dev.root / "data/local/tmp/edgebench"
     assert not list(base.glob("run-*"))
-    assert (base / "files" / "tiny.tflite").stat().st_uid == 2000       # pushed as the shell user
+    assert (base / "files" / (sha256_file(tiny_tflite) + ".tflite")).stat().st_uid == 2000   # pushed as the shell user
     th = r.extra["thermal"]
     assert th["before"]["zones_c"]["cpu-big"] == 38.0 and len(th["after"]["cpus"]) == 4
 
@@ -87,7 +88,9 @@ def test_hostile_file_name_through_mksh(make_board, tiny_tflite, tmp_path):
     shutil.copy(tiny_tflite, model)
     r = AdbTarget(dev.serial, thermal=NO_COOL).run(make_job(str(model), **FEW))
     assert len(r.samples_ns) == 10
-    assert (dev.root / "data/local/tmp/edgebench/files" / name).read_bytes() == model.read_bytes()
+    # device files are named by content: only a plain suffix of the user's name reaches the device
+    assert (dev.root / "data/local/tmp/edgebench/files" / (sha256_file(model) + ".tflite")).read_bytes() \
+        == model.read_bytes()
     assert not list(dev.root.rglob("PWNED*"))
     out = AdbDevice(dev.serial).check(RemoteCommand.join(["printf", "%s", name]), what="echo").stdout
     assert out == name
@@ -98,7 +101,7 @@ def test_device_side_deadline_and_loss_mid_run(make_board, tiny_tflite):
     with pytest.raises(InfraError, match=r"deadline of 1 s and was killed \(exit 124\)"):
         AdbDevice(dev.serial).check("sleep 600", what="a hung command", deadline_s=1)
     assert dev.running() == 0
-    lost = make_board(die_on=r"runner\.py job\.json")
+    lost = make_board(die_on=r"\.py job\.json")
     with pytest.raises(InfraError) as ei:
         AdbTarget(lost.serial, thermal=NO_COOL).run(make_job(str(tiny_tflite), **FEW))
     assert f"adb device {lost.serial}" in str(ei.value) and "was lost" in str(ei.value)
