@@ -573,7 +573,6 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
     n_cal = min(settings.calibration_samples, calib_ds.n) if calib_ds is not None else 0
     key, key_facts = run_key(settings, src, calib_ds.take(n_cal).sha256 if calib_ds is not None else None)
     out_dir = base if settings.out_dir else base / key[:12]
-    claim_out_dir(out_dir, key, key_facts, src.name)
     calib_note = None
     if calib_ds is not None and calib_ds.synthetic:
         from edgebench.data import SYNTHETIC_WARNING
@@ -590,6 +589,7 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
         raise BadInput("--keep-float re-quantizes from calibration ranges; this model is quantization-aware "
                        "(its int8 ranges come from FakeQuant ops): drop --keep-float")
     calib = calibration_feed(src, calib_ds, n_cal) if calib_ds is not None else None
+    claim_out_dir(out_dir, key, key_facts, src.name)   # after the checks: a refused run claims nothing
 
     # FP32 first: everything else is reported relative to it.
     order = sorted(settings.precisions, key=lambda p: PRECISION_NAMES.index(p))
