@@ -1,0 +1,76 @@
+"""The result document: the envelope every producer writes."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+
+from edgebench import SCHEMA_VERSION
+from edgebench.rows._json import _freeze, _i
+from edgebench.rows.row import InferenceRow, Row, row_from_dict
+
+
+# ------------------------------------------------------------------------------------ document
+
+
+@dataclass(frozen=True)
+class Document:
+    """A result document: the envelope every producer writes (README "JSON results").
+
+    ``meta`` holds the kind-specific keys (``reference``, ``gate``, ``inputs``, ``manifest``,
+    ``timings``, ``settings`` ...); ``reference`` (the TF row of a compare) is typed.
+    """
+
+    kind: str
+    rows: tuple[Row, ...]
+    fingerprint: Mapping[str, Any]
+    created: str
+    edgebench_version: str
+    schema_version: int = SCHEMA_VERSION
+    reference: InferenceRow | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def new(cls, kind: str, rows: Iterable[Row], fingerprint: Mapping[str, Any], *,
+            reference: InferenceRow | None = None, **meta: Any) -> "Document":
+        from edgebench import __version__
+        from edgebench.results import now_iso
+
+        return cls(kind=kind, rows=tuple(rows), fingerprint=_freeze(fingerprint), created=now_iso(),
+                   edgebench_version=__version__, reference=reference, meta=_freeze(meta))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "schema_version": self.schema_version, "kind": self.kind, "created": self.created,
+            "edgebench_version": self.edgebench_version, "fingerprint": dict(self.fingerprint),
+            "rows": [r.to_dict() for r in self.rows],
+        }
+        if self.reference is not None:
+            out["reference"] = self.reference.to_dict()
+        out.update(self.meta)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Document":
+        ver = _i(d.get("schema_version")) or 1
+        kind = str(d.get("kind") or "")
+        rows = tuple(row_from_dict(r, kind=kind, schema_version=ver) for r in (d.get("rows") or ())
+                     if isinstance(r, Mapping))
+        ref = d.get("reference")
+        reserved = ("schema_version", "kind", "created", "edgebench_version", "fingerprint", "rows", "reference")
+        return cls(kind=kind, rows=rows, fingerprint=_freeze(d.get("fingerprint") or {}),
+                   created=str(d.get("created") or ""), edgebench_version=str(d.get("edgebench_version") or ""),
+                   schema_version=SCHEMA_VERSION,
+                   reference=InferenceRow.from_dict(ref, ver) if isinstance(ref, Mapping) else None,
+                   meta=_freeze({k: v for k, v in d.items() if k not in reserved}))
+
+    def with_meta(self, **meta: Any) -> "Document":
+        return dataclasses.replace(self, meta=_freeze({**self.meta, **meta}))
+
+    def with_rows(self, rows: Sequence[Row]) -> "Document":
+        return dataclasses.replace(self, rows=tuple(rows))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.meta.get(key, default)

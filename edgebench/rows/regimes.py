@@ -1,0 +1,250 @@
+"""Typed parts of a row from the other regimes and diagnostics: sustained windows, paced and
+cold-start summaries, energy, delegation, op profiles, silent-failure verdicts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping
+
+
+from edgebench.rows._json import _f, _freeze, _i
+from edgebench.rows.parts import Latency
+
+
+# ------------------------------------------------------------------------------------ regimes
+# Sustained, paced and cold-start runs and energy (issue 17): parts built by edgebench.sustain.
+
+
+def _lat(v: Any) -> Latency | None:
+    return Latency.from_dict(v) if isinstance(v, Mapping) else None
+
+
+def _lat_dict(v: Latency | None) -> dict[str, Any] | None:
+    return None if v is None else v.to_dict()
+
+
+@dataclass(frozen=True)
+class Window:
+    """One window of a sustained run: its latency statistics and the thermal state at its end."""
+
+    index: int
+    t_start_s: float | None
+    t_end_s: float | None
+    samples: int
+    latency: Latency | None = None
+    thermal: Mapping[str, Any] | None = None
+    thermal_reason: str | None = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Window":
+        return cls(index=_i(d.get("index")) or 0, t_start_s=_f(d.get("t_start_s")), t_end_s=_f(d.get("t_end_s")),
+                   samples=_i(d.get("samples")) or 0, latency=_lat(d.get("latency_ms")),
+                   thermal=_freeze(d["thermal"]) if isinstance(d.get("thermal"), Mapping) else None,
+                   thermal_reason=d.get("thermal_reason"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "t_start_s": self.t_start_s, "t_end_s": self.t_end_s, "samples": self.samples,
+                "latency_ms": _lat_dict(self.latency), "thermal": None if self.thermal is None else dict(self.thermal),
+                "thermal_reason": self.thermal_reason}
+
+
+@dataclass(frozen=True)
+class _Summary:
+    """A summary object: typed headline fields, everything else kept as measured in ``details``."""
+
+    details: Mapping[str, Any] = field(default_factory=dict)
+    _TYPED: ClassVar[tuple[str, ...]] = ()
+    _LAT: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None):
+        if not isinstance(d, Mapping):
+            return None
+        kw: dict[str, Any] = {k: d.get(k) for k in cls._TYPED}
+        kw.update({k: _lat(d.get(k)) for k in cls._LAT})
+        if "invalid_reasons" in kw:
+            kw["invalid_reasons"] = tuple(str(x) for x in (kw["invalid_reasons"] or ()))
+        kw["details"] = _freeze({k: v for k, v in d.items() if k not in cls._TYPED and k not in cls._LAT})
+        return cls(**kw)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {k: getattr(self, k) for k in self._TYPED}
+        if "invalid_reasons" in out:
+            out["invalid_reasons"] = list(out["invalid_reasons"])
+        out.update({k: _lat_dict(getattr(self, k)) for k in self._LAT})
+        out.update(self.details)
+        return out
+
+
+@dataclass(frozen=True)
+class Sustained(_Summary):
+    """Summary of a sustained run: steady-state ratio (last window p50 / first), time to throttle."""
+
+    duration_s: float | None = None
+    report_every_s: float | None = None
+    steady_state_ratio: float | None = None
+    time_to_throttle_s: float | None = None
+    throttle_reason: str | None = None
+    _TYPED = ("duration_s", "report_every_s", "steady_state_ratio", "time_to_throttle_s", "throttle_reason")
+
+
+@dataclass(frozen=True)
+class Paced(_Summary):
+    """A paced run next to back-to-back: the row's ``latency_ms`` is the paced one."""
+
+    period_ms: float | None = None
+    achieved_period_ms: float | None = None
+    late_starts: int | None = None
+    p50_ratio: float | None = None           # paced p50 / back-to-back p50
+    back_to_back_ms: Latency | None = None
+    _TYPED = ("period_ms", "achieved_period_ms", "late_starts", "p50_ratio")
+    _LAT = ("back_to_back_ms",)
+
+
+@dataclass(frozen=True)
+class ColdStart(_Summary):
+    """N fresh processes: LatencyStats of each phase over the starts without a weight cache."""
+
+    count: int | None = None
+    xnnpack_cache: bool | None = None
+    process_start_ms: Latency | None = None
+    init_ms: Latency | None = None
+    first_inference_ms: Latency | None = None
+    total_ms: Latency | None = None
+    _TYPED = ("count", "xnnpack_cache")
+    _LAT = ("process_start_ms", "init_ms", "first_inference_ms", "total_ms")
+
+
+@dataclass(frozen=True)
+class Energy(_Summary):
+    """Energy per inference with its validity (edgebench.energy documents the method)."""
+
+    source: str | None = None
+    valid: bool | None = None
+    mj_per_inference: float | None = None
+    inferences_per_j: float | None = None
+    joules: float | None = None
+    invalid_reasons: tuple[str, ...] = ()
+    _TYPED = ("source", "valid", "mj_per_inference", "inferences_per_j", "joules", "invalid_reasons")
+
+
+@dataclass(frozen=True)
+class Delegation:
+    """Which nodes a delegate (or accelerator) took: JSON ``delegation``.
+
+    ``nodes_total``: nodes of the model's main graph; ``nodes_delegated``: how many of them run
+    inside delegate partitions; ``partitions``: delegate kernels (each is one call into the
+    delegate, and every boundary between a partition and a CPU node costs a hand-over);
+    ``undelegated``: ``{OP: count}`` of the nodes left to the CPU interpreter. ``source`` says
+    where the facts came from (interpreter execution plan, benchmark_model log, profiler).
+    Unknown numbers stay None (a benchmark_model log may print only the replaced count).
+    """
+
+    delegate: str | None
+    nodes_total: int | None
+    nodes_delegated: int | None
+    partitions: int | None
+    undelegated: Mapping[str, int] = field(default_factory=dict)
+    source: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    _TYPED = ("delegate", "nodes_total", "nodes_delegated", "partitions", "undelegated", "source")
+
+    @property
+    def fraction(self) -> float | None:
+        if not self.nodes_total or self.nodes_delegated is None:
+            return None
+        return self.nodes_delegated / self.nodes_total
+
+    @property
+    def complete(self) -> bool:
+        return self.nodes_total is not None and self.nodes_delegated == self.nodes_total
+
+    def cell(self) -> str:
+        """The ``delegated`` column: "19/21, 7 parts" (or "-" when nothing is known)."""
+        if self.nodes_delegated is None:
+            return "-"
+        text = f"{self.nodes_delegated}/{self.nodes_total if self.nodes_total is not None else '?'}"
+        if self.partitions is not None:
+            text += f", {self.partitions} part{'s' if self.partitions != 1 else ''}"
+        return text
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "Delegation | None":
+        if not isinstance(d, Mapping):
+            return None
+        und = d.get("undelegated") if isinstance(d.get("undelegated"), Mapping) else {}
+        return cls(delegate=d.get("delegate"), nodes_total=_i(d.get("nodes_total")),
+                   nodes_delegated=_i(d.get("nodes_delegated")), partitions=_i(d.get("partitions")),
+                   undelegated=_freeze({str(k): _i(v) or 0 for k, v in und.items()}), source=d.get("source"),
+                   details=_freeze({k: v for k, v in d.items() if k not in cls._TYPED}))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"delegate": self.delegate, "nodes_total": self.nodes_total, "nodes_delegated": self.nodes_delegated,
+               "partitions": self.partitions, "undelegated": dict(self.undelegated), "source": self.source}
+        out.update(self.details)
+        return out
+
+
+@dataclass(frozen=True)
+class OpEntry:
+    """One entry of an op profile: JSON ``op_profile[i]``. ``ms`` is the mean time per inference,
+    ``share`` its part of the profile's total (0..1). A delegate partition is ONE entry
+    (``delegated`` true, ``op`` "DELEGATE"; ``name`` lists the ops inside and ``members`` their
+    node indices); its inner ops, when the delegate reports them, are in ``details["inner"]``."""
+
+    node: int | None
+    op: str
+    name: str | None
+    ms: float | None
+    share: float | None
+    delegated: bool = False
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    _TYPED = ("node", "op", "name", "ms", "share", "delegated")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "OpEntry":
+        if "op" not in d and "node_type" in d:    # schema 2 import-log rows: benchmark_model's "Run Order"
+            pct = _f(d.get("pct"))
+            return cls(node=None, op=str(d.get("node_type")), name=d.get("name"), ms=_f(d.get("avg_ms")),
+                       share=None if pct is None else pct / 100.0,
+                       delegated=str(d.get("node_type", "")).lower().startswith(("tflite", "delegate")),
+                       details=_freeze({k: v for k, v in d.items() if k not in ("node_type", "name", "avg_ms", "pct")}))
+        return cls(node=_i(d.get("node")), op=str(d.get("op") or "?"), name=d.get("name"), ms=_f(d.get("ms")),
+                   share=_f(d.get("share")), delegated=bool(d.get("delegated")),
+                   details=_freeze({k: v for k, v in d.items() if k not in cls._TYPED}))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"node": self.node, "op": self.op, "name": self.name, "ms": self.ms, "share": self.share,
+               "delegated": self.delegated}
+        out.update(self.details)
+        return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A silent-failure finding on one output (or the whole row): JSON ``verdicts[i]``.
+
+    ``kind``: ``zero_output``, ``constant_output``, ``nonfinite``, ``low_cosine``,
+    ``low_delegation``; ``failed`` decides whether it fails the gate (every kind does when its
+    threshold is set; the first three always do). ``message`` says what happened, ``advice``
+    what to try."""
+
+    kind: str
+    output: str | None
+    failed: bool
+    message: str
+    advice: str = ""
+    value: float | None = None
+    threshold: float | None = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Verdict":
+        return cls(kind=str(d.get("kind")), output=d.get("output"), failed=bool(d.get("failed")),
+                   message=str(d.get("message") or ""), advice=str(d.get("advice") or ""), value=_f(d.get("value")),
+                   threshold=_f(d.get("threshold")))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "output": self.output, "failed": self.failed, "message": self.message,
+                "advice": self.advice, "value": self.value, "threshold": self.threshold}
