@@ -21,6 +21,7 @@ from edgebench.targets.adb import (
     run_lanes,
 )
 from conftest import make_job
+from edgebench.targets.host import WORKER_FILES
 
 pytest_plugins = ["conftest_adb"]
 
@@ -79,7 +80,8 @@ def test_run_through_edgebench_runner_equals_host(phone, tiny_tflite, tmp_path):
     assert r.model_sha256 == h.model_sha256
     assert r.runtime.startswith("ai_edge_litert")
     assert r.extra["runner"] == "edgebench" and r.extra["input_source"] == "npz"
-    assert r.extra["pushed"] == {"runner": True, "runner_profile": True, "model": True, "inputs": True}
+    worker = {p.stem for p in WORKER_FILES}
+    assert r.extra["pushed"] == {**dict.fromkeys(worker, True), "model": True, "inputs": True}
     fp = r.fingerprint
     assert fp["device_model"] == "Pixel 8" and fp["soc"] == "Google Tensor G3" and fp["os"] == "Android 14 (SDK 34)"
     th = r.extra["thermal"]
@@ -95,7 +97,7 @@ def test_run_through_edgebench_runner_equals_host(phone, tiny_tflite, tmp_path):
     assert (base / "files" / (sha256_file(tiny_tflite) + ".tflite")).read_bytes() == tiny_tflite.read_bytes()
     # second run: nothing re-pushed (remote sha256 matched)
     r2 = AdbTarget(phone.serial, thermal=NO_COOL).run(job)
-    assert r2.extra["pushed"] == {"runner": False, "runner_profile": False, "model": False, "inputs": False}
+    assert r2.extra["pushed"] == {**dict.fromkeys(worker, False), "model": False, "inputs": False}
 
 
 def test_hostile_file_name_reaches_device_intact(phone, tiny_tflite, tmp_path):

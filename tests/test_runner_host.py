@@ -37,9 +37,13 @@ def _ref(model, feeds: dict) -> dict:
     return it.get_signature_runner()(**feeds)
 
 
-@pytest.mark.parametrize("name", ["runner.py", "runner_profile.py"])
+@pytest.mark.parametrize("name", ["runner.py", "runner_io.py", "runner_modes.py", "runner_profile.py"])
 def test_runner_is_standalone(name):
-    """Only stdlib, numpy and TFLite runtimes may be imported: the files are pushed to devices."""
+    """Only stdlib, numpy, TFLite runtimes and the worker's own files may be imported: the files
+    are pushed to devices together (WORKER_FILES)."""
+    from edgebench.targets.host import WORKER_FILES
+
+    assert RUNNER_PATH.with_name(name) in WORKER_FILES
     tree = ast.parse(RUNNER_PATH.with_name(name).read_text())
     mods = set()
     for node in ast.walk(tree):
@@ -47,7 +51,8 @@ def test_runner_is_standalone(name):
             mods |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             mods.add((node.module or "").split(".")[0])
-    allowed = set(sys.stdlib_module_names) | {"numpy", "ai_edge_litert", "tflite_runtime", "tensorflow", "__future__"}
+    allowed = set(sys.stdlib_module_names) | {"numpy", "ai_edge_litert", "tflite_runtime", "tensorflow", "__future__"} \
+        | {p.stem for p in WORKER_FILES}
     assert mods <= allowed, mods - allowed
     assert "edgebench" not in mods
 

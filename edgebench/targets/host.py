@@ -29,6 +29,10 @@ from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, HOST_DELEGATES, 
 from edgebench.targets.host_sensors import HostSampler
 
 RUNNER_PATH = Path(__file__).with_name("runner.py")
+# The standalone worker: runner.py (the entry point and the job/result contract) and the modules
+# it loads from its own folder; pushed together to devices.
+WORKER_FILES = tuple(RUNNER_PATH.with_name(n) for n in ("runner.py", "runner_io.py", "runner_modes.py",
+                                                          "runner_profile.py"))
 MODEL_IO_PATH = Path(__file__).with_name("model_io.py")
 HOST_METHOD = "per-inference perf_counter_ns around invoke()"
 # Loading and describing a model (no timing): generous for a large model on a busy machine.

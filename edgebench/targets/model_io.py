@@ -29,7 +29,7 @@ import sys
 
 import numpy as np
 
-import runner as rn  # the standalone timing worker beside this file
+import runner_io as rn  # the standalone worker's runtime and tensor helpers, beside this file
 
 
 def describe(job: dict) -> tuple[dict, dict[str, np.ndarray]]:

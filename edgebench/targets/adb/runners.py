@@ -25,6 +25,7 @@ from edgebench.targets.adb.remote import (REMOTE_FILES, REMOTE_ROOT, AdbDevice, 
 from edgebench.targets.adb.thermal import ThermalPolicy, detect_throttle, monitored_shell
 from edgebench.targets.adb.thermal import cool_down as cool_down_device
 from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, PER_PROCESS, Job, RunResult, check_job_files
+from edgebench.targets.host import WORKER_FILES
 from edgebench.targets.benchmark_model.argv import (
     build_argv,
     describe_argv,
@@ -44,9 +45,8 @@ from edgebench.targets.benchmark_model.sample_loop import (
     sample_progress,
 )
 
-# The standalone worker pushed to devices (it stays a single file: edgebench/targets/runner.py).
-RUNNER_PATH = Path(__file__).parent.parent / "runner.py"
-RUNNER_PROFILE_PATH = RUNNER_PATH.with_name("runner_profile.py")   # imported by runner.py, next to it
+# The standalone worker pushed to devices: runner.py and the modules it loads from its own folder.
+RUNNER_PATH = WORKER_FILES[0]
 DEVICE_DELEGATES = DELEGATES     # the one list (targets/base.py): every delegate a device may have
 DEVICE_RUNNER_METHOD = "per-inference perf_counter_ns around invoke(), edgebench runner on the device"
 
@@ -179,16 +179,16 @@ class AdbTarget:
 
     # -- edgebench runner -------------------------------------------------------------------------
     def _stage_runner(self, pushed: dict[str, bool]) -> str:
-        """The edgebench runner and the module it imports by name (``runner_profile.py``) in a
-        folder of ``files/`` named by both files' contents (``runner-<sha256>``): cached like every
-        other file, never overwritten by a different version, and the names stay what runner.py
-        expects. Returns the folder's name in ``files/``."""
-        shas = [sha256_file(p) for p in (RUNNER_PATH, RUNNER_PROFILE_PATH)]
+        """The edgebench runner and the modules it loads by name from its own folder
+        (``WORKER_FILES``) in a folder of ``files/`` named by their contents (``runner-<sha256>``):
+        cached like every other file, never overwritten by a different version, and the names stay
+        what runner.py expects. Returns the folder's name in ``files/``."""
+        shas = [sha256_file(p) for p in WORKER_FILES]
         name = "runner-" + hashlib.sha256("".join(shas).encode()).hexdigest()[:16]
         folder = f"{REMOTE_FILES}/{name}"
         self.device.check(RemoteCommand.mkdir(folder), what="creating the runner folder")
-        for key, path in (("runner", RUNNER_PATH), ("runner_profile", RUNNER_PROFILE_PATH)):
-            pushed[key] = self.device.push_if_changed(path, f"{folder}/{path.name}")
+        for path in WORKER_FILES:
+            pushed[path.stem] = self.device.push_if_changed(path, f"{folder}/{path.name}")
         return name
 
     def _stage(self, local: Path, pushed: dict[str, bool], key: str, *, mode: int = 0o644,
