@@ -40,8 +40,10 @@ from typing import Any
 
 import numpy as np
 
-from edgebench.targets import runner as rt
+from edgebench.targets.runner import _sibling
 from edgebench.tflite_rewrite import expose_outputs, graph_id, load_model_t, single_op_model
+
+rt = _sibling("runner_io")  # the worker's runtime and tensor helpers: the same module object the runner uses
 
 # Ops that run other subgraphs or hold state: an isolated single-op model cannot reproduce them.
 NO_ISOLATION = {"WHILE", "IF", "CALL", "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE",
