@@ -14,7 +14,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from conftest import make_job
 from edgebench.errors import InfraError
@@ -168,7 +167,6 @@ def test_sigterm_stores_what_was_measured_and_exits_143(bench_models, tmp_path):
 # ------------------------------------------------------------------------------ publish
 
 def test_bad_db_is_bad_input_before_anything_is_measured(bench_models, tmp_path):
-    t0 = time.perf_counter()
     r = subprocess.run([EDGEBENCH, "bench", str(bench_models["fp32"]), "--db", str(tmp_path)],
                        env=_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "is a directory" in r.stderr and "Traceback" not in r.stderr
