@@ -131,7 +131,7 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
         pooled = np.concatenate([np.asarray(r.samples_ns, np.int64) for r in results])
         lat = Latency.from_samples(pooled, what=f"run of {name}")
         threads_eff = res.extra.get("threads") or 1  # LiteRT's Python default is 1 thread
-        unknown: dict[str, Any] = {"memory": res.extra.get("memory"), "gc": res.extra.get("gc")}
+        reps = None
         if settings.repeats > 1:
             reps = _repeat_summaries(results, name)
             # each process's own warnings (a pooled drift check would read run-to-run noise as drift)
@@ -139,7 +139,6 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
             p50s = [r["p50"] for r in reps]
             warnings.append(f"run-to-run: p50 across {len(p50s)} worker processes {min(p50s):.4g}-{max(p50s):.4g} ms "
                             f"(spread {max(p50s) / min(p50s) - 1:.1%})")
-            unknown["repeats"] = reps
         else:
             warnings = list(lat.warnings)
         nonfinite = res.extra.get("nonfinite_outputs") or {}
@@ -178,7 +177,8 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
             sample_class=res.sample_class, cost=cost,
             device_model=(res.fingerprint or {}).get("device_model"),
             outputs_saved={k: list(v.shape) for k, v in res.outputs.items()} if res.outputs is not None else None,
-            unknown=unknown,
+            memory=res.extra.get("memory"), gc=res.extra.get("gc"),
+            repeats=None if reps is None else tuple(reps),
         )
         row = sustain.attach(row.replace(warnings=tuple(warnings)), target, job, res,
                              cold_starts=settings.cold_starts, xnnpack_cache=settings.xnnpack_cache, progress=progress)

@@ -30,6 +30,17 @@ def test_inference_row_round_trip_keeps_every_field_and_unknown_keys():
     assert back.to_dict() == d
 
 
+def test_bench_run_facts_are_typed_fields_not_unknown_keys():
+    reps = ({"p50": 1.0, "p90": 1.2, "p99": 1.5, "samples": 700}, {"p50": 1.1, "p90": 1.3, "p99": 1.6, "samples": 700})
+    d = InferenceRow(target="host", memory={"runtime_bytes": 10, "model_bytes": 5}, gc={"frozen": True, "collections": 0},
+                     repeats=reps).to_dict()
+    back = InferenceRow.from_dict(d)
+    assert back.unknown == {} and back.repeats == reps and back.memory["model_bytes"] == 5 and back.gc["frozen"]
+    assert back.to_dict() == d and d["repeats"][1]["p50"] == 1.1
+    plain = InferenceRow(target="host").to_dict()
+    assert "repeats" not in plain and "memory" not in plain      # only rows that measured them carry them
+
+
 def test_a_misspelt_field_fails_instead_of_rendering_a_dash():
     row = InferenceRow(target="host")
     with pytest.raises(AttributeError):

@@ -129,6 +129,9 @@ class InferenceRow(_RowMixin):
     cold_start: ColdStart | None = None             # --cold-starts
     energy: Energy | None = None                    # --energy; None with energy_reason when unmeasurable
     energy_reason: str | None = None
+    memory: Mapping[str, Any] | None = None         # what the peak RSS holds (runtime, model, arenas ...)
+    gc: Mapping[str, Any] | None = None             # Python's collector around the timed loop (frozen, collections)
+    repeats: tuple[Mapping[str, Any], ...] | None = None  # bench --repeats: one summary per worker process
     unknown: Mapping[str, Any] = field(default_factory=dict)
 
     kind = "inference"
@@ -146,6 +149,7 @@ class InferenceRow(_RowMixin):
                "worst_vs_host", "accuracy", "concurrency", "fingerprint", "warnings", "gflops", "delegation",
                "op_profile", "verdicts", "keep_float")
     _REGIMES = ("timeline", "sustained", "period_ms", "paced", "cold_start", "energy", "energy_reason")
+    _RUN_FACTS = ("memory", "gc", "repeats")
 
     # -- views ----------------------------------------------------------------------------
     @property
@@ -203,6 +207,11 @@ class InferenceRow(_RowMixin):
         if self.energy is not None or self.energy_reason is not None:
             out["energy"] = None if self.energy is None else self.energy.to_dict()
             out["energy_reason"] = self.energy_reason
+        for k in ("memory", "gc"):
+            if getattr(self, k) is not None:
+                out[k] = dict(getattr(self, k))
+        if self.repeats is not None:
+            out["repeats"] = [dict(r) for r in self.repeats]
         out["fingerprint"] = dict(self.fingerprint)
         if self.warnings or self.status == "ok":
             out["warnings"] = list(self.warnings)
@@ -211,7 +220,7 @@ class InferenceRow(_RowMixin):
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], schema_version: int = SCHEMA_VERSION) -> "InferenceRow":
-        known = set(cls._PLAIN) | set(cls._STRUCT) | set(cls._LOG_KEYS) | set(Cost.KEYS) | set(cls._REGIMES)
+        known = set(cls._PLAIN) | set(cls._STRUCT) | set(cls._LOG_KEYS) | set(Cost.KEYS) | set(cls._REGIMES) | set(cls._RUN_FACTS)
         kw: dict[str, Any] = {k: d.get(k) for k in cls._PLAIN}
         kw["status"] = str(d.get("status") or "ok")
         for k in ("exit_code", "size_bytes", "threads", "threads_effective", "peak_rss_bytes",
@@ -253,6 +262,10 @@ class InferenceRow(_RowMixin):
         kw["cold_start"] = ColdStart.from_dict(d.get("cold_start"))
         kw["energy"] = Energy.from_dict(d.get("energy"))
         kw["energy_reason"] = d.get("energy_reason")
+        for k in ("memory", "gc"):
+            kw[k] = _freeze(d[k]) if isinstance(d.get(k), Mapping) else None
+        reps = d.get("repeats")
+        kw["repeats"] = tuple(_freeze(r) for r in reps if isinstance(r, Mapping)) if isinstance(reps, list) else None
         kw["unknown"] = _freeze({k: v for k, v in d.items() if k not in known})
         return cls(**kw)
 

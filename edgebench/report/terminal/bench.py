@@ -67,7 +67,7 @@ def _api(r: InferenceRow) -> str:
 SPEC = (
     ("status", lambda r: r.status if r.ok else "FAILED (below)"),
     ("samples", lambda r: fmt_value(r.latency.samples if r.latency else None, "d")),
-    ("processes", lambda r: str(len(r.unknown.get("repeats") or []) or 1)),
+    ("processes", lambda r: str(len(r.repeats or ()) or 1)),
     ("sample class", lambda r: fmt_value(r.sample_class)),
     ("mean ms", lambda r: _lat(r, "mean")),
     ("std ms", lambda r: _lat(r, "std")),
