@@ -418,6 +418,64 @@ def test_tflite_with_reference_savedmodel_and_unnamed_outputs(run_cli, tf_models
     assert code == 2 and "several SRCs must all be .tflite" in err
 
 
+def test_multi_input_tflite_without_signature_pairs_inputs_with_the_reference_data(run_cli, tmp_path):
+    """A two-input .tflite converted without a signature names its inputs serving_default_img /
+    serving_default_meta; the data (keyed by the SavedModel's names img/meta) pairs by those names,
+    the row says so, and the drift against TF proves the pairing (a swap could not even run)."""
+    import tensorflow as tf
+
+    class Two(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(tf.random.stateless_normal([6, 3], seed=[1, 2]))
+            self.v = tf.Variable(tf.random.stateless_normal([6, 3], seed=[1, 3]))
+
+        @tf.function(input_signature=[tf.TensorSpec([1, 6], tf.float32, name="img"),
+                                      tf.TensorSpec([1, 6], tf.float32, name="meta")])
+        def serve(self, img, meta):   # same shapes: only the names can pair them
+            return {"score": tf.nn.softmax(tf.matmul(img, self.w) - tf.matmul(meta, self.v))}
+
+    m = Two()
+    tf.saved_model.save(m, str(tmp_path / "sm"), signatures={"serving_default": m.serve})
+    nosig = tmp_path / "authors.tflite"
+    nosig.write_bytes(tf.compat.v1.lite.TFLiteConverter.from_saved_model(str(tmp_path / "sm")).convert())
+    rng = np.random.default_rng(12)
+    data = _npz(tmp_path / "d.npz", img=rng.normal(size=(16, 6)).astype(np.float32),
+                meta=rng.normal(size=(16, 6)).astype(np.float32))
+    code, out, err = run_cli("convert-and-compare", str(nosig), "--reference", str(tmp_path / "sm"), "--data", data,
+                             "--out", str(tmp_path / "o"), *FAST, "--min-psnr", "80", "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    row = _json(tmp_path / "r.json")["rows"][0]
+    assert row["input_mapping"] == {"how": "converter names",
+                                    "pairs": {"img": "serving_default_img", "meta": "serving_default_meta"}}
+    assert _psnr(row) > 80
+    assert "inputs of fp32 matched to the data by converter names" in " ".join(out.split())
+    # Arrays named after nothing in the model pair only when one sample's shape tells them apart.
+    odd = _npz(tmp_path / "odd.npz", left=rng.normal(size=(16, 6)).astype(np.float32),
+               right=rng.normal(size=(16, 6)).astype(np.float32))
+    code, _, err = run_cli("bench", str(nosig), "--data", odd, *FAST)
+    assert code == 2 and "neither their names nor one sample's shape pairs them" in err and "Traceback" not in err
+
+
+def test_pair_inputs_rules():
+    from edgebench.targets.runner import _sibling
+
+    rn = _sibling("runner_io")
+    ins = [{"name": "serving_default_ids:0", "shape": [1, 8]}, {"name": "serving_default_mask:0", "shape": [1, 8]}]
+    d = {"ids": np.zeros((4, 8)), "mask": np.ones((4, 8))}
+    assert rn.pair_inputs(d, ins, "d.npz") == ({"serving_default_ids:0": "ids", "serving_default_mask:0": "mask"},
+                                               "converter names")
+    by_shape = [{"name": "x", "shape": [1, 6]}, {"name": "y", "shape": [1, 4]}]
+    assert rn.pair_inputs({"a": np.zeros((3, 4)), "b": np.zeros((3, 6))}, by_shape, "d.npz") == (
+        {"x": "b", "y": "a"}, "shape")
+    assert rn.pair_inputs({"arr_1": np.zeros((3, 6)), "arr_0": np.zeros((3, 6))},
+                          [{"name": "p", "shape": [1, 6]}, {"name": "q", "shape": [1, 6]}], "d.npz")[1] == "order"
+    # A suffix that two inputs share is ambiguous, not a guess.
+    with pytest.raises(rn.JobError, match="neither their names"):
+        rn.pair_inputs({"x": np.zeros((3, 6)), "y": np.zeros((3, 6))},
+                       [{"name": "a_x", "shape": [1, 6]}, {"name": "b_x", "shape": [1, 6]}], "d.npz")
+
+
 def test_restore_signature_names_graph_converter_output(tf_models):
     import tensorflow as tf
     from ai_edge_litert.interpreter import Interpreter

@@ -109,6 +109,7 @@ class InferenceRow(_RowMixin):
     outputs_saved: Mapping[str, Any] | None = None
     batch_throughput: Mapping[str, Any] | None = None
     output_mapping: Mapping[str, Any] | None = None  # {how, pairs} when outputs were not paired by name
+    input_mapping: Mapping[str, Any] | None = None   # {how, pairs: data key -> model input} when not by name
     runtime_api: str | None = None                  # "interpreter" | "compiled" (LiteRT CompiledModel)
     accelerator: str | None = None                  # compiled runtime: "cpu" | "gpu" | "npu"
     fully_accelerated: bool | None = None           # CompiledModel.is_fully_accelerated()
@@ -141,7 +142,8 @@ class InferenceRow(_RowMixin):
               "error", "exit_code", "error_type", "size_bytes", "size_reduction_pct", "runtime", "method",
               "sample_class", "threads", "threads_effective", "delegate", "init_ms", "first_inference_ms", "peak_rss_bytes",
               "rss_before_load_bytes", "detection", "server", "sla", "stop_reason", "input_source",
-              "input_samples", "nonfinite_outputs", "outputs_saved", "batch_throughput", "output_mapping", "extra",
+              "input_samples", "nonfinite_outputs", "outputs_saved", "batch_throughput", "output_mapping",
+              "input_mapping", "extra",
               "runtime_api", "accelerator", "fully_accelerated", "gpu_precision", "op_profile_info")
     _LOG_KEYS = ("memory_mb", "delegates", "delegate_fallback", "delegated_nodes", "model_size_mb", "params",
                  "op_summary", "op_profile_timings", "errors", "unparsed_lines", "source", "warmup")

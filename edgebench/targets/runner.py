@@ -305,6 +305,8 @@ def run_job(job: dict) -> dict:
         res["n_input_samples"] = sess.n
         res["input_source"] = "npz" if job.get("inputs_npz") else "synthetic"
         res["inputs"] = sess.inputs
+        if sess.input_mapping:
+            res["input_mapping"] = sess.input_mapping
         res["outputs_meta"] = sess.outputs
         res.update(runtime_facts(job, sess))
     elif mode == "concurrency":

@@ -243,17 +243,51 @@ def load_npz(path: str) -> dict[str, np.ndarray]:
         raise JobError(f"cannot read input data {path}: {_one_line(exc)}; give an .npz of arrays") from None
 
 
-def map_inputs(data: dict[str, np.ndarray], inputs: list[dict], path: str) -> dict[str, np.ndarray]:
-    """Key the arrays by model input name: exact names, else a single input, else arr_0.. order."""
+def _plain_name(name: str) -> str:
+    """A tensor name without its output index (``x:0`` -> ``x``)."""
+    head, sep, tail = name.rpartition(":")
+    return head if sep and tail.isdigit() else name
+
+
+def _bijection(data: list[str], names: list[str], fits) -> dict[str, str] | None:
+    """model name -> data key when ``fits(key, name)`` pairs every key with exactly one name."""
+    pairs = {}
+    for n in names:
+        hits = [k for k in data if fits(k, n)]
+        if len(hits) != 1:
+            return None
+        pairs[n] = hits[0]
+    return pairs if len(set(pairs.values())) == len(data) == len(names) else None
+
+
+def pair_inputs(data: dict[str, np.ndarray], inputs: list[dict], path: str) -> tuple[dict[str, str], str]:
+    """(model input name -> data key, how). Tried in order: exact names ("name"); a single input
+    ("single input"); names as a converter without a signature writes them, ``serving_default_x:0``
+    for data key ``x`` ("converter names"); ``arr_0``.. in model order ("order"); one sample's shape
+    when it tells every input apart ("shape"). JobError when none pairs every input."""
     names = [d["name"] for d in inputs]
-    if set(data) == set(names):
-        return data
-    if len(data) == len(names) == 1:
-        return {names[0]: next(iter(data.values()))}
-    if len(data) == len(names) and all(k.startswith("arr_") for k in data):
-        return {n: data[f"arr_{i}"] for i, n in enumerate(names)}
-    raise JobError(f"input data {path} has keys {sorted(data)} but the model's inputs are {names}; "
-                   "save the .npz with one array per model input name")
+    keys = list(data)
+    if set(keys) == set(names):
+        return {n: n for n in names}, "name"
+    if len(keys) == len(names) == 1:
+        return {names[0]: keys[0]}, "single input"
+    pairs = _bijection(keys, names, lambda k, n: _plain_name(n) == k or _plain_name(n).endswith("_" + k))
+    if pairs is not None:
+        return pairs, "converter names"
+    if len(keys) == len(names) and {f"arr_{i}" for i in range(len(names))} == set(keys):
+        return {n: f"arr_{i}" for i, n in enumerate(names)}, "order"
+    shapes = {d["name"]: list(d["shape"][1:]) for d in inputs}
+    pairs = _bijection(keys, names, lambda k, n: np.ndim(data[k]) >= 1 and list(np.shape(data[k])[1:]) == shapes[n])
+    if pairs is not None:
+        return pairs, "shape"
+    raise JobError(f"input data {path} has keys {sorted(keys)} but the model's inputs are {names}, and neither "
+                   "their names nor one sample's shape pairs them; save the .npz with one array per model input name")
+
+
+def map_inputs(data: dict[str, np.ndarray], inputs: list[dict], path: str) -> dict[str, np.ndarray]:
+    """The arrays keyed by model input name, paired as ``pair_inputs`` does."""
+    pairs, _ = pair_inputs(data, inputs, path)
+    return {n: data[k] for n, k in pairs.items()}
 
 
 def prepare_samples(it, inputs: list[dict], data: dict[str, np.ndarray], source: str):
@@ -388,6 +422,7 @@ class Session:
 
     def __init__(self, runtime, job: dict, inputs_data: dict | None):
         self.job = job
+        self.input_mapping = None   # {how, pairs: data key -> model input} when not paired by name
         t0 = time.perf_counter_ns()
         if job.get("runtime_api") == "compiled":
             self.it = make_compiled_model(runtime, job)
@@ -406,7 +441,10 @@ class Session:
             source = "synthetic inputs"
         else:
             source = job.get("inputs_npz") or "input data"
-            data = map_inputs(inputs_data, self.inputs, source)
+            pairs, how = pair_inputs(inputs_data, self.inputs, source)
+            data = {n: inputs_data[k] for n, k in pairs.items()}
+            if how != "name":
+                self.input_mapping = {"how": how, "pairs": {k: n for n, k in pairs.items()}}
         self.samples, self.n = prepare_samples(self.it, self.inputs, data, source)
         # Output indices may change after a resize; re-read them.
         self.inputs, self.outputs = io_details(self.it)

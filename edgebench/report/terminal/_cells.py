@@ -7,7 +7,7 @@ from typing import Any, Mapping
 from rich.markup import escape
 
 from edgebench.report._values import fmt_bytes, fmt_value, num  # noqa: F401 -- re-exported for renderers
-from edgebench.rows import Document
+from edgebench.rows import Document, InferenceRow
 
 
 def e(v: Any) -> str:
@@ -73,3 +73,13 @@ def fit_columns(columns: list[tuple[str, int]], rows: list[list[str]], width: in
         keep.remove(i)
         dropped.append(columns[i][0])
     return keep, dropped
+
+
+def input_mapping_note(r: InferenceRow) -> list[str]:
+    """'inputs of int8 matched to the data by converter names: img -> serving_default_img' when a
+    model's inputs were not paired with the data's arrays by name (rich markup, escaped)."""
+    mp = r.input_mapping
+    if not mp or mp.get("how") in (None, "name", "single input"):
+        return []
+    pairs = ", ".join(f"{k} -> {n}" for k, n in (mp.get("pairs") or {}).items())
+    return [f"inputs of {e(r.precision or r.model)} matched to the data by {e(mp['how'])}: {e(pairs)}"]

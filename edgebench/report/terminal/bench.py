@@ -8,7 +8,14 @@ from typing import Any, Mapping
 from rich.table import Table
 from rich.text import Text
 
-from edgebench.report.terminal._cells import as_document, chunk_columns, e, fmt_bytes, fmt_value
+from edgebench.report.terminal._cells import (
+    as_document,
+    chunk_columns,
+    e,
+    fmt_bytes,
+    fmt_value,
+    input_mapping_note,
+)
 from edgebench.report.terminal.sustain import render_regimes
 from edgebench.rows import Document, InferenceRow
 
@@ -161,6 +168,7 @@ def render_bench(doc: Document | Mapping[str, Any], *, width: int | None = None)
             else:
                 out.append(Text(f"{r.model}: SLA p99 <= {s['sla_p99_ms']:g} ms not met: {s.get('reason')}"))
         out.extend(render_regimes(r))
+        out.extend(Text.from_markup(n, style="dim") for n in input_mapping_note(r))
         for w in r.warnings:
             out.append(Text(f"warning ({r.model if one_target else f'{r.model} @ {r.target}'}): {w}", style="yellow"))
         if r.cost is not None and r.cost.peak_note:

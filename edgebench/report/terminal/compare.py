@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from rich.table import Table
 
 from edgebench.report._values import fmt_bytes
-from edgebench.report.terminal._cells import as_document, e, fit_columns
+from edgebench.report.terminal._cells import as_document, e, fit_columns, input_mapping_note
 from edgebench.rows import Document, InferenceRow
 from edgebench.targets.base import P99_MIN_SAMPLES
 
@@ -133,6 +133,7 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
             pairs = ", ".join(f"{g} -> {k}" for k, g in mp.get("pairs", {}).items() if g != k)
             notes.append(f"outputs of {e(r.precision or r.model)} matched to the reference by {e(mp['how'])}: "
                          f"{e(pairs)}")
+        notes.extend(input_mapping_note(r))
     per_process = sorted({str(r.target) for r in compare_rows(doc) if r.sample_class == "per-process"})
     if per_process:
         notes.append(f"[yellow]latency on {e(', '.join(per_process))}: per-process samples (benchmark_model: "
