@@ -3,9 +3,10 @@
 The worker (``targets/runner_profile.py``) reports raw facts; this module turns them into the
 typed row parts (``rows.Delegation``, ``rows.OpEntry``) and the views the reports print:
 
-* ``delegation_from_worker`` / ``delegation_from_log``: the ``delegation`` object of a row, from
-  the interpreter's execution plan (host, device runner) or a benchmark_model log ("Replacing N
-  out of M node(s) with delegate (...) node, yielding K partitions").
+* ``delegation_from_worker`` / ``delegation_from_runtime_info`` / ``delegation_from_log``: the
+  ``delegation`` object of a row, from the interpreter's execution plan (host, device runner),
+  benchmark_model's model runtime info file (every node, where the binary writes it) or its log
+  ("Replacing N out of M node(s) with delegate (...) node, yielding K partitions").
 * ``delegation_warning``: a one-line warning naming the ops the delegate left out and the fix.
 * ``op_profile_from_worker`` / ``op_profile_from_log``: ``op_profile`` entries (mean ms per
   inference, share of the profile) and ``op_profile_info`` (source, runs, totals and how the
@@ -73,6 +74,24 @@ def delegation_from_log(log: Any) -> Delegation | None:
     return Delegation(delegate=applied[-1] if applied else None, nodes_total=total, nodes_delegated=replaced,
                       partitions=getattr(log, "delegate_partitions", None), undelegated=undelegated,
                       source="benchmark_model log")
+
+
+def delegation_from_runtime_info(info: Mapping[str, Any]) -> Delegation:
+    """From benchmark_model's model runtime info (``benchmark_model.runtime_info.read_runtime_info``):
+    every node of the main graph, so the ops left on the CPU interpreter are named by the tool."""
+    from edgebench.targets.benchmark_model.parse import _KERNEL_TO_DELEGATE
+
+    kernels = list(info.get("kernels") or ())
+    names = [str(k.get("delegate_name") or "") for k in kernels]
+    label = None
+    if names:
+        top = max(set(names), key=names.count)
+        label = _KERNEL_TO_DELEGATE.get(top.lower().replace(" ", ""), top or "delegate")
+    return Delegation(delegate=label, nodes_total=info.get("nodes_total"), nodes_delegated=info.get("nodes_delegated"),
+                      partitions=len(kernels), undelegated=dict(info.get("undelegated") or {}),
+                      source="benchmark_model --model_runtime_info_output_file",
+                      details={"partition_sizes": [len(k.get("replaced") or ()) for k in kernels],
+                               "subgraphs": info.get("subgraphs")})
 
 
 def _is_delegate_kernel(node_type: str, delegates: set[str]) -> bool:

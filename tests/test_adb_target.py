@@ -386,6 +386,33 @@ def test_device_rows_carry_delegation_and_op_profiles(make_sim, standin_binary, 
     assert "benchmark_model" in parts["op_profile_info"]["source"]
 
 
+def test_benchmark_model_runtime_info_names_the_undelegated_ops_without_op_profiling(make_sim, standin_binary,
+                                                                                     session_tmp, tmp_path):
+    """The probe asks benchmark_model for --model_runtime_info_output_file: every node of the graph,
+    so a plain run (no --op-profile) names the ops XNNPACK left out. A build without the flag logs
+    it as unconsumed and writes nothing: the row falls back to the log's counts and says why."""
+    import sys
+
+    from conftest_profile import build_prelu_models
+
+    from edgebench.sim import benchmark_model_standin as standin
+
+    models = build_prelu_models(session_tmp / "prelu_adb")
+    stock = make_sim(has_python=False)
+    job = make_job(str(models["int8"]), runs=5, warmup_runs=1)
+    r = AdbTarget(stock.serial, benchmark_binary=standin_binary, thermal=NO_COOL).run(job)
+    d = r.extra["delegation"]
+    assert (d["nodes_delegated"], d["nodes_total"], d["partitions"], d["undelegated"]) == (6, 8, 3, {"PRELU": 2})
+    assert d["source"] == "benchmark_model --model_runtime_info_output_file" and r.extra["model_runtime_info"] == {"read": True}
+    assert "model_runtime_info_output_file" not in r.extra["benchmark_model_flags"]  # the probe's, not the loop's
+    old = standin.install(str(tmp_path / "benchmark_model"), sys.executable,
+                          without_flags=("model_runtime_info_output_file",))
+    r = AdbTarget(stock.serial, benchmark_binary=old, thermal=NO_COOL).run(job)
+    d = r.extra["delegation"]
+    assert (d["nodes_delegated"], d["nodes_total"], d["partitions"]) == (6, 8, 3) and d["source"] == "benchmark_model log"
+    assert "wrote no model runtime info" in r.extra["model_runtime_info"]["error"]
+
+
 def test_benchmark_model_compiled_runtime_flags_and_missing_npu(make_sim, tiny_tflite, standin_binary):
     """--runtime compiled on a device without Python goes through LiteRT's CompiledModel tool flags;
     an NPU the device does not have is bad input naming what is there (exit 2), not a crash."""

@@ -481,3 +481,48 @@ def test_standin_is_executable_with_plain_python(standin_bin):
     assert os.access(standin_bin, os.X_OK)
     assert standin_bin.read_text().splitlines()[0] == f"#!{sys.executable}"
     assert shutil.which("sh")
+
+
+# ------------------------------------------------------------------ --model_runtime_info_output_file
+
+def _pb(number: int, value) -> bytes:
+    """One protobuf field, encoded by hand from the wire format (independent of the reader's schema)."""
+    def varint(v: int) -> bytes:
+        v &= (1 << 64) - 1
+        out = b""
+        while True:
+            b, v = v & 0x7F, v >> 7
+            out += bytes([b | (0x80 if v else 0)])
+            if not v:
+                return out
+    if isinstance(value, int):
+        return varint(number << 3) + varint(value)
+    raw = value.encode() if isinstance(value, str) else value
+    return varint(number << 3 | 2) + varint(len(raw)) + raw
+
+
+def test_runtime_info_reader_follows_the_tools_schema():
+    """Bytes laid out as model_runtime_info.proto says (field numbers from the .proto): node 0
+    CONV_2D and node 2 MY_CUSTOM_OP stay on the interpreter, node 1 is delegated to kernel 3
+    (an XNNPACK partition); tensors (edges, field 2) are unknown to the reader and skipped."""
+    from edgebench.profile import delegation_from_runtime_info
+    from edgebench.targets.benchmark_model.runtime_info import read_runtime_info
+
+    packed = lambda *xs: b"".join(bytes([x]) for x in xs)   # noqa: E731 -- small ints: one byte each
+    nodes = [_pb(1, 0) + _pb(2, "CONV_2D") + _pb(3, "3") + _pb(4, packed(0, 1)) + _pb(5, packed(2)),
+             _pb(1, 1) + _pb(2, "ADD") + _pb(3, "0") + _pb(9, 3),
+             _pb(1, 2) + _pb(2, "MY_CUSTOM_OP") + _pb(3, "MY_CUSTOM_OP"),
+             _pb(1, 3) + _pb(2, "TfLiteXNNPackDelegate") + _pb(3, "TfLiteXNNPackDelegate")
+             + _pb(8, _pb(1, "TfLiteXNNPackDelegate") + _pb(2, packed(1)))]
+    edge = _pb(1, 0) + _pb(2, "input") + _pb(3, 1) + _pb(4, packed(1, 4))
+    sub = _pb(1, 0) + _pb(2, edge) + b"".join(_pb(3, n) for n in nodes) + _pb(4, packed(0, 3, 2)) + _pb(5, 1)
+    data = _pb(1, "m.tflite") + _pb(2, sub) + _pb(2, _pb(1, 1) + _pb(3, _pb(1, 0) + _pb(2, "WHILE")))
+    info = read_runtime_info(data)
+    assert info["nodes_total"] == 3 and info["nodes_delegated"] == 1 and info["subgraphs"] == 2
+    assert info["undelegated"] == {"CONV_2D": 1, "MY_CUSTOM_OP": 1}
+    assert info["kernels"] == [{"node": 3, "delegate_name": "TfLiteXNNPackDelegate", "replaced": [1]}]
+    d = delegation_from_runtime_info(info)
+    assert (d.delegate, d.cell()) == ("XNNPACK", "1/3, 1 part")
+    for bad in (b"\xff\xff\xff", b"", _pb(1, "no subgraphs")):
+        with pytest.raises(ValueError):
+            read_runtime_info(bad)

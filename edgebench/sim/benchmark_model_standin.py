@@ -10,7 +10,8 @@ output file, the parser) runs end to end without a phone.
 Honoured flags: --graph --num_threads --num_runs --warmup_runs --min_secs --max_secs
 --warmup_min_secs --run_delay --use_xnnpack --use_gpu --gpu_precision_loss_allowed
 --use_nnapi --input_layer --input_layer_shape --input_layer_value_files --output_filepath
---enable_op_profiling --report_peak_memory_footprint, and benchmark_litert_model's --use_cpu
+--enable_op_profiling --report_peak_memory_footprint --model_runtime_info_output_file, and
+benchmark_litert_model's --use_cpu
 --use_npu --gpu-precision --require_full_delegation (an NPU fails as LiteRT fails without one).
 
 What it cannot be: a phone. ``--use_gpu``/``--use_nnapi`` fail the way benchmark_model
@@ -38,7 +39,7 @@ USAGE_FLAGS = {
     "use_gpu": "false", "gpu_precision_loss_allowed": "true", "use_nnapi": "false",
     "input_layer": "", "input_layer_shape": "", "input_layer_value_files": "", "output_filepath": "",
     "enable_op_profiling": "false", "report_peak_memory_footprint": "false",
-    "verbose": "false",
+    "verbose": "false", "model_runtime_info_output_file": "",
     # LiteRT's CompiledModel tool (benchmark_litert_model)
     "use_cpu": "true", "use_npu": "false", "gpu-precision": "auto", "require_full_delegation": "false",
 }
@@ -126,7 +127,7 @@ def parse_flags(argv: list[str]) -> tuple[dict[str, str], list[str], list[str]]:
         else:
             unknown.append(a)
             continue
-        if k in flags:
+        if k in flags and k not in DROPPED_FLAGS:
             flags[k] = v
             if k not in given:
                 given.append(k)
@@ -289,12 +290,14 @@ def main(argv: list[str]) -> int:
     except RuntimeError as exc:
         return fail(f"Failed to allocate tensors: {exc}")
     inputs = interp.get_input_details()
-    rp = _runner_profile()
+    rp = _edgebench_module("runner_profile", RUNNER_PROFILE)
     if rp is not None and as_bool(flags["use_xnnpack"]):
         d = rp.delegation_summary(rp.graph_nodes(interp), "xnnpack")
         if d and d["partitions"]:
             log(f"Replacing {d['nodes_delegated']} out of {d['nodes_total']} node(s) with delegate "
                 f"(TfLiteXNNPackDelegate) node, yielding {d['partitions']} partitions for the whole graph.")
+    if flags["model_runtime_info_output_file"]:
+        write_runtime_info(flags["model_runtime_info_output_file"], rp, interp, as_bool(flags["use_xnnpack"]), graph)
 
     try:
         files = dict(split_value_files(flags["input_layer_value_files"]))
@@ -386,31 +389,75 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-# Where edgebench's runner_profile.py is: ``install`` writes its path into the installed copy (the
-# simulated device runs on this host); empty means "in the edgebench package this module is in".
+def write_runtime_info(path: str, rp, interp, use_xnnpack: bool, graph: str) -> None:
+    """``--model_runtime_info_output_file``: the ModelRuntimeDetails protobuf a recent
+    benchmark_model writes after applying delegates, built from the interpreter's real node list
+    (edgebench's runner_profile) with the schema of edgebench's reader. One difference from the
+    tool: a builtin node's ``type`` holds its op name, not the op's enum number (the stand-in has no
+    enum table; the reader uses ``name``). Without runner_profile or protobuf: a warning, no file."""
+    ri = _edgebench_module("runtime_info", RUNTIME_INFO_MODULE)
+    nodes = rp.graph_nodes(interp) if rp is not None else None
+    if ri is None or nodes is None:
+        log("Model runtime info is unavailable in the edgebench benchmark_model stand-in here: it needs "
+            "edgebench's runner_profile; no file is written.", "WARN")
+        return
+    d = rp.delegation_summary(nodes, "xnnpack" if use_xnnpack else None)
+    kernel_of = {m: k for k, members in zip(d["delegate_nodes"], d["partition_members"]) for m in members}
+    C = ri.message_classes()
+    msg = C["ModelRuntimeDetails"](model_name=graph)
+    sg = msg.subgraphs.add(subgraph_id=0, subgraph_type=1)   # TFLITE_SUBGRAPH
+    for n in nodes:
+        node = sg.nodes.add(id=n["index"], inputs=n["inputs"], outputs=n["outputs"])
+        if n["index"] in d["delegate_nodes"]:
+            node.name = node.type = "TfLiteXNNPackDelegate"
+            node.delegate_node_details.delegate_name = "TfLiteXNNPackDelegate"
+            node.delegate_node_details.tflite_node_ids_replaced.extend(
+                d["partition_members"][d["delegate_nodes"].index(n["index"])])
+        else:
+            node.name = node.type = n["op"]
+            if n["index"] in kernel_of:
+                node.delegated_to_node_id = kernel_of[n["index"]]
+    sg.execution_plan.extend(sorted(d["undelegated_nodes"] + d["delegate_nodes"]))
+    with open(path, "wb") as fh:
+        fh.write(msg.SerializeToString())
+
+
+# Where edgebench's standalone modules are: ``install`` writes their paths into the installed copy
+# (the simulated device runs on this host); empty means "in the edgebench package this module is in".
 RUNNER_PROFILE = ""
+RUNTIME_INFO_MODULE = ""
+# Flags this build does not know (``install(..., without_flags=...)``: an older benchmark_model):
+# logged as unconsumed and ignored, as the tool does.
+DROPPED_FLAGS: tuple[str, ...] = ()
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_DEFAULT_PATHS = {"runner_profile": os.path.join(_PACKAGE, "targets", "runner_profile.py"),
+                  "runtime_info": os.path.join(_PACKAGE, "targets", "benchmark_model", "runtime_info.py")}
 
 
-def _runner_profile():
-    """edgebench's standalone runner_profile, when this host has it (the simulated device does)."""
+def _edgebench_module(name: str, path: str):
+    """One of edgebench's standalone modules, when this host has it (the simulated device does)."""
     import importlib.util  # noqa: PLC0415
 
-    path = RUNNER_PROFILE or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "targets",
-                                          "runner_profile.py")
+    path = path or _DEFAULT_PATHS[name]
     if not os.path.isfile(path):
         return None
-    spec = importlib.util.spec_from_file_location("runner_profile", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    try:
+        spec.loader.exec_module(mod)
+    except ImportError:   # e.g. no protobuf in this Python
+        return None
     return mod
 
 
-def install(dest: str, python: str | None = None) -> str:
-    """Copy this script to ``dest`` with a #! line naming ``python`` (default: this interpreter)."""
+def install(dest: str, python: str | None = None, without_flags: tuple[str, ...] = ()) -> str:
+    """Copy this script to ``dest`` with a #! line naming ``python`` (default: this interpreter);
+    ``without_flags`` makes it a build that does not know those flags."""
     with open(os.path.abspath(__file__), encoding="utf-8") as fh:
         body = fh.read().split("\n", 1)[1]
-    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "targets", "runner_profile.py")
-    body = body.replace('\nRUNNER_PROFILE = ""\n', f"\nRUNNER_PROFILE = {here!r}\n", 1)
+    body = body.replace('\nRUNNER_PROFILE = ""\n', f"\nRUNNER_PROFILE = {_DEFAULT_PATHS['runner_profile']!r}\n", 1)
+    body = body.replace('\nRUNTIME_INFO_MODULE = ""\n', f"\nRUNTIME_INFO_MODULE = {_DEFAULT_PATHS['runtime_info']!r}\n", 1)
+    body = body.replace("\nDROPPED_FLAGS: tuple[str, ...] = ()\n", f"\nDROPPED_FLAGS: tuple[str, ...] = {tuple(without_flags)!r}\n", 1)
     with open(dest, "w", encoding="utf-8") as fh:
         fh.write(f"#!{python or sys.executable}\n{body}")
     os.chmod(dest, 0o755)

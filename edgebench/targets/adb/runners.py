@@ -34,6 +34,8 @@ from edgebench.targets.benchmark_model.argv import (
 )
 from edgebench.targets.benchmark_model.binary import check_abi, classify_failure, resolve_binary
 from edgebench.targets.benchmark_model.parse import parse_log
+from edgebench.targets.benchmark_model.runtime_info import MAX_BYTES as RUNTIME_INFO_MAX_BYTES
+from edgebench.targets.benchmark_model.runtime_info import read_runtime_info
 from edgebench.targets.benchmark_model.sample_loop import (
     PROBE_FACTOR,
     build_sample_loop_script,
@@ -48,6 +50,7 @@ from edgebench.targets.benchmark_model.sample_loop import (
 # The standalone worker pushed to devices: runner.py and the modules it loads from its own folder.
 RUNNER_PATH = WORKER_FILES[0]
 DEVICE_DELEGATES = DELEGATES     # the one list (targets/base.py): every delegate a device may have
+RUNTIME_INFO = "runtime_info.pb"   # the probe's --model_runtime_info_output_file, in its run folder
 DEVICE_RUNNER_METHOD = "per-inference perf_counter_ns around invoke(), edgebench runner on the device"
 
 
@@ -398,16 +401,20 @@ class AdbTarget:
             argv = sample_argv(binary, model_remote, threads=threads, warmup_runs=ctl.warmup_runs,
                                warmup_min_secs=ctl.warmup_time_s, **flags, **ivf0.argv_kwargs())
 
-            # 1. probe
+            # 1. probe (which also asks the tool for its model runtime info: every node, delegated or not)
             progress.update(0, None, "probe")
+            probe_argv = sample_argv(binary, model_remote, threads=threads, warmup_runs=ctl.warmup_runs,
+                                     warmup_min_secs=ctl.warmup_time_s, model_runtime_info_output_file=RUNTIME_INFO,
+                                     **flags, **ivf0.argv_kwargs())
             t0 = time.monotonic()
-            r = dev.shell(RemoteCommand.in_dir_script(run_dir, build_sample_loop_script(argv, 1)),
+            r = dev.shell(RemoteCommand.in_dir_script(run_dir, build_sample_loop_script(probe_argv, 1)),
                           deadline_s=cap(ctl.max_time_s + ctl.warmup_time_s + 120.0),
                           what=f"the benchmark_model probe of {model.name}")
             probe_wall = time.monotonic() - t0
             self._check_deadline(r, job, model)
             read_sample_loop(r.stdout, 1, where=where)       # fails loudly on a wrong ABI, a crash ...
             first = parse_log(_first_sample_body(r.stdout))
+            runtime_info = self._runtime_info(run_dir, local_tmp)
 
             # 2. outputs (one invocation per input sample), relative paths inside the run folder
             if job.save_outputs:
@@ -487,11 +494,20 @@ class AdbTarget:
             "mem_overall_mb": first.mem_overall_mb, "pushed": pushed, "remote_run_dir": run_dir,
             "device_wall_s": round(wall, 3), "thermal": thermal, "throttled": thermal["throttled"],
         }
-        from edgebench.profile import delegation_from_log
+        from edgebench.profile import delegation_from_log, delegation_from_runtime_info
 
-        # the op-profiling run's log has the same "Replacing ..." line plus the nodes left undelegated
-        d = (delegation_from_log(profile_log) if profile_log is not None else None) or delegation_from_log(first)
+        # best source first: the tool's runtime info names every node; the op-profiling run's log has
+        # the "Replacing ..." line plus the nodes left undelegated; the probe's log only the counts
+        d = None
+        if isinstance(runtime_info, dict) and "error" not in runtime_info:
+            d = delegation_from_runtime_info(runtime_info)
+            if d.partitions == 0 and first.delegated_nodes is not None:
+                d = None   # kernels outside the file's main graph: the log's counts are the better fact
+        if d is None:
+            d = (delegation_from_log(profile_log) if profile_log is not None else None) or delegation_from_log(first)
         extra["delegation"] = d.to_dict() if d is not None else None
+        extra["model_runtime_info"] = ({"read": True} if isinstance(runtime_info, dict) and "error" not in runtime_info
+                                       else runtime_info)
         if profile is not None:
             extra.update(profile)
         if job.energy is not None:
@@ -510,6 +526,21 @@ class AdbTarget:
             outputs=outputs, runtime="benchmark_model", method=method, sample_class=PER_PROCESS,
             fingerprint=fp, extra=extra,
         )
+
+    def _runtime_info(self, run_dir: str, local_tmp: Path) -> dict[str, Any]:
+        """The probe's ``--model_runtime_info_output_file`` read back (``read_runtime_info``), or
+        ``{"error": why}``: a binary without the flag logs it as unconsumed and writes nothing."""
+        remote = f"{run_dir}/{RUNTIME_INFO}"
+        listing = self.device.check(RemoteCommand.test_files([remote]), what="checking the model runtime info")
+        if "OK 0" not in [ln.strip() for ln in listing.stdout.splitlines()]:
+            return {"error": "this benchmark_model wrote no model runtime info (a build without "
+                             "--model_runtime_info_output_file); delegation is read from its log"}
+        local = local_tmp / RUNTIME_INFO
+        try:
+            self.device.pull(remote, local, max_bytes=RUNTIME_INFO_MAX_BYTES)
+            return read_runtime_info(local.read_bytes())
+        except (InfraError, ValueError) as exc:
+            return {"error": f"the model runtime info could not be read: {exc}; delegation is read from the log"}
 
     def _bm_op_profile(self, job: Job, binary: str, model_remote: str, threads, flags, ivf0,
                        run_dir: str):

@@ -50,6 +50,7 @@ def build_argv(
     output_filepath: str | None = None,
     enable_op_profiling: bool = False,
     report_peak_memory_footprint: bool = False,
+    model_runtime_info_output_file: str | None = None,
     accelerator: str | None = None,
     gpu_precision: str | None = None,
     extra: Sequence[str] = (),
@@ -142,6 +143,8 @@ def build_argv(
         argv.append("--enable_op_profiling=true")
     if report_peak_memory_footprint:
         argv.append("--report_peak_memory_footprint=true")
+    if model_runtime_info_output_file:   # recent builds only; older ones log it as unconsumed and go on
+        argv.append(f"--model_runtime_info_output_file={model_runtime_info_output_file}")
     argv.extend(str(a) for a in extra)
     return argv
 
