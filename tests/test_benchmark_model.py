@@ -73,6 +73,12 @@ EXPECTED = {
         init_session_ms=92.318, model_size_mb=3.06409, mem_init_mb=54.2852, mem_overall_mb=73.4102,
         threads=4, model_path="/data/local/tmp/best_int8.tflite", delegates=("XNNPACK",),
         delegated_nodes=(539, 548), unparsed=0),
+    # only the results block: every number is the block's, converted from ms
+    "litert2.1.5_benchmark_litert_model_gpu_results.txt": dict(
+        warmup=None, inference=dict(count=10, avg_us=7430200.0, min_us=7416400.0, max_us=7448860.0, std_us=9920.0),
+        init_us=23744730.0, first_inference_us=7441040.0, warmup_avg_us=7441040.0, inference_avg_us=7430200.0,
+        summary_format="litert-benchmark-results", mem_init_mb=6391.74, mem_overall_mb=6391.74, delegates=(),
+        unparsed=0),
 }
 
 
@@ -526,3 +532,13 @@ def test_runtime_info_reader_follows_the_tools_schema():
     for bad in (b"\xff\xff\xff", b"", _pb(1, "no subgraphs")):
         with pytest.raises(ValueError):
             read_runtime_info(bad)
+
+
+def test_litert_results_block_never_overrides_the_finer_lines():
+    """With the classic stats line and summary present (us), the block's two-decimal ms only fill gaps."""
+    text = ("INFO: count=40 first=1201 curr=1187 min=1180 max=1305 avg=1199.5 std=20\n"
+            "INFO: Inference timings in us: Init: 5000, First inference: 2400, Warmup (avg): 1300, Inference (avg): 1199.5\n"
+            + (FIX / "litert2.1.5_benchmark_litert_model_gpu_results.txt").read_text())
+    log = bm.parse_log(text)
+    assert log.inference.count == 40 and log.inference_avg_us == 1199.5 and log.init_us == 5000
+    assert log.summary_format == "inference-timings" and log.mem_overall_mb == pytest.approx(6391.74)

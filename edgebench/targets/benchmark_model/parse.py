@@ -18,6 +18,7 @@ _LOGCAT_BRIEF = re.compile(r"^([VDIWEF])/[^:(]+?\s*\(\s*\d+\):\s?")
 _ELLIPSIS_TAG = re.compile(r"^\.\.\.\s*tflite\s*:\s?")
 _GLOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: ([IWEF]) \S+\] ")
 _LEVEL = re.compile(r"^(INFO|WARN|WARNING|ERROR|VERBOSE|DEBUG|FATAL):\s?")
+_SOURCE_TAG = re.compile(r"^\[[\w./-]+\.(?:h|cc|cpp|c):\d+\]\s?")   # LiteRT's LITERT_LOG: "[file.h:92] "
 _LOGCAT_LEVEL = {"V": "VERBOSE", "D": "DEBUG", "I": "INFO", "W": "WARN", "E": "ERROR", "F": "FATAL"}
 
 _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf)"
@@ -42,6 +43,14 @@ _NOT_EXECUTED = re.compile(r"Though (\w+) delegate is explicitly applied, the mo
 _UNSUPPORTED = re.compile(r"^(\w+) acceleration is unsupported on this platform")
 _FAILED_APPLY = re.compile(r"Failed to apply (\w+) delegate")
 _DELEGATE_CREATED = re.compile(r"^(\w+) delegate created\.?$")
+# LiteRT's CompiledModel tool (benchmark_litert_model) ends with its own results block, in ms:
+# "Model initialization: 23744.73 ms", "Inference (avg): 7430.20 ms (10 runs)", "Inference (std): 9.92".
+_LITERT_RESULT = re.compile(r"^(Model initialization|Warmup \(first\)|Warmup \(avg\)|Inference \((?:avg|min|max|std)\))"
+                            r":\s*" + _NUM + r"(?:\s*ms)?(?:\s*\((\d+) runs?\))?\s*$")
+_LITERT_MEM = re.compile(r"^(Init footprint|Overall footprint|Peak memory):\s*" + _NUM + r"\s*MB\s*$")
+_LITERT_TEXT = ("BENCHMARK RESULTS", "Memory Usage:", "Throughput:", "No throughput data available",
+                "No inference runs were performed", "Peak memory usage not available", "Signature name:",
+                "Saving benchmark result to", "Saved benchmark result to")
 _SECTION_INIT = "Profiling Info for Benchmark Initialization:"
 _SECTION_REGULAR = "Operator-wise Profiling Info for Regular Benchmark Runs:"
 _TABLE_TITLE = re.compile(r"^=+\s*(.+?)\s*=+$")
@@ -93,6 +102,9 @@ def _strip_prefix(raw: str) -> tuple[str | None, str]:
     m = _LEVEL.match(line)
     if m:
         level = "WARN" if m.group(1) == "WARNING" else m.group(1)
+        line = line[m.end():]
+    m = _SOURCE_TAG.match(line)
+    if m:
         line = line[m.end():]
     return level, line.strip()
 
@@ -165,6 +177,7 @@ def parse_log(text: str) -> BenchmarkModelLog:
     summary: dict[str, float | None] = {}
     summary_format = None
     summary_lines = 0
+    litert: dict[str, Any] = {}    # benchmark_litert_model's results block (ms), used where nothing finer exists
     out: dict[str, Any] = {}
     delegates: list[str] = []
     fallback: list[str] = []
@@ -241,6 +254,21 @@ def parse_log(text: str) -> BenchmarkModelLog:
             summary = _summary_pairs(m.group(1))
             summary_format = "inference-timings" if msg.startswith("Inference") else "average-inference-timings"
             summary_lines += 1
+            recognized += 1
+            continue
+        m = _LITERT_RESULT.match(msg)
+        if m:
+            litert[m.group(1).lower()] = _f(m.group(2))
+            if m.group(3):
+                litert[m.group(1).lower() + " runs"] = int(m.group(3))
+            recognized += 1
+            continue
+        m = _LITERT_MEM.match(msg)
+        if m:
+            litert[m.group(1).lower()] = _f(m.group(2))
+            recognized += 1
+            continue
+        if any(t in msg for t in _LITERT_TEXT) or (set(msg) == {"="}):
             recognized += 1
             continue
         m = _MEM_DELTA.match(msg)
@@ -347,6 +375,9 @@ def parse_log(text: str) -> BenchmarkModelLog:
         if d:
             add_delegate(d)
     warmup, inference = _assign_phases(stats, markers, summary)
+    if litert:
+        inference, summary, summary_format = _litert_block(litert, inference, summary, summary_format, out)
+        summary_lines = max(summary_lines, 1)
     if summary_lines > 1:
         warnings.append(f"the log holds {summary_lines} benchmark runs; the summary numbers are the last run's")
 
@@ -369,6 +400,28 @@ def parse_log(text: str) -> BenchmarkModelLog:
         unparsed=tuple(unparsed), recognized_lines=recognized, summary_lines=summary_lines,
         **out,
     )
+
+
+def _litert_block(b: dict[str, Any], inference: RunStats | None, summary: dict[str, float | None],
+                  summary_format: str | None, out: dict[str, Any]):
+    """Fold benchmark_litert_model's results block (ms, two decimals) into the log: it fills only
+    what no finer line gave (a stats line in us, the classic summary, the memory lines)."""
+    us = {k: (v * 1000.0 if v is not None else None) for k, v in b.items() if not k.endswith(" runs")}
+    if inference is None and b.get("inference (avg) runs"):
+        inference = RunStats(count=int(b["inference (avg) runs"]), avg_us=us.get("inference (avg)"),
+                             min_us=us.get("inference (min)"), max_us=us.get("inference (max)"),
+                             std_us=us.get("inference (std)"))
+    filled = dict(summary)
+    for key, src in (("init", "model initialization"), ("first inference", "warmup (first)"),
+                     ("warmup (avg)", "warmup (avg)"), ("inference (avg)", "inference (avg)")):
+        if filled.get(key) is None and us.get(src) is not None:
+            filled[key] = us[src]
+    if "mem_overall_mb" not in out and b.get("overall footprint") is not None:
+        out.update(mem_init_mb=b.get("init footprint"), mem_overall_mb=b["overall footprint"],
+                   mem_kind="footprint (benchmark_litert_model results block)")
+    if "peak_mem_mb" not in out and b.get("peak memory") is not None:
+        out["peak_mem_mb"] = b["peak memory"]
+    return inference, filled, summary_format or "litert-benchmark-results"
 
 
 def _close(a: float | None, b: float | None) -> bool:
