@@ -30,7 +30,7 @@ from edgebench.fingerprint import host_fingerprint, sha256_file
 from edgebench.rows import Cost, Document, InferenceRow, Latency, Warmup
 from edgebench import sustain
 from edgebench.energy import EnergySettings
-from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, Schedule, check_runtime
+from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, Schedule, check_runtime
 from edgebench.targets.loop import is_device, resolve_targets, run_on_targets
 
 
@@ -127,20 +127,14 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
             if progress and settings.repeats > 1:
                 progress(f"{name} on {target.name} (process {k + 1}/{settings.repeats})")
             results.append(target.run(job))
-        res = results[0]
-        pooled = np.concatenate([np.asarray(r.samples_ns, np.int64) for r in results])
+        res = RunResult.pooled(results, name)
+        pooled = np.asarray(res.samples_ns, np.int64)
         lat = Latency.from_samples(pooled, what=f"run of {name}")
         threads_eff = res.extra.get("threads") or 1  # LiteRT's Python default is 1 thread
-        reps = None
-        if settings.repeats > 1:
-            reps = _repeat_summaries(results, name)
-            # each process's own warnings (a pooled drift check would read run-to-run noise as drift)
-            warnings = list(dict.fromkeys(w for r in reps for w in r.pop("_warnings")))
-            p50s = [r["p50"] for r in reps]
-            warnings.append(f"run-to-run: p50 across {len(p50s)} worker processes {min(p50s):.4g}-{max(p50s):.4g} ms "
-                            f"(spread {max(p50s) / min(p50s) - 1:.1%})")
-        else:
-            warnings = list(lat.warnings)
+        reps = res.extra.get("repeats")
+        # with several processes, each process's own warnings (a pooled drift check would read
+        # run-to-run noise as drift) and the run-to-run spread
+        warnings = list(res.extra["repeat_warnings"]) if reps else list(lat.warnings)
         nonfinite = res.extra.get("nonfinite_outputs") or {}
         if nonfinite:
             bad = ", ".join(f"{k}: {v}" for k, v in nonfinite.items())
@@ -169,7 +163,7 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
                **{k: v for k, v in where_parts.items() if v is not None}},
             latency=lat, samples_ns=tuple(int(x) for x in pooled), warmup=Warmup.from_samples(res.warmup_ns),
             init_ms=res.init_ms, first_inference_ms=res.first_inference_ms,
-            peak_rss_bytes=max((r.peak_rss_bytes or 0) for r in results) or res.peak_rss_bytes,
+            peak_rss_bytes=res.peak_rss_bytes,
             rss_before_load_bytes=res.extra.get("rss_before_load_bytes"), runtime=res.runtime,
             threads_effective=threads_eff, stop_reason=res.extra.get("stop_reason"),
             input_source=res.extra.get("input_source"), input_samples=res.extra.get("n_input_samples"),
@@ -205,19 +199,6 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
         return row.replace(warnings=tuple(warnings))
     except EdgebenchError as err:
         return failed_row(target.name, model, err, cost=cost, **known)
-
-
-def _repeat_summaries(results: list, model: str) -> list[dict[str, Any]]:
-    """One summary per worker process (``row["repeats"]``): its own percentiles and sample count."""
-    from edgebench.measure import LatencyStats
-
-    out = []
-    for k, r in enumerate(results):
-        st = LatencyStats.from_samples(r.samples_ns, what=f"process {k + 1} of {model}")
-        out.append({"process": k + 1, "pid": r.extra.get("pid"), "samples": st.samples, "p50": st.p50,
-                    "p90": st.p90, "p99": st.p99, "mean": st.mean, "qps": st.qps, "p99_valid": st.p99_valid,
-                    "peak_rss_bytes": r.peak_rss_bytes, "_warnings": list(st.warnings)})
-    return out
 
 
 def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = None) -> Document:

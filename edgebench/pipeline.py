@@ -57,6 +57,7 @@ class CompareSettings:
     accelerator: str | None = None        # compiled runtime: cpu | gpu | npu (--accelerator)
     gpu_precisions: tuple[str, ...] = ()  # GPU runs: fp32 and/or fp16, side by side (--gpu-precision)
     op_profile: bool = False              # separate op-profiling pass per row (--op-profile)
+    repeats: int = 1                      # worker processes per precision x target (run-level replicates)
     keep_float: str | None = None         # int8 float islands: "auto", a regex or tensor names
 
 
@@ -149,6 +150,8 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
     th = thresholds or Thresholds()
     where = f"{precision} on {run.target}" + (f" (GPU {gpu_precision})" if gpu_precision else "")
     row = row.replace(**_measured(run, where), peak_rss_bytes=run.peak_rss_bytes, extra=_extra(run.extra))
+    if run.extra.get("repeats"):
+        row = row.replace(repeats=tuple(run.extra["repeats"]), warnings=tuple(run.extra["repeat_warnings"]))
     parts, warnings = runtime_row_parts(run.extra, row.latency, where)
     row = row.replace(**{k: v for k, v in parts.items() if v is not None}, warnings=tuple(row.warnings) + tuple(warnings))
     verdicts = delegation_verdict(row.delegation, th.min_delegated_pct)
@@ -170,7 +173,7 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
 def _extra(extra: dict[str, Any]) -> dict[str, Any]:
     """Run facts kept on the row, minus what became typed fields (delegation, op profile, input mapping)."""
     return {k: v for k, v in extra.items() if k not in ("delegation", "op_profile_raw", "op_profile", "service_ns",
-                                                          "input_mapping")}
+                                                          "input_mapping", "repeats", "repeat_warnings")}
 
 
 def _tflite_run_dir(files: list[str]) -> Path:
@@ -195,6 +198,8 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     check_runtime(settings.runtime_api, settings.accelerator, settings.gpu_precisions, settings.delegate)
+    if settings.repeats < 1:
+        raise BadInput(f"--repeats must be >= 1, got {settings.repeats}")
     if settings.thresholds.max_accuracy_drop_pp is not None or any(
             (t.max_accuracy_drop_pp is not None) for t in (settings.gate_file or {}).values()):
         accuracy_gate = True
@@ -289,13 +294,17 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     def run_one(tgt, item: tuple[str, dict[str, Any], str | None]) -> RunResult:
         prec, v, gp = item
         if src.saved_model_dir is None and prec == ref_label and gp is None and not is_device(tgt) \
-                and settings.runtime_api == "interpreter" and not settings.op_profile:
+                and settings.runtime_api == "interpreter" and not settings.op_profile and settings.repeats == 1:
             return ref_run   # the reference .tflite was just measured on this host with the same job
         job = Job(model_path=v["path"], inputs_npz=str(inputs_path), threads=settings.threads,
                   delegate=settings.delegate, control=settings.control, save_outputs=True, seed=settings.seed,
                   runtime_api=settings.runtime_api, accelerator=settings.accelerator, gpu_precision=gp,
                   op_profile=settings.op_profile)
-        return tgt.run(job)
+        runs = [tgt.run(job)]
+        # --repeats: more worker processes of the same job (timing only: the outputs are the first's)
+        again = replace(job, save_outputs=False, op_profile=False)
+        runs += [tgt.run(again) for _ in range(settings.repeats - 1) if runs[-1].status == "ok"]
+        return RunResult.pooled(runs, f"{prec} on {tgt.name}")
 
     def failed(tgt, item: tuple[str, dict[str, Any], str | None], err: EdgebenchError) -> RunResult:
         return RunResult.failed(tgt.name, item[1]["path"], str(err), model_sha256=item[1].get("sha256", ""),

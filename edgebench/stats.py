@@ -258,8 +258,8 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
     elif p_runs is None:
         verdict = "not significant"
         note = (f"one run per side and no stored history of this configuration: the run-to-run noise is "
-                f"unknown, so no verdict (within-run p = {p_samples:.2g}); measure with `bench --repeats "
-                f"{MIN_REPEATS}` or store >= {HISTORY_MIN_RUNS} runs of it")
+                f"unknown, so no verdict (within-run p = {p_samples:.2g}); measure with `--repeats "
+                f"{MIN_REPEATS}` (bench, convert-and-compare) or store >= {HISTORY_MIN_RUNS} runs of it")
     elif not (p < alpha):
         verdict = "not significant"
         note = f"ratio {ratio:.3g}x but p = {p:.3g} >= {alpha} ({runs_note})"

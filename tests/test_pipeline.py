@@ -114,6 +114,37 @@ def test_multi_io_model_with_synthetic_data_drift_only(run_cli, tmp_path, small_
     assert "synthetic" in err.lower()
 
 
+def test_repeats_give_convert_and_compare_rows_run_level_replicates(run_cli, tmp_path, small_savedmodels):
+    """--repeats on convert-and-compare: each precision x target in N worker processes (samples
+    pooled, one summary per process), so `results compare` of two such runs tests changes against
+    run-to-run noise (basis "repeats") instead of giving no verdict."""
+    db, ids = tmp_path / "r.db", []
+    for i in range(2):
+        code, out, err = run_cli("convert-and-compare", str(small_savedmodels["multi"]), "-p", "fp32,fp16",
+                                 "--data", "synthetic", "--samples", "10", "--runs", "40", "--repeats", "3",
+                                 "--out", str(tmp_path / f"o{i}"), "--json", str(tmp_path / f"r{i}.json"),
+                                 "--db", str(db))
+        assert code == 0, err
+        doc = json.loads((tmp_path / f"r{i}.json").read_text())
+        for r in doc["rows"]:
+            assert [p["process"] for p in r["repeats"]] == [1, 2, 3] and len({p["pid"] for p in r["repeats"]}) == 3
+            assert r["latency_ms"]["samples"] == 120 == sum(p["samples"] for p in r["repeats"])
+            assert any(w.startswith("run-to-run: p50 across 3 worker processes") for w in r["warnings"])
+            assert r["drift"]                                   # outputs from the first process
+        ids.append(doc["run_id"])
+    code, out, err = run_cli("results", "compare", ids[0], ids[1], "--db", str(db), "--json", "-")
+    assert code == 0, err
+    pairs = json.loads(out)["rows"]
+    compared = [p for p in pairs if p.get("repeats") == [3, 3]]
+    assert len(compared) == 2 and all("repeats" in p["basis"] for p in compared)
+    for p in compared:   # p90/p99 from 40 samples per process are not valid per process: those use the samples
+        p50 = next(c for c in p["changes"] if c["metric"] == "p50 ms")
+        assert p50["basis"] == "repeats" and p50["p_runs"] is not None
+    code, _, err = run_cli("convert-and-compare", str(small_savedmodels["multi"]), "--data", "synthetic",
+                           "--repeats", "0", "--no-store")
+    assert code == 2 and "--repeats must be >= 1" in err
+
+
 def test_compare_two_tflite_files(run_cli, tmp_path, digits_model):
     code, out, err = run_cli("convert", "digits", "-p", "fp32,int8", "--out", str(tmp_path), "--json", "-")
     m = json.loads(out)

@@ -65,6 +65,9 @@ GpuPrecisionOpt = Annotated[Optional[str], typer.Option(
     "--gpu-precision", help=f"GPU runs: {','.join(GPU_PRECISIONS)} (comma-separated: side by side).")]
 OpProfileOpt = Annotated[bool, typer.Option(
     "--op-profile", help="A separate op-profiling pass after the timed runs: time per op and per delegate partition.")]
+RepeatsOpt = Annotated[int, typer.Option(
+    "--repeats", help="Worker processes per model x target, one after another (>= 3 lets `results compare` test "
+                      "changes against run-to-run noise).")]
 ModelExplorerOpt = Annotated[Optional[str], typer.Option(
     "--model-explorer", help="Write Model Explorer node data (per-op latency) to PATH (needs --op-profile).")]
 

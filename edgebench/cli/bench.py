@@ -10,7 +10,7 @@ from edgebench.cli._options import (ENERGY_DEFAULTS, RC_DEFAULTS, SCHEDULE_DEFAU
                                     BenchmarkBinaryOpt, ColdStartsOpt, DbOpt, DelegateOpt, DurationOpt,
                                     EnergyIdleOpt, EnergyOpt, GpuPrecisionOpt, JsonOpt, MaxTimeOpt, MinRunsOpt,
                                     MinTimeOpt, ModelExplorerOpt, NoStoreOpt, OpProfileOpt, PeriodMsOpt,
-                                    PushgatewayOpt, ReportEveryOpt, RunsOpt, RuntimeOpt, TargetsOpt, ThreadsOpt,
+                                    PushgatewayOpt, RepeatsOpt, ReportEveryOpt, RunsOpt, RuntimeOpt, TargetsOpt, ThreadsOpt,
                                     WarmupRunsOpt, WarmupTimeOpt, WideOpt, XnnpackCacheOpt)
 from edgebench.targets.base import DEFAULT_DELEGATE
 
@@ -52,9 +52,7 @@ def register(app: typer.Typer) -> None:
         energy: EnergyOpt = False,
         energy_idle: EnergyIdleOpt = ENERGY_DEFAULTS.idle_s,
         seed: Annotated[int, typer.Option("--seed", help="Seed for synthetic inputs and Poisson arrivals.")] = 0,
-        repeats: Annotated[int, typer.Option(
-            "--repeats", help="Worker processes per model x target (>= 3 lets `results compare` test changes "
-                              "against run-to-run noise).")] = 1,
+        repeats: RepeatsOpt = 1,
         json_path: JsonOpt = None,
         db: DbOpt = None,
         no_store: NoStoreOpt = False,

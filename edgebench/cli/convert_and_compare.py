@@ -11,7 +11,7 @@ from edgebench.cli._options import (RC_DEFAULTS, AcceleratorOpt, BenchmarkBinary
                                     GpuPrecisionOpt, ImportOpt, InputShapeOpt, JsonOpt, JunitOpt, MarkdownOpt,
                                     MaxAccuracyDropOpt, MaxP99Opt, MaxTimeOpt, MinCosineOpt, MinDelegatedOpt,
                                     MinPsnrOpt, MinRunsOpt, MinSizeReductionOpt, MinTimeOpt, ModelExplorerOpt,
-                                    NoStoreOpt, OpProfileOpt, PushgatewayOpt, RunsOpt, RuntimeOpt, SignatureOpt,
+                                    NoStoreOpt, OpProfileOpt, PushgatewayOpt, RepeatsOpt, RunsOpt, RuntimeOpt, SignatureOpt,
                                     TargetsOpt, ThreadsOpt, WarmupRunsOpt,
                                     WarmupTimeOpt, WideOpt)
 from edgebench.targets.base import DEFAULT_DELEGATE
@@ -58,6 +58,7 @@ def register(app: typer.Typer) -> None:
         accelerator: AcceleratorOpt = None,
         gpu_precision: GpuPrecisionOpt = None,
         op_profile: OpProfileOpt = False,
+        repeats: RepeatsOpt = 1,
         model_explorer: ModelExplorerOpt = None,
         runs: RunsOpt = None,
         min_runs: MinRunsOpt = RC_DEFAULTS.min_runs,
@@ -123,7 +124,7 @@ def register(app: typer.Typer) -> None:
                                   min_delegated),
             gate_file=load_gate_file(gate) if gate else None,
             runtime_api=runtime, accelerator=accelerator, gpu_precisions=gpu_precisions(gpu_precision),
-            op_profile=op_profile,
+            op_profile=op_profile, repeats=repeats,
         )
         check_model_explorer(model_explorer, op_profile)
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway,

@@ -5,7 +5,7 @@ tf, host and adb targets look the same to measure/compare: ``run(job) -> RunResu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -259,6 +259,34 @@ class RunResult:
             peak_rss_bytes=meta.get("peak_rss_bytes"), runtime=meta.get("runtime"), method=method,
             fingerprint=fp, extra=facts,
         )
+
+    @classmethod
+    def pooled(cls, results: list["RunResult"], what: str) -> "RunResult":
+        """Several worker processes of one job (``--repeats``) as one result: the first process's
+        facts and outputs, every process's samples pooled, the highest peak RSS, and
+        ``extra["repeats"]``: one summary per process (its own percentiles: the run-level
+        replicates ``results compare`` tests changes against) and ``extra["repeat_warnings"]``
+        (each process's own latency warnings, then the run-to-run spread of p50). A failed
+        process makes the whole result that failure."""
+        from edgebench.measure import LatencyStats
+
+        bad = next((r for r in results if r.status != "ok"), None)
+        if bad is not None or len(results) == 1:
+            return bad or results[0]
+        first = results[0]
+        reps, warnings = [], []
+        for k, r in enumerate(results):
+            st = LatencyStats.from_samples(r.samples_ns, what=f"process {k + 1} of {what}")
+            reps.append({"process": k + 1, "pid": r.extra.get("pid"), "samples": st.samples, "p50": st.p50,
+                         "p90": st.p90, "p99": st.p99, "mean": st.mean, "qps": st.qps, "p99_valid": st.p99_valid,
+                         "peak_rss_bytes": r.peak_rss_bytes})
+            warnings.extend(w for w in st.warnings if w not in warnings)
+        p50s = [r["p50"] for r in reps]
+        warnings.append(f"run-to-run: p50 across {len(p50s)} worker processes {min(p50s):.4g}-{max(p50s):.4g} ms "
+                        f"(spread {max(p50s) / min(p50s) - 1:.1%})")
+        return replace(first, samples_ns=np.concatenate([np.asarray(r.samples_ns, np.int64) for r in results]),
+                       peak_rss_bytes=max((r.peak_rss_bytes or 0) for r in results) or first.peak_rss_bytes,
+                       extra={**first.extra, "repeats": reps, "repeat_warnings": warnings})
 
     @classmethod
     def failed(cls, target: str, model_path: str, error: str, *, model_sha256: str = "",

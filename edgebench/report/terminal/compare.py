@@ -149,7 +149,10 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
         out.append(f"[bold yellow]warning (data):[/] {e(w)}")
     for r in compare_rows(doc):
         where = f"{r.precision} on {r.target}"
-        for w in (r.latency.warnings if r.latency else ()) + tuple(r.warnings):
+        # with --repeats the row's own warnings are each process's (a pooled check would read
+        # run-to-run noise as drift) plus the run-to-run spread; the pooled ones are left out
+        pooled = () if r.repeats or not r.latency else r.latency.warnings
+        for w in dict.fromkeys(tuple(pooled) + tuple(r.warnings)):
             out.append(f"[yellow]warning ({e(where)}):[/] {e(w)}")
     return out
 
