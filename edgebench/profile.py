@@ -49,6 +49,11 @@ _FIX = {
     ("XNNPACK", "PRELU"): "XNNPACK has no int8 PRELU kernel: replace PReLU by ReLU/LeakyReLU before "
                           "quantizing, or keep those layers float",
 }
+# SHAPE (with STRIDED_SLICE/PACK feeding a RESHAPE) is shape arithmetic on a dynamic dimension at run
+# time -- typically a Keras Flatten/Reshape under a dynamic batch; a static shape folds it away.
+_SHAPE_FIX = ("SHAPE and the ops after it compute a tensor shape at run time from a dynamic dimension (typically "
+              "the batch of a Flatten/Reshape): convert with --static-batch (other dynamic dims: --input-shape) and "
+              "the converter folds them into constants, so the delegate can take the graph in one partition")
 _GENERIC_FIX = ("each op the delegate rejects runs on the CPU interpreter and every partition boundary is a "
                 "hand-over: replace those ops with ones the delegate supports, or keep them float")
 
@@ -105,6 +110,8 @@ def delegation_warning(d: Delegation | None, where: str) -> str | None:
         return None
     left = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in sorted(d.undelegated.items(), key=lambda kv: -kv[1]))
     fixes = [_FIX[(str(d.delegate).upper(), op)] for op in d.undelegated if (str(d.delegate).upper(), op) in _FIX]
+    if "SHAPE" in d.undelegated:
+        fixes.append(_SHAPE_FIX)
     parts = f" in {d.partitions} partitions" if d.partitions is not None else ""
     return (f"{where}: {d.delegate} took {d.nodes_delegated}/{d.nodes_total} nodes{parts}; left on the CPU "
             f"interpreter: {left or 'unknown ops'}; " + ("; ".join(fixes) if fixes else _GENERIC_FIX))

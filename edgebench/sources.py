@@ -55,6 +55,7 @@ class SourceOptions:
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     imports: tuple[str, ...] = ()
     reference: str | None = None          # .tflite sources: a SavedModel/.keras for the TF row
+    static_batch: bool = False            # --static-batch: a dynamic batch becomes a static 1 in the .tflite
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,9 @@ def resolve_source(src: str, *, size: str = "tiny", work_dir: Path | None = None
     if p.suffix.lower() in KERAS_SUFFIXES:
         return _keras_source(p, work_dir, opts, require_static)
     if p.suffix == ".tflite":
+        if opts.static_batch:
+            raise BadInput(f"{src}: --static-batch changes a conversion, and this .tflite is already converted; "
+                           "drop the flag, or give the SavedModel/.keras it came from")
         return tflite_source(p)
     raise BadInput(f"{src}: unsupported source '{p.suffix or p.name}'; give a SavedModel folder, a .keras/.h5 "
                    "file, a .tflite file or a reference model name")
@@ -238,7 +242,7 @@ def saved_model_source(p: Path, opts: SourceOptions, *, kind: str, name: str, pa
     sig, mg, sd = read_signature(p, opts.signature_key)
     tags = tuple(mg.meta_info_def.tags) or (SERVE_TAG,)
     loader, reason = choose_loader(p, mg, opts.signature_key, tags)
-    sig, fixed, notes = fix_shapes(sig, opts.input_shapes, str(path), require_static)
+    sig, fixed, notes = fix_shapes(sig, opts.input_shapes, str(path), require_static, opts.static_batch)
     fake_quant = _fake_quant_ops(mg)
     info: dict[str, Any] = {}
     if mg.meta_info_def.tensorflow_version:
@@ -338,11 +342,15 @@ def _load_fix(err: str, mg) -> str:
 
 
 def fix_shapes(sig: Signature, given: tuple[tuple[str, tuple[int, ...]], ...], where: str,
-               require_static: bool) -> tuple[Signature, dict[str, tuple[int, ...]], dict[str, dict[str, Any]]]:
+               require_static: bool, static_batch: bool = False
+               ) -> tuple[Signature, dict[str, tuple[int, ...]], dict[str, dict[str, Any]]]:
     """Apply --input-shape and the batch-1 rule: (effective signature, converter shapes, notes).
 
-    Converter shapes are returned only when a non-batch dimension had to be fixed (the
-    converters already take a dynamic batch as 1); notes record every fixed dimension.
+    Converter shapes are returned only when a non-batch dimension had to be fixed, or with
+    ``static_batch`` (--static-batch) when a batch is dynamic: without it the converters take a
+    dynamic batch as 1 for the input but keep the graph dynamic, so a Flatten/Reshape computes
+    its shape at run time (SHAPE, STRIDED_SLICE, PACK), ops a delegate leaves on the CPU. Notes
+    record every fixed dimension.
     """
     want = dict(given)
     unknown = [n for n in want if n not in sig.input_names]
@@ -367,9 +375,11 @@ def fix_shapes(sig: Signature, given: tuple[tuple[str, tuple[int, ...]], ...], w
                 raise BadInput(f"--input-shape {t.name}:{','.join(map(str, shape))}: the batch dim must be 1 "
                                "(edgebench measures single-sample latency)")
             fixed_dims = [i for i, d in enumerate(declared) if d is None and i > 0] if declared else list(range(len(shape)))
-            needs_fixing = needs_fixing or bool(fixed_dims) or not declared
+            batch_dynamic = bool(declared) and declared[0] is None
+            needs_fixing = needs_fixing or bool(fixed_dims) or not declared or (static_batch and batch_dynamic)
             notes[t.name] = {"declared": declared or None, "used": list(shape),
-                             "how": "--input-shape" + ("; batch fixed to 1 for latency" if declared and declared[0] is None else "")}
+                             "how": "--input-shape" + ("; batch fixed to 1 for latency" if batch_dynamic else "")
+                             + (_STATIC_NOTE if static_batch and batch_dynamic else "")}
             eff = tuple(shape) if not declared else (declared[0], *shape[1:])
             inputs.append(TensorSpec(t.name, eff, t.dtype))
             continue
@@ -381,12 +391,16 @@ def fix_shapes(sig: Signature, given: tuple[tuple[str, tuple[int, ...]], ...], w
                            f"--input-shape {t.name}:{example} (batch first)")
         if declared and declared[0] is None:
             notes[t.name] = {"declared": declared, "used": [1, *declared[1:]],
-                             "how": "batch fixed to 1 for latency"}
+                             "how": "batch fixed to 1 for latency" + (_STATIC_NOTE if static_batch else "")}
+            needs_fixing = needs_fixing or (static_batch and not dynamic)
         inputs.append(t)
     eff_sig = Signature(tuple(inputs), sig.outputs, sig.ranges)
     fixed = {t.name: tuple(notes[t.name]["used"]) if t.name in notes else tuple(t.shape)
              for t in sig.inputs} if needs_fixing else {}
     return eff_sig, fixed, notes
+
+
+_STATIC_NOTE = "; static batch 1 in the converted model (--static-batch)"
 
 
 def _show(shape: list) -> str:

@@ -52,6 +52,10 @@ SignatureOpt = Annotated[Optional[str], typer.Option(
 InputShapeOpt = Annotated[Optional[list[str]], typer.Option(
     "--input-shape", help="Fix a dynamic input: NAME:1,128 (batch first; repeatable). A dynamic batch dim alone "
                           "is converted as 1 without it.")]
+StaticBatchOpt = Annotated[bool, typer.Option(
+    "--static-batch", help="Convert a dynamic batch as a static 1: the converter folds the shape arithmetic a "
+                           "dynamic batch needs (SHAPE/STRIDED_SLICE/PACK before a Reshape), ops delegates "
+                           "leave on the CPU; the .tflite then takes batch 1 only.")]
 ImportOpt = Annotated[Optional[list[str]], typer.Option(
     "--import", help="Python module (name or .py path) imported first (repeatable): its classes become Keras "
                      "custom objects for .keras/.h5 files; it can also register custom TF ops.")]
@@ -134,8 +138,9 @@ def energy_settings(enabled: bool, idle_s: float = _ENERGY.idle_s) -> EnergySett
 
 
 def source_options(signature: str | None = None, input_shapes: list[str] | None = None,
-                   imports: list[str] | None = None, reference: str | None = None):
-    """--signature / --input-shape (repeatable) / --import (repeatable) / --reference -> SourceOptions."""
+                   imports: list[str] | None = None, reference: str | None = None, static_batch: bool = False):
+    """--signature / --input-shape (repeatable) / --import (repeatable) / --reference / --static-batch
+    -> SourceOptions."""
     from edgebench.errors import BadInput
     from edgebench.sources import DEFAULT_SIGNATURE, SourceOptions, parse_input_shape
 
@@ -145,7 +150,7 @@ def source_options(signature: str | None = None, input_shapes: list[str] | None 
     if dup:
         raise BadInput(f"--input-shape {dup}: given twice; give each input once")
     return SourceOptions(signature_key=signature or DEFAULT_SIGNATURE, input_shapes=shapes,
-                         imports=tuple(imports or ()), reference=reference)
+                         imports=tuple(imports or ()), reference=reference, static_batch=static_batch)
 
 
 def publish_options(*, json_path: str | None = None, db: str | None = None, no_store: bool = False,

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from edgebench.cli._options import ImportOpt, InputShapeOpt, SignatureOpt
+from edgebench.cli._options import ImportOpt, InputShapeOpt, StaticBatchOpt, SignatureOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -31,6 +31,7 @@ def register(app: typer.Typer) -> None:
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the manifest as JSON to PATH ('-' for stdout)."),
         signature: SignatureOpt = None,
         input_shape: InputShapeOpt = None,
+        static_batch: StaticBatchOpt = False,
         imports: ImportOpt = None,
     ) -> None:
         """Convert a model to FP32/FP16/INT8/dynamic/int16x8 .tflite, check FP32 parity, write manifest.json."""
@@ -59,7 +60,7 @@ def register(app: typer.Typer) -> None:
             out_dir=out,
             preprocess=preprocess,
             size=check_size(size),
-            source=source_options(signature, input_shape, imports),
+            source=source_options(signature, input_shape, imports, static_batch=static_batch),
             keep_float=keep_float,
             keep_float_goal=goal,
         )

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from edgebench.cli._options import (RC_DEFAULTS, AcceleratorOpt, BenchmarkBinaryOpt, DbOpt, DelegateOpt,
-                                    GpuPrecisionOpt, ImportOpt, InputShapeOpt, JsonOpt, JunitOpt, MarkdownOpt,
+                                    GpuPrecisionOpt, ImportOpt, InputShapeOpt, StaticBatchOpt, JsonOpt, JunitOpt, MarkdownOpt,
                                     MaxAccuracyDropOpt, MaxP99Opt, MaxTimeOpt, MinCosineOpt, MinDelegatedOpt,
                                     MinPsnrOpt, MinRunsOpt, MinSizeReductionOpt, MinTimeOpt, ModelExplorerOpt,
                                     NoStoreOpt, OpProfileOpt, PushgatewayOpt, RepeatsOpt, RunsOpt, RuntimeOpt, SignatureOpt,
@@ -84,6 +84,7 @@ def register(app: typer.Typer) -> None:
         wide: WideOpt = False,
         signature: SignatureOpt = None,
         input_shape: InputShapeOpt = None,
+        static_batch: StaticBatchOpt = False,
         imports: ImportOpt = None,
         reference: Annotated[Optional[str], typer.Option(
             "--reference", help=".tflite SRCs: a SavedModel folder or .keras file run with TF as the reference row.")]
@@ -112,7 +113,7 @@ def register(app: typer.Typer) -> None:
             raise BadInput(f"--reference {reference}: only for .tflite SRCs (a SavedModel SRC is its own reference)")
         settings = CompareSettings(
             src=src[0], more_tflite=tuple(src[1:]),
-            source=source_options(signature, input_shape, imports, reference),
+            source=source_options(signature, input_shape, imports, reference, static_batch=static_batch),
             precisions=tuple(split_csv(precision, option="--precision", allowed=PRECISION_NAMES)),
             targets=tuple(split_csv(targets, option="--targets")),
             data=data, calibration_data=calibration_data, eval_samples=samples,

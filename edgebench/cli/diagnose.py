@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from edgebench.cli._options import DbOpt, ImportOpt, InputShapeOpt, JsonOpt, MarkdownOpt, NoStoreOpt, SignatureOpt
+from edgebench.cli._options import DbOpt, ImportOpt, InputShapeOpt, StaticBatchOpt, JsonOpt, MarkdownOpt, NoStoreOpt, SignatureOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -38,6 +38,7 @@ def register(app: typer.Typer) -> None:
         no_store: NoStoreOpt = False,
         signature: SignatureOpt = None,
         input_shape: InputShapeOpt = None,
+        static_batch: StaticBatchOpt = False,
         imports: ImportOpt = None,
     ) -> None:
         """Per-layer quantization error (accumulated and isolated), ranked worst first with advice.
@@ -60,7 +61,7 @@ def register(app: typer.Typer) -> None:
             src=src, precisions=tuple(split_csv(precision, option="--precision")), data=data,
             calibration_data=calibration_data, eval_samples=samples, calibration_samples=calibration_samples,
             int8_io=int8_io, out_dir=out, preprocess=preprocess, size=check_size(size), class_output=class_output,
-            isolated=not no_isolated, source=source_options(signature, input_shape, imports))
+            isolated=not no_isolated, source=source_options(signature, input_shape, imports, static_batch=static_batch))
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, markdown=markdown)
         check_store(opts)
         with progress_reporter("diagnose") as say:
