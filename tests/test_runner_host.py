@@ -391,3 +391,22 @@ def test_synthetic_inputs_sized_by_an_untrusted_model_are_bounded(run_cli, tmp_p
     code, out, err = run_cli("compare", str(path), str(path), "--data", "synthetic", "--no-store")
     assert code == 2, err
     assert "need 4.7 GiB, over the 2 GiB edgebench generates; lower --samples" in err
+
+
+def test_worker_stop_rule_is_the_parents_run_control():
+    """The standalone worker cannot import RunControl; its StopRule (and fallback defaults) must
+    give the same verdict for every (runs, elapsed) the parent's rule does."""
+    from edgebench.targets.base import RunControl
+    from edgebench.targets.runner import _sibling
+
+    rn = _sibling("runner_io")
+    d = RunControl()
+    assert (rn.DEFAULT_MIN_RUNS, rn.DEFAULT_MIN_TIME_S, rn.DEFAULT_MAX_TIME_S) == (d.min_runs, d.min_time_s,
+                                                                                  d.max_time_s)
+    for ctl in (RunControl(), RunControl(runs=50, max_time_s=2.0), RunControl(min_runs=10, min_time_s=0.5)):
+        rule = rn.StopRule({"runs": ctl.runs, "min_runs": ctl.min_runs, "min_time_s": ctl.min_time_s,
+                            "max_time_s": ctl.max_time_s})
+        for n in (0, 9, 10, 49, 50, 661, 662, 5000):
+            for el in (0.0, 0.4, 0.5, 1.0, 1.9, 2.0, 59.0, 60.0, 61.0):
+                assert rule.reason(n, el * 1e9) == ctl.stop_reason(n, el), (ctl, n, el)
+    assert rn.StopRule({}).reason(662, 1e9) == "min_runs_and_min_time"    # a job without run control

@@ -106,6 +106,7 @@ def _sibling(name: str):
 _io = _sibling("runner_io")
 _modes = _sibling("runner_modes")
 from runner_io import (  # noqa: E402,F401 -- the worker's parts (FAULT_ENV re-exported for tests)
+    DEFAULT_MAX_TIME_S,
     EXIT_BAD_INPUT,
     EXIT_INFRA,
     EXIT_OK,
@@ -114,6 +115,7 @@ from runner_io import (  # noqa: E402,F401 -- the worker's parts (FAULT_ENV re-e
     JobError,
     RUNNER_VERSION,
     Session,
+    StopRule,
     _json_default,
     _one_line,
     _where,
@@ -190,11 +192,9 @@ def run_single(job: dict, sess: Session) -> dict:
         warmup.append(clock() - t0)
         i += 1
 
-    runs = job.get("runs")
-    min_runs = int(job.get("min_runs", 662))
-    min_t = float(job.get("min_time_s", 1.0)) * 1e9
-    max_t = float(job.get("max_time_s", 60.0)) * 1e9
-    cap = int(runs) if runs is not None else None
+    # StopRule's rule, inlined below: the hot loop makes no extra call per inference
+    rule = StopRule(job)
+    cap, min_runs, min_t, max_t = rule.cap, rule.min_runs, rule.min_ns, rule.max_ns
     samples = []
     append = samples.append
 
@@ -405,7 +405,7 @@ def run_profile_child(job_path: str, job: dict, out_dir: str) -> dict:
     timed runs: the timed loop never runs with a profiler attached, and a crash in the profiler
     cannot lose the measured samples."""
 
-    deadline = float(job.get("max_time_s", 60.0)) + 120.0
+    deadline = float(job.get("max_time_s", DEFAULT_MAX_TIME_S)) + 120.0
     try:
         proc = subprocess.run([sys.executable, os.path.abspath(__file__), PROFILE_FLAG, job_path],  # noqa: S603
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

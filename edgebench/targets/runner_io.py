@@ -27,6 +27,35 @@ QUANTIZE_CHUNK_BYTES = 16 << 20  # float64 temporaries of quantize() stay below 
 FAULT_ENV = "EDGEBENCH_RUNNER_FAULT"
 
 
+# Run-control fallbacks for a job that omits them (the parent always sends RunControl's values;
+# the worker cannot import edgebench, so these mirror targets/base.RunControl's defaults).
+DEFAULT_MIN_RUNS, DEFAULT_MIN_TIME_S, DEFAULT_MAX_TIME_S = 662, 1.0, 60.0
+
+
+class StopRule:
+    """The timed loops' stop rule from a job, in nanoseconds -- the same rule, in the same order,
+    as ``RunControl.stop_reason`` in the parent: ``--runs`` (still capped by max_time), else
+    min_runs and min_time both met, and never past max_time."""
+
+    def __init__(self, job: dict):
+        runs = job.get("runs")
+        self.cap = int(runs) if runs is not None else None
+        self.min_runs = int(job.get("min_runs", DEFAULT_MIN_RUNS))
+        self.min_ns = float(job.get("min_time_s", DEFAULT_MIN_TIME_S)) * 1e9
+        self.max_ns = float(job.get("max_time_s", DEFAULT_MAX_TIME_S)) * 1e9
+
+    def reason(self, n: int, elapsed_ns: float) -> str | None:
+        """Why the loop stops after ``n`` runs and ``elapsed_ns`` (None: go on)."""
+        if self.cap is not None:
+            if n >= self.cap:
+                return "runs"
+        elif n >= self.min_runs and elapsed_ns >= self.min_ns:
+            return "min_runs_and_min_time"
+        if elapsed_ns >= self.max_ns:   # also caps a forced --runs, so the parent's deadline stays meaningful
+            return "max_time"
+        return None
+
+
 class JobError(Exception):
     """A failure with a one-line message; ``bad_input`` decides exit 2 vs 3."""
 

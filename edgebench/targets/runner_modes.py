@@ -22,6 +22,7 @@ from runner_io import (  # noqa: E402 -- loaded by runner.py first (see its _sib
     JobError,
     SPIN_NS,
     Session,
+    StopRule,
     _one_line,
     load_npz,
     load_runtime,
@@ -61,10 +62,10 @@ def run_concurrency(job: dict, sessions: list, level: int) -> dict:
     for s in sessions:  # warm each interpreter
         for k in range(max(1, int(job.get("warmup_runs", 10)))):
             s.one(k)
-    runs = job.get("runs")
-    share = math.ceil((int(runs) if runs is not None else int(job.get("min_runs", 662))) / level)
-    min_t = 0.0 if runs is not None else float(job.get("min_time_s", 1.0)) * 1e9
-    max_t = float(job.get("max_time_s", 60.0)) * 1e9
+    rule = StopRule(job)
+    share = math.ceil((rule.cap if rule.cap is not None else rule.min_runs) / level)
+    min_t = 0.0 if rule.cap is not None else rule.min_ns
+    max_t = rule.max_ns
     barrier = threading.Barrier(level + 1)
     per_worker: list[list[int]] = [[] for _ in range(level)]
     ends = [0] * level
@@ -157,7 +158,7 @@ def run_server(job: dict, sessions: list, qps: float, workers: int, queries: int
     done = np.zeros(queries, np.int64)
     lock = threading.Lock()
     nxt = [0]
-    max_t = float(job.get("max_time_s", 60.0)) * 1e9
+    max_t = StopRule(job).max_ns
     barrier = threading.Barrier(workers + 1)
     start_box = [0]
     stops = [0] * workers
@@ -302,11 +303,7 @@ def run_paced(job: dict, sess: Session) -> dict:
     """
     first_ns, warmup = _warm(job, sess)
     period = _period_ns(job, warmup)
-    runs = job.get("runs")
-    cap = int(runs) if runs is not None else None
-    min_runs = int(job.get("min_runs", 662))
-    min_t = float(job.get("min_time_s", 1.0)) * 1e9
-    max_t = float(job.get("max_time_s", 60.0)) * 1e9
+    rule = StopRule(job)
     clock = time.perf_counter_ns
     invoke = sess.it.invoke
     samples, starts, lags = [], [], []
@@ -314,17 +311,9 @@ def run_paced(job: dict, sess: Session) -> dict:
     start = clock()
     due = start
     i = 0
-    stop_reason = "runs"
     while True:
-        el = clock() - start
-        if cap is not None:
-            if i >= cap:
-                break
-        elif i >= min_runs and el >= min_t:
-            stop_reason = "min_runs_and_min_time"
-            break
-        if el >= max_t:
-            stop_reason = "max_time"
+        stop_reason = rule.reason(i, clock() - start)
+        if stop_reason is not None:
             break
         if not sess.single:
             sess._set(i)
