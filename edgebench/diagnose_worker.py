@@ -30,11 +30,8 @@ need no intermediates) are reported.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import sys
-import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -635,40 +632,7 @@ def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        sys.stderr.write("usage: python -m edgebench.diagnose_worker job.json\n")
-        return rt.EXIT_BAD_INPUT
-    try:
-        with open(argv[1]) as fh:
-            job = json.load(fh)
-    except (OSError, ValueError) as exc:
-        sys.stderr.write(f"cannot read job {argv[1]}: {exc}\n")
-        return rt.EXIT_BAD_INPUT
-    out_dir = job.get("out_dir") or os.path.dirname(os.path.abspath(argv[1]))
-    os.makedirs(out_dir, exist_ok=True)
-    code, arrays = rt.EXIT_OK, {}
-    try:
-        meta, arrays = run_job(job)
-        meta.update(status="ok", error=None)
-    except rt.JobError as exc:
-        code = rt.EXIT_BAD_INPUT if exc.bad_input else rt.EXIT_INFRA
-        meta = {"status": "failed", "error": str(exc), "error_kind": "bad_input" if exc.bad_input else "infra"}
-    except MemoryError:
-        code, meta = rt.EXIT_INFRA, {"status": "failed", "error": "diagnose worker ran out of memory",
-                                     "error_kind": "infra"}
-    except Exception as exc:  # noqa: BLE001 -- reported, never a bare traceback to the user
-        code = rt.EXIT_INFRA
-        meta = {"status": "failed", "error": f"diagnose worker internal error: {type(exc).__name__}: "
-                f"{rt._one_line(exc)}", "error_kind": "infra", "traceback": traceback.format_exc()}  # noqa: SLF001
-    if arrays:
-        tmp = os.path.join(out_dir, "result.tmp.npz")
-        np.savez(tmp, **arrays)
-        os.replace(tmp, os.path.join(out_dir, "result.npz"))
-    tmp = os.path.join(out_dir, "result.json.tmp")
-    with open(tmp, "w") as fh:
-        json.dump(meta, fh, default=rt._json_default, allow_nan=True)  # noqa: SLF001
-    os.replace(tmp, os.path.join(out_dir, "result.json"))
-    return code
+    return rt.serve_job(argv, lambda job, _path: run_job(job), what="diagnose worker")
 
 
 if __name__ == "__main__":

@@ -23,8 +23,6 @@ stacked along the first axis. Exit 0 ok, 2 bad input (message in result.json), 3
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 
 import numpy as np
@@ -59,36 +57,7 @@ def describe(job: dict) -> tuple[dict, dict[str, np.ndarray]]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        sys.stderr.write("usage: model_io.py job.json\n")
-        return rn.EXIT_BAD_INPUT
-    with open(argv[1]) as fh:
-        job = json.load(fh)
-    out_dir = job.get("out_dir") or os.path.dirname(os.path.abspath(argv[1]))
-    code = rn.EXIT_OK
-    arrays: dict[str, np.ndarray] = {}
-    try:
-        meta, arrays = describe(job)
-        meta.update(status="ok", error=None)
-    except rn.JobError as exc:
-        code = rn.EXIT_BAD_INPUT if exc.bad_input else rn.EXIT_INFRA
-        meta = {"status": "failed", "error": str(exc), "error_kind": "bad_input" if exc.bad_input else "infra"}
-    except MemoryError:
-        code = rn.EXIT_INFRA
-        meta = {"status": "failed", "error": "the model needs more memory than this machine has", "error_kind": "infra"}
-    except Exception as exc:  # noqa: BLE001 -- reported, never a bare traceback to the user
-        code = rn.EXIT_INFRA
-        meta = {"status": "failed", "error": f"model-I/O worker internal error: {type(exc).__name__}: "
-                                             f"{rn._one_line(exc)}", "error_kind": "infra"}
-    if arrays:
-        tmp = os.path.join(out_dir, "result.tmp.npz")
-        np.savez(tmp, **arrays)
-        os.replace(tmp, os.path.join(out_dir, "result.npz"))
-    tmp = os.path.join(out_dir, "result.json.tmp")
-    with open(tmp, "w") as fh:
-        json.dump(meta, fh, default=rn._json_default)
-    os.replace(tmp, os.path.join(out_dir, "result.json"))
-    return code
+    return rn.serve_job(argv, lambda job, _path: describe(job), what="model-I/O worker")
 
 
 if __name__ == "__main__":

@@ -83,7 +83,6 @@ import platform
 import subprocess
 import sys
 import time
-import traceback
 
 import numpy as np
 
@@ -126,6 +125,7 @@ from runner_io import (  # noqa: E402,F401 -- the worker's parts (FAULT_ENV re-e
     reset_peak_rss,
     rss_bytes,
     runtime_facts,
+    serve_job,
 )
 from runner_modes import (  # noqa: E402,F401 -- (wait_until re-exported for tests)
     _count_nonfinite,
@@ -335,20 +335,12 @@ def run_job(job: dict) -> dict:
 def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[1] == PROFILE_FLAG:
         return profile_main(argv[2])
-    if len(argv) != 2:
-        sys.stderr.write("usage: runner.py job.json\n")
-        return EXIT_BAD_INPUT
-    job_path = argv[1]
-    try:
-        with open(job_path) as fh:
-            job = json.load(fh)
-    except (OSError, ValueError) as exc:
-        sys.stderr.write(f"cannot read job {job_path}: {exc}\n")
-        return EXIT_BAD_INPUT
-    out_dir = job.get("out_dir") or os.path.dirname(os.path.abspath(job_path))
-    os.makedirs(out_dir, exist_ok=True)
-    job["out_dir"] = out_dir
-    meta = {
+    return serve_job(argv, _work, what="runner", meta=_facts)
+
+
+def _facts(job: dict) -> dict:
+    """What result.json records even when the run fails."""
+    return {
         "runner_version": RUNNER_VERSION,
         "python": platform.python_version(),
         "numpy": np.__version__,
@@ -359,39 +351,19 @@ def main(argv: list[str]) -> int:
         "delegate": job.get("delegate", "xnnpack"),
         "pid": os.getpid(),
     }
-    code = EXIT_OK
+
+
+def _work(job: dict, job_path: str) -> tuple[dict, dict]:
     arrays: dict[str, np.ndarray] = {}
-    try:
-        res = run_job(job)
-        if job.get("op_profile") and (job.get("load") or {}).get("mode", "single") == "single":
-            res.update(run_profile_child(job_path, job, out_dir))
-        for key in ("samples_ns", "warmup_ns", "service_ns", "lag_ns", "backlog_ns"):
-            if key in res:
-                arrays[key] = np.asarray(res.pop(key), np.int64)
-        for name, arr in (res.pop("outputs", None) or {}).items():
-            arrays[f"out::{name}"] = arr
-        meta.update(res)
-        meta["status"] = "ok"
-        meta["error"] = None
-    except JobError as exc:
-        code = EXIT_BAD_INPUT if exc.bad_input else EXIT_INFRA
-        meta.update(status="failed", error=str(exc), error_kind="bad_input" if exc.bad_input else "infra")
-    except MemoryError:
-        code = EXIT_INFRA
-        meta.update(status="failed", error="worker ran out of memory", error_kind="infra")
-    except Exception as exc:  # noqa: BLE001 -- reported, never a bare traceback to the user
-        code = EXIT_INFRA
-        meta.update(status="failed", error=f"runner internal error: {type(exc).__name__}: {_one_line(exc)}",
-                    error_kind="infra", traceback=traceback.format_exc())
-    if arrays:
-        tmp = os.path.join(out_dir, "result.tmp.npz")
-        np.savez(tmp, **arrays)
-        os.replace(tmp, os.path.join(out_dir, "result.npz"))
-    tmp = os.path.join(out_dir, "result.json.tmp")
-    with open(tmp, "w") as fh:
-        json.dump(meta, fh, indent=1, default=_json_default)
-    os.replace(tmp, os.path.join(out_dir, "result.json"))
-    return code
+    res = run_job(job)
+    if job.get("op_profile") and (job.get("load") or {}).get("mode", "single") == "single":
+        res.update(run_profile_child(job_path, job, job["out_dir"]))
+    for key in ("samples_ns", "warmup_ns", "service_ns", "lag_ns", "backlog_ns"):
+        if key in res:
+            arrays[key] = np.asarray(res.pop(key), np.int64)
+    for name, arr in (res.pop("outputs", None) or {}).items():
+        arrays[f"out::{name}"] = arr
+    return res, arrays
 
 
 

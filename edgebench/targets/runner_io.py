@@ -7,9 +7,11 @@ next to it. ``runner.py`` holds the worker contract (job.json / result.json); se
 from __future__ import annotations
 
 import gc
+import json
 import os
 import sys
 import time
+import traceback
 
 import numpy as np
 
@@ -555,3 +557,51 @@ def _json_default(o):
     if isinstance(o, np.ndarray):
         return o.tolist()
     raise TypeError(type(o).__name__)
+
+
+# ---------------------------------------------------------------------------- the worker contract
+
+def serve_job(argv: list[str], work, *, what: str, meta=None) -> int:
+    """One worker process's life under the runner contract: read ``argv[1]`` (the job JSON), run
+    ``work(job, job_path) -> (meta, arrays)``, write ``result.json`` (+ ``result.npz``) into the
+    job's ``out_dir`` (default: the job file's folder) by write-then-rename, and return the exit
+    code: 0 ok, 2 bad input (a JobError marked so, or an unreadable job), 3 anything else -- a
+    message naming ``what`` failed, never a bare traceback. ``meta(job)`` gives facts recorded
+    even when the work fails."""
+    if len(argv) != 2:
+        sys.stderr.write(f"usage: {what} job.json\n")
+        return EXIT_BAD_INPUT
+    try:
+        with open(argv[1]) as fh:
+            job = json.load(fh)
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"cannot read job {argv[1]}: {exc}\n")
+        return EXIT_BAD_INPUT
+    out_dir = job.get("out_dir") or os.path.dirname(os.path.abspath(argv[1]))
+    os.makedirs(out_dir, exist_ok=True)
+    job["out_dir"] = out_dir
+    result = dict(meta(job)) if meta is not None else {}
+    code, arrays = EXIT_OK, {}
+    try:
+        got, arrays = work(job, argv[1])
+        result.update(got)
+        result.update(status="ok", error=None)
+    except JobError as exc:
+        code = EXIT_BAD_INPUT if exc.bad_input else EXIT_INFRA
+        result.update(status="failed", error=str(exc), error_kind="bad_input" if exc.bad_input else "infra")
+    except MemoryError:
+        code = EXIT_INFRA
+        result.update(status="failed", error=f"{what} ran out of memory", error_kind="infra")
+    except Exception as exc:  # noqa: BLE001 -- reported, never a bare traceback to the user
+        code = EXIT_INFRA
+        result.update(status="failed", error=f"{what} internal error: {type(exc).__name__}: {_one_line(exc)}",
+                      error_kind="infra", traceback=traceback.format_exc())
+    if arrays:
+        tmp = os.path.join(out_dir, "result.tmp.npz")
+        np.savez(tmp, **arrays)
+        os.replace(tmp, os.path.join(out_dir, "result.npz"))
+    tmp = os.path.join(out_dir, "result.json.tmp")
+    with open(tmp, "w") as fh:
+        json.dump(result, fh, indent=1, default=_json_default)
+    os.replace(tmp, os.path.join(out_dir, "result.json"))
+    return code
