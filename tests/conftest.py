@@ -158,3 +158,29 @@ def make_job(model_path, **kw):
     if "deadline_s" in kw:
         kw["deadline"] = kw.pop("deadline_s")
     return Job(model_path=str(model_path), control=RunControl(**ctl), **kw)
+
+
+def run_in_pty(argv: list[str], env: dict, timeout: float = 300) -> tuple[int, str]:
+    """Run ``argv`` with stdout and stderr on a pseudo-terminal (a real terminal to the program);
+    (exit code, everything it drew)."""
+    import pty
+    import select
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:   # child: its terminal is the pty
+        os.execve(argv[0], argv, env)
+    chunks = []
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        r, _, _ = select.select([fd], [], [], 1.0)
+        if r:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), b"".join(chunks).decode(errors="replace")

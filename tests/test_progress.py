@@ -4,14 +4,13 @@ a real pseudo-terminal (the bar, per stage/cell/device, with an ETA) and piped (
 from __future__ import annotations
 
 import os
-import pty
-import select
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
+
+from conftest import run_in_pty
 
 pytest_plugins = ["conftest_adb"]
 
@@ -26,24 +25,7 @@ def _env(tmp_path):
 
 def in_pty(args: list[str], env: dict, timeout: float = 300) -> tuple[int, str]:
     """Run the CLI with stdout and stderr on a pseudo-terminal; (exit code, everything it drew)."""
-    argv = [sys.executable, "-c", CLI, *args]
-    pid, fd = pty.fork()
-    if pid == 0:   # child: its terminal is the pty
-        os.execve(sys.executable, argv, env)
-    chunks = []
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        r, _, _ = select.select([fd], [], [], 1.0)
-        if r:
-            try:
-                data = os.read(fd, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), b"".join(chunks).decode(errors="replace")
+    return run_in_pty([sys.executable, "-c", CLI, *args], env, timeout)
 
 
 def piped(args: list[str], env: dict, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import signal
 import subprocess
 import sys
@@ -15,7 +13,7 @@ import time
 from pathlib import Path
 
 
-from conftest import make_job
+from conftest import make_job, run_in_pty
 from edgebench.errors import InfraError
 from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, HOST_DELEGATES, RunControl
 from edgebench.targets.loop import Stop, run_on_targets
@@ -203,24 +201,8 @@ def test_progress_bar_shows_in_a_real_terminal_and_not_when_piped(bench_models, 
     """The TF-log filter makes stderr a pipe; the bar must still reach a real terminal."""
     args = [EDGEBENCH, "bench", str(bench_models["fp32"]), str(bench_models["int8"]), "--min-time", "1.5",
             "--no-store"]
-    pid, fd = pty.fork()
-    if pid == 0:   # child: stdout/stderr are the pty
-        os.execve(EDGEBENCH, args, {**_env(tmp_path), "COLUMNS": "120", "TERM": "xterm"})
-    chunks = []
-    end = time.monotonic() + 180
-    while time.monotonic() < end:
-        r, _, _ = select.select([fd], [], [], 1.0)
-        if r:
-            try:
-                data = os.read(fd, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-    _, status = os.waitpid(pid, 0)
-    text = b"".join(chunks).decode(errors="replace")
-    assert os.waitstatus_to_exitcode(status) == 0, text[-2000:]
+    code, text = run_in_pty(args, {**_env(tmp_path), "COLUMNS": "120", "TERM": "xterm"}, timeout=180)
+    assert code == 0, text[-2000:]
     assert "bench: conv_fp32 on host" in text and "eta" in text      # the bar, with an ETA
     piped = subprocess.run(args, env=_env(tmp_path), capture_output=True, text=True, timeout=180)
     assert piped.returncode == 0 and "eta" not in piped.stderr and "\x1b[" not in piped.stderr
