@@ -6,12 +6,39 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from edgebench.cli._options import (ENERGY_DEFAULTS, RC_DEFAULTS, SCHEDULE_DEFAULTS, AcceleratorOpt,
-                                    BenchmarkBinaryOpt, ColdStartsOpt, DbOpt, DelegateOpt, DurationOpt,
-                                    EnergyIdleOpt, EnergyOpt, GpuPrecisionOpt, JsonOpt, MaxTimeOpt, MinRunsOpt,
-                                    MinTimeOpt, ModelExplorerOpt, NoStoreOpt, OpProfileOpt, PeriodMsOpt,
-                                    PushgatewayOpt, RepeatsOpt, ReportEveryOpt, RunsOpt, RuntimeOpt, TargetsOpt, ThreadsOpt,
-                                    WarmupRunsOpt, WarmupTimeOpt, WideOpt, XnnpackCacheOpt)
+from edgebench.cli._options import (
+    ENERGY_DEFAULTS,
+    RC_DEFAULTS,
+    SCHEDULE_DEFAULTS,
+    AcceleratorOpt,
+    BenchmarkBinaryOpt,
+    ColdStartsOpt,
+    DbOpt,
+    DelegateOpt,
+    DurationOpt,
+    EnergyIdleOpt,
+    EnergyOpt,
+    GpuPrecisionOpt,
+    JsonOpt,
+    MaxTimeOpt,
+    MinRunsOpt,
+    MinTimeOpt,
+    ModelExplorerOpt,
+    NoStoreOpt,
+    OpProfileOpt,
+    PeriodMsOpt,
+    PushgatewayOpt,
+    RepeatsOpt,
+    ReportEveryOpt,
+    RunsOpt,
+    RuntimeOpt,
+    TargetsOpt,
+    ThreadsOpt,
+    WarmupRunsOpt,
+    WarmupTimeOpt,
+    WideOpt,
+    XnnpackCacheOpt,
+)
 from edgebench.targets.base import DEFAULT_DELEGATE
 
 
@@ -61,9 +88,20 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Benchmark .tflite models: per-inference latency percentiles with validity, QPS, memory, % of peak."""
         from edgebench.bench import BenchSettings, raise_for_failures, run_bench
-        from edgebench.cli._common import console, deliver, progress_reporter, split_ints
-        from edgebench.cli._options import (check_model_explorer, energy_settings, gpu_precisions,
-                                            publish_options, run_control, schedule)
+        from edgebench.cli._common import (
+            console,
+            deliver,
+            progress_reporter,
+            split_ints,
+        )
+        from edgebench.cli._options import (
+            check_model_explorer,
+            energy_settings,
+            gpu_precisions,
+            publish_options,
+            run_control,
+            schedule,
+        )
         from edgebench.publish import check_store
         from edgebench.report.terminal.bench import render_bench
 

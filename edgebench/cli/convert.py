@@ -6,7 +6,12 @@ from typing import Optional
 
 import typer
 
-from edgebench.cli._options import ImportOpt, InputShapeOpt, StaticBatchOpt, SignatureOpt
+from edgebench.cli._options import (
+    ImportOpt,
+    InputShapeOpt,
+    SignatureOpt,
+    StaticBatchOpt,
+)
 
 
 def register(app: typer.Typer) -> None:

@@ -7,13 +7,42 @@ from typing import Annotated, Optional
 
 import typer
 
-from edgebench.cli._options import (RC_DEFAULTS, AcceleratorOpt, BenchmarkBinaryOpt, DbOpt, DelegateOpt,
-                                    GpuPrecisionOpt, ImportOpt, InputShapeOpt, StaticBatchOpt, JsonOpt, JunitOpt, MarkdownOpt,
-                                    MaxAccuracyDropOpt, MaxP99Opt, MaxTimeOpt, MinCosineOpt, MinDelegatedOpt,
-                                    MinPsnrOpt, MinRunsOpt, MinSizeReductionOpt, MinTimeOpt, ModelExplorerOpt,
-                                    NoStoreOpt, OpProfileOpt, PushgatewayOpt, RepeatsOpt, RunsOpt, RuntimeOpt, SignatureOpt,
-                                    TargetsOpt, ThreadsOpt, WarmupRunsOpt,
-                                    WarmupTimeOpt, WideOpt)
+from edgebench.cli._options import (
+    RC_DEFAULTS,
+    AcceleratorOpt,
+    BenchmarkBinaryOpt,
+    DbOpt,
+    DelegateOpt,
+    GpuPrecisionOpt,
+    ImportOpt,
+    InputShapeOpt,
+    JsonOpt,
+    JunitOpt,
+    MarkdownOpt,
+    MaxAccuracyDropOpt,
+    MaxP99Opt,
+    MaxTimeOpt,
+    MinCosineOpt,
+    MinDelegatedOpt,
+    MinPsnrOpt,
+    MinRunsOpt,
+    MinSizeReductionOpt,
+    MinTimeOpt,
+    ModelExplorerOpt,
+    NoStoreOpt,
+    OpProfileOpt,
+    PushgatewayOpt,
+    RepeatsOpt,
+    RunsOpt,
+    RuntimeOpt,
+    SignatureOpt,
+    StaticBatchOpt,
+    TargetsOpt,
+    ThreadsOpt,
+    WarmupRunsOpt,
+    WarmupTimeOpt,
+    WideOpt,
+)
 from edgebench.targets.base import DEFAULT_DELEGATE
 
 
@@ -96,10 +125,15 @@ def register(app: typer.Typer) -> None:
         everything else is still reported and saved), 130/143 interrupted (measured rows are kept).
         """
         from edgebench.cli._common import console, deliver, progress_reporter, split_csv
-        from edgebench.cli._options import (check_model_explorer, gpu_precisions, publish_options, run_control,
-                                            source_options)
-        from edgebench.errors import BadInput
+        from edgebench.cli._options import (
+            check_model_explorer,
+            gpu_precisions,
+            publish_options,
+            run_control,
+            source_options,
+        )
         from edgebench.cli.convert import check_int8_io, check_size
+        from edgebench.errors import BadInput
         from edgebench.gate import Thresholds, load_gate_file
         from edgebench.pipeline import convert_and_compare, raise_for_compare
         from edgebench.publish import check_store

@@ -6,7 +6,16 @@ from typing import Optional
 
 import typer
 
-from edgebench.cli._options import DbOpt, ImportOpt, InputShapeOpt, StaticBatchOpt, JsonOpt, MarkdownOpt, NoStoreOpt, SignatureOpt
+from edgebench.cli._options import (
+    DbOpt,
+    ImportOpt,
+    InputShapeOpt,
+    JsonOpt,
+    MarkdownOpt,
+    NoStoreOpt,
+    SignatureOpt,
+    StaticBatchOpt,
+)
 
 
 def register(app: typer.Typer) -> None:
