@@ -48,6 +48,9 @@ _NAMED_NODE = re.compile(r"^\[(.*)\]:(\d+)$")      # benchmark_model's "[tensor 
 _FIX = {
     ("XNNPACK", "PRELU"): "XNNPACK has no int8 PRELU kernel: replace PReLU by ReLU/LeakyReLU before "
                           "quantizing, or keep those layers float",
+    ("XNNPACK", "SOFTMAX"): "XNNPACK runs SOFTMAX in float only: an int8 softmax stays on the interpreter's "
+                            "int8 kernel (at the model's end that is one extra hand-over); keep its tensor float "
+                            "(--keep-float) or apply the softmax in the app on the dequantized logits",
 }
 # SHAPE (with STRIDED_SLICE/PACK feeding a RESHAPE) is shape arithmetic on a dynamic dimension at run
 # time -- typically a Keras Flatten/Reshape under a dynamic batch; a static shape folds it away.

@@ -141,3 +141,19 @@ def test_unmatched_partitions_become_one_entry():
     delegated = [e for e in out["entries"] if e["delegated"]]
     assert len(delegated) == 1 and delegated[0]["mean_us"] == 22
     assert [e["mean_us"] for e in out["entries"] if not e["delegated"]] == [20]
+
+
+def test_delegation_warning_names_the_specific_fix():
+    """Ops with a known cause get their own fix: runtime shape arithmetic -> --static-batch; int8
+    SOFTMAX on XNNPACK -> keep it float or move it to the app; anything else -> the generic advice."""
+    from edgebench.profile import delegation_warning
+    from edgebench.rows import Delegation
+
+    w = delegation_warning(Delegation("XNNPACK", 10, 6, 2, {"SHAPE": 1, "STRIDED_SLICE": 1, "PACK": 1,
+                                                             "RESHAPE": 1}), "fp32 on host")
+    assert w.startswith("fp32 on host: XNNPACK took 6/10 nodes in 2 partitions") and "--static-batch" in w
+    w = delegation_warning(Delegation("XNNPACK", 9, 8, 2, {"SOFTMAX": 1}), "int8 on host")
+    assert "SOFTMAX in float only" in w and "--static-batch" not in w
+    w = delegation_warning(Delegation("XNNPACK", 5, 4, 2, {"CUSTOM_OP": 1}), "int8 on host")
+    assert "each op the delegate rejects" in w
+    assert delegation_warning(Delegation("XNNPACK", 5, 5, 1, {}), "int8 on host") is None
