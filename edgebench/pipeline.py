@@ -301,9 +301,10 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
                   runtime_api=settings.runtime_api, accelerator=settings.accelerator, gpu_precision=gp,
                   op_profile=settings.op_profile)
         runs = [tgt.run(job)]
-        # --repeats: more worker processes of the same job (timing only: the outputs are the first's)
-        again = replace(job, save_outputs=False, op_profile=False)
-        runs += [tgt.run(again) for _ in range(settings.repeats - 1) if runs[-1].status == "ok"]
+        if runs[0].status == "ok" and settings.repeats > 1:
+            # --repeats: more worker processes of the same job (timing only: the outputs are the first's)
+            again = replace(job, save_outputs=False, op_profile=False)
+            runs += [tgt.run(again) for _ in range(settings.repeats - 1)]
         return RunResult.pooled(runs, f"{prec} on {tgt.name}")
 
     def failed(tgt, item: tuple[str, dict[str, Any], str | None], err: EdgebenchError) -> RunResult:

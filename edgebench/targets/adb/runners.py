@@ -398,14 +398,13 @@ class AdbTarget:
             model_name = self._stage(model, pushed, "model", sha256=model_sha)
             model_remote = f"{REMOTE_FILES}/{model_name}"
             ivf0 = self._push_inputs(in_details, prepared, 0, local_tmp, run_dir)
-            argv = sample_argv(binary, model_remote, threads=threads, warmup_runs=ctl.warmup_runs,
-                               warmup_min_secs=ctl.warmup_time_s, **flags, **ivf0.argv_kwargs())
+            sample_kw = dict(threads=threads, warmup_runs=ctl.warmup_runs, warmup_min_secs=ctl.warmup_time_s,
+                             **flags, **ivf0.argv_kwargs())
+            argv = sample_argv(binary, model_remote, **sample_kw)
 
             # 1. probe (which also asks the tool for its model runtime info: every node, delegated or not)
             progress.update(0, None, "probe")
-            probe_argv = sample_argv(binary, model_remote, threads=threads, warmup_runs=ctl.warmup_runs,
-                                     warmup_min_secs=ctl.warmup_time_s, model_runtime_info_output_file=RUNTIME_INFO,
-                                     **flags, **ivf0.argv_kwargs())
+            probe_argv = sample_argv(binary, model_remote, model_runtime_info_output_file=RUNTIME_INFO, **sample_kw)
             t0 = time.monotonic()
             r = dev.shell(RemoteCommand.in_dir_script(run_dir, build_sample_loop_script(probe_argv, 1)),
                           deadline_s=cap(ctl.max_time_s + ctl.warmup_time_s + 120.0),
