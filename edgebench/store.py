@@ -9,8 +9,10 @@ Tables (schema version ``SCHEMA_VERSION``, recorded in ``schema_meta``):
 ``runs``     one row per saved result document: ``run_id`` (32 hex), ``created`` (UTC ISO, from the
              document), ``kind``, ``status`` ("ok" when every row is ok, else "failed"/"skipped"),
              ``matrix_hash`` / ``cell_key`` / ``cell_json`` (matrix runs), the fingerprint JSON,
-             edgebench version and git SHA, ``models`` (comma-joined), ``n_rows`` and ``doc_json``
-             (the full document with each row's ``samples_ns`` moved out).
+             edgebench version and git SHA, ``models`` (comma-joined), ``n_rows``, ``doc_json``
+             (the full document with each row's ``samples_ns`` moved out) and ``content_sha256``
+             (``content_hash`` of the document as saved: ``results import`` of the same file
+             twice finds the first run instead of storing a copy).
 ``results``  one row per ``doc["rows"]`` entry: ``HEADLINE`` columns (NULL when absent) and the raw
              latency samples (``samples``: zlib-compressed little-endian int64 ns).
 
@@ -23,6 +25,7 @@ advisory lock. Several processes can write at once without losing rows.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import os
 import re
@@ -46,8 +49,8 @@ if TYPE_CHECKING:
 
 # Version of the table layout. Bump it and add ``_MIGRATIONS[old] = fn`` (old -> old + 1) when
 # the layout changes; a database from a newer edgebench is refused rather than misread.
-SCHEMA_VERSION = 1
-_MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+SCHEMA_VERSION = 2
+_MIGRATIONS: dict[int, Callable[[Connection], None]] = {}  # filled below the table definitions
 
 SAMPLES_CODEC = "zlib-i64le"
 
@@ -112,6 +115,7 @@ def _metadata() -> tuple[sa.MetaData, sa.Table, sa.Table, sa.Table]:
         sa.Column("n_rows", sa.Integer, nullable=False),
         sa.Column("fingerprint_json", sa.Text),
         sa.Column("doc_json", sa.Text, nullable=False),
+        sa.Column("content_sha256", sa.String(64), index=True),
     )
     results = sa.Table(
         "results", md,
@@ -130,6 +134,56 @@ def _metadata() -> tuple[sa.MetaData, sa.Table, sa.Table, sa.Table]:
 
 
 _MD, T_META, T_RUNS, T_RESULTS = _metadata()
+
+
+def content_hash(doc: dict[str, Any]) -> str:
+    """sha256 of a result document's content: its canonical JSON (sorted keys, the JSON form
+    ``--json`` writes, samples included). The same document read from its ``--json`` file, from
+    ``unsaved/`` or rebuilt from the store (``Store.get`` without the store's own keys) hashes the
+    same; any measured value, timestamp or fingerprint field that differs changes it."""
+    body = {k: v for k, v in to_jsonable(doc).items() if k not in _STORE_KEYS}
+    rows = []
+    for row in body.get("rows") or []:
+        if isinstance(row, dict):   # samples as the store keeps them: int64, absent when null
+            row = {k: v for k, v in row.items() if k not in ("samples_ns", "samples_ns_stored")}
+            samples = to_jsonable(doc["rows"][len(rows)]).get("samples_ns")
+            if samples is not None:
+                row["samples_ns"] = np.asarray(samples, dtype=np.int64).ravel().tolist()
+        rows.append(row)
+    body["rows"] = rows
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# Keys ``Store.get`` adds to a document; not part of its content.
+_STORE_KEYS = ("run_id", "matrix_hash", "cell")
+
+
+def _migrate_1_to_2(conn: Connection) -> None:
+    """Schema 1 -> 2: ``runs.content_sha256``, backfilled from each stored document with its
+    samples restored (so a file imported before the upgrade is recognised after it)."""
+    conn.execute(sa.text("ALTER TABLE runs ADD COLUMN content_sha256 VARCHAR(64)"))
+    conn.execute(sa.text("CREATE INDEX ix_runs_content_sha256 ON runs (content_sha256)"))
+    runs = conn.execute(sa.select(T_RUNS.c.run_id, T_RUNS.c.doc_json)).all()
+    for run in runs:
+        samples = {r.row_index: (r.samples, r.samples_codec) for r in conn.execute(
+            sa.select(T_RESULTS.c.row_index, T_RESULTS.c.samples, T_RESULTS.c.samples_codec)
+            .where(T_RESULTS.c.run_id == run.run_id))}
+        doc = _restore_samples(json.loads(run.doc_json), samples)
+        conn.execute(sa.update(T_RUNS).where(T_RUNS.c.run_id == run.run_id)
+                     .values(content_sha256=content_hash(doc)))
+
+
+_MIGRATIONS[1] = _migrate_1_to_2
+
+
+def _restore_samples(doc: dict[str, Any], samples: dict[int, tuple[Any, Any]]) -> dict[str, Any]:
+    """Put each row's ``samples_ns`` back into a stored document (in place; returns it)."""
+    for i, row in enumerate(doc.get("rows", [])):
+        if isinstance(row, dict) and row.pop("samples_ns_stored", False):
+            blob, codec = samples.get(i, (None, None))
+            row["samples_ns"] = decode_samples(blob, codec).tolist()
+    return doc
 
 
 # --------------------------------------------------------------------------------------------
@@ -544,6 +598,17 @@ class Store:
     def save(self, doc: "Document | dict[str, Any]", *, matrix_hash: str | None = None,
              cell: dict[str, Any] | None = None) -> str:
         """Store one result document (and its rows' samples); returns the new run id."""
+        return self._save(doc, matrix_hash=matrix_hash, cell=cell, once=False)[0]
+
+    def save_once(self, doc: "Document | dict[str, Any]") -> tuple[str, bool]:
+        """``save`` unless a run with the same ``content_hash`` is stored already: returns
+        (run id, True) for a new run, (the existing run's id, False) for a duplicate. The look-up
+        and the insert are one write transaction (serialised on SQLite; an advisory lock on the
+        hash on PostgreSQL), so two imports of one file at once store it once."""
+        return self._save(doc, matrix_hash=None, cell=None, once=True)
+
+    def _save(self, doc: "Document | dict[str, Any]", *, matrix_hash: str | None,
+              cell: dict[str, Any] | None, once: bool) -> tuple[str, bool]:
         if hasattr(doc, "to_dict") and not isinstance(doc, dict):
             doc = doc.to_dict()
         if not isinstance(doc, dict) or not isinstance(doc.get("rows", []), list):
@@ -600,15 +665,25 @@ class Store:
             "n_rows": len(rows),
             "fingerprint_json": json.dumps(fp, sort_keys=True),
             "doc_json": json.dumps(stored),
+            "content_sha256": content_hash(doc),
         }
 
-        def write(conn: Connection) -> None:
+        def write(conn: Connection) -> tuple[str, bool]:
+            if once:
+                if conn.dialect.name == "postgresql":
+                    key = int(run["content_sha256"][:15], 16)
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+                found = conn.execute(sa.select(T_RUNS.c.run_id)
+                                     .where(T_RUNS.c.content_sha256 == run["content_sha256"])
+                                     .order_by(T_RUNS.c.id).limit(1)).scalar()
+                if found is not None:
+                    return str(found), False
             conn.execute(sa.insert(T_RUNS).values(**run))
             if result_rows:
                 conn.execute(sa.insert(T_RESULTS), result_rows)
+            return run_id, True
 
-        self._retrying("saving a result", write, write=True)
-        return run_id
+        return self._retrying("saving a result", write, write=True)
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -646,11 +721,7 @@ class Store:
 
         got = self._retrying("reading a run", read, write=False)
         run = got["run"]
-        doc = json.loads(run["doc_json"])
-        for i, row in enumerate(doc.get("rows", [])):
-            if isinstance(row, dict) and row.pop("samples_ns_stored", False):
-                blob, codec = got["samples"].get(i, (None, None))
-                row["samples_ns"] = decode_samples(blob, codec).tolist()
+        doc = _restore_samples(json.loads(run["doc_json"]), got["samples"])
         doc["run_id"] = run["run_id"]
         if run["matrix_hash"] is not None:
             doc["matrix_hash"] = run["matrix_hash"]

@@ -161,10 +161,10 @@ def test_migration_runs_on_older_schema(db, monkeypatch):
     def add_note_column(conn):
         conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN note TEXT")
 
-    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(store_mod._MIGRATIONS, 1, add_note_column)
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", store_mod.SCHEMA_VERSION + 1)
+    monkeypatch.setitem(store_mod._MIGRATIONS, store_mod.SCHEMA_VERSION - 1, add_note_column)
     st = Store(db)
-    assert st.schema_version() == 2
+    assert st.schema_version() == store_mod.SCHEMA_VERSION
     assert st.get(rid)["rows"][0]["model"] == "digits"
     con = sqlite3.connect(db)
     assert "note" in [r[1] for r in con.execute("pragma table_info(runs)")]
@@ -173,7 +173,7 @@ def test_migration_runs_on_older_schema(db, monkeypatch):
 
 def test_missing_migration_is_infra_error(db, monkeypatch):
     Store(db)
-    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", store_mod.SCHEMA_VERSION + 1)
     with pytest.raises(InfraError, match="no migration"):
         Store(db)
 
@@ -480,3 +480,47 @@ def test_model_filter_finds_the_names_a_model_is_stored_under(db, run_cli):
     code, out, err = run_cli("results", "export", "--format", "json", "--model", "digits", "--db", db)
     assert code == 0 and {r["model"] for r in json.loads(out)["rows"]} == {"digits-tiny", "digits-tiny_int8",
                                                                           "digits-full"}
+
+
+def test_results_import_of_the_same_document_twice_stores_it_once(tmp_path):
+    """Issue 25.4: import is idempotent by content hash, also for a --json file of a run that
+    the measuring command already stored; a document that differs in one value is new."""
+    db = str(tmp_path / "r.db")
+    doc = bench_doc()
+    rid = Store(db).save(doc)                       # as publish() stores a measured run
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps(store_mod.to_jsonable(doc)))
+    for _ in range(2):
+        r = _cli("results", "import", str(f), "--db", db, "--json", "-")
+        assert r.returncode == 0, r.stderr
+        (imp,) = json.loads(r.stdout)["rows"]
+        assert imp["run_id"] == rid and imp["new"] is False
+    r = _cli("results", "import", str(f), "--db", db)
+    assert r.returncode == 0 and "already stored" in r.stdout and rid[:12] in r.stdout
+    assert len(Store(db).list_runs()) == 1
+    other = tmp_path / "other.json"
+    changed = store_mod.to_jsonable(doc)
+    changed["rows"][0]["samples_ns"][0] += 1        # one nanosecond differs: another result
+    other.write_text(json.dumps(changed))
+    r = _cli("results", "import", str(other), "--db", db, "--json", "-")
+    (imp,) = json.loads(r.stdout)["rows"]
+    assert r.returncode == 0 and imp["new"] is True and imp["run_id"] != rid
+    assert len(Store(db).list_runs()) == 2
+
+
+def test_migration_backfills_content_hashes_of_an_0_1_0_database(tmp_path):
+    """Every run of the database written by edgebench 0.1.0 gets its content hash on migration:
+    re-importing a run exported from it (`results show --json`) finds that run."""
+    import shutil
+    from pathlib import Path
+
+    db = tmp_path / "old.db"
+    shutil.copy(Path(__file__).parent / "fixtures" / "store" / "results-0.1.0.db", db)
+    st = Store(str(db))
+    assert st.schema_version() == store_mod.SCHEMA_VERSION
+    runs = st.list_runs(limit=None)
+    assert runs
+    for run in runs:
+        got = st.get(run["run_id"])
+        assert st.save_once(got) == (run["run_id"], False)
+    assert len(st.list_runs(limit=None)) == len(runs)

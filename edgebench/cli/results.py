@@ -180,21 +180,29 @@ def register(app: typer.Typer) -> None:
         db: DbOpt = None,
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the new run ids as JSON to PATH ('-' for stdout)."),
     ) -> None:
-        """Store result documents written earlier with --json (or kept when the database was unavailable)."""
+        """Store result documents written earlier with --json (or kept when the database was unavailable).
+
+        A document already stored (same content hash) is not stored again: its run id is
+        reported as "already stored"."""
         from edgebench.cli._common import console
         from edgebench.results import envelope, write_json
         from edgebench.store import Store, load_result_file
 
         docs = [(f, load_result_file(f)) for f in files]   # validate every file before writing any
+        saved = []
         with Store(db) as st:
-            saved = [{"file": f, "run_id": st.save(d), "kind": d.get("kind"), "rows": len(d["rows"])}
-                     for f, d in docs]
+            for f, d in docs:
+                run_id, new = st.save_once(d)
+                saved.append({"file": f, "run_id": run_id, "new": new, "kind": d.get("kind"),
+                              "rows": len(d["rows"])})
         if json_path:
             write_json(envelope("results-import", saved, {}), json_path)
         if json_path != "-":
             con = console()
             for s in saved:
-                con.print(escape_markup(f"stored {s['file']} as run {s['run_id'][:12]} ({s['kind']}, {s['rows']} rows)"))
+                what = "stored" if s["new"] else "already stored:"
+                con.print(escape_markup(f"{what} {s['file']} as run {s['run_id'][:12]} "
+                                        f"({s['kind']}, {s['rows']} rows)"))
 
 
 # ----------------------------------------------------------------------------------------------
