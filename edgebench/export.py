@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from edgebench.errors import BadInput, InfraError
 from edgebench.report.prometheus import render_prometheus
+from edgebench.store import series_key, series_label
 
 DEFAULT_JOB = "edgebench"
 PUSH_TIMEOUT_S = 10.0
@@ -248,12 +249,17 @@ def collect_history(store: Any, docs: list[dict[str, Any]]) -> dict[str, list[di
                 out[label] = [{"created": p["created"], "run_id": p["run_id"], "value": p["examples_per_s"]}
                               for p in pts]
             else:
-                key = ("p99", model, r.get("precision"), r.get("target"))
+                # one line per configuration identity (store.series_key): a --delegate none run or
+                # an int8 with tensors kept float is never a point of the plain int8 line
+                ident = series_key(r)
+                key = ("p99", model, json.dumps(ident, sort_keys=True, default=str))
                 if key in seen or not r.get("precision") or not r.get("target"):
                     continue
                 seen.add(key)
-                label = f"{model} / {r['precision']} / {r['target']} — p99 ms"
-                out[label] = store.history("p99", model=str(model), precision=r["precision"], target=r["target"])
+                what = series_label(ident)
+                label = f"{model} / {r['precision']} / {r['target']}" + (f" ({what})" if what else "") + " — p99 ms"
+                out[label] = [p for p in store.history("p99", model=str(model), precision=r["precision"],
+                                                       target=r["target"]) if p.get("series") == ident]
     return out
 
 

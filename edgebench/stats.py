@@ -314,7 +314,7 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
     """
     from edgebench.fingerprint import diff_fingerprints
     from edgebench.rows import sample_class_of
-    from edgebench.store import headline
+    from edgebench.store import headline, series_key
 
     noise = noise or {}
     fa, fb = doc_a.get("fingerprint") or {}, doc_b.get("fingerprint") or {}
@@ -357,7 +357,10 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
             regressions += ch.verdict == "worse"
         bases = sorted({c.basis for c in changes if c.basis != "deterministic" and c.verdict != "n/a"})
         reps = [len(ra.get("repeats") or []) or 1, len(rb.get("repeats") or []) or 1]
+        ka, kb = series_key(ra), series_key(rb)   # the configuration identity (store.SERIES_FIELDS)
+        config_diff = [{"field": f, "a": ka[f], "b": kb[f]} for f in ka if ka[f] != kb[f]]
         pairs.append({"key": [k for k in key if k is not None], "status": [ha["status"], hb["status"]],
+                      "config_diff": config_diff,
                       "sample_class": classes, "mixed_methods": mixed,
                       "n_samples": [0 if sa_ms is None else int(sa_ms.size),
                                     0 if sb_ms is None else int(sb_ms.size)],

@@ -42,10 +42,12 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 from edgebench.errors import BadInput, InfraError
+from edgebench.outcome import precision_label, row_verdict, run_verdict
 from edgebench.results import to_jsonable
+from edgebench.rows import Document
 
 if TYPE_CHECKING:
-    from edgebench.rows import Document, Row
+    from edgebench.rows import Row
 
 # Version of the table layout. Bump it and add ``_MIGRATIONS[old] = fn`` (old -> old + 1) when
 # the layout changes; a database from a newer edgebench is refused rather than misread.
@@ -116,6 +118,9 @@ def _metadata() -> tuple[sa.MetaData, sa.Table, sa.Table, sa.Table]:
         sa.Column("fingerprint_json", sa.Text),
         sa.Column("doc_json", sa.Text, nullable=False),
         sa.Column("content_sha256", sa.String(64), index=True),
+        sa.Column("verdict", sa.String(16), index=True),   # outcome.run_verdict: worst row state
+        sa.Column("gate", sa.String(8), index=True),       # "passed" | "failed" | NULL (no gate ran)
+        sa.Column("verdict_text", sa.Text),                # the one line every output shows first
     )
     results = sa.Table(
         "results", md,
@@ -124,6 +129,9 @@ def _metadata() -> tuple[sa.MetaData, sa.Table, sa.Table, sa.Table]:
                   nullable=False, index=True),
         sa.Column("row_index", sa.Integer, nullable=False),
         *[sa.Column(name, typ) for name, typ in HEADLINE.items()],
+        sa.Column("verdict", sa.String(16), index=True),   # outcome.row_verdict state
+        sa.Column("verdict_text", sa.Text),
+        sa.Column("precision_label", sa.String(64)),       # "int8 +1 float" (outcome.precision_label)
         sa.Column("n_samples", sa.Integer),
         sa.Column("samples_codec", sa.String(32)),
         sa.Column("samples", sa.LargeBinary),
@@ -160,18 +168,41 @@ _STORE_KEYS = ("run_id", "matrix_hash", "cell")
 
 
 def _migrate_1_to_2(conn: Connection) -> None:
-    """Schema 1 -> 2: ``runs.content_sha256``, backfilled from each stored document with its
-    samples restored (so a file imported before the upgrade is recognised after it)."""
-    conn.execute(sa.text("ALTER TABLE runs ADD COLUMN content_sha256 VARCHAR(64)"))
-    conn.execute(sa.text("CREATE INDEX ix_runs_content_sha256 ON runs (content_sha256)"))
+    """Schema 1 -> 2: ``runs.content_sha256`` and the verdict columns of runs and results, each
+    filled from the stored document (samples restored for the hash, so a file imported before
+    the upgrade is recognised after it)."""
+    for table, col, typ in (("runs", "content_sha256", "VARCHAR(64)"), ("runs", "verdict", "VARCHAR(16)"),
+                            ("runs", "gate", "VARCHAR(8)"), ("runs", "verdict_text", "TEXT"),
+                            ("results", "verdict", "VARCHAR(16)"), ("results", "verdict_text", "TEXT"),
+                            ("results", "precision_label", "VARCHAR(64)")):
+        conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {col} {typ}"))
+    for table, col in (("runs", "content_sha256"), ("runs", "verdict"), ("runs", "gate"), ("results", "verdict")):
+        conn.execute(sa.text(f"CREATE INDEX ix_{table}_{col} ON {table} ({col})"))
     runs = conn.execute(sa.select(T_RUNS.c.run_id, T_RUNS.c.doc_json)).all()
     for run in runs:
         samples = {r.row_index: (r.samples, r.samples_codec) for r in conn.execute(
             sa.select(T_RESULTS.c.row_index, T_RESULTS.c.samples, T_RESULTS.c.samples_codec)
             .where(T_RESULTS.c.run_id == run.run_id))}
         doc = _restore_samples(json.loads(run.doc_json), samples)
+        verdicts = _verdicts(doc)
         conn.execute(sa.update(T_RUNS).where(T_RUNS.c.run_id == run.run_id)
-                     .values(content_sha256=content_hash(doc)))
+                     .values(content_sha256=content_hash(doc), **verdicts["run"]))
+        for i, cols in enumerate(verdicts["rows"]):
+            conn.execute(sa.update(T_RESULTS).where(T_RESULTS.c.run_id == run.run_id,
+                                                     T_RESULTS.c.row_index == i).values(**cols))
+
+
+def _verdicts(doc: dict[str, Any]) -> dict[str, Any]:
+    """The verdict columns of a run and of each of its rows (``outcome``)."""
+    typed = Document.from_dict(doc)
+    gate = typed.meta.get("gate") if isinstance(typed.meta.get("gate"), dict) else None
+    rv = run_verdict(typed)
+    rows = []
+    for r in typed.rows:
+        v = row_verdict(r, gate)
+        rows.append({"verdict": v.state, "verdict_text": v.text, "precision_label": precision_label(r)
+                     if r.precision else None})
+    return {"run": {"verdict": rv.state, "gate": rv.gate, "verdict_text": rv.text}, "rows": rows}
 
 
 _MIGRATIONS[1] = _migrate_1_to_2
@@ -242,9 +273,13 @@ def headline(row: "Row | dict[str, Any]", *, kind: str | None = None) -> dict[st
 # one history series (``series_key``). The runtime counts by name (ai_edge_litert, tflite_runtime,
 # benchmark_model, tensorflow ...); its version does not split a series, because a version upgrade
 # is exactly the kind of change a history exists to show (the fingerprint records it).
-SERIES_FIELDS = ("precision", "target", "device_model", "batch_size", "size", "threads", "delegate",
-                 "runtime", "method", "input_source", "period_ms", "sustained", "strategy", "xla",
-                 "input_pipeline", "workers")
+# This is the configuration identity (README "Configuration identity"): history lines, ``results
+# compare`` (a pair whose keys differ says so), the HTML charts and Pareto fronts, and Prometheus
+# labels all use it. ``model_sha256`` makes int8 with ``keep_float`` tensors (another file) and a
+# retrained model other configurations than the plain int8 of the same name.
+SERIES_FIELDS = ("model_sha256", "precision", "keep_float", "target", "device_model", "batch_size", "size",
+                 "threads", "delegate", "runtime", "runtime_api", "accelerator", "gpu_precision", "method",
+                 "input_source", "period_ms", "sustained", "strategy", "xla", "input_pipeline", "workers")
 
 
 def _row_field(row: dict[str, Any], name: str) -> Any:
@@ -262,6 +297,8 @@ def series_key(row: dict[str, Any]) -> dict[str, Any]:
     numbers blanked (a sample count in a method string does not change what is measured).
     """
     key: dict[str, Any] = {}
+    if not isinstance(row, dict):
+        return {name: None for name in SERIES_FIELDS}
     for name in SERIES_FIELDS:
         v = _row_field(row, "threads_effective") if name == "threads" else None
         if name == "sustained":      # a --duration run (timeline) measures a hot, long-running device
@@ -276,6 +313,25 @@ def series_key(row: dict[str, Any]) -> dict[str, Any]:
             v = json.dumps(v, sort_keys=True)
         key[name] = v
     return key
+
+
+def series_label(key: dict[str, Any], *, skip: tuple[str, ...] = ("precision", "target")) -> str:
+    """The identity fields that are set, as a short label: ``sha256 3f2a9c1b, delegate none,
+    threads 2`` (``skip``: fields the caller names already)."""
+    parts = []
+    for name in SERIES_FIELDS:
+        v = key.get(name)
+        if name in skip or v in (None, False, "[]"):
+            continue
+        if name == "model_sha256":
+            parts.append(f"sha256 {str(v)[:8]}")
+        elif name == "keep_float":
+            parts.append(f"+{len(json.loads(v))} float")
+        elif name == "method":
+            continue            # long text; the row says it
+        else:
+            parts.append(f"{name.replace('_', ' ')} {v}" if v is not True else name)
+    return ", ".join(parts)
 
 
 MODEL_SIZES = ("tiny", "full")
@@ -624,11 +680,13 @@ class Store:
             raise BadInput(f"result document 'created' {doc.get('created')!r} is not an ISO "
                            "timestamp") from None
         stored_rows, result_rows = [], []
+        verdicts = _verdicts({**doc, "rows": rows})
         for i, row in enumerate(rows):
             slim = dict(row)
             samples = slim.pop("samples_ns", None)
             stored_rows.append(slim)
-            rec = {"run_id": run_id, "row_index": i, **headline(row, kind=doc.get("kind"))}
+            rec = {"run_id": run_id, "row_index": i, **headline(row, kind=doc.get("kind")),
+                   **verdicts["rows"][i]}
             if samples is not None:
                 arr = np.asarray(samples, dtype=np.int64).ravel()
                 rec.update(n_samples=int(arr.size), samples_codec=SAMPLES_CODEC,
@@ -666,6 +724,7 @@ class Store:
             "fingerprint_json": json.dumps(fp, sort_keys=True),
             "doc_json": json.dumps(stored),
             "content_sha256": content_hash(doc),
+            **verdicts["run"],
         }
 
         def write(conn: Connection) -> tuple[str, bool]:
@@ -764,11 +823,13 @@ class Store:
 
     def list_runs(self, *, kind=None, model=None, precision=None, target=None, since=None,
                   matrix_hash=None, limit: int | None = 50) -> list[dict[str, Any]]:
-        """Run summaries, newest first: run_id, created, kind, status, models, n_rows, matrix_hash,
+        """Run summaries, newest first: run_id, created, kind, status, verdict, gate, verdict_text
+        (``outcome.run_verdict``), models, n_rows, matrix_hash,
         cell_key, edgebench_version, git_sha, hostname. ``model`` matches the stored name and the
         names stored for the same model (``model_family_names``: ``digits`` finds ``digits-tiny``
         and ``digits-tiny_int8``)."""
-        cols = [T_RUNS.c.run_id, T_RUNS.c.created, T_RUNS.c.kind, T_RUNS.c.status, T_RUNS.c.models,
+        cols = [T_RUNS.c.run_id, T_RUNS.c.created, T_RUNS.c.kind, T_RUNS.c.status, T_RUNS.c.verdict,
+                T_RUNS.c.gate, T_RUNS.c.verdict_text, T_RUNS.c.models,
                 T_RUNS.c.n_rows, T_RUNS.c.matrix_hash, T_RUNS.c.cell_key, T_RUNS.c.edgebench_version,
                 T_RUNS.c.git_sha, T_RUNS.c.hostname]
         q = sa.select(*cols)
@@ -790,11 +851,12 @@ class Store:
 
     def rows(self, *, kind=None, model=None, precision=None, target=None, since=None,
              matrix_hash=None, model_family: bool = False) -> list[dict[str, Any]]:
-        """One dict per stored result row: run_id, created, kind, row_index, the HEADLINE columns
-        and n_samples; oldest first. ``model_family``: ``model`` also matches the names stored for
+        """One dict per stored result row: run_id, created, kind, row_index, the HEADLINE columns,
+        verdict, verdict_text, precision_label and n_samples; oldest first. ``model_family``: ``model`` also matches the names stored for
         the same model (``model_family_names``); off for series, which must not mix sizes."""
         cols = [T_RUNS.c.run_id, T_RUNS.c.created, T_RUNS.c.kind, T_RESULTS.c.row_index,
-                *[T_RESULTS.c[name] for name in HEADLINE], T_RESULTS.c.n_samples]
+                *[T_RESULTS.c[name] for name in HEADLINE], T_RESULTS.c.verdict, T_RESULTS.c.verdict_text,
+                T_RESULTS.c.precision_label, T_RESULTS.c.n_samples]
         q = (sa.select(*cols).select_from(T_RESULTS.join(T_RUNS, T_RESULTS.c.run_id == T_RUNS.c.run_id))
              .where(*self._row_filters(kind=kind, model=model, precision=precision, target=target,
                                        since=since, matrix_hash=matrix_hash, model_family=model_family))

@@ -60,13 +60,15 @@ GOLDEN = """\
 
 run 4be1c0de9a8f4f3e8d2b7c6a5e4f3d2c · 2026-12-02T10:00:00+00:00 · TF 2.21.0 · LiteRT 2.3.0 · AMD EPYC 7B13 ×2 · edgebench 0.1.0
 
-| model | precision | target | device | status | size | size red. | p50 ms | p99 ms | QPS | top-1 | top-1 drop pp | top-1 agree | min PSNR dB |
+**❌ a row FAILED**
+
+| model | precision | target | device | status | size | size red. | p50 ms | p99 ms | QPS | top-1 | Δtop-1 pp | top-1 agree | min PSNR dB |
 |---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 | mobilenet_v2_035 | fp32 (ref) | tf | - | ok | 7.00 MiB | - | 9.80 | 12.64 | 100.9 | 71.25% | - | - | - |
-| mobilenet_v2_035 | fp16 | host | - | ok | 3.33 MiB | 52.5% | 4.31 | 5.71 | 229.9 | 71.25% | 0.00 | 99.80% | 70.4 |
-| mobilenet_v2_035 | int8 | adb:R58N | Galaxy A52 | ok | 1.78 MiB | 74.6% | 11.02 | 14.93 † | 89.3 | 69.75% | 1.50 | 95.30% | 40.1 |
+| mobilenet_v2_035 | fp16 | host | - | ok | 3.33 MiB | 52.5% | 4.31 | 5.71 | 229.9 | 71.25% | +0.00 | 99.80% | 70.4 |
+| mobilenet_v2_035 | int8 | adb:R58N | Galaxy A52 | ok | 1.78 MiB | 74.6% | 11.02 | 14.93 † | 89.3 | 69.75% | -1.50 | 95.30% | 40.1 |
 | mobilenet_v2_035 | int8 | host | - | ok | 1.78 MiB | 74.6% | 0.0198 | 0.0267 | 48,309.2 | - | - | - | - |
-| mobilenet_v2_035 | dynamic | adb:R58N | Galaxy A52 | **failed**: device lost \\| adb: no devices | - | - | - | - | - | - | - | - | - |
+| mobilenet_v2_035 | dynamic | adb:R58N | Galaxy A52 | **FAILED: device lost \\| adb: no devices** | - | - | - | - | - | - | - | - | - |
 
 <details><summary>per-output drift vs reference</summary>
 
@@ -84,10 +86,12 @@ run 4be1c0de9a8f4f3e8d2b7c6a5e4f3d2c · 2026-12-02T10:00:00+00:00 · TF 2.21.0 �
 
 run 77aa · 2026-12-02T11:00:00+00:00 · NVIDIA H200
 
+**❌ a row FAILED**
+
 | model | precision | xla | strategy | pipeline | target | status | batch | examples/s | step p50 ms | step p99 ms |
 |---|---|---|---|---|---|---|---:|---:|---:|---:|
 | resnet_tiny | mixed_float16 | true | mirrored | optimized | train:mirrored | ok | 256 | 18,342.5 | 13.90 | 15.20 |
-| resnet_tiny | fp32 | false | none | naive | - | **failed**: OOM | 512 | - | - | - |
+| resnet_tiny | fp32 | false | none | naive | - | **FAILED: OOM** | 512 | - | - | - |
 """
 
 
@@ -150,7 +154,7 @@ def test_markdown_injection_is_inert(name):
     html = MarkdownIt("commonmark").enable("table").render(text)
     for bad in ("<a ", "<img", "<em>", "<s>", "<del>", "\u202e"):
         assert bad not in html, (bad, text)
-    assert html.count("<strong>") == 1                        # only edgebench's own **failed**
+    assert html.count("<strong>") == 2      # only edgebench's own: the run verdict line and the row status
     if any(t in name for t in ("@", "#1", "www.", "://")):   # GitHub would link/notify: code span
         assert "<code>" in html
     rows = [ln for ln in text.splitlines() if ln.startswith("| ")]

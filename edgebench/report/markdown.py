@@ -23,6 +23,7 @@ import unicodedata
 from typing import Any, Mapping, Sequence
 
 from edgebench.report._values import fmt_bytes, num
+from edgebench.outcome import TOP1_CHANGE, precision_label, row_verdict, run_verdict, top1_change
 from edgebench.rows import Document, InferenceRow, Row, TrainRow
 from edgebench.targets.base import P99_MIN_SAMPLES
 
@@ -108,10 +109,27 @@ def _inference_rows(doc: Document) -> list[tuple[InferenceRow, bool]]:
     return rows
 
 
-def _status(row: Row) -> str:
-    if row.status == "ok":
-        return "ok"
-    return f"**{md_escape(row.status)}**" + (f": {md_escape(row.error)}" if row.error else "")
+def _status(row: Row, gate: Mapping[str, Any] | None = None) -> str:
+    v = row_verdict(row, gate)
+    return "ok" if v.ok else f"**{md_escape(v.text)}**"
+
+
+def _verdict_lines(doc: Document) -> list[str]:
+    """The run's verdict before any table: what a PR reviewer must see first."""
+    v = run_verdict(doc)
+    if v.gate is None and v.state == "ok":
+        return []
+    if v.gate == "failed":
+        out = [f"**❌ gate failed** ({len(v.failing)} check{'s' * (len(v.failing) != 1)}):", ""]
+        out += [f"- {md_escape(m)}" for m in v.failing]
+    elif v.state != "ok":
+        out = [f"**❌ {md_escape(v.text)}**"]
+    else:
+        checks = len((doc.get("gate") or {}).get("checks") or ())
+        out = [f"**✅ gate passed** ({checks} check{'s' * (checks != 1)})"]
+    if v.diagnose:
+        out += ["", "Find the layer that breaks it:", "", "```", v.diagnose, "```"]
+    return out + [""]
 
 
 def _header(doc: Document) -> list[str]:
@@ -143,7 +161,8 @@ def _header(doc: Document) -> list[str]:
     return out
 
 
-def _inference_table(rows: list[tuple[InferenceRow, bool]]) -> tuple[list[str], bool]:
+def _inference_table(rows: list[tuple[InferenceRow, bool]], gate: Mapping[str, Any] | None = None
+                     ) -> tuple[list[str], bool]:
     few = False
     body = []
     for r, is_ref in rows:
@@ -152,22 +171,23 @@ def _inference_table(rows: list[tuple[InferenceRow, bool]]) -> tuple[list[str], 
         if lat is not None and not lat.p99_valid:
             p99 += " †"
             few = True
-        prec = md_escape(r.precision or ("reference" if is_ref else None))
+        prec = md_escape(precision_label(r) if r.precision else ("reference" if is_ref else None))
         if is_ref:
             prec += " (ref)"
         red = r.size_reduction_pct
         body.append([
             md_escape(r.model), prec, md_escape(r.target), md_escape(r.device_model),
-            _status(r), _bytes(r.size_bytes),
+            _status(r, gate), _bytes(r.size_bytes),
             "-" if red is None else f"{red:.1f}%",
             _ms(lat.p50 if lat else None), p99, _f(lat.qps if lat else None, 1),
-            _f(acc.top1 if acc else None, 2, scale=100, suffix="%"), _f(acc.top1_drop_pp if acc else None, 2),
+            _f(acc.top1 if acc else None, 2, scale=100, suffix="%"),
+            md_escape(top1_change(acc.top1_drop_pp if acc else None)),
             _f(acc.top1_agreement if acc else None, 2, scale=100, suffix="%"),
             "n/a (NaN/Inf)" if worst and (worst.nonfinite or worst.ref_nonfinite) else
             _f(worst.psnr_db if worst else None, 1),
         ])
     headers = ["model", "precision", "target", "device", "status", "size", "size red.", "p50 ms", "p99 ms",
-               "QPS", "top-1", "top-1 drop pp", "top-1 agree", "min PSNR dB"]
+               "QPS", "top-1", TOP1_CHANGE, "top-1 agree", "min PSNR dB"]
     if any(r.delegation is not None for r, _ in rows):   # issue 15: only where something was measured
         headers.append("delegated")
         for line, (r, _) in zip(body, rows):
@@ -266,6 +286,7 @@ def render_markdown(docs: Document | Mapping[str, Any] | Sequence[Document | Map
         if out:
             out.append("")
         out += _header(doc)
+        out += _verdict_lines(doc)
         if doc.kind == "diagnose":
             from edgebench.report.diagnose import markdown_lines
 
@@ -274,7 +295,7 @@ def render_markdown(docs: Document | Mapping[str, Any] | Sequence[Document | Map
         inf = _inference_rows(doc)
         few = False
         if inf:
-            table, few = _inference_table(inf)
+            table, few = _inference_table(inf, doc.get("gate"))
             out += table
         train = _train_table(doc)
         if train:

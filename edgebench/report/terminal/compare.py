@@ -9,6 +9,7 @@ from rich.table import Table
 
 from edgebench.report._values import fmt_bytes
 from edgebench.report.terminal._cells import as_document, e, fit_columns, input_mapping_note
+from edgebench.outcome import precision_label, row_verdict, top1_change  # noqa: F401 -- top1_change re-exported
 from edgebench.rows import Document, InferenceRow
 from edgebench.targets.base import P99_MIN_SAMPLES
 
@@ -33,27 +34,9 @@ def _psnr(v: float | None, nonfinite: bool = False) -> str:
     return "inf" if v == float("inf") else f"{v:.1f}"
 
 
-def top1_change(drop_pp: float | None) -> str:
-    """The top-1 change vs the reference in percentage points, signed as it reads: a drop of
-    63.33 pp is "-63.33", a gain "+0.50" (the JSON keeps ``top1_drop_pp``, positive = worse)."""
-    if drop_pp is None:
-        return "-"
-    return f"{0.0 - float(drop_pp) + 0.0:+.2f}"
-
-
-def row_status(r: InferenceRow) -> str:
-    from edgebench.verdicts import describe
-
-    if not r.ok:
-        return f"FAILED: {r.error}"
-    if r.worst is not None and r.worst.nonfinite:
-        return f"NaN/Inf x{r.worst.nonfinite}: drift n/a, fails"
-    if r.worst is not None and r.worst.ref_nonfinite:
-        return f"reference NaN/Inf x{r.worst.ref_nonfinite}: drift n/a"
-    bad = describe(r.verdicts)
-    if bad:
-        return f"SILENT: {bad}"
-    return "ok"
+def row_status(r: InferenceRow, gate: Mapping[str, Any] | None = None) -> str:
+    """The row's verdict cell (``outcome.row_verdict``: the same words as every other output)."""
+    return row_verdict(r, gate).text
 
 
 def _target(r: InferenceRow) -> str:
@@ -63,8 +46,9 @@ def _target(r: InferenceRow) -> str:
     return t
 
 
-def compare_cells(r: InferenceRow) -> list[str]:
-    """One table row as strings (shared by the terminal and Markdown renderers)."""
+def compare_cells(r: InferenceRow, gate: Mapping[str, Any] | None = None) -> list[str]:
+    """One table row as strings; ``gate`` is the document's gate (a row whose gate check failed
+    says so in its status, as in every other output)."""
     lat, acc, worst = r.latency, r.accuracy, r.worst
     p99 = _fmt(lat.p99 if lat else None, ".3f")
     if lat is not None and not lat.p99_valid and lat.p99 is not None:
@@ -74,14 +58,13 @@ def compare_cells(r: InferenceRow) -> list[str]:
         agree = r.detection.get("box_agreement")
     top1 = acc.top1 if acc else None
     bad = bool(worst and (worst.nonfinite or worst.ref_nonfinite))
-    prec = str(r.precision or "-") + (f" +{len(r.keep_float)} float" if r.keep_float else "")
     return [
-        prec, _target(r), fmt_bytes(r.size_bytes), _fmt(r.size_reduction_pct, ".1f", "%"),
+        precision_label(r), _target(r), fmt_bytes(r.size_bytes), _fmt(r.size_reduction_pct, ".1f", "%"),
         _fmt(lat.p50 if lat else None, ".3f"), p99, _fmt(lat.qps if lat else None, ".0f"),
         _fmt(top1 * 100 if top1 is not None else None, ".2f", "%"), top1_change(acc.top1_drop_pp if acc else None),
         _fmt(agree * 100 if agree is not None else None, ".1f", "%"), _psnr(worst.psnr_db if worst else None, bad),
         "n/a" if bad else _fmt(worst.cosine if worst else None, ".5f"),
-        r.delegation.cell() if r.delegation else "-", row_status(r),
+        r.delegation.cell() if r.delegation else "-", row_status(r, gate),
     ]
 
 
@@ -95,7 +78,7 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
     """The table (reference first), its notes, and every row's stability warnings under it."""
     doc = as_document(doc)
     inputs = doc.get("inputs") or {}
-    cells = [compare_cells(r) for r in compare_rows(doc)]
+    cells = [compare_cells(r, doc.get("gate")) for r in compare_rows(doc)]
     keep, dropped = fit_columns(list(COMPARE_COLUMNS), cells, width, wide)
     t = Table(title=f"edgebench: {e(doc.get('model'))}  ({inputs.get('samples')} samples, inputs sha256 "
                     f"{str(inputs.get('sha256'))[:12]})", header_style="bold")
@@ -106,7 +89,7 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
         else:
             t.add_column(name, justify="right", no_wrap=True)
     for row in cells:
-        style = "red" if row[-1].startswith(("FAILED", "NaN", "reference NaN", "SILENT")) else None
+        style = "red" if row[-1].startswith(("FAILED", "NaN", "reference NaN", "SILENT", "GATE")) else None
         t.add_row(*(e(row[i]) for i in keep), style=style)
     notes = [f"Δtop-1 pp = top-1 minus the reference's (negative: accuracy lost); agree = top-1 agreement with "
              f"TF (box agreement for detection); * p99 from fewer than {P99_MIN_SAMPLES} samples; "

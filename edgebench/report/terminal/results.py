@@ -34,7 +34,7 @@ def render_runs(runs: list[dict[str, Any]], where: str = "", *, width: int | Non
 
     from edgebench.report.terminal._cells import fit_columns
 
-    cells = [[r["run_id"][:12], r["created"][:19].replace("T", " "), str(r["kind"]), str(r["status"]),
+    cells = [[r["run_id"][:12], r["created"][:19].replace("T", " "), str(r["kind"]), run_cell(r),
               str(r["models"] or "-"), str(r["n_rows"]), (r["matrix_hash"] or "-")[:12], str(r["cell_key"] or "-")]
              for r in runs]
     keep, dropped = fit_columns(list(RUN_COLUMNS), cells, width, wide, flex={4: 24, 7: 24})
@@ -46,12 +46,23 @@ def render_runs(runs: list[dict[str, Any]], where: str = "", *, width: int | Non
             t.add_column(RUN_COLUMNS[i][0], no_wrap=True)
     for row in cells:
         shown = [_e(row[i]) for i in keep]
-        if row[3] != "ok" and 3 in keep:
+        if not row[3].startswith("ok") and 3 in keep:
             shown[keep.index(3)] = f"[bold red]{_e(row[3])}[/]"
         t.add_row(*shown)
     if dropped:
         t.caption = f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)"
     return t
+
+
+def run_cell(run: dict[str, Any]) -> str:
+    """A stored run's verdict in a few words (the columns ``Store.save`` fills from ``outcome``):
+    a failed gate or a silent failure reads so, never "ok"."""
+    if run.get("gate") == "failed":
+        return "GATE FAILED"
+    v = run.get("verdict")
+    if v in (None, "ok", "skipped"):
+        return str(run.get("status")) + (" (gate passed)" if run.get("gate") == "passed" else "")
+    return {"failed": "failed", "nonfinite": "NaN/Inf", "silent": "SILENT", "gate-failed": "GATE FAILED"}.get(v, v)
 
 
 _TEXT_COLS = ("model", "precision", "target", "status")
@@ -69,13 +80,30 @@ def _plain(v: Any, spec: str = ".3g") -> str:
 
 _ROW_COLS = (("model", "model"), ("precision", "prec"), ("target", "target"), ("status", "status"),
              ("batch_size", "batch"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"), ("qps", "QPS"),
-             ("size_bytes", "size B"), ("top1", "top-1"), ("psnr_db", "PSNR dB"), ("cosine", "cosine"),
-             ("examples_per_s", "ex/s"), ("step_time_p50_ms", "step p50 ms"))
+             ("size_bytes", "size"), ("top1", "top-1"), ("top1_drop_pp", "Δtop-1 pp"), ("psnr_db", "PSNR dB"),
+             ("cosine", "cosine"), ("examples_per_s", "ex/s"), ("step_time_p50_ms", "step p50 ms"))
 
 
 _ROW_PRIORITY = {"model": 0, "precision": 0, "target": 0, "status": 0, "batch_size": 2, "p50_ms": 0, "p99_ms": 0,
-                 "qps": 1, "size_bytes": 3, "top1": 1, "psnr_db": 2, "cosine": 4, "examples_per_s": 0,
-                 "step_time_p50_ms": 1}
+                 "qps": 1, "size_bytes": 3, "top1": 1, "top1_drop_pp": 1, "psnr_db": 2, "cosine": 4,
+                 "examples_per_s": 0, "step_time_p50_ms": 1}
+
+
+def _show_cell(key: str, value: Any) -> str:
+    """One unit per quantity, as in every other output: top-1 in %, sizes in KiB/MiB, the top-1
+    change signed as it reads (negative = worse)."""
+    from edgebench.outcome import top1_change
+    from edgebench.report._values import fmt_bytes
+
+    if value is None:
+        return "-"
+    if key == "top1":
+        return f"{100 * float(value):.2f}%"
+    if key == "top1_drop_pp":
+        return top1_change(value)
+    if key == "size_bytes":
+        return fmt_bytes(value)
+    return _plain(value)
 
 
 def render_show(doc: dict[str, Any], *, width: int | None = None, wide: bool = False) -> list[Any]:
@@ -90,8 +118,12 @@ def render_show(doc: dict[str, Any], *, width: int | None = None, wide: bool = F
 
     from edgebench.report.terminal._cells import fit_columns
 
+    from edgebench.outcome import precision_label, row_verdict, run_verdict
+
     typed = as_document(doc)
-    heads = [headline(r) for r in typed.rows]
+    gate = typed.get("gate")
+    heads = [{**headline(r), "status": row_verdict(r, gate).text,
+              "precision": precision_label(r) if r.precision else None} for r in typed.rows]
     used = [(k, lbl) for k, lbl in _ROW_COLS if any(h.get(k) is not None for h in heads)]
     cells = []
     for row, h in zip(typed.rows, heads):
@@ -102,13 +134,14 @@ def render_show(doc: dict[str, Any], *, width: int | None = None, wide: bool = F
             notes.append(str(row.error))
         if row.samples_ns is not None:
             notes.append(f"{len(row.samples_ns)} samples")
-        cells.append([_plain(h.get(k)) for k, _ in used] + ["; ".join(notes)])
+        cells.append([_show_cell(k, h.get(k)) for k, _ in used] + ["; ".join(notes)])
     columns = [(lbl, _ROW_PRIORITY.get(k, 1)) for k, lbl in used] + [("notes", 0)]
     keep, dropped = fit_columns(columns, cells, width, wide, flex={len(used): 20})
+    verdict = run_verdict(typed)
     t = Table(title=f"run {doc.get('run_id', '?')[:12]}  {doc.get('kind')}  created {doc.get('created')}")
     for i in keep:
-        if i == len(used):
-            t.add_column("notes", overflow="fold")
+        if i == len(used) or used[i][0] == "status":
+            t.add_column(columns[i][0], overflow="fold")
         else:
             t.add_column(columns[i][0], no_wrap=True, justify="left" if used[i][0] in _TEXT_COLS else "right")
     for row in cells:
@@ -122,11 +155,21 @@ def render_show(doc: dict[str, Any], *, width: int | None = None, wide: bool = F
     for k in ("hostname", *KEY_FIELDS, "edgebench", "edgebench_git_sha"):
         if fp.get(k) is not None:
             env.add_row(k, _e(fp[k]))
-    parts: list[Any] = [t]
+    style = "green" if verdict.state == "ok" and verdict.gate != "failed" else "bold red"
+    parts: list[Any] = [f"[{style}]{_e(verdict.text)}[/]"]
+    if verdict.diagnose:
+        parts.append(f"find the layer: {_e(verdict.diagnose)}")
+    parts.append(t)
     if doc.get("cell"):
         parts.append(f"matrix {str(doc.get('matrix_hash'))[:12]} cell {_e(doc['cell'].get('key'))}")
     parts.append(env)
     return parts
+
+
+def _short(v: Any) -> str:
+    """An identity value for one line: a sha256 as its first 12 hex digits."""
+    text = str(v)
+    return text[:12] if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text
 
 
 _VERDICT_STYLE = {"worse": "bold red", "better": "bold green", "same": "dim", "not significant": "yellow",
@@ -154,6 +197,14 @@ def render_results_compare(rep: dict[str, Any]) -> list[Any]:
                            "verdict): a fresh process's first timed run (per-process, benchmark_model) is slower "
                            f"than a long-lived process's steady state:[/]\n{lines}",
                            title="[bold yellow]METHODS DIFFER[/]", border_style="yellow"))
+    differ = [p for p in rep["pairs"] if p.get("config_diff")]
+    if differ:
+        lines = "\n".join(f"  {_e(' / '.join(str(k) for k in p['key']))}: " + _e(", ".join(
+            f"{d['field']} {_short(d['a'])} -> {_short(d['b'])}" for d in p["config_diff"])) for p in differ)
+        parts.append(Panel("[bold]These rows are different configurations (another model file, tensors kept "
+                           "float, another delegate ...): a change may come from the configuration, not "
+                           f"the run:[/]\n{lines}", title="[bold yellow]CONFIGURATION DIFFERS[/]",
+                           border_style="yellow"))
     rule = rep["rule"]
     for pair in rep["pairs"]:
         reps = pair.get("repeats") or [1, 1]
@@ -190,7 +241,9 @@ def render_results_compare(rep: dict[str, Any]) -> list[Any]:
 def render_history(h: dict[str, Any]):
     from rich.table import Table
 
-    conf = "  ".join(f"{k}={v}" for k, v in (h.get("series") or {}).items() if v is not None)
+    from edgebench.store import series_label
+
+    conf = series_label(h.get("series") or {}, skip=())
     t = Table(title=_e(f"{h['model']} {h['metric']}  {conf}"))
     for col in ("#", "created (UTC)", "run id", "value", "step"):
         t.add_column(col, no_wrap=col != "step", overflow="fold")
