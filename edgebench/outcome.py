@@ -46,11 +46,15 @@ def top1_change(drop_pp: float | None) -> str:
     return f"{0.0 - float(drop_pp) + 0.0:+.2f}"
 
 
-def precision_label(row: Row) -> str:
-    """The precision as every output names it: ``int8 +1 float`` when tensors were kept float."""
-    prec = str(row.precision or "-")
-    keep = getattr(row, "keep_float", None)
-    return f"{prec} +{len(keep)} float" if keep else prec
+def precision_label(row: Row | Mapping[str, Any]) -> str:
+    """The precision as every output names it: ``int8 +1 float`` when tensors were kept float
+    (a typed row or its JSON form)."""
+    if isinstance(row, Mapping):
+        prec, keep = row.get("precision"), row.get("keep_float")
+        keep = keep if isinstance(keep, (list, tuple)) else None
+    else:
+        prec, keep = row.precision, getattr(row, "keep_float", None)
+    return f"{prec or '-'} +{len(keep)} float" if keep else str(prec or "-")
 
 
 @dataclass(frozen=True)
@@ -134,3 +138,36 @@ def run_verdict(doc: Document) -> RunVerdict:
     diag = doc.meta.get("diagnose_command") if quality else None
     return RunVerdict(state, gate_state, tuple(str(c.get("message") or c.get("metric")) for c in misses),
                       str(diag) if diag else None)
+
+
+# The renderers of stored JSON (HTML, Prometheus) and the store read documents that may come from
+# older versions or other tools: a row too malformed to type gets the verdict its status gives.
+_UNTYPABLE = (TypeError, ValueError, AttributeError, KeyError)
+
+
+def row_verdict_of(doc: Mapping[str, Any], row: Mapping[str, Any]) -> RowVerdict:
+    """``row_verdict`` of a row in its JSON form, within its document (for the gate)."""
+    from edgebench.rows import row_from_dict
+
+    gate = doc.get("gate") if isinstance(doc.get("gate"), Mapping) else None
+    try:
+        return row_verdict(row_from_dict(row, kind=doc.get("kind")), gate)
+    except _UNTYPABLE:
+        status = str(row.get("status") or "ok")
+        if status == "ok":
+            return RowVerdict("ok", "ok")
+        return RowVerdict("skipped" if status == "skipped" else "failed", f"{status.upper()}: {row.get('error')}"
+                          if row.get("error") else status.upper())
+
+
+def run_verdict_of(doc: Mapping[str, Any]) -> RunVerdict:
+    """``run_verdict`` of a document in its JSON form (malformed rows: their status decides)."""
+    try:
+        return run_verdict(Document.from_dict(doc))
+    except _UNTYPABLE:
+        rows = [r for r in doc.get("rows") or () if isinstance(r, Mapping)]
+        states = [row_verdict_of(doc, r).state for r in rows] or ["ok"]
+        gate = doc.get("gate") if isinstance(doc.get("gate"), Mapping) else None
+        failing = tuple(str(c.get("message")) for c in _checks(gate) if not c.get("passed", True))
+        return RunVerdict(min(states, key=STATES.index), None if gate is None else
+                          ("failed" if failing or gate.get("passed") is False else "passed"), failing)

@@ -42,12 +42,11 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 from edgebench.errors import BadInput, InfraError
-from edgebench.outcome import precision_label, row_verdict, run_verdict
+from edgebench.outcome import precision_label, row_verdict_of, run_verdict_of
 from edgebench.results import to_jsonable
-from edgebench.rows import Document
 
 if TYPE_CHECKING:
-    from edgebench.rows import Row
+    from edgebench.rows import Document, Row
 
 # Version of the table layout. Bump it and add ``_MIGRATIONS[old] = fn`` (old -> old + 1) when
 # the layout changes; a database from a newer edgebench is refused rather than misread.
@@ -194,14 +193,13 @@ def _migrate_1_to_2(conn: Connection) -> None:
 
 def _verdicts(doc: dict[str, Any]) -> dict[str, Any]:
     """The verdict columns of a run and of each of its rows (``outcome``)."""
-    typed = Document.from_dict(doc)
-    gate = typed.meta.get("gate") if isinstance(typed.meta.get("gate"), dict) else None
-    rv = run_verdict(typed)
+    rv = run_verdict_of(doc)
     rows = []
-    for r in typed.rows:
-        v = row_verdict(r, gate)
-        rows.append({"verdict": v.state, "verdict_text": v.text, "precision_label": precision_label(r)
-                     if r.precision else None})
+    for r in doc.get("rows") or []:
+        r = r if isinstance(r, dict) else {}
+        v = row_verdict_of(doc, r)
+        rows.append({"verdict": v.state, "verdict_text": v.text,
+                     "precision_label": precision_label(r) if r.get("precision") else None})
     return {"run": {"verdict": rv.state, "gate": rv.gate, "verdict_text": rv.text}, "rows": rows}
 
 

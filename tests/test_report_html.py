@@ -117,7 +117,7 @@ def test_matrix_report_with_history_and_training():
     # 3x5 compare rows + 3 bench rows with samples (the failed row has none)
     assert s.svgs_in["latency"] == 2 * (3 * 5 + 2)
     assert "no raw latency samples stored for this row" in body
-    assert "+2 more run(s)" in body  # 3 runs of the same precision x target in one grid cell
+    assert "3 runs (0 not ok), see all rows" in body  # 3 runs of the same precision x target in one grid cell
 
 
 def test_html_special_characters_are_escaped(evil_doc):

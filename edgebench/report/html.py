@@ -8,6 +8,8 @@ names, targets, output names, fingerprint values, errors) goes through ``html.es
 Sections (always present, with a one-line note when the data for them is absent), each a
 ``<section id=...>``:
 
+``verdict``      first: each run's verdict (``outcome.run_verdict``: gate passed/failed with the
+                 failing checks, silent failures, failed rows) and the ``diagnose`` command
 ``fingerprint``  environment fingerprint of the first run, plus the key fields that differ
                  between runs (they make numbers not directly comparable)
 ``results``      precision x target grid per model (p99 / size / top-1) and the full row table
@@ -33,9 +35,10 @@ from edgebench.report._values import fmt_bytes, num
 from typing import Any, Iterable, Sequence
 
 from edgebench.fingerprint import KEY_FIELDS, diff_fingerprints
+from edgebench.outcome import TOP1_CHANGE, RowVerdict, precision_label, row_verdict_of, run_verdict_of, top1_change
 from edgebench.report.pivot import SUBCOLUMNS, cell_values, matrix_pivots, short_value, varying_axes
 
-SECTIONS = ("fingerprint", "results", "where", "latency", "sustained", "pareto", "drift", "training", "diagnose",
+SECTIONS = ("verdict", "fingerprint", "results", "where", "latency", "sustained", "pareto", "drift", "training", "diagnose",
             "history")
 
 _PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
@@ -48,7 +51,7 @@ h3{font-size:1rem;margin:1.2rem 0 .4rem}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
 th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:right;vertical-align:top}
 th{background:#f3f3f3}td.l,th.l{text-align:left}
-.note{color:#666;font-style:italic}.bad{color:#b00020;font-weight:600}.warn{color:#a15c00}
+.note{color:#666;font-style:italic}.bad{color:#b00020;font-weight:600}.good{color:#1b7e2c;font-weight:600}.warn{color:#a15c00}
 .plots{display:flex;flex-wrap:wrap;gap:1rem}
 svg{background:#fff;border:1px solid #eee}
 svg text{font-family:system-ui,sans-serif;font-size:11px;fill:#333}
@@ -136,8 +139,30 @@ def _is_train_row(doc: dict[str, Any], row: dict[str, Any]) -> bool:
     return doc.get("kind") == "train" or ("examples_per_s" in row and "latency_ms" not in row)
 
 
+def _verdict(doc: dict[str, Any], row: dict[str, Any]) -> RowVerdict:
+    """The row's verdict (``outcome.row_verdict``), the same words as every other output."""
+    return row_verdict_of(doc, row)
+
+
+def _verdict_section(docs: list[dict[str, Any]]) -> str:
+    lines = []
+    for d in docs:
+        v = run_verdict_of(d)
+        models = ", ".join(dict.fromkeys(str(r.get("model")) for r in _rows(d) if r.get("model"))) or "-"
+        cls = "good" if v.state == "ok" and v.gate != "failed" else "bad"
+        head = f'<span class="{cls}">{_e(v.text if v.gate != "failed" else "GATE FAILED")}</span>'
+        rid = str(d.get("run_id") or "")[:12]
+        item = f"<strong>{_e(models)}</strong>" + (f" (run {_e(rid)})" if rid else "") + f": {head}"
+        if v.gate == "failed":
+            item += "<ul>" + "".join(f"<li>{_e(m)}</li>" for m in v.failing) + "</ul>"
+        if v.diagnose:
+            item += f"<p>find the layer that breaks it: <code>{_e(v.diagnose)}</code></p>"
+        lines.append(f"<li>{item}</li>")
+    return _section("verdict", "Verdict", "<ul>" + "".join(lines) + "</ul>" if lines else _note("no runs"))
+
+
 def _row_name(row: dict[str, Any]) -> str:
-    parts = [row.get("model") or "?", row.get("precision") or "-", row.get("target") or "-"]
+    parts = [row.get("model") or "?", precision_label(row), row.get("target") or "-"]
     if row.get("device_model"):
         parts.append(str(row["device_model"]))
     return " / ".join(str(p) for p in parts)
@@ -477,37 +502,36 @@ def _results_section(docs: list[dict[str, Any]]) -> str:
         return _section("results", "Precision × target",
                         "".join(parts) + _note("no inference results (training only)"))
     # precision x target grid per model (a matrix model is shown by its pivot above)
-    models: dict[str, list[dict[str, Any]]] = {}
-    for _, r in inf_rows:
+    models: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for d, r in inf_rows:
         if str(r.get("model") or "?") not in pivoted:
-            models.setdefault(str(r.get("model") or "?"), []).append(r)
+            models.setdefault(str(r.get("model") or "?"), []).append((d, r))
     for model, rows in models.items():
-        precs = list(dict.fromkeys(str(r.get("precision") or "-") for r in rows))
-        targets = list(dict.fromkeys(str(r.get("target") or "-") for r in rows))
-        grid: dict[tuple[str, str], dict[str, Any]] = {}
-        extra: dict[tuple[str, str], int] = {}
-        for r in rows:
-            key = (str(r.get("precision") or "-"), str(r.get("target") or "-"))
-            if key in grid:  # several runs (a matrix): show the first, count the rest
-                extra[key] = extra.get(key, 0) + 1
-            grid.setdefault(key, r)
+        precs = list(dict.fromkeys(precision_label(r) for _, r in rows))
+        targets = list(dict.fromkeys(str(r.get("target") or "-") for _, r in rows))
+        grid: dict[tuple[str, str], list[tuple[dict[str, Any], RowVerdict]]] = {}
+        for d, r in rows:
+            grid.setdefault((precision_label(r), str(r.get("target") or "-")), []).append((r, _verdict(d, r)))
         body = []
         for p in precs:
             cells = [p]
             for t in targets:
-                r = grid.get((p, t))
-                if r is None:
+                runs = grid.get((p, t))
+                if not runs:
                     cells.append("-")
-                elif r.get("status") not in (None, "ok"):
-                    cells.append(f'<span class="bad">{_e(r.get("status"))}</span>')
-                else:
-                    acc = _acc(r)
-                    bits = [f"p99 {_e(_fmt_ms(_lat(r).get('p99')))} ms", _e(_fmt_bytes(r.get("size_bytes")))]
+                    continue
+                # a cell never hides a failed run behind a good one: every non-ok verdict is shown
+                bad = [v for _, v in runs if not v.ok]
+                good = [r for r, v in runs if v.ok]
+                bits = [f'<span class="bad">{_e(v.text)}</span>' for v in bad]
+                if good:
+                    r, acc = good[0], _acc(good[0])
+                    bits += [f"p99 {_e(_fmt_ms(_lat(r).get('p99')))} ms", _e(_fmt_bytes(r.get("size_bytes")))]
                     if acc.get("top1") is not None:
                         bits.append(f"top-1 {_e(_fmt_pct(acc.get('top1')))}")
-                    if extra.get((p, t)):
-                        bits.append(f'<span class="note">+{extra[(p, t)]} more run(s), see all rows</span>')
-                    cells.append("<br>".join(bits))
+                if len(runs) > 1:
+                    bits.append(f'<span class="note">{len(runs)} runs ({len(bad)} not ok), see all rows</span>')
+                cells.append("<br>".join(bits))
             body.append(cells)
         parts.append(f"<h3>{_e(model)}</h3>")
         parts.append(_table(["precision \\ target", *targets], body, left=1,
@@ -517,22 +541,20 @@ def _results_section(docs: list[dict[str, Any]]) -> str:
     multi = len(docs) > 1
     for d, r in inf_rows:
         lat, acc = _lat(r), _acc(r)
-        status = r.get("status") or "-"
-        if r.get("error"):
-            status = f"{status}: {r['error']}"
+        status = _verdict(d, r).text
         table_rows.append(((str(d.get("run_id") or "-")[:12],) if multi else ()) + (
-            r.get("model") or "-", r.get("precision") or "-", r.get("target") or "-",
+            r.get("model") or "-", precision_label(r), r.get("target") or "-",
             r.get("device_model") or "-", status, _fmt_bytes(r.get("size_bytes")),
             _fmt(r.get("size_reduction_pct"), 1, suffix="%"), _fmt_ms(lat.get("p50")), _fmt_ms(lat.get("p90")),
             _fmt_ms(lat.get("p99")) + ("" if lat.get("p99_valid", True) else " (few samples)"),
             _fmt(lat.get("qps"), 1), _fmt(lat.get("samples"), 0), _fmt_pct(acc.get("top1")),
-            _fmt(acc.get("top1_drop_pp"), 2), _fmt_pct(acc.get("top1_agreement")),
+            top1_change(num(acc.get("top1_drop_pp"))), _fmt_pct(acc.get("top1_agreement")),
             _fmt_pct(acc.get("top5_agreement")),
         ))
     parts.append("<h3>All rows</h3>")
     parts.append(_table((["run"] if multi else []) + [
         "model", "precision", "target", "device", "status", "size", "size red.", "p50 ms", "p90 ms", "p99 ms",
-        "QPS", "samples", "top-1", "top-1 drop pp", "top-1 agree", "top-5 agree"], table_rows,
+        "QPS", "samples", "top-1", TOP1_CHANGE, "top-1 agree", "top-5 agree"], table_rows,
         left=6 if multi else 5))
     return _section("results", "Precision × target", "".join(parts))
 
@@ -611,10 +633,15 @@ def pareto_front(points: Sequence[tuple[float, float, float | None]]) -> list[bo
 
 
 def _pareto_section(docs: list[dict[str, Any]]) -> str:
-    pts = []
+    pts, excluded = [], []
     for d in docs:
         for r in _rows(d):
-            if _is_train_row(d, r) or r.get("status") not in (None, "ok"):
+            if _is_train_row(d, r):
+                continue
+            v = _verdict(d, r)
+            if not v.ok:       # a failed gate, a silent failure or a crash is never a trade-off
+                if r.get("status") in (None, "ok"):
+                    excluded.append([_row_name(r), _e(v.text)])
                 continue
             size, p99 = _num(r.get("size_bytes")), _num(_lat(r).get("p99"))
             if size is None or p99 is None:
@@ -626,8 +653,13 @@ def _pareto_section(docs: list[dict[str, Any]]) -> str:
             pts.append((r, d, size, p99, a))
     if not pts:
         return _section("pareto", "Size – p99 – accuracy trade-off",
-                        _note("no rows with both a model size and a p99 latency"))
-    front = pareto_front([(s, p, a) for _, _, s, p, a in pts])
+                        _note("no rows with both a model size and a p99 latency") + _excluded(excluded))
+    # one front per model: rows of different models are never traded off against each other
+    front = [False] * len(pts)
+    for model in dict.fromkeys(str(r.get("model")) for r, *_ in pts):
+        idx = [i for i, (r, *_) in enumerate(pts) if str(r.get("model")) == model]
+        for i, opt in zip(idx, pareto_front([pts[i][2:] for i in idx])):
+            front[i] = opt
     axes = varying_axes(docs)
     targets = list(dict.fromkeys(str(r.get("target") or "-") for r, *_ in pts))
     legend = [(t, _PALETTE[i % len(_PALETTE)]) for i, t in enumerate(targets)]
@@ -642,7 +674,7 @@ def _pareto_section(docs: list[dict[str, Any]]) -> str:
     for (r, d, s, p, a), opt in zip(pts, front):
         color = _PALETTE[targets.index(str(r.get("target") or "-")) % len(_PALETTE)]
         axis = " ".join(f"{k}={short_value(d['cell'].get(k))}" for k in axes if isinstance(d.get("cell"), dict))
-        label = " ".join(x for x in (str(r.get("precision") or "-"), axis) if x) + (
+        label = " ".join(x for x in (precision_label(r), axis) if x) + (
             "" if a is None else f" {a * 100:.1f}%")
         plot.point(s / 2**20, p, color, filled=opt, r=5.0, tip=f"{_row_name(r)} {axis}".strip())
         items.append((s / 2**20, p, label, color))
@@ -650,9 +682,21 @@ def _pareto_section(docs: list[dict[str, Any]]) -> str:
                      "yes" if opt else "no"])
     for row, shown in zip(rows, plot.labels(items)):
         row.append("yes" if shown else "no (crowded: see this row)")
+    models = list(dict.fromkeys(str(r.get("model")) for r, *_ in pts))
     body = plot.svg("size vs p99 latency") + _table(
         ["row", "size", "p99 ms", "top-1 (or agreement)", "Pareto-optimal", "labelled in the plot"], rows, left=1)
-    return _section("pareto", "Size – p99 – accuracy trade-off", body)
+    if len(models) > 1:
+        body += _note(f"one Pareto front per model ({', '.join(models)}): rows of different models are "
+                      "never compared")
+    return _section("pareto", "Size – p99 – accuracy trade-off", body + _excluded(excluded))
+
+
+def _excluded(rows: list[list[str]]) -> str:
+    """Rows left out of the Pareto front because their verdict is not ok (cells already escaped)."""
+    if not rows:
+        return ""
+    return _note("left out of the trade-off (their verdict is not ok):") + _table(
+        ["row", "verdict"], rows, left=2, raw_cols=(1,))
 
 
 _DRIFT_COLS = (("max_abs", "max |Δ|"), ("mean_abs", "mean |Δ|"), ("rmse", "RMSE"), ("rel_l2", "rel L2"),
@@ -796,6 +840,7 @@ def render_html(docs: dict[str, Any] | Sequence[dict[str, Any]], *,
 
     generated = max((str(d.get("created") or "") for d in docs), default="")
     sections = [
+        _verdict_section(docs),
         _fingerprint_section(docs),
         _results_section(docs),
         _where_section(docs),

@@ -9,12 +9,19 @@ Conventions (https://prometheus.io/docs/practices/naming/): ``edgebench_`` prefi
 (backslash, double quote, newline); label names are sanitised to ``[a-zA-Z_][a-zA-Z0-9_]*``.
 
 Families written (labels ``run_id`` (textfile only; the Pushgateway adds it from the grouping
-key), ``model``, ``precision``, ``target``, ``device_model`` on every row metric):
+key), ``model``, ``precision``, ``target``, ``device_model`` on every row metric, plus the fields of
+the configuration identity a row has: ``model_sha256`` (12 hex digits), ``keep_float`` (tensors kept
+float), ``threads``, ``delegate``, ``runtime_api``, ``accelerator``, ``gpu_precision``,
+``period_ms``, ``sustained``):
 
 =============================================  ========  ==============================================
 ``edgebench_run_info``                          gauge     1 per run; kind, versions, host
 ``edgebench_run_timestamp_seconds``             gauge     run creation time (unix seconds)
-``edgebench_row_ok``                            gauge     1 when the row's status is "ok", else 0
+``edgebench_run_ok``                            gauge     1 when every row's verdict is ok and no gate check failed
+``edgebench_gate_passed``                       gauge     1 gate passed / 0 failed (runs with a gate; alert on 0);
+                                                          also ``edgebench_gate_failed_checks``
+``edgebench_row_ok``                            gauge     1 when the row's verdict (``outcome``) is ok, else 0
+``edgebench_row_verdict``                       gauge     1, label ``verdict`` (ok, gate-failed, silent, ...)
 ``edgebench_inference_latency_seconds``         summary   quantile 0.5/0.9/0.95/0.99(/0.999), _sum, _count
 ``edgebench_inference_latency_mean_seconds``    gauge     also ``_stddev_``, ``_min_``, ``_max_``
 ``edgebench_inference_latency_p99_valid``       gauge     1 when the run had enough samples for a p99
@@ -51,10 +58,13 @@ key), ``model``, ``precision``, ``target``, ``device_model`` on every row metric
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 import re
 from typing import Any, Iterable
 
+from edgebench.outcome import row_verdict_of, run_verdict_of
+from edgebench.store import series_key
 from edgebench.targets.base import P99_MIN_SAMPLES
 
 # ---------------------------------------------------------------------------------------------
@@ -217,6 +227,11 @@ def _created_epoch(created: Any) -> float | None:
     return t.timestamp()
 
 
+def _doc_model(doc: dict[str, Any]) -> str:
+    models = dict.fromkeys(str(r.get("model")) for r in doc.get("rows") or [] if isinstance(r, dict) and r.get("model"))
+    return str(doc.get("model") or ",".join(models))
+
+
 def _row_labels(row: dict[str, Any], base: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     fp = row.get("fingerprint") or {}
     device_model = row.get("device_model") or fp.get("device_model") or (doc.get("fingerprint") or {}).get("device_model")
@@ -227,7 +242,27 @@ def _row_labels(row: dict[str, Any], base: dict[str, Any], doc: dict[str, Any]) 
         "target": row.get("target") or "",
         "device_model": device_model or "",
     })
+    # the configuration identity (store.series_key) beyond the four above: two rows that differ in
+    # it are two series, never one (a --delegate none run, int8 with tensors kept float ...)
+    ident = series_key(row)
+    for name in _IDENTITY_LABELS:
+        v = ident.get(name)
+        if v is None or v is False:
+            continue
+        if name == "model_sha256":
+            v = str(v)[:12]
+        elif name == "keep_float":
+            v = len(json.loads(v))
+            if not v:
+                continue
+        out[name] = v
     return out
+
+
+# identity fields added as labels when a row has them (model_sha256 as 12 hex digits, keep_float
+# as the number of tensors kept float)
+_IDENTITY_LABELS = ("model_sha256", "keep_float", "threads", "delegate", "runtime_api", "accelerator",
+                    "gpu_precision", "period_ms", "sustained")
 
 
 def _add_latency(reg: _Registry, labels: dict[str, Any], lat: dict[str, Any]) -> None:
@@ -255,10 +290,14 @@ def _add_latency(reg: _Registry, labels: dict[str, Any], lat: dict[str, Any]) ->
 
 def _add_inference_row(reg: _Registry, doc: dict[str, Any], row: dict[str, Any], base: dict[str, Any]) -> None:
     labels = _row_labels(row, base, doc)
-    status = row.get("status")
-    if status is not None:
-        reg.fam("edgebench_row_ok", "gauge", "1 when the result row's status is ok, 0 when it failed or was skipped."
-                ).add(labels, 1.0 if status == "ok" else 0.0)
+    if row.get("status") is not None:
+        v = row_verdict_of(doc, row)
+        reg.fam("edgebench_row_ok", "gauge", "1 when the row's verdict is ok; 0 when it failed, was skipped, "
+                "had NaN/Inf outputs, a silent failure or a failed gate check."
+                ).add(labels, 1.0 if v.ok else 0.0)
+        reg.fam("edgebench_row_verdict", "gauge", "1 for the row's verdict (label verdict: ok, gate-failed, "
+                "silent, nonfinite, failed, skipped)."
+                ).add({**labels, "verdict": v.state}, 1.0)
     lat = row.get("latency_ms")
     if isinstance(lat, dict):
         _add_latency(reg, labels, lat)
@@ -433,6 +472,15 @@ def render_prometheus(docs: dict[str, Any] | Iterable[dict[str, Any]], *, run_id
         reg.fam("edgebench_run_info", "gauge", "Facts about a result run; the value is always 1.").add(info, 1.0)
         reg.fam("edgebench_run_timestamp_seconds", "gauge", "When the run was created (unix time)."
                 ).add({**base, "kind": doc.get("kind") or ""}, _created_epoch(doc.get("created")))
+        verdict = run_verdict_of(doc)
+        run_labels = {**base, "kind": doc.get("kind") or "", "model": _doc_model(doc)}
+        reg.fam("edgebench_run_ok", "gauge", "1 when every row's verdict is ok and no gate check failed, else 0."
+                ).add(run_labels, 1.0 if verdict.state == "ok" and verdict.gate != "failed" else 0.0)
+        if verdict.gate is not None:
+            reg.fam("edgebench_gate_passed", "gauge", "1 when the CI gate passed, 0 when it failed (alert on 0)."
+                    ).add(run_labels, 1.0 if verdict.gate == "passed" else 0.0)
+            reg.fam("edgebench_gate_failed_checks", "gauge", "Number of gate checks that missed their threshold."
+                    ).add(run_labels, float(len(verdict.failing)))
         kind = doc.get("kind")
         rows = [r for r in (doc.get("rows") or []) if isinstance(r, dict)]
         if kind == "train":
