@@ -509,7 +509,8 @@ def test_results_import_of_the_same_document_twice_stores_it_once(tmp_path):
 
 
 def test_migration_backfills_content_hashes_of_an_0_1_0_database(tmp_path):
-    """Every run of the database written by edgebench 0.1.0 gets its content hash on migration:
+    """Every run of the database written by edgebench 0.1.0 gets its content hash and verdict
+    columns on migration:
     re-importing a run exported from it (`results show --json`) finds that run."""
     import shutil
     from pathlib import Path
@@ -523,4 +524,9 @@ def test_migration_backfills_content_hashes_of_an_0_1_0_database(tmp_path):
     for run in runs:
         got = st.get(run["run_id"])
         assert st.save_once(got) == (run["run_id"], False)
+        assert run["verdict"] in ("ok", "failed", "silent", "gate-failed", "nonfinite", "skipped")
+        assert run["verdict_text"]
     assert len(st.list_runs(limit=None)) == len(runs)
+    rows = st.rows()
+    assert rows and all(r["verdict"] is not None and r["verdict_text"] for r in rows)
+    assert all(r["precision_label"] == r["precision"] for r in rows if r["precision"])

@@ -14,6 +14,7 @@ import html
 import math
 from typing import Any
 
+from edgebench.outcome import top1_change
 from edgebench.report._values import fmt_bytes, num
 
 TOP = 10
@@ -60,7 +61,8 @@ def _accuracy_text(row: dict[str, Any]) -> str:
     parts = []
     if acc.get("top1") is not None:
         drop = num(acc.get("top1_drop_pp"))
-        parts.append(f"top-1 {num(acc['top1']) * 100:.2f}%" + ("" if drop is None else f" (drop {drop:+.2f} pp vs TF)"))
+        parts.append(f"top-1 {num(acc['top1']) * 100:.2f}%" + ("" if drop is None else
+                                                              f" ({top1_change(drop)} pp vs TF)"))
     if acc.get("top1_agreement") is not None:
         parts.append(f"agreement {num(acc['top1_agreement']) * 100:.1f}%")
     if worst.get("psnr_db") is not None:

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from rich.table import Table
 
+from edgebench.outcome import TOP1_CHANGE, top1_change
 from edgebench.report._values import fmt_bytes, num
 from edgebench.report.diagnose import LAYER_COLUMNS, TOP, _accuracy_text, _layer_cells, _n, _notes, _short
 from edgebench.report.terminal._cells import e
@@ -46,7 +47,7 @@ def render_keep_float_table(search: Mapping[str, Any] | None) -> list[Table]:
     t = Table(title=f"keep-float search (goal: {e(str(search.get('goal')))}; "
                     f"{'met' if search.get('met') else 'NOT met'}; {search.get('evaluated')} models evaluated)",
               header_style="bold", caption_justify="left")
-    for c in ("kept float", "size", "size red.", "p50 ms", "p99 ms", "top-1", "drop pp", "PSNR dB", "goal"):
+    for c in ("kept float", "size", "size red.", "p50 ms", "p99 ms", "top-1", TOP1_CHANGE, "PSNR dB", "goal"):
         t.add_column(c, overflow="fold", justify="left" if c == "kept float" else "right")
     for c in search.get("candidates", []):
         kept = ", ".join(_short(x, 40) for x in c.get("keep_float") or []) or "(none: plain int8)"
@@ -54,7 +55,7 @@ def render_keep_float_table(search: Mapping[str, Any] | None) -> list[Table]:
         p99 = _n(c.get("p99_ms"), 3) + ("" if c.get("p99_valid", True) else "*")
         t.add_row(e(kept), fmt_bytes(c.get("bytes")), _n(c.get("size_reduction_pct"), 1) + "%",
                   _n(c.get("p50_ms"), 3), p99, "-" if top1 is None else f"{top1 * 100:.2f}%",
-                  _n(c.get("top1_drop_pp"), 2), _n(c.get("psnr_db")),
+                  top1_change(num(c.get("top1_drop_pp"))), _n(c.get("psnr_db")),
                   ("chosen" if c.get("chosen") else "") + (" meets" if c.get("meets_goal") else " misses"),
                   style="green" if c.get("chosen") else None)
     t.caption = e(str(search.get("method") or ""))
