@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from edgebench.errors import BadInput
 from edgebench.results import envelope
+from edgebench import store as store_mod
 from edgebench.store import Store
 
 PG_URL = os.environ.get("EDGEBENCH_TEST_PG_URL")
@@ -58,10 +59,32 @@ def test_round_trip_and_filters_pg(pg_url):
     assert [r["run_id"] for r in st.list_runs(since="2026-11-02")] == [rid2]
     assert st.cell_keys("mh") == {"model=bert"}
     assert [p["value"] for p in st.history("p99", model="digits")] == [2.0]
-    assert st.schema_version() == 1
+    assert st.schema_version() == store_mod.SCHEMA_VERSION
     st.save(envelope("train", [{"model": "resnet50", "status": "ok", "examples_per_s": 12.5,
                                 "batch_size": 32}], {}))
     assert st.history("throughput", model="resnet50")[0]["value"] == 12.5
+
+
+def test_save_once_and_migration_from_schema_1_pg(pg_url):
+    """PostgreSQL: a schema-1 database gains the content hash and verdict columns on first open,
+    and the same document saved once more is found, not stored again (advisory lock per hash)."""
+    doc = bench_doc(created="2026-11-01T10:00:00+00:00")
+    st = Store(pg_url)
+    rid = st.save(doc)
+    eng = sa.create_engine(pg_url)
+    with eng.begin() as c:        # make it a schema-1 database: drop what version 2 added
+        for table, col in (("runs", "content_sha256"), ("runs", "verdict"), ("runs", "gate"),
+                           ("runs", "verdict_text"), ("results", "verdict"), ("results", "verdict_text"),
+                           ("results", "precision_label")):
+            c.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN {col}")
+        c.exec_driver_sql("UPDATE schema_meta SET value='1' WHERE key='schema_version'")
+    eng.dispose()
+    st = Store(pg_url)
+    assert st.schema_version() == store_mod.SCHEMA_VERSION
+    assert st.list_runs()[0]["verdict"] == "ok"
+    assert st.save_once(doc) == (rid, False)
+    assert st.save_once(bench_doc(p99=9.0))[1] is True
+    assert len(st.list_runs()) == 2
 
 
 def test_newer_schema_refused_pg(pg_url):
