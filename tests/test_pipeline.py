@@ -256,7 +256,7 @@ def test_calibration_data_of_another_dtype_or_range(run_cli, tmp_path, small_sav
     assert code == 2 and "is float32 but the data is int64" in err and not (tmp_path / "o1" / "manifest.json").exists()
     code, out, err = run_cli("convert-and-compare", src, "-p", "int8", "--data", str(tmp_path / "eval.npz"),
                              "--calibration-data", str(tmp_path / "x255.npz"), "--runs", "10",
-                             "--out", str(tmp_path / "o2"), "--no-store")
+                             "--out", str(tmp_path / "o2"), "--no-store", "--verbose")
     assert code == 0, err
     assert "warning (data): input 'a': calibration values span" in out and "spans differ" in out
     code, out, err = run_cli("convert-and-compare", src, "-p", "int8", "--data", str(tmp_path / "eval.npz"),

@@ -33,6 +33,8 @@ MarkdownOpt = Annotated[Optional[str], typer.Option(
 JunitOpt = Annotated[Optional[str], typer.Option(
     "--junit", help="Write JUnit XML (one case per precision x target x threshold).")]
 WideOpt = Annotated[bool, typer.Option("--wide", help="Show every column even when the terminal is narrow.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Every warning in full, one per row (default: "
+                                          "one line per cause; the JSON and Markdown always keep the full text).")]
 
 # --- where and how models run
 TargetsOpt = Annotated[str, typer.Option(

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from edgebench.cli._options import (DbOpt, DelegateOpt, InputShapeOpt, JsonOpt, MarkdownOpt, NoStoreOpt,
-                                    PushgatewayOpt, SignatureOpt, ThreadsOpt, WideOpt)
+                                    PushgatewayOpt, SignatureOpt, ThreadsOpt, VerboseOpt, WideOpt)
 from edgebench.targets.base import DEFAULT_DELEGATE
 
 
@@ -35,6 +35,7 @@ def register(app: typer.Typer) -> None:
         no_store: NoStoreOpt = False,
         pushgateway: PushgatewayOpt = None,
         wide: WideOpt = False,
+        verbose: VerboseOpt = False,
         signature: SignatureOpt = None,
         input_shape: InputShapeOpt = None,
     ) -> None:
@@ -54,5 +55,5 @@ def register(app: typer.Typer) -> None:
         with progress_reporter("compare") as say:
             doc = compare_pair(settings, progress=say)
         width = console().width
-        doc = deliver(doc, opts, lambda x: render_compare(x, width=width, wide=wide), json_path=json_path)
+        doc = deliver(doc, opts, lambda x: render_compare(x, width=width, wide=wide, verbose=verbose), json_path=json_path)
         raise_for_compare(doc)

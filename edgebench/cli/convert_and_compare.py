@@ -41,6 +41,7 @@ from edgebench.cli._options import (
     ThreadsOpt,
     WarmupRunsOpt,
     WarmupTimeOpt,
+    VerboseOpt,
     WideOpt,
 )
 from edgebench.targets.base import DEFAULT_DELEGATE
@@ -111,6 +112,7 @@ def register(app: typer.Typer) -> None:
         no_store: NoStoreOpt = False,
         pushgateway: PushgatewayOpt = None,
         wide: WideOpt = False,
+        verbose: VerboseOpt = False,
         signature: SignatureOpt = None,
         input_shape: InputShapeOpt = None,
         static_batch: StaticBatchOpt = False,
@@ -169,5 +171,5 @@ def register(app: typer.Typer) -> None:
             doc = convert_and_compare(settings, progress=say)
         width = console().width
         doc = deliver(doc, opts, lambda d: render_keep_float_table(d.get("keep_float_search"))
-                      + render_compare(d, width=width, wide=wide), json_path=json_path)
+                      + render_compare(d, width=width, wide=wide, verbose=verbose), json_path=json_path)
         raise_for_compare(doc)

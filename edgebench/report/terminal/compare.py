@@ -9,14 +9,18 @@ from rich.table import Table
 
 from edgebench.report._values import fmt_bytes
 from edgebench.report.terminal._cells import as_document, e, fit_columns, input_mapping_note
+from edgebench.report.terminal.warnings import lines as grouped_warnings
 from edgebench.outcome import precision_label, row_verdict, top1_change  # noqa: F401 -- top1_change re-exported
 from edgebench.rows import Document, InferenceRow
 from edgebench.targets.base import P99_MIN_SAMPLES
 
 # (column, drop priority: 0 = always shown, higher = dropped first on a narrow terminal)
-COMPARE_COLUMNS = (("precision", 0), ("target", 0), ("size", 2), ("size red.", 4), ("p50 ms", 0), ("p99 ms", 0),
-                   ("QPS", 5), ("top-1", 1), ("Δtop-1 pp", 1), ("agree", 3), ("PSNR dB", 3), ("cosine", 6),
-                   ("delegated", 2), ("status", 0))
+# The product's answer first: size reduction, p50/p99, the accuracy change and the verdict always
+# fit 80 columns; a column with no value in any row goes first (``_priorities``).
+COMPARE_COLUMNS = (("precision", 0), ("target", 0), ("size", 3), ("size red.", 0), ("p50 ms", 0), ("p99 ms", 0),
+                   ("QPS", 6), ("top-1", 4), ("Δtop-1 pp", 0), ("agree", 5), ("PSNR dB", 2), ("cosine", 5),
+                   ("delegated", 7), ("status", 0))
+_FLEX = {13: 18}     # the status column wraps at spaces beyond this width (a verdict is prose)
 _TEXT = ("precision", "target", "status")
 
 
@@ -74,12 +78,85 @@ def compare_rows(doc: Document) -> list[InferenceRow]:
     return ([ref] if ref is not None and ref not in rows else []) + rows
 
 
-def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = None, wide: bool = False) -> list:
-    """The table (reference first), its notes, and every row's stability warnings under it."""
+def _priorities(cells: list[list[str]]) -> list[tuple[str, int]]:
+    """COMPARE_COLUMNS, with a column that is "-" in every row dropped first (no labels: the
+    top-1 columns say nothing, and PSNR/cosine carry the accuracy answer instead)."""
+    out = []
+    for i, (name, prio) in enumerate(COMPARE_COLUMNS):
+        empty = cells and all(row[i] in ("-", "") for row in cells)
+        out.append((name, 9 if empty and prio else prio))
+    return out
+
+
+def row_where(r: InferenceRow, rows: list[InferenceRow], reference: InferenceRow | None = None) -> str:
+    """A row's name in a headline or warning: its precision label, plus the target when the rows
+    span several targets (the reference is "tf")."""
+    if r.is_reference or r is reference:
+        return "tf"
+    one_target = len({x.target for x in rows if not x.is_reference and x is not reference}) <= 1
+    return precision_label(r) if one_target else f"{precision_label(r)} on {r.target}"
+
+
+def headline_lines(doc: Document) -> list[str]:
+    """One line per candidate, before the table, answering the user's question (rich markup):
+    ``int8: 73% smaller, p50 3.3x faster than fp32, top-1 -0.00 pp — gate passed`` (each check
+    that failed in the caption and the GATE FAILED lines)."""
+    rows = [r for r in doc.rows if isinstance(r, InferenceRow) and not r.is_reference]
+    gate = doc.get("gate") or {}
+    fp32 = {r.target: r for r in rows if r.precision == "fp32" and r.ok and r.latency}
+    out = []
+    for r in rows:
+        v = row_verdict(r, gate)
+        where = row_where(r, rows)
+        if not r.ok:
+            out.append(f"[bold red]{e(where)}: {e(v.text)}[/]")
+            continue
+        bits = []
+        if r.size_reduction_pct is not None and r.precision != "fp32":
+            bits.append(f"{r.size_reduction_pct:.0f}% smaller")
+        base = fp32.get(r.target)
+        lat = r.latency
+        if lat and lat.p50 and base is not None and base is not r and base.latency.p50:
+            ratio = base.latency.p50 / lat.p50
+            bits.append(f"p50 {ratio:.1f}x faster than fp32" if ratio >= 1 else
+                        f"p50 {1 / ratio:.1f}x slower than fp32")
+        elif lat and lat.p50 is not None:
+            bits.append(f"p50 {lat.p50:.3g} ms")
+        acc, worst = r.accuracy, r.worst
+        if acc is not None and acc.top1_drop_pp is not None:
+            bits.append(f"top-1 {top1_change(acc.top1_drop_pp)} pp")
+        elif worst is not None and worst.psnr_db is not None:
+            bits.append(f"PSNR {_psnr(worst.psnr_db)} dB")
+        checks = [c for c in gate.get("checks") or () if c.get("precision") == (r.precision or "?")
+                  and c.get("target") == (r.target or "?")]
+        if not v.ok:
+            tail = f"[bold red]{e(v.text)}[/]"
+        else:
+            tail = "[green]gate passed[/]" if checks else "ok"
+        out.append(f"[bold]{e(where)}[/]: {e(', '.join(bits))} — {tail}")
+    return out
+
+
+def footer_lines(doc: Document) -> list[str]:
+    """Where the files went and which run was stored (rich markup)."""
+    out = []
+    manifest = doc.get("manifest")
+    if manifest:
+        out.append(f"files: {e(str(manifest).rsplit('/', 1)[0])}/")
+    rid = doc.get("run_id")
+    out.append(f"stored as run {e(str(rid)[:12])} (edgebench results show {e(str(rid)[:12])})" if rid
+               else "not stored (--no-store, or see the error above)")
+    return out
+
+
+def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = None, wide: bool = False,
+                   verbose: bool = False) -> list:
+    """A headline per candidate, the table (reference first) and its notes, the warnings of every
+    row grouped by cause, then where the files went and the run id."""
     doc = as_document(doc)
     inputs = doc.get("inputs") or {}
     cells = [compare_cells(r, doc.get("gate")) for r in compare_rows(doc)]
-    keep, dropped = fit_columns(list(COMPARE_COLUMNS), cells, width, wide)
+    keep, dropped = fit_columns(_priorities(cells), cells, width, wide, flex=_FLEX)
     t = Table(title=f"edgebench: {e(doc.get('model'))}  ({inputs.get('samples')} samples, inputs sha256 "
                     f"{str(inputs.get('sha256'))[:12]})", header_style="bold")
     for i in keep:
@@ -91,9 +168,14 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
     for row in cells:
         style = "red" if row[-1].startswith(("FAILED", "NaN", "reference NaN", "SILENT", "GATE")) else None
         t.add_row(*(e(row[i]) for i in keep), style=style)
-    notes = [f"Δtop-1 pp = top-1 minus the reference's (negative: accuracy lost); agree = top-1 agreement with "
-             f"TF (box agreement for detection); * p99 from fewer than {P99_MIN_SAMPLES} samples; "
-             "delegated = nodes the delegate took / all nodes, partitions"]
+    shown = {COMPARE_COLUMNS[i][0] for i in keep}
+    legend = [text for col, text in (
+        ("Δtop-1 pp", "Δtop-1 pp = top-1 minus the reference's (negative: accuracy lost)"),
+        ("agree", "agree = top-1 agreement with TF (box agreement for detection)"),
+        ("p99 ms", f"* p99 from fewer than {P99_MIN_SAMPLES} samples" if any(c[5].endswith("*") for c in cells)
+         else ""),
+        ("delegated", "delegated = nodes the delegate took / all nodes, partitions")) if col in shown and text]
+    notes = ["; ".join(legend)] if legend else []
     if dropped:
         notes.append(f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)")
     if any(isinstance(r, InferenceRow) and r.keep_float for r in doc.rows):
@@ -125,18 +207,20 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
     t.caption = "\n".join(notes)
     from edgebench.report.terminal.profile import render_where, verdict_lines
 
-    out: list = [t]
+    out: list = [*headline_lines(doc), t]
     out.extend(verdict_lines(compare_rows(doc)))
     out.extend(render_where([r for r in compare_rows(doc)]))
-    for w in doc.get("data_warnings") or ():
-        out.append(f"[bold yellow]warning (data):[/] {e(w)}")
+    items = [("data", w) for w in doc.get("data_warnings") or ()]
     for r in compare_rows(doc):
-        where = f"{r.precision} on {r.target}"
+        where = row_where(r, compare_rows(doc), doc.reference)
         # with --repeats the row's own warnings are each process's (a pooled check would read
         # run-to-run noise as drift) plus the run-to-run spread; the pooled ones are left out
         pooled = () if r.repeats or not r.latency else r.latency.warnings
-        for w in dict.fromkeys(tuple(pooled) + tuple(r.warnings)):
-            out.append(f"[yellow]warning ({e(where)}):[/] {e(w)}")
+        long = f"{r.precision} on {r.target}"
+        items += [(where, w, long) for w in dict.fromkeys(tuple(pooled) + tuple(r.warnings))]
+    for line in grouped_warnings(items, verbose=verbose, width=width):
+        out.append(f"[yellow]{e(line)}[/]")
+    out.extend(footer_lines(doc))
     return out
 
 
