@@ -124,3 +124,22 @@ def test_a_failed_row_is_in_the_headline_not_hidden():
     doc["rows"][1] = {**copy.deepcopy(doc["rows"][1]), "status": "failed", "error": "worker crashed (SIGSEGV)"}
     text = screen(doc, 80)
     assert re.search(r"^fp16: FAILED: worker crashed \(SIGSEGV\)", text, re.M)
+
+
+def test_diagnose_commands_are_printed_whole_at_80_columns(monkeypatch, capsys):
+    """Issue 27: a "prove it" command is never cropped mid-word (`--keep-float functi`): it gets a
+    line of its own, printed without wrapping, so copy and paste runs it."""
+    from edgebench.cli import _common
+    from edgebench.publish import PublishOptions
+    from edgebench.report.terminal.diagnose import render_diagnose
+    from edgebench.rows import Document
+
+    cmd = ("edgebench convert-and-compare digits --precision int8 --keep-float "
+           "functional_1/conv2d_1/Conv2D,functional_1/dense_1/MatMul --max-accuracy-drop 1.0 --data eval.npz")
+    doc = Document.from_dict({"kind": "diagnose", "model": "digits", "created": "2026-12-03T10:00:00+00:00",
+                              "fingerprint": {}, "rows": [{"precision": "int8", "status": "ok", "samples": 64,
+                                                           "layers": [], "fix_commands": [cmd]}]})
+    monkeypatch.setenv("COLUMNS", "80")
+    _common.deliver(doc, PublishOptions(store=False), lambda d: render_diagnose(d))
+    out = capsys.readouterr().out
+    assert cmd in out.splitlines()

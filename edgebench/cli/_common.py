@@ -164,6 +164,7 @@ def deliver(doc, opts, render, *, json_path: str | None = None) -> "object":
     published document (with ``run_id``)."""
     from edgebench.errors import Interrupted
     from edgebench.publish import publish
+    from edgebench.report.terminal._cells import WholeLine
 
     outcome = publish(doc, opts)
     doc = outcome.doc
@@ -171,7 +172,10 @@ def deliver(doc, opts, render, *, json_path: str | None = None) -> "object":
         con = console()
         parts = render(doc)
         for part in (parts if isinstance(parts, (list, tuple)) else [parts]):
-            con.print(part)
+            if isinstance(part, WholeLine):      # a command: never wrapped or cropped by us
+                con.print(part, soft_wrap=True, markup=False, highlight=False)
+            else:
+                con.print(part)
     if doc.get("interrupted"):
         signal_name = doc.get("interrupted_by") or "Ctrl-C"
         done = sum(1 for r in doc.rows if r.ok)

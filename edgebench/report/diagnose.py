@@ -70,6 +70,11 @@ def _accuracy_text(row: dict[str, Any]) -> str:
     return ", ".join(parts) or "no task metric"
 
 
+def commands(row: dict[str, Any]) -> list[str]:
+    """The commands that prove the fix (each runs as printed; shown whole, on lines of their own)."""
+    return [str(c) for c in (row.get("fix_commands") or [])[:2]]
+
+
 def _notes(row: dict[str, Any]) -> list[str]:
     notes = [f"{row.get('findings', 0)} finding(s) among {len(row.get('layers') or [])} layers; "
              "iso = the op alone fed the float model's values; rounding alone gives rmse/scale 0.289"]
@@ -77,8 +82,6 @@ def _notes(row: dict[str, Any]) -> list[str]:
         notes.append(row["verdict"])
     if row.get("suggested_keep_float"):
         notes.append("suggested --keep-float: " + ", ".join(_short(x) for x in row["suggested_keep_float"]))
-    for c in (row.get("fix_commands") or [])[:2]:
-        notes.append(f"prove it: {c}")
     inter = row.get("intermediates") or {}
     if inter and (inter.get("float") != "preserve_all_tensors" or inter.get("quantized") != "preserve_all_tensors"):
         notes.append(f"LiteRT#413: preserving intermediates changed outputs; read them as: float {inter.get('float')}, "
@@ -115,6 +118,8 @@ def markdown_lines(doc: dict[str, Any], escape_cell, top: int = TOP) -> list[str
                 cells[0] = f"**{cells[0]}**"
             out.append("| " + " | ".join(cells) + " |")
         out += [""] + [f"- {escape_cell(n)}" for n in _notes(row)]
+        if commands(row):      # whole, in a code block: copy and paste runs them
+            out += ["", "Prove it:", "", "```", *commands(row), "```"]
     return out
 
 
@@ -151,6 +156,7 @@ def html_section(docs: list[dict[str, Any]]) -> str:
                 body.append(f"<tr{cls}>{cells}<td class=\"l\">{html.escape(str(l.get('advice') or ''))}</td></tr>")
             parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
             parts += [f'<p class="note">{html.escape(n)}</p>' for n in _notes(row)]
+            parts += [f"<p>prove it: <code>{html.escape(c)}</code></p>" for c in commands(row)]
     return "".join(parts)
 
 

@@ -10,6 +10,12 @@ from edgebench.report._values import fmt_bytes, fmt_value, num  # noqa: F401 -- 
 from edgebench.rows import Document, InferenceRow
 
 
+class WholeLine(str):
+    """A line that must reach the terminal whole: a command to copy and paste. The CLI prints it
+    without markup and with soft wrapping (no newline is ever inserted into it, whatever the
+    terminal's width; the terminal itself folds it for display)."""
+
+
 def e(v: Any) -> str:
     """User data in a rich cell: markup escaped ('[x]' is text, not a style)."""
     return escape("-" if v is None else str(v))

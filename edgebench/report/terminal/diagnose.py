@@ -9,13 +9,16 @@ from rich.table import Table
 
 from edgebench.outcome import TOP1_CHANGE, top1_change
 from edgebench.report._values import fmt_bytes, num
-from edgebench.report.diagnose import LAYER_COLUMNS, TOP, _accuracy_text, _layer_cells, _n, _notes, _short
-from edgebench.report.terminal._cells import e
+from edgebench.report.diagnose import (LAYER_COLUMNS, TOP, _accuracy_text, _layer_cells, _n, _notes, _short,
+                                       commands)
+from edgebench.report.terminal._cells import WholeLine, e
 from edgebench.rows import Document
 
 
-def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP) -> list[Table]:
-    """One table per diagnosed precision: the ``top`` worst layers, findings in red, advice under it."""
+def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP) -> list:
+    """One table per diagnosed precision: the ``top`` worst layers, findings in red, advice under
+    it; then the commands that prove the fix, each whole on a line of its own (``WholeLine``: never
+    cropped or wrapped mid-word, so copy and paste runs it)."""
     doc = doc.to_dict() if isinstance(doc, Document) else doc
     out = []
     for row in doc.get("rows", []):
@@ -37,6 +40,9 @@ def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP) -> list[T
         advice = [f"#{l['rank']} {_short(l.get('tensor'))}: {l.get('advice')}" for l in shown if l.get("finding")]
         t.caption = "\n".join(e(x) for x in advice + _notes(row))
         out.append(t)
+        if commands(row):
+            out.append("prove it:")
+            out.extend(WholeLine(c) for c in commands(row))
     return out
 
 
