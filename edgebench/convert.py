@@ -499,7 +499,7 @@ def run_key(settings: ConvertSettings, src: Source, calibration_sha256: str | No
     opts = settings.source
     facts = {"source_sha256": src.sha256, "source_kind": src.kind, "size": settings.size if src.kind == "reference"
              else None, "signature": opts.signature_key, "input_shapes": [[n, list(d)] for n, d in opts.input_shapes],
-             "static_batch": opts.static_batch,
+             "static_batch": bool(opts.static_batch),
              "imports": list(opts.imports), "precisions": sorted(settings.precisions),
              "keep_float": ([settings.keep_float] if isinstance(settings.keep_float, str)
                             else list(settings.keep_float or ())),

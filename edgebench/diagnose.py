@@ -42,7 +42,7 @@ import shlex
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -392,6 +392,7 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
     from edgebench.pipeline import eval_set
 
     say = progress or (lambda _m: None)
+    settings = replace(settings, source=settings.source.for_measuring(settings.src))   # as convert-and-compare
     quantized, skipped = _precisions(tuple(settings.precisions))
     if settings.eval_samples <= 0:
         raise BadInput(f"--samples {settings.eval_samples}: must be positive")
@@ -524,6 +525,8 @@ def fix_commands(settings: DiagnoseSettings, row: dict[str, Any]) -> list[str]:
                         ("--size", settings.size if settings.size != "tiny" else None)):
         if value is not None:
             base += [flag, str(value)]
+    if not settings.source.static_batch and not str(settings.src).endswith(".tflite"):
+        base.append("--dynamic-batch")      # convert as diagnose did
     drop = ["--max-accuracy-drop", "1"] if row.get("accuracy") and row["accuracy"].get("top1_drop_pp") is not None \
         else ["--min-psnr", "30"]
     out = []

@@ -197,6 +197,7 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     say = progress or (lambda _m: None)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
+    settings = replace(settings, source=settings.source.for_measuring(settings.src))   # batch 1 is measured
     check_runtime(settings.runtime_api, settings.accelerator, settings.gpu_precisions, settings.delegate)
     if settings.repeats < 1:
         raise BadInput(f"--repeats must be >= 1, got {settings.repeats}")

@@ -55,8 +55,9 @@ _FIX = {
 # SHAPE (with STRIDED_SLICE/PACK feeding a RESHAPE) is shape arithmetic on a dynamic dimension at run
 # time -- typically a Keras Flatten/Reshape under a dynamic batch; a static shape folds it away.
 _SHAPE_FIX = ("SHAPE and the ops after it compute a tensor shape at run time from a dynamic dimension (typically "
-              "the batch of a Flatten/Reshape): convert with --static-batch (other dynamic dims: --input-shape) and "
-              "the converter folds them into constants, so the delegate can take the graph in one partition")
+              "the batch of a Flatten/Reshape): convert with a static batch (--static-batch; convert-and-compare "
+              "does unless --dynamic-batch; other dynamic dims: --input-shape) and the converter folds them into "
+              "constants, so the delegate can take the graph in one partition")
 _GENERIC_FIX = ("each op the delegate rejects runs on the CPU interpreter and every partition boundary is a "
                 "hand-over: replace those ops with ones the delegate supports, or keep them float")
 

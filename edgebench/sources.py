@@ -23,6 +23,8 @@ fixed with ``--input-shape NAME:1,128`` and is converted as given. Both are reco
 
 from __future__ import annotations
 
+import dataclasses
+
 import importlib
 import importlib.util
 import os
@@ -55,7 +57,18 @@ class SourceOptions:
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     imports: tuple[str, ...] = ()
     reference: str | None = None          # .tflite sources: a SavedModel/.keras for the TF row
-    static_batch: bool = False            # --static-batch: a dynamic batch becomes a static 1 in the .tflite
+    # --static-batch (True) / --dynamic-batch (False): a dynamic batch becomes a static 1 in the .tflite;
+    # None: the command's default (``for_measuring``: static where the conversion is measured)
+    static_batch: bool | None = None
+
+    def for_measuring(self, src: str) -> "SourceOptions":
+        """The options of a command that measures what it converts (convert-and-compare, diagnose):
+        latency is measured at batch 1, so unless told otherwise a dynamic batch is converted as a
+        static 1 -- the shape arithmetic folds and a delegate takes the graph whole. A ``.tflite``
+        SRC is converted already."""
+        if self.static_batch is not None:
+            return self
+        return dataclasses.replace(self, static_batch=not str(src).endswith(".tflite"))
 
 
 @dataclass(frozen=True)
@@ -242,7 +255,7 @@ def saved_model_source(p: Path, opts: SourceOptions, *, kind: str, name: str, pa
     sig, mg, sd = read_signature(p, opts.signature_key)
     tags = tuple(mg.meta_info_def.tags) or (SERVE_TAG,)
     loader, reason = choose_loader(p, mg, opts.signature_key, tags)
-    sig, fixed, notes = fix_shapes(sig, opts.input_shapes, str(path), require_static, opts.static_batch)
+    sig, fixed, notes = fix_shapes(sig, opts.input_shapes, str(path), require_static, bool(opts.static_batch))
     fake_quant = _fake_quant_ops(mg)
     info: dict[str, Any] = {}
     if mg.meta_info_def.tensorflow_version:
@@ -379,7 +392,7 @@ def fix_shapes(sig: Signature, given: tuple[tuple[str, tuple[int, ...]], ...], w
             needs_fixing = needs_fixing or bool(fixed_dims) or not declared or (static_batch and batch_dynamic)
             notes[t.name] = {"declared": declared or None, "used": list(shape),
                              "how": "--input-shape" + ("; batch fixed to 1 for latency" if batch_dynamic else "")
-                             + (_STATIC_NOTE if static_batch and batch_dynamic else "")}
+                             + ((_STATIC_NOTE if static_batch else _DYNAMIC_NOTE) if batch_dynamic else "")}
             eff = tuple(shape) if not declared else (declared[0], *shape[1:])
             inputs.append(TensorSpec(t.name, eff, t.dtype))
             continue
@@ -391,7 +404,7 @@ def fix_shapes(sig: Signature, given: tuple[tuple[str, tuple[int, ...]], ...], w
                            f"--input-shape {t.name}:{example} (batch first)")
         if declared and declared[0] is None:
             notes[t.name] = {"declared": declared, "used": [1, *declared[1:]],
-                             "how": "batch fixed to 1 for latency" + (_STATIC_NOTE if static_batch else "")}
+                             "how": "batch fixed to 1 for latency" + (_STATIC_NOTE if static_batch else _DYNAMIC_NOTE)}
             needs_fixing = needs_fixing or (static_batch and not dynamic)
         inputs.append(t)
     eff_sig = Signature(tuple(inputs), sig.outputs, sig.ranges)
@@ -400,7 +413,8 @@ def fix_shapes(sig: Signature, given: tuple[tuple[str, tuple[int, ...]], ...], w
     return eff_sig, fixed, notes
 
 
-_STATIC_NOTE = "; static batch 1 in the converted model (--static-batch)"
+_STATIC_NOTE = "; static batch 1 in the converted model (--dynamic-batch keeps it dynamic)"
+_DYNAMIC_NOTE = "; the .tflite keeps a dynamic batch"
 
 
 def _show(shape: list) -> str:

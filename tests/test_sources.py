@@ -459,31 +459,41 @@ def test_multi_input_tflite_without_signature_pairs_inputs_with_the_reference_da
 
 def test_static_batch_folds_the_runtime_shape_arithmetic_a_delegate_leaves_out(run_cli, digits_model, tmp_path):
     """The digits CNN's Flatten under a dynamic batch converts to SHAPE/STRIDED_SLICE/PACK/RESHAPE, which
-    XNNPACK leaves on the CPU (two partitions); the row's warning names them and --static-batch; with
-    --static-batch the converter folds them and XNNPACK takes the whole graph in one partition."""
+    XNNPACK leaves on the CPU (two partitions). convert-and-compare measures batch 1, so by default it
+    converts a static batch of 1: the converter folds them and XNNPACK takes the whole graph in one
+    partition (issue 27); --dynamic-batch keeps the dynamic batch, and the row's warning names the ops and
+    the fix."""
     from ai_edge_litert.interpreter import Interpreter
 
     def run(*extra: str) -> dict:
-        out = tmp_path / ("static" if extra else "dynamic")
+        out = tmp_path / ("dynamic" if extra else "default")
         code, text, err = run_cli("convert-and-compare", str(digits_model.saved_model_dir), "-p", "fp32", *FAST,
                                   "--data", str(digits_model.evaluation_npz), "--out", str(out),
-                                  "--json", str(out / "r.json"), *extra)
+                                  "--json", str(out / "r.json"), "--verbose", *extra)
         assert code == 0, err
         doc = _json(out / "r.json")
         return {"row": doc["rows"][0], "text": " ".join((text + err).split()), "out": out}
 
-    dyn, sta = run(), run("--static-batch")
+    sta, dyn = run(), run("--dynamic-batch")
     d = dyn["row"]["delegation"]
     assert "SHAPE" in d["undelegated"] and d["partitions"] >= 2
-    assert "convert with --static-batch" in dyn["text"]
+    assert "convert with a static batch (--static-batch" in dyn["text"] and "the .tflite keeps a dynamic batch" in dyn["text"]
     d = sta["row"]["delegation"]
     assert d["undelegated"] == {} and d["partitions"] == 1 and d["nodes_delegated"] == d["nodes_total"]
-    assert "static batch 1 in the converted model (--static-batch)" in sta["text"]
+    assert "static batch 1 in the converted model (--dynamic-batch keeps it dynamic)" in sta["text"]
+    assert "left on the CPU interpreter" not in sta["text"]
     (model,) = sta["out"].glob("*_fp32.tflite")
     assert [int(x) for x in Interpreter(model_path=str(model)).get_input_details()[0]["shape_signature"]] == [1, 8, 8, 1]
+    (model,) = dyn["out"].glob("*_fp32.tflite")
+    assert [int(x) for x in Interpreter(model_path=str(model)).get_input_details()[0]["shape_signature"]] == [-1, 8, 8, 1]
     assert _psnr(sta["row"]) > 100                            # the same function, folded
+    manifest = _json(sta["out"] / "manifest.json")
+    assert "static batch 1 in the converted model" in json.dumps(manifest)
     code, _, err = run_cli("convert-and-compare", str(model), "--static-batch", *FAST)
     assert code == 2 and "already converted" in err
+    code, _, err = run_cli("convert-and-compare", str(digits_model.saved_model_dir), "--static-batch",
+                           "--dynamic-batch", *FAST)
+    assert code == 2 and "give one of them" in err
 
 
 def test_pair_inputs_rules():

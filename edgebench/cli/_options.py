@@ -57,7 +57,11 @@ InputShapeOpt = Annotated[Optional[list[str]], typer.Option(
 StaticBatchOpt = Annotated[bool, typer.Option(
     "--static-batch", help="Convert a dynamic batch as a static 1: the converter folds the shape arithmetic a "
                            "dynamic batch needs (SHAPE/STRIDED_SLICE/PACK before a Reshape), ops delegates "
-                           "leave on the CPU; the .tflite then takes batch 1 only.")]
+                           "leave on the CPU; the .tflite then takes batch 1 only (the default of "
+                           "convert-and-compare and diagnose).")]
+DynamicBatchOpt = Annotated[bool, typer.Option(
+    "--dynamic-batch", help="Keep a dynamic batch in the converted .tflite, as an app that runs batches deploys "
+                            "it (by default a dynamic batch is converted as the static 1 that is measured).")]
 ImportOpt = Annotated[Optional[list[str]], typer.Option(
     "--import", help="Python module (name or .py path) imported first (repeatable): its classes become Keras "
                      "custom objects for .keras/.h5 files; it can also register custom TF ops.")]
@@ -140,11 +144,16 @@ def energy_settings(enabled: bool, idle_s: float = _ENERGY.idle_s) -> EnergySett
 
 
 def source_options(signature: str | None = None, input_shapes: list[str] | None = None,
-                   imports: list[str] | None = None, reference: str | None = None, static_batch: bool = False):
+                   imports: list[str] | None = None, reference: str | None = None, static_batch: bool = False,
+                   *, dynamic_batch: bool = False):
     """--signature / --input-shape (repeatable) / --import (repeatable) / --reference / --static-batch
-    -> SourceOptions."""
+    / --dynamic-batch -> SourceOptions (neither flag: the command's default,
+    ``SourceOptions.for_measuring``)."""
     from edgebench.errors import BadInput
     from edgebench.sources import DEFAULT_SIGNATURE, SourceOptions, parse_input_shape
+
+    if static_batch and dynamic_batch:
+        raise BadInput("--static-batch and --dynamic-batch: give one of them")
 
     shapes = tuple(parse_input_shape(s) for s in (input_shapes or ()))
     names = [n for n, _ in shapes]
@@ -152,7 +161,8 @@ def source_options(signature: str | None = None, input_shapes: list[str] | None 
     if dup:
         raise BadInput(f"--input-shape {dup}: given twice; give each input once")
     return SourceOptions(signature_key=signature or DEFAULT_SIGNATURE, input_shapes=shapes,
-                         imports=tuple(imports or ()), reference=reference, static_batch=static_batch)
+                         imports=tuple(imports or ()), reference=reference,
+                         static_batch=True if static_batch else False if dynamic_batch else None)
 
 
 def publish_options(*, json_path: str | None = None, db: str | None = None, no_store: bool = False,

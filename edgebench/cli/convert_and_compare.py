@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from edgebench.cli._options import (
+    DynamicBatchOpt,
     RC_DEFAULTS,
     AcceleratorOpt,
     BenchmarkBinaryOpt,
@@ -40,8 +41,8 @@ from edgebench.cli._options import (
     TargetsOpt,
     ThreadsOpt,
     WarmupRunsOpt,
-    WarmupTimeOpt,
     VerboseOpt,
+    WarmupTimeOpt,
     WideOpt,
 )
 from edgebench.targets.base import DEFAULT_DELEGATE
@@ -116,6 +117,7 @@ def register(app: typer.Typer) -> None:
         signature: SignatureOpt = None,
         input_shape: InputShapeOpt = None,
         static_batch: StaticBatchOpt = False,
+        dynamic_batch: DynamicBatchOpt = False,
         imports: ImportOpt = None,
         reference: Annotated[Optional[str], typer.Option(
             "--reference", help=".tflite SRCs: a SavedModel folder or .keras file run with TF as the reference row.")]
@@ -149,7 +151,8 @@ def register(app: typer.Typer) -> None:
             raise BadInput(f"--reference {reference}: only for .tflite SRCs (a SavedModel SRC is its own reference)")
         settings = CompareSettings(
             src=src[0], more_tflite=tuple(src[1:]),
-            source=source_options(signature, input_shape, imports, reference, static_batch=static_batch),
+            source=source_options(signature, input_shape, imports, reference, static_batch=static_batch,
+                                  dynamic_batch=dynamic_batch),
             precisions=tuple(split_csv(precision, option="--precision", allowed=PRECISION_NAMES)),
             targets=tuple(split_csv(targets, option="--targets")),
             data=data, calibration_data=calibration_data, eval_samples=samples,

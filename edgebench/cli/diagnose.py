@@ -8,6 +8,7 @@ import typer
 
 from edgebench.cli._options import (
     DbOpt,
+    DynamicBatchOpt,
     ImportOpt,
     InputShapeOpt,
     JsonOpt,
@@ -48,6 +49,7 @@ def register(app: typer.Typer) -> None:
         signature: SignatureOpt = None,
         input_shape: InputShapeOpt = None,
         static_batch: StaticBatchOpt = False,
+        dynamic_batch: DynamicBatchOpt = False,
         imports: ImportOpt = None,
     ) -> None:
         """Per-layer quantization error (accumulated and isolated), ranked worst first with advice.
@@ -70,7 +72,8 @@ def register(app: typer.Typer) -> None:
             src=src, precisions=tuple(split_csv(precision, option="--precision")), data=data,
             calibration_data=calibration_data, eval_samples=samples, calibration_samples=calibration_samples,
             int8_io=int8_io, out_dir=out, preprocess=preprocess, size=check_size(size), class_output=class_output,
-            isolated=not no_isolated, source=source_options(signature, input_shape, imports, static_batch=static_batch))
+            isolated=not no_isolated, source=source_options(signature, input_shape, imports, static_batch=static_batch,
+                                                 dynamic_batch=dynamic_batch))
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, markdown=markdown)
         check_store(opts)
         with progress_reporter("diagnose") as say:
