@@ -543,7 +543,9 @@ class RunOptions:
 
 def _control(s: dict[str, Any]) -> RunControl:
     """The matrix's run-control keys over RunControl's defaults (written once, in RunControl)."""
-    return RunControl(**{k: s[k] for k in ("runs", "min_runs", "min_time_s", "max_time_s") if k in s}).validate()
+    timed = {"answer_width": None} if "min_time_s" in s else {}   # an explicit min_time: measure that long
+    return RunControl(**{k: s[k] for k in ("runs", "min_runs", "min_time_s", "max_time_s") if k in s},
+                      **timed).validate()
 
 
 class _LanesOnly:

@@ -74,7 +74,7 @@ def test_forced_runs_and_facts(host, bench_models):
 def test_default_run_control_reaches_662(host, bench_models):
     res = host.run(make_job(str(bench_models["int8"]), min_time_s=0.05))
     assert len(res.samples_ns) >= 662
-    assert res.extra["stop_reason"] == "min_runs_and_min_time"
+    assert res.extra["stop_reason"] in ("min_runs_and_min_time", "answer_valid")
 
 
 def test_max_time_caps_the_run(host, bench_models):
@@ -403,10 +403,53 @@ def test_worker_stop_rule_is_the_parents_run_control():
     d = RunControl()
     assert (rn.DEFAULT_MIN_RUNS, rn.DEFAULT_MIN_TIME_S, rn.DEFAULT_MAX_TIME_S) == (d.min_runs, d.min_time_s,
                                                                                   d.max_time_s)
-    for ctl in (RunControl(), RunControl(runs=50, max_time_s=2.0), RunControl(min_runs=10, min_time_s=0.5)):
-        rule = rn.StopRule({"runs": ctl.runs, "min_runs": ctl.min_runs, "min_time_s": ctl.min_time_s,
-                            "max_time_s": ctl.max_time_s})
-        for n in (0, 9, 10, 49, 50, 661, 662, 5000):
+    rng = np.random.default_rng(0)
+    tight = rng.normal(1e6, 1e3, 6000).astype(np.int64)                   # a p99 known to well within 10 %
+    tailed = np.where(rng.random(6000) < 0.02, 9e6, 1e6).astype(np.int64)  # 2 % of runs 9x slower
+    for ctl in (RunControl(), RunControl(runs=50, max_time_s=2.0), RunControl(min_runs=10, min_time_s=0.5),
+                RunControl(answer_width=None), RunControl(min_runs=700, answer_width=0.5)):
+        rule = rn.StopRule(ctl.to_dict())
+        for n in (0, 9, 10, 49, 50, 661, 662, 700, 828, 1035, 5000):
             for el in (0.0, 0.4, 0.5, 1.0, 1.9, 2.0, 59.0, 60.0, 61.0):
-                assert rule.reason(n, el * 1e9) == ctl.stop_reason(n, el), (ctl, n, el)
+                for samples in (None, tight, tailed):
+                    assert rule.reason(n, el * 1e9, samples) == ctl.stop_reason(n, el, samples), (ctl, n, el)
     assert rn.StopRule({}).reason(662, 1e9) == "min_runs_and_min_time"    # a job without run control
+    assert rn.StopRule({}).reason(662, 0.1e9, tight) is None              # ... and without the answer rule
+
+
+def test_answer_rule_stops_a_row_once_its_p99_is_known():
+    """Issue 27: a row stops before --min-time once min_runs are met and the p99's 95 % interval is
+    within P99_ANSWER_WIDTH of it, checked at min_runs and each 25 % more; a heavy tail or an
+    explicit --min-time keeps it running."""
+    from edgebench.cli._options import run_control
+    from edgebench.targets.base import P99_ANSWER_WIDTH, RunControl, answer_checkpoint
+
+    rng = np.random.default_rng(1)
+    tight = rng.normal(1e6, 1e3, 2000).astype(np.int64)
+    tailed = np.where(rng.random(2000) < 0.02, 9e6, 1e6).astype(np.int64)
+    rc = RunControl()
+    assert rc.answer_width == P99_ANSWER_WIDTH
+    assert rc.stop_reason(662, 0.01, tight) == "answer_valid"
+    assert rc.stop_reason(661, 0.01, tight) is None                      # LoadGen's minimum first
+    assert rc.stop_reason(700, 0.01, tight) is None                      # not a checkpoint (662, 828, ...)
+    assert [n for n in range(600, 1400) if answer_checkpoint(n, 662)] == [662, 828, 1035, 1294]
+    assert rc.stop_reason(662, 0.01, tailed) is None                     # the tail is not known yet
+    assert rc.stop_reason(662, 1.0, tailed) == "min_runs_and_min_time"   # --min-time still ends it
+    assert run_control(min_time=2.0).answer_width is None                # an explicit --min-time: time only
+    assert run_control().answer_width == P99_ANSWER_WIDTH and run_control().min_time_s == RunControl().min_time_s
+
+
+def test_worker_stops_on_a_valid_answer(bench_models):
+    """The real worker loop ends at the first checkpoint where the p99 is answered, well before a
+    long --min-time (a wide answer width makes the check pass on any machine)."""
+    from edgebench.targets.base import RunControl
+    from edgebench.targets.host import HostTarget
+
+    job = replace(make_job(str(bench_models["fp32"])),
+                  control=RunControl(min_time_s=30.0, max_time_s=40.0, answer_width=0.99))
+    res = HostTarget(threads=1).run(job)
+    from edgebench.targets.base import answer_checkpoint, p99_answered
+
+    assert res.extra["stop_reason"] == "answer_valid" and res.extra["timed_wall_s"] < 30.0
+    n = len(res.samples_ns)
+    assert n >= 662 and answer_checkpoint(n, 662) and p99_answered(res.samples_ns, 0.99)

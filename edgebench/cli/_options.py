@@ -87,7 +87,9 @@ RunsOpt = Annotated[Optional[int], typer.Option(
                    "samples are needed for a valid p99).")]
 MinRunsOpt = Annotated[int, typer.Option(
     "--min-runs", help=f"Run at least N timed inferences ({P99_MIN_SAMPLES} = valid p99).")]
-MinTimeOpt = Annotated[float, typer.Option("--min-time", help="...and at least S timed seconds.")]
+MinTimeOpt = Annotated[Optional[float], typer.Option(
+    "--min-time", help="...and at least S timed seconds (default 1; without it a row stops earlier once its "
+                       "p99 is known to +/-5 %: stop reason answer_valid).")]
 MaxTimeOpt = Annotated[float, typer.Option(
     "--max-time", help="Stop after S timed seconds even if --runs/--min-runs is not reached (the row says so).")]
 WarmupRunsOpt = Annotated[int, typer.Option("--warmup-runs", help="Untimed warm-up inferences before timing.")]
@@ -127,11 +129,14 @@ MinDelegatedOpt = Annotated[Optional[float], typer.Option(
     "--min-delegated", help="Gate: min % of nodes the delegate/accelerator must take.")]
 
 
-def run_control(runs: int | None = None, min_runs: int = _RC.min_runs, min_time: float = _RC.min_time_s,
+def run_control(runs: int | None = None, min_runs: int = _RC.min_runs, min_time: float | None = None,
                 max_time: float = _RC.max_time_s, warmup_runs: int = _RC.warmup_runs,
                 warmup_time: float = _RC.warmup_time_s) -> RunControl:
-    return RunControl(runs=runs, min_runs=min_runs, min_time_s=min_time, max_time_s=max_time,
-                      warmup_runs=warmup_runs, warmup_time_s=warmup_time).validate()
+    """The run control of the options; an explicit --min-time measures for that long (no early
+    stop on a valid answer), none keeps RunControl's default time and its answer rule."""
+    timed = {} if min_time is None else {"min_time_s": min_time, "answer_width": None}
+    return RunControl(runs=runs, min_runs=min_runs, max_time_s=max_time, warmup_runs=warmup_runs,
+                      warmup_time_s=warmup_time, **timed).validate()
 
 
 def schedule(duration: float | None = None, report_every: float = _SCHEDULE.report_every_s,

@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
             "--data", help="InputSet .npz (keys = signature input names); default: seeded synthetic inputs.")] = None,
         runs: RunsOpt = None,
         min_runs: MinRunsOpt = RC_DEFAULTS.min_runs,
-        min_time: MinTimeOpt = RC_DEFAULTS.min_time_s,
+        min_time: MinTimeOpt = None,
         max_time: MaxTimeOpt = RC_DEFAULTS.max_time_s,
         warmup_runs: WarmupRunsOpt = RC_DEFAULTS.warmup_runs,
         warmup_time: WarmupTimeOpt = RC_DEFAULTS.warmup_time_s,

@@ -5,9 +5,10 @@ tf, host and adb targets look the same to measure/compare: ``run(job) -> RunResu
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
@@ -40,13 +41,50 @@ SAMPLE_CLASSES = {
 STEADY_STATE, PER_PROCESS, SUMMARY = "steady-state", "per-process", "summary"
 
 
+# The answer rule (issue 27): a row's latency answer is valid and stable when LoadGen's sample
+# minimum is met (``min_runs``) and the p99's 95 % confidence interval -- binomial order
+# statistics, independent samples, normal approximation of the ranks -- spans at most this
+# fraction of the p99: +/-5 %, finer than the 1.1x a change must reach to count
+# (``stats.MIN_RATIO``), so a row stopped on it can still show a 1.1x regression. Checked at
+# ``min_runs`` and then each time the sample count has grown by ANSWER_CHECK_GROWTH (a sort per
+# check; the checks cost about as much as five sorts of the final sample).
+P99_ANSWER_WIDTH = 0.10
+ANSWER_CHECK_GROWTH = 1.25
+_Z95 = 1.959964
+
+
+def answer_checkpoint(n: int, min_runs: int) -> bool:
+    """Whether the answer rule is checked after ``n`` runs: at min_runs, then at each count
+    ceil(previous * ANSWER_CHECK_GROWTH) (the worker's loop walks the same sequence)."""
+    c = max(int(min_runs), 1)
+    while c < n:
+        c = int(math.ceil(c * ANSWER_CHECK_GROWTH))
+    return c == n
+
+
+def p99_answered(samples: Sequence[int], width: float) -> bool:
+    """True when the p99 of ``samples`` is known to within ``width`` (relative, full interval)."""
+    n = len(samples)
+    if n < 2:
+        return False
+    s = np.sort(np.asarray(samples, dtype=np.float64))
+    m, d = 0.99 * n, _Z95 * math.sqrt(n * 0.99 * 0.01)
+    lo, hi = max(int(math.floor(m - d)), 1), int(math.ceil(m + d))
+    if hi > n:                                   # the interval's top is past the largest sample
+        return False
+    p99 = s[min(int(round(0.99 * (n - 1))), n - 1)]
+    return bool(p99 > 0 and (s[hi - 1] - s[lo - 1]) <= width * p99)
+
+
 @dataclass(frozen=True)
 class RunControl:
     """How long to measure: the one run-control object every settings object embeds and every
     target (TF reference, host, adb) obeys. Each default is written here once.
 
     Timed runs stop when ``runs`` were done (if set), else when at least ``min_runs`` runs AND
-    ``min_time_s`` seconds were timed; in every case at ``max_time_s`` (a forced ``runs`` is
+    ``min_time_s`` seconds were timed, or earlier, with ``answer_width`` set (the CLI's default
+    when --min-time is not given), once ``min_runs`` were timed and the p99 is answered
+    (``p99_answered``, stop reason "answer_valid"); in every case at ``max_time_s`` (a forced ``runs`` is
     capped too, and the row says so, so a slow model is never mistaken for a hang). Warm-up
     runs ``warmup_runs`` times and for at least ``warmup_time_s`` seconds, untimed.
     """
@@ -57,6 +95,9 @@ class RunControl:
     max_time_s: float = 60.0
     warmup_runs: int = 10
     warmup_time_s: float = 0.0
+    # stop before min_time once the answer is valid and stable: min_runs met and the p99 answered
+    # to this width (``p99_answered``); None (the CLI's choice when --min-time is given): time only
+    answer_width: float | None = P99_ANSWER_WIDTH
 
     def validate(self) -> "RunControl":
         from edgebench.errors import BadInput
@@ -72,6 +113,8 @@ class RunControl:
                            "raise --max-time")
         if self.warmup_runs < 1 or self.warmup_time_s < 0:
             raise BadInput("--warmup-runs must be >= 1 and --warmup-time >= 0")
+        if self.answer_width is not None and not 0 < self.answer_width < 1:
+            raise BadInput(f"answer_width {self.answer_width}: must be between 0 and 1 (a relative width)")
         return self
 
     def deadline_s(self) -> float:
@@ -79,15 +122,19 @@ class RunControl:
         load, warm-up and the untimed output pass."""
         return self.max_time_s * 2 + self.warmup_time_s + 120.0
 
-    def stop_reason(self, n: int, elapsed_s: float) -> str | None:
+    def stop_reason(self, n: int, elapsed_s: float, samples: Sequence[int] | None = None) -> str | None:
         """Why a timed loop stops after ``n`` runs and ``elapsed_s`` seconds (None: go on).
         The same rule, in the same order, as the standalone worker's loop (runner.py), for the
-        in-process TF reference."""
+        in-process TF reference; ``samples`` (the first ``n``) for the answer rule, which is
+        checked at ``answer_checkpoint`` counts only."""
         if self.runs is not None:
             if n >= self.runs:
                 return "runs"
         elif n >= self.min_runs and elapsed_s >= self.min_time_s:
             return "min_runs_and_min_time"
+        elif (self.answer_width is not None and samples is not None and n >= self.min_runs
+              and answer_checkpoint(n, self.min_runs) and p99_answered(samples[:n], self.answer_width)):
+            return "answer_valid"
         if elapsed_s >= self.max_time_s:
             return "max_time"
         return None
@@ -95,7 +142,7 @@ class RunControl:
     def to_dict(self) -> dict[str, Any]:
         return {"runs": self.runs, "min_runs": self.min_runs, "min_time_s": self.min_time_s,
                 "max_time_s": self.max_time_s, "warmup_runs": self.warmup_runs,
-                "warmup_time_s": self.warmup_time_s}
+                "warmup_time_s": self.warmup_time_s, "answer_width": self.answer_width}
 
 
 @dataclass(frozen=True)

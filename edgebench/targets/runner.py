@@ -121,7 +121,9 @@ from runner_io import (  # noqa: E402,F401 -- the worker's parts (FAULT_ENV re-e
     check_flatbuffer,
     load_npz,
     load_runtime,
+    next_checkpoint,
     owned_bytes,
+    p99_answered,
     reset_peak_rss,
     rss_bytes,
     runtime_facts,
@@ -195,6 +197,8 @@ def run_single(job: dict, sess: Session) -> dict:
     # StopRule's rule, inlined below: the hot loop makes no extra call per inference
     rule = StopRule(job)
     cap, min_runs, min_t, max_t = rule.cap, rule.min_runs, rule.min_ns, rule.max_ns
+    width = rule.answer_width
+    check = min_runs if width is not None and cap is None else None   # the answer rule's next checkpoint
     samples = []
     append = samples.append
 
@@ -211,6 +215,11 @@ def run_single(job: dict, sess: Session) -> dict:
             elif i >= min_runs and el >= min_t:
                 stop_reason = "min_runs_and_min_time"
                 break
+            elif check is not None and i >= check:
+                if p99_answered(samples, width):
+                    stop_reason = "answer_valid"
+                    break
+                check = next_checkpoint(check)
             if el >= max_t:  # also caps a forced --runs, so the parent's deadline stays meaningful
                 stop_reason = "max_time"
                 break

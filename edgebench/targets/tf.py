@@ -199,7 +199,7 @@ class TFTarget:
             warm.append(timed(len(warm)))
         samples: list[int] = []
         start = time.perf_counter()
-        while (stop_reason := ctl.stop_reason(len(samples), time.perf_counter() - start)) is None:
+        while (stop_reason := ctl.stop_reason(len(samples), time.perf_counter() - start, samples)) is None:
             samples.append(timed(len(samples)))
 
         extra: dict[str, Any] = {"device": dev, "batch_size_latency": 1, "stop_reason": stop_reason,
