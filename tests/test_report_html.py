@@ -71,6 +71,14 @@ def parse(html_text: str) -> Structure:
     return s
 
 
+def assert_sections(s: Structure, *expected: str) -> None:
+    """Sections come in SECTIONS order, the verdict first, and only those with something to show
+    (issue 27: no empty sections); ``expected`` must be among them."""
+    assert s.sections == [x for x in SECTIONS if x in s.sections], s.sections
+    assert not s.sections or s.sections[0] == "verdict"
+    assert set(expected) <= set(s.sections), (expected, s.sections)
+
+
 def assert_self_contained(html_text: str, s: Structure) -> None:
     assert "http://" not in html_text and "https://" not in html_text
     assert not re.search(r"""(src|href)\s*=\s*["']?//""", html_text)
@@ -82,7 +90,8 @@ def assert_self_contained(html_text: str, s: Structure) -> None:
 def test_compare_report_has_every_section_and_is_self_contained(compare_doc):
     text = render_html(compare_doc)
     s = parse(text)
-    assert s.sections == list(SECTIONS)
+    assert_sections(s, "verdict", "fingerprint", "results", "latency", "pareto", "drift")
+    assert "sustained" not in s.sections and "training" not in s.sections   # nothing to show: left out
     assert_self_contained(text, s)
     # one CDF + one histogram per row with samples (reference + 4 precisions), plus the Pareto chart
     assert s.svgs_in["latency"] == 2 * 5
@@ -92,7 +101,7 @@ def test_compare_report_has_every_section_and_is_self_contained(compare_doc):
         assert prec in body
     assert "logits" in body and "features" in body  # per-output drift
     assert "AMD EPYC 7B13" in body and "2.21.0" in body  # fingerprint
-    assert "no training baselines" in body and "no earlier stored runs" in body
+    assert "no training baselines" not in body and "no earlier stored runs" not in body   # no empty sections
     # p99 of int8 host is shown with 3 decimals in the grid
     p99 = next(r for r in compare_doc["rows"] if r["precision"] == "int8")["latency_ms"]["p99"]
     assert f"p99 {p99:.3f} ms" in body
@@ -107,7 +116,7 @@ def test_matrix_report_with_history_and_training():
         "single point — p99 ms": [{"created": "2026-12-01T00:00:00+00:00", "value": 1.0}]}
     text = render_html(docs, history=history)
     s = parse(text)
-    assert s.sections == list(SECTIONS)
+    assert_sections(s)
     assert_self_contained(text, s)
     body = "".join(s.text)
     assert s.svgs_in["history"] == 1  # the single-point series is not drawn
@@ -137,12 +146,12 @@ def test_missing_keys_render_dashes():
                                         "latency_ms": {"p99": None}, "samples_ns": [], "drift": {"o": {}}}]}
     text = render_html(doc)
     s = parse(text)
-    assert s.sections == list(SECTIONS)
+    assert_sections(s, "verdict", "results")
     body = "".join(s.text)
     assert "worker crashed" in body and "this run recorded no environment fingerprint" in body
     assert "-" in body
     empty = render_html([])
-    assert parse(empty).sections == list(SECTIONS)
+    assert parse(empty).sections == []
 
 
 def test_pareto_front_and_ticks():
@@ -166,7 +175,7 @@ def test_cli_report_from_store(sqlite_store, tmp_path, capsys):
     train = store.save(make_train_doc(), matrix_hash="m1")
     assert run_cli("report", ids[0], "--db", db, "--html", html_path, "--markdown", md_path) == 0
     s = parse(html_path.read_text())
-    assert s.sections == list(SECTIONS)
+    assert_sections(s)
     assert s.svgs_in["history"] == 4  # p99 over the 3 stored runs, one chart per precision row
     assert s.svgs_in["latency"] == 10  # samples restored from the store
     assert ids[0] in md_path.read_text()
@@ -216,8 +225,8 @@ def test_drift_vs_host_and_detection_agreement_are_rendered():
     row["detection"] = {"box_agreement": 0.656, "matched": 210, "reference_detections": 320, "score_mae": 0.014}
     text = render_html(doc)
     s = parse(text)
-    assert s.sections == list(SECTIONS)
-    drift = text[text.index('id="drift"'):text.index('id="training"')]
+    assert_sections(s)
+    drift = text[text.index('id="drift"'):].split("</section>")[0]
     assert "adb:emulator-5554" in drift and ">host<" in drift and "65.60%" in drift and "0.0140" in drift
 
 

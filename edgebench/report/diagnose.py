@@ -55,7 +55,7 @@ LAYER_COLUMNS = ("rank", "op#node", "tensor", "scale", "rmse/scale", "SNR dB", "
                  "cosine", "outliers")
 
 
-def _accuracy_text(row: dict[str, Any]) -> str:
+def accuracy_text(row: dict[str, Any]) -> str:
     acc = row.get("accuracy") or {}
     worst = row.get("worst") or {}
     parts = []
@@ -105,7 +105,7 @@ def markdown_lines(doc: dict[str, Any], escape_cell, top: int = TOP) -> list[str
     """Diagnose section for a PR comment; ``escape_cell`` is report.markdown's cell escaper."""
     out: list[str] = []
     for row in doc.get("rows", []):
-        out += ["", f"**{escape_cell(row.get('precision'))}**: {escape_cell(_accuracy_text(row))}", ""]
+        out += ["", f"**{escape_cell(row.get('precision'))}**: {escape_cell(accuracy_text(row))}", ""]
         if row.get("status") != "ok":
             out.append(f"_{escape_cell(row.get('status'))}: {escape_cell(row.get('error'))}_")
             continue
@@ -134,7 +134,7 @@ def html_section(docs: list[dict[str, Any]]) -> str:
     for doc in docs:
         for row in doc.get("rows", []):
             layers = [l for l in (row.get("layers") or []) if l.get("node") is not None]
-            title = f"{doc.get('model')} {row.get('precision')}: {_accuracy_text(row)}"
+            title = f"{doc.get('model')} {row.get('precision')}: {accuracy_text(row)}"
             parts.append(f"<h3>{html.escape(title)}</h3>")
             if row.get("status") != "ok" or not layers:
                 parts.append(f'<p class="note">{html.escape(str(row.get("error") or "no layers"))}</p>')
@@ -154,7 +154,8 @@ def html_section(docs: list[dict[str, Any]]) -> str:
                 cls = ' class="bad"' if l.get("finding") else ""
                 cells = "".join(f"<td>{html.escape(c)}</td>" for c in _layer_cells(l))
                 body.append(f"<tr{cls}>{cells}<td class=\"l\">{html.escape(str(l.get('advice') or ''))}</td></tr>")
-            parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+            parts.append(f'<div class="tw"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody>'
+                         "</table></div>")
             parts += [f'<p class="note">{html.escape(n)}</p>' for n in _notes(row)]
             parts += [f"<p>prove it: <code>{html.escape(c)}</code></p>" for c in commands(row)]
     return "".join(parts)

@@ -5,8 +5,10 @@ the raw samples -- no JavaScript, no fonts, no ``src``/``href`` to anything outs
 the report opens offline and can be attached to a CI run. Every string from a result (model
 names, targets, output names, fingerprint values, errors) goes through ``html.escape``.
 
-Sections (always present, with a one-line note when the data for them is absent), each a
-``<section id=...>``:
+Sections, in this order, each a ``<section id=...>``; a section with nothing to show is left out
+(and from the navigation line), so the report opens with its verdict and holds no empty headings.
+Tables scroll sideways inside their own box and plots scale down, so nothing is wider than the
+page (1280 px checked in headless Chromium by the tests); the environment is collapsed:
 
 ``verdict``      first: each run's verdict (``outcome.run_verdict``: gate passed/failed with the
                  failing checks, silent failures, failed rows) and the ``diagnose`` command
@@ -31,11 +33,13 @@ from __future__ import annotations
 import datetime as _dt
 import html
 import math
+import re
 from edgebench.report._values import fmt_bytes, num
 from typing import Any, Iterable, Sequence
 
 from edgebench.fingerprint import KEY_FIELDS, diff_fingerprints
 from edgebench.outcome import TOP1_CHANGE, RowVerdict, precision_label, row_verdict_of, run_verdict_of, top1_change
+from edgebench.report.diagnose import accuracy_text as diagnose_accuracy
 from edgebench.report.pivot import SUBCOLUMNS, cell_values, matrix_pivots, short_value, varying_axes
 
 SECTIONS = ("verdict", "fingerprint", "results", "where", "latency", "sustained", "pareto", "drift", "training", "diagnose",
@@ -48,12 +52,13 @@ _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2rem;color:#222;max-width:1200px}
 h1{font-size:1.6rem}h2{border-bottom:1px solid #ccc;padding-bottom:.2rem;margin-top:2.2rem}
 h3{font-size:1rem;margin:1.2rem 0 .4rem}
-table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem}.tw{max-width:100%;overflow-x:auto}
+details>summary{cursor:pointer;color:#444}
 th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:right;vertical-align:top}
 th{background:#f3f3f3}td.l,th.l{text-align:left}
 .note{color:#666;font-style:italic}.bad{color:#b00020;font-weight:600}.good{color:#1b7e2c;font-weight:600}.warn{color:#a15c00}
 .plots{display:flex;flex-wrap:wrap;gap:1rem}
-svg{background:#fff;border:1px solid #eee}
+svg{background:#fff;border:1px solid #eee;max-width:100%;height:auto}
 svg text{font-family:system-ui,sans-serif;font-size:11px;fill:#333}
 .ok{color:#1b7f2a}
 """
@@ -104,8 +109,9 @@ def _fmt_pct(value: Any, digits: int = 2) -> str:
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, left: int = 1,
            raw_cols: Sequence[int] = ()) -> str:
-    """An HTML table; cells are escaped unless their column index is in ``raw_cols``."""
-    out = ["<table><thead><tr>"]
+    """An HTML table (in a box that scrolls sideways when it is wider than the page); cells are
+    escaped unless their column index is in ``raw_cols``."""
+    out = ['<div class="tw"><table><thead><tr>']
     for i, h in enumerate(headers):
         out.append(f'<th class="l">{_e(h)}</th>' if i < left else f"<th>{_e(h)}</th>")
     out.append("</tr></thead><tbody>")
@@ -115,7 +121,7 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, left: int =
             cell = c if i in raw_cols else _e(c)
             out.append(f'<td class="l">{cell}</td>' if i < left else f"<td>{cell}</td>")
         out.append("</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 
@@ -124,7 +130,10 @@ def _note(text: str) -> str:
 
 
 def _rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """Inference rows of a doc: the reference row first (if any), then ``rows``."""
+    """Inference rows of a doc: the reference row first (if any), then ``rows`` (none for a
+    diagnose document: its rows are per-layer analyses, drawn by the diagnose section)."""
+    if doc.get("kind") == "diagnose":
+        return []
     rows = [r for r in (doc.get("rows") or []) if isinstance(r, dict)]
     ref = doc.get("reference")
     if isinstance(ref, dict) and doc.get("kind") != "train":
@@ -149,6 +158,14 @@ def _verdict_section(docs: list[dict[str, Any]]) -> str:
     for d in docs:
         v = run_verdict_of(d)
         models = ", ".join(dict.fromkeys(str(r.get("model")) for r in _rows(d) if r.get("model"))) or "-"
+        if d.get("kind") == "diagnose":       # its verdict is the diagnosis: findings per precision
+            rid = str(d.get("run_id") or "")[:12]
+            said = "; ".join(f"{r.get('precision')}: {r.get('findings', 0)} finding(s), {diagnose_accuracy(r)}"
+                             if r.get("status") == "ok" else f"{r.get('precision')}: {r.get('status')} "
+                             f"({r.get('error')})" for r in d.get("rows") or [] if isinstance(r, dict))
+            lines.append(f"<li><strong>{_e(d.get('model') or '-')}</strong>" + (f" (run {_e(rid)})" if rid else "")
+                         + f": diagnosed — {_e(said)}</li>")
+            continue
         cls = "good" if v.state == "ok" and v.gate != "failed" else "bad"
         head = f'<span class="{cls}">{_e(v.text if v.gate != "failed" else "GATE FAILED")}</span>'
         rid = str(d.get("run_id") or "")[:12]
@@ -158,7 +175,7 @@ def _verdict_section(docs: list[dict[str, Any]]) -> str:
         if v.diagnose:
             item += f"<p>find the layer that breaks it: <code>{_e(v.diagnose)}</code></p>"
         lines.append(f"<li>{item}</li>")
-    return _section("verdict", "Verdict", "<ul>" + "".join(lines) + "</ul>" if lines else _note("no runs"))
+    return _section("verdict", "Verdict", "<ul>" + "".join(lines) + "</ul>") if lines else ""
 
 
 def _row_name(row: dict[str, Any]) -> str:
@@ -440,14 +457,17 @@ def _section(sid: str, title: str, body: str) -> str:
 
 def _fingerprint_section(docs: list[dict[str, Any]]) -> str:
     if not docs:
-        return _section("fingerprint", "Environment", _note("no results"))
+        return ""
     fp = docs[0].get("fingerprint") or {}
     parts = []
     if not fp:
         parts.append(_note("this run recorded no environment fingerprint"))
     else:
         keys = [k for k in KEY_FIELDS if k in fp] + [k for k in fp if k not in KEY_FIELDS]
-        parts.append(_table(["field", "value"], [(k, "-" if fp[k] is None else fp[k]) for k in keys], left=2))
+        summary = " · ".join(str(fp[k]) for k in ("hostname", "cpu_model", "tensorflow", "litert") if fp.get(k))
+        parts.append(f"<details><summary>{_e(summary or 'environment')} ({len(keys)} fields)</summary>"
+                     + _table(["field", "value"], [(k, "-" if fp[k] is None else fp[k]) for k in keys], left=2)
+                     + "</details>")
     diffs = []
     for d in docs[1:]:
         for field, a, b in diff_fingerprints(fp, d.get("fingerprint") or {}):
@@ -469,7 +489,7 @@ def _pivot_table(p: dict[str, Any]) -> str:
     """A matrix pivot (``report.pivot``): rows model x precision, two header rows -- each
     varying-axis value over its sub-columns."""
     subs = SUBCOLUMNS[p["kind"]]
-    out = ["<table><thead><tr><th class=\"l\" rowspan=\"2\">precision</th>"]
+    out = ['<div class="tw"><table><thead><tr><th class="l" rowspan="2">precision</th>']
     out += [f'<th colspan="{len(subs)}">{_e(c)}</th>' for c in p["columns"]]
     out.append("</tr><tr>")
     out += [f"<th>{_e(sc)}</th>" for _ in p["columns"] for sc in subs]
@@ -482,7 +502,7 @@ def _pivot_table(p: dict[str, Any]) -> str:
             out += [f'<td><span class="bad">{_e(v)}</span></td>' if bad and i == 0 else f"<td>{_e(v)}</td>"
                     for i, v in enumerate(vals)]
         out.append("</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 
@@ -499,8 +519,7 @@ def _results_section(docs: list[dict[str, Any]]) -> str:
     pivoted = {p["model"] for p in pivots}
     inf_rows = [(d, r) for d in docs for r in _rows(d) if not _is_train_row(d, r)]
     if not inf_rows:
-        return _section("results", "Precision × target",
-                        "".join(parts) + _note("no inference results (training only)"))
+        return _section("results", "Precision × target", "".join(parts)) if parts else ""
     # precision x target grid per model (a matrix model is shown by its pivot above)
     models: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
     for d, r in inf_rows:
@@ -564,7 +583,7 @@ def _where_section(docs: list[dict[str, Any]]) -> str:
     rows = [r for d in docs for r in _rows(d) if not _is_train_row(d, r)
             and (r.get("delegation") or r.get("verdicts") or r.get("op_profile"))]
     if not rows:
-        return _section("where", "Where the time goes", _note("no delegation, profile or verdict in these results"))
+        return ""
     body = []
     for r in rows:
         d = r.get("delegation") or {}
@@ -610,7 +629,7 @@ def _latency_section(docs: list[dict[str, Any]]) -> str:
             parts.append(svg_histogram(vals, title="histogram"))
             parts.append("</div>")
     if not any_rows:
-        parts.append(_note("no inference results (training only)"))
+        return ""
     return _section("latency", "Latency distributions", "".join(parts))
 
 
@@ -652,8 +671,7 @@ def _pareto_section(docs: list[dict[str, Any]]) -> str:
                 a = _num(acc.get("top1_agreement"))
             pts.append((r, d, size, p99, a))
     if not pts:
-        return _section("pareto", "Size – p99 – accuracy trade-off",
-                        _note("no rows with both a model size and a p99 latency") + _excluded(excluded))
+        return _section("pareto", "Size – p99 – accuracy trade-off", _excluded(excluded)) if excluded else ""
     # one front per model: rows of different models are never traded off against each other
     front = [False] * len(pts)
     for model in dict.fromkeys(str(r.get("model")) for r, *_ in pts):
@@ -741,7 +759,7 @@ def _drift_section(docs: list[dict[str, Any]]) -> str:
                 det_rows.append([*name, _fmt_pct(_num(det.get("box_agreement"))), str(det.get("matched", "-")),
                                  str(det.get("reference_detections", "-")), _fmt(det.get("score_mae"), 4)])
     if not rows:
-        return _section("drift", "Per-output drift vs reference", _note("no drift measured in these runs"))
+        return ""
     body = _table(["model", "precision", "target", "vs", "output", *[h for _, h in _DRIFT_COLS]], rows, left=5)
     if det_rows:
         body += _table(["model", "precision", "target", "box agreement", "matched", "reference boxes",
@@ -771,7 +789,7 @@ def _training_section(docs: list[dict[str, Any]]) -> str:
                          r.get("strategy") or "-", r.get("input_pipeline") or "-", r.get("target") or "-", status, _fmt(bs, 0), _fmt(eps, 1),
                          _fmt_ms(st.get("p50", st.get("mean"))), _fmt_ms(st.get("p99"))))
     if not rows:
-        return _section("training", "Training throughput", _note("no training baselines in these runs"))
+        return ""
     body = ""
     if series:
         body += svg_lines([(k, [x for x, _ in v], [y for _, y in v]) for k, v in series.items()],
@@ -786,7 +804,7 @@ def _diagnose_section(docs: list[dict[str, Any]]) -> str:
 
     diag = [d for d in docs if d.get("kind") == "diagnose"]
     if not diag:
-        return _section("diagnose", "Quantization diagnosis", _note("no diagnose results (edgebench diagnose)"))
+        return ""
     return _section("diagnose", "Quantization diagnosis", html_section(diag))
 
 
@@ -811,7 +829,7 @@ def _history_section(history: dict[str, list[dict[str, Any]]] | None) -> str:
         charts.append(svg_lines([(name, [x for x, _ in pts], [y for _, y in pts])], xlabel="run time (UTC)",
                                 ylabel=ylabel, title=name, x_is_time=True, y0=False))
     if not charts:
-        return _section("history", "History", _note("no earlier stored runs for these series"))
+        return ""
     return _section("history", "History", '<div class="plots">' + "".join(charts) + "</div>")
 
 
@@ -852,7 +870,9 @@ def render_html(docs: dict[str, Any] | Sequence[dict[str, Any]], *,
         _diagnose_section(docs),
         _history_section(history),
     ]
-    nav = " · ".join(f'<a href="#{s}">{s}</a>' for s in SECTIONS)
+    sections = [x for x in sections if x]          # a section with nothing to show is left out
+    nav = " · ".join(f'<a href="#{sid}">{sid}</a>' for x in sections
+                     for sid in re.findall(r'^<section id="([^"]+)"', x))
     return ("<!DOCTYPE html>\n"
             f'<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -85,7 +85,5 @@ def sustained_section(docs: list[dict[str, Any]]) -> str:
         parts.append("<h3>Energy per inference</h3>" + _table(
             ["row", "source", "mJ / inference", "inferences / J", "run W", "idle W", "validity"], energy))
     if not parts:
-        return _section("sustained", "Sustained, paced, cold start, energy",
-                        _note("no sustained, paced, cold-start or energy results (bench --duration, --period-ms, "
-                              "--cold-starts, --energy)"))
+        return ""
     return _section("sustained", "Sustained, paced, cold start, energy", "".join(parts))

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from edgebench.outcome import TOP1_CHANGE, top1_change
 from edgebench.report._values import fmt_bytes, num
-from edgebench.report.diagnose import (LAYER_COLUMNS, TOP, _accuracy_text, _layer_cells, _n, _notes, _short,
+from edgebench.report.diagnose import (LAYER_COLUMNS, TOP, accuracy_text, _layer_cells, _n, _notes, _short,
                                        commands)
 from edgebench.report.terminal._cells import WholeLine, e
 from edgebench.rows import Document
@@ -23,7 +23,7 @@ def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP) -> list:
     out = []
     for row in doc.get("rows", []):
         t = Table(title=f"edgebench diagnose: {e(str(doc.get('model')))} {e(str(row.get('precision')))}"
-                        f"  ({row.get('samples', '-')} samples; {e(_accuracy_text(row))})", header_style="bold",
+                        f"  ({row.get('samples', '-')} samples; {e(accuracy_text(row))})", header_style="bold",
                   caption_justify="left")
         if row.get("status") != "ok":
             t.add_column("status")
