@@ -18,8 +18,8 @@ from edgebench.report.terminal.warnings import lines as grouped
 
 GOLDEN_DIR = Path(__file__).parent / "fixtures" / "terminal"
 
-UNSTABLE = ("unstable: CV {cv}% >= 10%; close other programs, pin threads (--threads), add --warmup-time, "
-            "or run longer (--min-time)")
+UNSTABLE = ("unstable: the median moved between windows of the run (robust spread {cv}% of 10 window medians "
+            ">= 5%); close other programs, pin threads (--threads), add --warmup-time, or run longer (--min-time)")
 SHAPE = ("{where}: XNNPACK took {a}/{b} nodes in 2 partitions; left on the CPU interpreter: SHAPE, STRIDED_SLICE, "
          "PACK, RESHAPE; SHAPE and the ops after it compute a tensor shape at run time from a dynamic dimension "
          "(typically the batch of a Flatten/Reshape): convert with --static-batch (other dynamic dims: "
@@ -90,7 +90,7 @@ def test_headline_first_then_table_then_one_line_per_cause_then_files_and_run():
     assert table_at == 5        # four headline lines and the table's title
     warnings = [line for line in lines if line.startswith("warning")]
     assert warnings == [
-        "warning (all rows): unstable: CV 20–53% >= 10% — fix: --threads --warmup-time --min-time",
+        "warning (all rows): unstable: the median moved between windows of th… — fix: --threads --warmup-time",
         "warning (fp32, fp16, dynamic): left on the CPU interpreter: SHA… — fix: --static-batch --input-shape",
     ]
     assert lines[-2] == "files: edgebench-out/mobilenet_v2_035/3f2a9c1b/"
@@ -101,7 +101,7 @@ def test_verbose_keeps_every_word():
     text = screen(first_screen_doc(), 100, verbose=True)
     joined = " ".join(text.split())
     assert "the converter folds them into constants, so the delegate can take the graph in one partition" in joined
-    assert joined.count("unstable: CV") == 1 and "CV 53%, 20%, 27%, 34%, 41% >= 10%" in joined
+    assert joined.count("unstable: the median moved") == 1 and "spread 53%, 20%, 27%, 34%, 41% of 10" in joined
 
 
 def test_grouping_keeps_causes_apart_and_names_their_rows():

@@ -100,7 +100,7 @@ def _step_stats(samples_ns: list[int]) -> dict[str, Any]:
     ``qps`` becomes ``steps_per_s``; the warnings are rephrased for training (the bench ones name
     bench options).
     """
-    from edgebench.measure import CV_WARN, MIN_SAMPLES, LatencyStats
+    from edgebench.measure import MEDIAN_WARN, MIN_SAMPLES, LatencyStats, window_median_spread
 
     st = LatencyStats.from_samples(samples_ns, what="training run")
     out = st.to_dict()
@@ -109,9 +109,10 @@ def _step_stats(samples_ns: list[int]) -> dict[str, Any]:
     if not st.p99_valid:
         warnings.append(f"p99 from {st.samples} steps is not valid: it needs >= {MIN_SAMPLES['p99']} (MLPerf "
                         "LoadGen minimum at 99% confidence); raise --steps")
-    if st.samples > 1 and st.cv >= CV_WARN:
-        warnings.append(f"unstable: step-time CV {st.cv:.0%} >= {CV_WARN:.0%}; close other programs, raise "
-                        "--warmup-steps or --steps")
+    spread = window_median_spread([x / 1e6 for x in samples_ns])
+    if spread is not None and spread >= MEDIAN_WARN:
+        warnings.append(f"unstable: the median step time moved between windows of the run (robust spread "
+                        f"{spread:.0%} >= {MEDIAN_WARN:.0%}); close other programs, raise --warmup-steps or --steps")
     if st.drifting:   # first vs last third, or the fitted (Theil-Sen) trend, moved >= DRIFT_WARN
         warnings.append(f"drift: median step {st.first_third_p50:.4g} ms in the first third vs "
                         f"{st.last_third_p50:.4g} ms in the last (fitted trend {st.trend or 0:+.0%}); "
