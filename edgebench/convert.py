@@ -597,6 +597,7 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
     if "fp32" not in order:
         order = ["fp32", *order]   # size reduction and parity need the FP32 baseline
     variants: dict[str, dict[str, Any]] = {}
+    fallback: str | None = None
     for prec in order:
         say(f"converting {prec}")
         path = out_dir / f"{src.name}_{prec}.tflite"
@@ -610,7 +611,17 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
                     data, qinfo = quantize_keep_float(keep["calibrated"], keep["nodes"], settings.int8_io)
                 else:
                     conv = _conv_int8_qat if (prec == "int8" and src.qat) else PRECISIONS[prec]
-                    data, qinfo = conv(src, calib, settings.int8_io)
+                    try:
+                        data, qinfo = conv(src, calib, settings.int8_io)
+                    except Exception as e:  # noqa: BLE001 -- an automatic static batch the model cannot take
+                        if prec != order[0] or not settings.source.static_batch_auto or not src.fixed_shapes:
+                            raise
+                        fallback = _one_line(e)
+                        say("static batch failed; converting with the dynamic batch")
+                        src = resolve_source(settings.src, size=settings.size, work_dir=base, seed=settings.seed,
+                                             options=settings.source.dynamic_batch())
+                        calib = calibration_feed(src, calib_ds, n_cal) if calib_ds is not None else None
+                        data, qinfo = conv(src, calib, settings.int8_io)
                 data = finish_tflite(src, data)
         except (BadInput, InfraError):
             raise
@@ -683,6 +694,8 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
         "schema_version": 1,
         "kind": "convert",
         "source": src.to_manifest(),
+        # the automatic static batch the converter could not take, and why (the batch stayed dynamic)
+        "static_batch_fallback": fallback,
         "calibration": ({"needed": False, "reason": "quantization-aware model: int8 uses its FakeQuant ranges",
                          "data_used_only_for_parity": None if calib_ds is None else calib_ds.source}
                         if src.qat else None if calib_ds is None else {

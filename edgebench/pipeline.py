@@ -240,6 +240,8 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
             int8_io=settings.int8_io, out_dir=settings.out_dir, preprocess=settings.preprocess,
             size=settings.size, seed=settings.seed, source=settings.source, keep_float=settings.keep_float,
             keep_float_goal=keep_float_goal(settings) if settings.keep_float == "auto" else None), progress=say)
+        if manifest.get("static_batch_fallback"):     # converted with the dynamic batch after all
+            settings = replace(settings, source=settings.source.dynamic_batch())
         src = resolve_source(settings.src, size=settings.size, work_dir=Path(manifest["out_dir"]),
                              seed=settings.seed, options=settings.source)
     timings["convert_s"] = time.perf_counter() - t
@@ -382,7 +384,8 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
 def _source_record(settings: CompareSettings, src, manifest: dict[str, Any], task: str) -> dict[str, Any]:
     """The result's ``source``: what was converted (or the .tflite files given) and how it was read."""
     rec = {"path": settings.src, "sha256": src.sha256, "kind": src.kind, "task": task, "loader": src.loader,
-           "loader_reason": src.loader_reason, "signature_key": src.signature_key, "input_shapes": src.input_shapes}
+           "loader_reason": src.loader_reason, "signature_key": src.signature_key, "input_shapes": src.input_shapes,
+           "static_batch_fallback": manifest.get("static_batch_fallback")}
     if manifest.get("kind") == "tflite":   # src is the reference: a --reference SavedModel or the chosen file
         first = next(v for v in manifest["variants"].values() if v["path"] == settings.src)
         rec.update(kind="tflite", sha256=first["sha256"], tflite_files=[settings.src, *settings.more_tflite],

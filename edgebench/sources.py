@@ -60,15 +60,23 @@ class SourceOptions:
     # --static-batch (True) / --dynamic-batch (False): a dynamic batch becomes a static 1 in the .tflite;
     # None: the command's default (``for_measuring``: static where the conversion is measured)
     static_batch: bool | None = None
+    # the static batch is the command's default, not asked for: when the converter cannot take the
+    # model at a static batch (a Keras LSTM's TensorList wants a static element shape it cannot
+    # infer then), convert keeps the dynamic batch and records why (manifest static_batch_fallback)
+    static_batch_auto: bool = False
 
     def for_measuring(self, src: str) -> "SourceOptions":
         """The options of a command that measures what it converts (convert-and-compare, diagnose):
         latency is measured at batch 1, so unless told otherwise a dynamic batch is converted as a
         static 1 -- the shape arithmetic folds and a delegate takes the graph whole. A ``.tflite``
         SRC is converted already."""
-        if self.static_batch is not None:
+        if self.static_batch is not None or str(src).endswith(".tflite"):
             return self
-        return dataclasses.replace(self, static_batch=not str(src).endswith(".tflite"))
+        return dataclasses.replace(self, static_batch=True, static_batch_auto=True)
+
+    def dynamic_batch(self) -> "SourceOptions":
+        """The same options with the batch left dynamic (the fallback of an automatic static batch)."""
+        return dataclasses.replace(self, static_batch=False, static_batch_auto=False)
 
 
 @dataclass(frozen=True)

@@ -574,3 +574,35 @@ def test_loading_failures_name_the_file_what_was_tried_and_a_fix(run_cli, tf_mod
     (tmp_path / "trunc" / "saved_model.pb").write_bytes((tf_models["tf1"] / "saved_model.pb").read_bytes()[:50])
     code, _, err = run_cli("convert", str(tmp_path / "trunc"), "--out", str(tmp_path / "x"))
     assert code == 2 and "not a readable SavedModel protobuf" in err and "copy or download" in err
+
+
+def test_an_automatic_static_batch_the_converter_refuses_falls_back_to_the_dynamic_batch(digits_model, tmp_path,
+                                                                                       monkeypatch):
+    """The default static batch of convert-and-compare must never cost a model its conversion: when the
+    converter refuses the static shapes (a Keras LSTM's TensorList wants a static element shape), the
+    conversion is redone with the dynamic batch and the manifest says why. The refusal is simulated
+    here (TF 2.21 converts no Keras-3 LSTM at either batch); an explicit --static-batch is not
+    second-guessed."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from edgebench import convert as convert_mod
+    from edgebench.sources import SourceOptions
+
+    real = convert_mod.PRECISIONS["fp32"]
+
+    def picky(src, calib, int8_io):
+        if src.fixed_shapes:
+            raise RuntimeError("'tf.TensorListReserve' op requires element_shape to be static")
+        return real(src, calib, int8_io)
+
+    monkeypatch.setitem(convert_mod.PRECISIONS, "fp32", picky)
+    src = str(digits_model.saved_model_dir)
+    m = convert_mod.convert(convert_mod.ConvertSettings(src=src, precisions=("fp32",), out_dir=str(tmp_path / "a"),
+                                                        source=SourceOptions().for_measuring(src)))
+    assert "TensorListReserve" in m["static_batch_fallback"] and m["variants"]["fp32"]["status"] == "ok"
+    shape = Interpreter(model_path=m["variants"]["fp32"]["path"]).get_input_details()[0]["shape_signature"]
+    assert list(shape) == [-1, 8, 8, 1]
+    assert "keeps a dynamic batch" in json.dumps(m["source"]["input_shapes"])
+    m = convert_mod.convert(convert_mod.ConvertSettings(src=src, precisions=("fp32",), out_dir=str(tmp_path / "b"),
+                                                        source=SourceOptions(static_batch=True)))
+    assert m["static_batch_fallback"] is None and m["variants"]["fp32"]["status"] == "failed"
