@@ -173,6 +173,17 @@ class _SignatureView:
         return self._outs
 
 
+def compiled_module():
+    """``ai_edge_litert.compiled_model`` (imported once; Session imports it before timing the
+    load, so ``init_ms`` is load + allocate, not a Python import of several hundred ms)."""
+    try:
+        from ai_edge_litert import compiled_model as cm  # type: ignore
+    except ImportError:
+        raise Unavailable("--runtime compiled needs ai-edge-litert >= 2.0 (ai_edge_litert.compiled_model); "
+                          "this runtime has only the Interpreter: use --runtime interpreter") from None
+    return cm
+
+
 class CompiledModelAdapter:
     """``ai_edge_litert.compiled_model.CompiledModel`` behind the Interpreter methods the runner
     uses. Tensor "indices" are positions in the first signature; quantization parameters come
@@ -181,11 +192,7 @@ class CompiledModelAdapter:
 
     def __init__(self, model_path: str, threads: int | None, accelerator: str, gpu_precision: str | None,
                  interpreter_cls) -> None:
-        try:
-            from ai_edge_litert import compiled_model as cm  # type: ignore
-        except ImportError:
-            raise Unavailable("--runtime compiled needs ai-edge-litert >= 2.0 (ai_edge_litert.compiled_model); "
-                              "this runtime has only the Interpreter: use --runtime interpreter") from None
+        cm = compiled_module()
         if accelerator not in ACCELERATORS:
             raise Unavailable(f"accelerator {accelerator!r} is unknown; use {', '.join(ACCELERATORS)}")
         hw = {"cpu": cm.HardwareAccelerator.CPU,
