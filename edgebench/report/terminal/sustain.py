@@ -58,7 +58,10 @@ def paced_table(r: InferenceRow) -> list:
         t.add_row(label, _ms(lat, "p50"), _ms(lat, "p90"), _ms(lat, "p99"), _ms(lat, "mean"),
                   fmt_value(lat.samples if lat else None, "d"))
     lag = (p.details.get("start_lag_ms") or {}) if p else {}
-    return [t, Text(f"paced / back-to-back p50: {fmt_value(p.p50_ratio if p else None, '.2f')}x; achieved period "
+    capacity = p.details.get("capacity_qps") if p else None
+    return [t, Text(f"paced / back-to-back p50: {fmt_value(p.p50_ratio if p else None, '.2f')}x; QPS "
+                    f"{fmt_value(r.latency.qps if r.latency else None, '.1f')} achieved (capacity 1/mean "
+                    f"{fmt_value(capacity, '.1f')}); achieved period "
                     f"{fmt_value(p.achieved_period_ms if p else None, '.4g')} ms; late starts "
                     f"{fmt_value(p.late_starts if p else None, 'd')}; start lag p50/p99 "
                     f"{fmt_value(lag.get('p50'), '.3g')}/{fmt_value(lag.get('p99'), '.3g')} ms")]
