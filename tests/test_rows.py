@@ -38,7 +38,24 @@ def test_bench_run_facts_are_typed_fields_not_unknown_keys():
     assert back.unknown == {} and back.repeats == reps and back.memory["model_bytes"] == 5 and back.gc["frozen"]
     assert back.to_dict() == d and d["repeats"][1]["p50"] == 1.1
     plain = InferenceRow(target="host").to_dict()
-    assert "repeats" not in plain and "memory" not in plain      # only rows that measured them carry them
+    assert plain["repeats"] is None and plain["memory"] is None     # every key, null when not measured
+
+
+def test_every_key_of_a_row_type_is_on_every_row():
+    """Issue 24.9: a bench row without --energy has `energy: null` and a reason, like every other
+    key of the row type; the reason does not come back as a measured fact."""
+    from edgebench.rows import ENERGY_NOT_ASKED
+
+    plain = InferenceRow(target="host").to_dict()
+    full = InferenceRow(target="host", energy_reason="RAPL not readable", period_ms=2.0).to_dict()
+    assert set(plain) == set(full)
+    for key in ("energy", "energy_reason", "timeline", "sustained", "paced", "cold_start", "period_ms",
+                "op_profile", "repeats", "memory", "gc", "drift", "worst", "accuracy", "keep_float",
+                "samples_ns", "warmup_ms", "concurrency", "verdicts", "delegation"):
+        assert key in plain, key
+    assert plain["energy"] is None and plain["energy_reason"] == ENERGY_NOT_ASKED
+    assert InferenceRow.from_dict(plain).energy_reason is None
+    assert InferenceRow.from_dict(plain).to_dict() == plain
 
 
 def test_a_misspelt_field_fails_instead_of_rendering_a_dash():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgebench.rows import ENERGY_NOT_ASKED
 from edgebench.report.html import _e, _fmt, _fmt_ms, _is_train_row, _note, _row_name, _rows, _section, _table, svg_lines
 
 
@@ -64,7 +65,7 @@ def sustained_section(docs: list[dict[str, Any]]) -> str:
                 cold.append((name, c.get("runtime") or "-", _fmt(c.get("count"), 0), p50("process_start_ms"),
                              p50("init_ms"), p50("first_inference_ms"), p50("total_ms"),
                              p50("init_ms", warm) if c.get("xnnpack_cache") else "-"))
-            if "energy" in r:
+            if r.get("energy") is not None or r.get("energy_reason") not in (None, ENERGY_NOT_ASKED):
                 e = r.get("energy")
                 if isinstance(e, dict):
                     energy.append((name, e.get("source") or "-", _fmt(e.get("mj_per_inference"), 4),

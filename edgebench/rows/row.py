@@ -57,6 +57,10 @@ def sample_class_of(d: Mapping[str, Any]) -> str | None:
     return "steady-state" if isinstance(lat, Mapping) or d.get("samples_ns") else None
 
 
+# The energy_reason of a row nobody asked to measure energy for (bench --energy does).
+ENERGY_NOT_ASKED = "not measured: --energy was not given"
+
+
 @dataclass(frozen=True)
 class InferenceRow(_RowMixin):
     """One model x precision x target measurement (or the TF reference, ``role="reference"``).
@@ -169,51 +173,38 @@ class InferenceRow(_RowMixin):
             v = getattr(self, k)
             out[k] = dict(v) if isinstance(v, Mapping) else v
         out["latency_ms"] = None if self.latency is None else self.latency.to_dict()
-        if self.samples_ns is not None:
-            out["samples_ns"] = list(self.samples_ns)
-        if self.warmup is not None:
-            out["warmup_ms"] = self.warmup.to_dict()
-            if self.warmup.samples_ns:
-                out["warmup_samples_ns"] = list(self.warmup.samples_ns)
+        # every key of the row type on every row, None when not measured (README "JSON results")
+        out["samples_ns"] = None if self.samples_ns is None else list(self.samples_ns)
+        out["warmup_ms"] = None if self.warmup is None else self.warmup.to_dict()
+        if self.warmup is not None and self.warmup.samples_ns:
+            out["warmup_samples_ns"] = list(self.warmup.samples_ns)
         for k in ("drift", "drift_vs_host"):
             v = getattr(self, k)
-            if v is not None:
-                out[k] = {n: d.to_dict() for n, d in v.items()}
+            out[k] = None if v is None else {n: d.to_dict() for n, d in v.items()}
         for k in ("worst", "worst_vs_host"):
             v = getattr(self, k)
-            if v is not None:
-                out[k] = v.to_dict()
-        if self.accuracy is not None or "drift" in out:
-            out["accuracy"] = None if self.accuracy is None else self.accuracy.to_dict()
+            out[k] = None if v is None else v.to_dict()
+        out["accuracy"] = None if self.accuracy is None else self.accuracy.to_dict()
         if self.cost is not None:
             out.update(self.cost.to_row())
-        if self.concurrency is not None:
-            out["concurrency"] = [dict(c) for c in self.concurrency]
-        if self.keep_float is not None:
-            out["keep_float"] = list(self.keep_float)
+        out["concurrency"] = None if self.concurrency is None else [dict(c) for c in self.concurrency]
+        out["keep_float"] = None if self.keep_float is None else list(self.keep_float)
         if self.log is not None:
             out.update(self.log)
         # issue 15: every row says what the delegate took; profiles and verdicts where measured
         out["delegation"] = None if self.delegation is None else self.delegation.to_dict()
-        if self.op_profile is not None:
-            out["op_profile"] = [e.to_dict() for e in self.op_profile]
-        if self.verdicts or "drift" in out:
-            out["verdicts"] = [v.to_dict() for v in self.verdicts]
-        if self.timeline is not None:
-            out["timeline"] = [w.to_dict() for w in self.timeline]
+        out["op_profile"] = None if self.op_profile is None else [e.to_dict() for e in self.op_profile]
+        out["verdicts"] = [v.to_dict() for v in self.verdicts]
+        out["timeline"] = None if self.timeline is None else [w.to_dict() for w in self.timeline]
         for k in ("sustained", "paced", "cold_start"):
-            if getattr(self, k) is not None:
-                out[k] = getattr(self, k).to_dict()
-        if self.period_ms is not None:
-            out["period_ms"] = self.period_ms
-        if self.energy is not None or self.energy_reason is not None:
-            out["energy"] = None if self.energy is None else self.energy.to_dict()
-            out["energy_reason"] = self.energy_reason
+            out[k] = None if getattr(self, k) is None else getattr(self, k).to_dict()
+        out["period_ms"] = self.period_ms
+        out["energy"] = None if self.energy is None else self.energy.to_dict()
+        out["energy_reason"] = self.energy_reason if (self.energy is not None or self.energy_reason) \
+            else ENERGY_NOT_ASKED
         for k in ("memory", "gc"):
-            if getattr(self, k) is not None:
-                out[k] = dict(getattr(self, k))
-        if self.repeats is not None:
-            out["repeats"] = [dict(r) for r in self.repeats]
+            out[k] = None if getattr(self, k) is None else dict(getattr(self, k))
+        out["repeats"] = None if self.repeats is None else [dict(r) for r in self.repeats]
         out["fingerprint"] = dict(self.fingerprint)
         if self.warnings or self.status == "ok":
             out["warnings"] = list(self.warnings)
@@ -263,7 +254,7 @@ class InferenceRow(_RowMixin):
         kw["paced"] = Paced.from_dict(d.get("paced"))
         kw["cold_start"] = ColdStart.from_dict(d.get("cold_start"))
         kw["energy"] = Energy.from_dict(d.get("energy"))
-        kw["energy_reason"] = d.get("energy_reason")
+        kw["energy_reason"] = None if d.get("energy_reason") == ENERGY_NOT_ASKED else d.get("energy_reason")
         for k in ("memory", "gc"):
             kw[k] = _freeze(d[k]) if isinstance(d.get(k), Mapping) else None
         reps = d.get("repeats")
