@@ -293,6 +293,13 @@ def _conv_int8_qat(src: Source, calib: Callable | None, int8_io: str) -> tuple[b
 # --------------------------------------------------------------------------- inspection
 
 
+def precision_detail_of(path: str | Path) -> str | None:
+    """How a mixed file is mixed (tflite_model.precision_detail), or None."""
+    from edgebench.tflite_model import inspect, precision_detail
+
+    return precision_detail(inspect(path))
+
+
 def precision_of(path: str | Path) -> str:
     """The precision a .tflite actually has (tflite_model.precision: kernels and constants)."""
     from edgebench.tflite_model import inspect, precision
@@ -647,6 +654,7 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
         try:
             v.update(describe_tflite(path))
             v["precision_from_tensors"] = precision_of(path)   # e.g. a QAT model's "fp16" is an int8 file
+            v["precision_detail"] = precision_detail_of(path)     # "int8 with 2 float ops (...)" or None
         except Exception as e:  # noqa: BLE001 -- a model LiteRT cannot load is a failed variant
             v.update({"status": "failed", "error": f"LiteRT cannot load the converted model: {_one_line(e)}"})
         if keep is not None:

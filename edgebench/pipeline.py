@@ -389,7 +389,8 @@ def _source_record(settings: CompareSettings, src, manifest: dict[str, Any], tas
     if manifest.get("kind") == "tflite":   # src is the reference: a --reference SavedModel or the chosen file
         first = next(v for v in manifest["variants"].values() if v["path"] == settings.src)
         rec.update(kind="tflite", sha256=first["sha256"], tflite_files=[settings.src, *settings.more_tflite],
-                   reference={"path": src.path, "kind": src.kind, "sha256": src.sha256})
+                   reference={"path": src.path, "kind": src.kind, "sha256": src.sha256},
+                   reference_reason=None if settings.source.reference else manifest.get("reference_reason"))
     return rec
 
 

@@ -737,8 +737,16 @@ def tflite_variants(paths: list[str], out_dir: Path) -> dict[str, Any]:
     ref = min(variants, key=lambda k: (PRECISION_RANK.index(variants[k]["precision"])
                                        if variants[k]["precision"] in PRECISION_RANK else len(PRECISION_RANK),
                                        list(variants).index(k)))
+    if len(variants) == 1:
+        why = (f"{Path(variants[ref]['path']).name} is the only file given, so there is nothing to compare it "
+               "against (its drift is against itself); give a second .tflite or --reference SAVEDMODEL")
+    else:
+        why = (f"{ref} ({Path(variants[ref]['path']).name}) is the most precise of the files given "
+               f"({', '.join(variants)}; read from their tensors); --reference SAVEDMODEL compares against "
+               "TensorFlow instead")
     out_dir.mkdir(parents=True, exist_ok=True)
     doc = {"schema_version": 1, "kind": "tflite", "variants": variants, "reference_variant": ref,
+           "reference_reason": why,
            "out_dir": str(out_dir), "parity": {"passed": None, "skipped": "no conversion: .tflite sources"}}
     from edgebench.results import write_json
 

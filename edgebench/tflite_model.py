@@ -308,24 +308,53 @@ def _flops(name: str, ins: list, outs: list, op, schema) -> int:
     return 0
 
 
-def precision(info: dict[str, Any]) -> str:
-    """fp32 | fp16 | dynamic | int8 | int16x8, read from the model's tensors and kernels.
+# Ops that move, index or reshape data -- the int32 shape arithmetic of a dynamic batch (SHAPE,
+# STRIDED_SLICE, PACK before a RESHAPE), an Embedding's row lookup (GATHER of int8 rows): their
+# dtypes say nothing about the precision the model computes in.
+DATA_OPS = frozenset({
+    "SHAPE", "STRIDED_SLICE", "PACK", "UNPACK", "RESHAPE", "CONCATENATION", "GATHER", "GATHER_ND", "SLICE",
+    "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "CAST", "FILL", "RANGE", "ZEROS_LIKE", "ONES_LIKE", "TILE",
+    "SPLIT", "SPLIT_V", "BROADCAST_TO", "BROADCAST_ARGS", "SELECT", "SELECT_V2", "WHERE", "ARG_MAX", "ARG_MIN",
+})
 
-    Integer kernels decide int8 (int8 activations) or int16x8 (int16 activations); else float
-    kernels with int8 weights (hybrid ops or DEQUANTIZE of int8 constants) are dynamic-range;
-    else DEQUANTIZE of float16 constants is fp16; else fp32.
+
+def math_ops(info: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ops that carry the model's math (not boundaries, not data movement: ``DATA_OPS``)."""
+    return [o for o in info.get("ops", []) if o["kind"] != "boundary" and o["op"] not in DATA_OPS]
+
+
+def precision(info: dict[str, Any]) -> str:
+    """fp32 | fp16 | dynamic | int8 | int16x8, read from the ops that carry the model's math.
+
+    Integer compute kernels with quantized (int8/int16) outputs decide int8 or int16x8 (int16
+    activations); else float kernels with int8 weights (hybrid ops or DEQUANTIZE of int8
+    constants) are dynamic-range; else DEQUANTIZE of float16 constants is fp16; else fp32. The int32
+    shape arithmetic of a dynamic batch and an Embedding's int8 row lookup are data movement
+    (``DATA_OPS``), not int8 math.
     """
+    quant = [o for o in math_ops(info) if o["kind"] == "integer" and any(d in QUANT_TYPES for d in o["outputs"])]
+    if quant:
+        return "int16x8" if any("int16" in o["outputs"] for o in quant) else "int8"
     ops = info.get("ops", [])
-    integer = [o for o in ops if o["kind"] == "integer"]
-    if integer:
-        acts = {d for o in integer for d in o["outputs"]}
-        return "int16x8" if "int16" in acts else "int8"
     if any(o["kind"] == "hybrid" for o in ops) or any(
             o["op"] == "DEQUANTIZE" and "int8" in o["inputs"] for o in ops):
         return "dynamic"
     if any(o["op"] == "DEQUANTIZE" and "float16" in o["inputs"] for o in ops):
         return "fp16"
     return "fp32"
+
+
+def precision_detail(info: dict[str, Any]) -> str | None:
+    """A mixed file says it is mixed: "int8 with 2 float ops (SOFTMAX, MUL)" for an integer model
+    whose math also runs float kernels (kept-float islands, ops without an integer kernel)."""
+    prec = precision(info)
+    if prec not in ("int8", "int16x8"):
+        return None
+    floats = [o["op"] for o in math_ops(info) if o["kind"] in ("float", "hybrid")]
+    if not floats:
+        return None
+    kinds = ", ".join(dict.fromkeys(floats))
+    return f"{prec} with {len(floats)} float op{'s' * (len(floats) != 1)} ({kinds})"
 
 
 def restore_signature(data: bytes, key: str, inputs: dict[str, str], outputs: dict[str, str]) -> bytes:

@@ -606,3 +606,24 @@ def test_an_automatic_static_batch_the_converter_refuses_falls_back_to_the_dynam
     m = convert_mod.convert(convert_mod.ConvertSettings(src=src, precisions=("fp32",), out_dir=str(tmp_path / "b"),
                                                         source=SourceOptions(static_batch=True)))
     assert m["static_batch_fallback"] is None and m["variants"]["fp32"]["status"] == "failed"
+
+
+def test_dynamic_batch_tflite_files_get_their_real_precision_and_the_fp32_reference(run_cli, digits_model, tmp_path):
+    """Issue 24.1: the digits files `edgebench convert` writes keep a dynamic batch (int32 shape ops);
+    given int8 first, the fp32 file is still the reference, each file is labelled by its precision,
+    and the choice is announced with why; a single file says there is nothing to compare against."""
+    code, _, err = run_cli("convert", "digits", "-p", "fp32,int8", "--out", str(tmp_path / "c"))
+    assert code == 0, err
+    fp32, int8 = (str(next((tmp_path / "c").glob(f"*_{p}.tflite"))) for p in ("fp32", "int8"))
+    code, out, err = run_cli("convert-and-compare", int8, fp32, "--data", str(digits_model.evaluation_npz),
+                             "--out", str(tmp_path / "o"), *FAST, "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    doc = _json(tmp_path / "r.json")
+    assert doc["reference"]["model_path"] == fp32 and doc["reference"]["precision"] == "fp32"
+    assert {r["precision"] for r in doc["rows"]} == {"fp32", "int8"}
+    assert "fp32" in doc["source"]["reference_reason"] and "most precise" in doc["source"]["reference_reason"]
+    assert "reference: fp32" in " ".join(out.split())
+    code, out, err = run_cli("convert-and-compare", int8, "--data", str(digits_model.evaluation_npz),
+                             "--out", str(tmp_path / "o1"), *FAST)
+    assert code == 0, err
+    assert "nothing to compare it against" in " ".join(out.split()) and "--reference SAVEDMODEL" in out

@@ -158,3 +158,37 @@ def test_hostile_model_is_bad_input_not_a_crash(tmp_path, kw, msg):
     p.write_bytes(_flatbuffer(3, 4, **kw))
     with pytest.raises(BadInput, match=msg):
         tflite_model.inspect(p)
+
+
+def test_precision_comes_from_the_math_not_the_shape_arithmetic(run_cli, digits_model, tmp_path):
+    """Issue 24.1: a float model with a dynamic-batch Flatten has int32 SHAPE/STRIDED_SLICE/PACK ops;
+    it is still fp32 (fp16 ...), and an int8 file is int8 -- from the tensors of its compute ops."""
+    import json
+
+    code, _, err = run_cli("convert", "digits", "-p", "fp32,fp16,int8", "--out", str(tmp_path), "--json",
+                           str(tmp_path / "m.json"))
+    assert code == 0, err
+    v = json.loads((tmp_path / "manifest.json").read_text())["variants"]
+    assert "SHAPE" in inspect(v["fp32"]["path"])["op_histogram"]          # the dynamic batch's shape ops
+    assert {p: v[p]["precision_from_tensors"] for p in v} == {"fp32": "fp32", "fp16": "fp16", "int8": "int8"}
+    assert v["int8"]["precision_detail"] is None or v["int8"]["precision_detail"].startswith("int8 with ")
+
+
+def test_dynamic_range_embedding_model_is_dynamic_not_int8(tmp_path):
+    """Issue 28.4: an Embedding converted with dynamic-range quantization looks its int8 rows up with a
+    GATHER (integer in, integer out); its math is float with int8 weights: dynamic."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    m = keras.Sequential([keras.Input((12,), dtype="int32"), keras.layers.Embedding(2000, 64),
+                          keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(300), keras.layers.Dense(4)])
+    m(np.zeros((1, 12), np.int32))
+    conv = tf.lite.TFLiteConverter.from_keras_model(m)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    path = tmp_path / "emb_dynamic.tflite"
+    path.write_bytes(conv.convert())
+    info = inspect(path)
+    assert "GATHER" in info["op_histogram"]
+    assert tflite_model.precision(info) == "dynamic"
+    assert tflite_model.precision_detail(info) is None

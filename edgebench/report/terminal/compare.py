@@ -274,6 +274,8 @@ def source_notes(src: Mapping[str, Any]) -> list[str]:
         out.append(f"signature: {e(src['signature_key'])}")
     for name, n in (src.get("input_shapes") or {}).items():
         out.append(f"input {e(name)}: {e(n.get('used'))} ({e(n.get('how'))})")
+    if src.get("reference_reason"):
+        out.append(f"[yellow]reference: {e(src['reference_reason'])}[/]")
     if src.get("static_batch_fallback"):
         out.append(f"[yellow]converted with a dynamic batch: the converter could not take a static batch of 1 "
                    f"({e(src['static_batch_fallback'])})[/]")
