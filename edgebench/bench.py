@@ -32,6 +32,7 @@ from edgebench import sustain
 from edgebench.energy import EnergySettings
 from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, Schedule, check_runtime
 from edgebench.targets.loop import is_device, resolve_targets, run_on_targets
+from edgebench.tflite_model import precision as tflite_precision, precision_detail
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,9 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
 
     job = _job(settings, model, gpu_precision)
     name = Path(model).stem
+    found = tflite_precision(info)       # a bench row's precision is the one its file has
     known = dict(model_sha256=sha256_file(model), size_bytes=info["size_bytes"], threads=settings.threads,
+                 precision=found, precision_found=found, precision_detail=precision_detail(info),
                  delegate=settings.delegate, runtime_api=settings.runtime_api, accelerator=settings.accelerator,
                  gpu_precision=gpu_precision)
     cost = Cost(flops=info["flops"], counted_ops=info["counted_ops"], quantized=info["quantized"],

@@ -12,7 +12,8 @@ what a result *means* is decided here once and every renderer draws it:
 ``run_verdict(doc)``         the run: the worst row state, the gate (``passed`` / ``failed`` / None when
                              no gate ran) with its failing checks, and the ``edgebench diagnose``
                              command when an accuracy or drift check failed.
-``precision_label(row)``     ``int8 +2 float`` for int8 with tensors kept float (``--keep-float``).
+``precision_label(row)``     ``int8 +2 float`` for int8 with tensors kept float (``--keep-float``);
+                             ``fp16 (int8 file)`` when the file is not the precision asked for.
 ``TOP1_CHANGE``              the one sign convention for accuracy: the change in percentage points,
                              negative = worse (``top1_change``); the JSON keeps ``top1_drop_pp``.
 """
@@ -50,11 +51,14 @@ def precision_label(row: Row | Mapping[str, Any]) -> str:
     """The precision as every output names it: ``int8 +1 float`` when tensors were kept float
     (a typed row or its JSON form)."""
     if isinstance(row, Mapping):
-        prec, keep = row.get("precision"), row.get("keep_float")
+        prec, keep, found = row.get("precision"), row.get("keep_float"), row.get("precision_found")
         keep = keep if isinstance(keep, (list, tuple)) else None
     else:
-        prec, keep = row.precision, getattr(row, "keep_float", None)
-    return f"{prec or '-'} +{len(keep)} float" if keep else str(prec or "-")
+        prec, keep, found = row.precision, getattr(row, "keep_float", None), getattr(row, "precision_found", None)
+    label = f"{prec or '-'} +{len(keep)} float" if keep else str(prec or "-")
+    # the file is another precision than asked (a QAT model's "fp16" is int8; a small model's
+    # "dynamic" keeps float weights below the converter's size threshold): every output says so
+    return f"{label} ({found} file)" if found and prec and found != prec else label
 
 
 @dataclass(frozen=True)

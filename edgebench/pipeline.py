@@ -141,6 +141,8 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
         peak_rss_bytes=run.peak_rss_bytes, extra=_extra(run.extra), exit_code=run.extra.get("exit_code"),
         gpu_precision=gpu_precision,
         keep_float=tuple(variant["keep_float"]) if variant.get("keep_float") is not None else None,
+        precision_found=variant.get("precision_from_tensors") or variant.get("precision"),
+        precision_detail=variant.get("precision_detail"),
     )
     if run.status != "ok":
         return row

@@ -12,6 +12,8 @@ from xml.etree import ElementTree as ET
 import numpy as np
 import pytest
 
+pytest_plugins = ["conftest_bench"]
+
 
 @pytest.fixture(scope="module")
 def cac_digits(tmp_path_factory, digits_model):
@@ -263,3 +265,21 @@ def test_calibration_data_of_another_dtype_or_range(run_cli, tmp_path, small_sav
                              "--runs", "10", "--out", str(tmp_path / "o3"), "--json", "-", "--no-store")
     assert code == 0, err
     assert json.loads(out)["data_warnings"] == []
+
+
+def test_rows_carry_the_precision_asked_for_and_the_one_found(run_cli, tmp_path, small_savedmodels, bench_models):
+    """Issue 24.2/24.14: a tiny model's "dynamic" conversion keeps float weights (below the
+    converter's size threshold): the row says dynamic was asked, fp32 found, in the table and the
+    JSON; a bench row carries the precision its file has (it was null)."""
+    code, out, err = run_cli("convert-and-compare", str(small_savedmodels["multi"]), "-p", "fp32,dynamic",
+                             "--data", "synthetic", "--runs", "20", "--out", str(tmp_path / "o"), "--no-store",
+                             "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    rows = {r["precision"]: r for r in json.loads((tmp_path / "r.json").read_text())["rows"]}
+    assert rows["fp32"]["precision_found"] == "fp32"
+    assert rows["dynamic"]["precision_found"] == "fp32"
+    assert "dynamic (fp32 file)" in out
+    code, out, err = run_cli("bench", str(bench_models["int8"]), "--runs", "20", "--no-store", "--json", "-")
+    assert code == 0, err
+    (row,) = json.loads(out)["rows"]
+    assert row["precision"] == "int8" and row["precision_found"] == "int8"

@@ -73,7 +73,9 @@ class InferenceRow(_RowMixin):
     target: str | None
     status: str = "ok"
     model: str | None = None
-    precision: str | None = None
+    precision: str | None = None            # the precision asked for (bench: the one found in the file)
+    precision_found: str | None = None      # read from the file's tensors (tflite_model.precision)
+    precision_detail: str | None = None     # a mixed file: "int8 with 2 float ops (SOFTMAX, MUL)"
     role: str | None = None                  # "reference" | "compared" | None
     model_path: str | None = None
     model_sha256: str | None = None
@@ -142,7 +144,7 @@ class InferenceRow(_RowMixin):
     kind = "inference"
 
     # Keys written flat at the top level, straight from same-named fields.
-    _PLAIN = ("target", "status", "model", "precision", "role", "model_path", "model_sha256", "device_model",
+    _PLAIN = ("target", "status", "model", "precision", "precision_found", "precision_detail", "role", "model_path", "model_sha256", "device_model",
               "error", "exit_code", "error_type", "size_bytes", "size_reduction_pct", "runtime", "method",
               "sample_class", "threads", "threads_effective", "delegate", "init_ms", "first_inference_ms", "peak_rss_bytes",
               "rss_before_load_bytes", "detection", "server", "sla", "stop_reason", "input_source",
