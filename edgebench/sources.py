@@ -477,11 +477,13 @@ def calibration_feed(src: Source, ds: InputSet, n: int) -> Callable[[], Iterator
 
 
 def finish_tflite(src: Source, data: bytes) -> bytes:
-    """Graph-loader output gets the signature's names back; TF2 output is already named."""
-    if src.loader != "graph":
-        return data
-    from edgebench.tflite_model import restore_signature
+    """Graph-loader output gets the signature's names back; TF2 output converted from a re-traced
+    function (fixed shapes: a static batch, --input-shape) gets its signature's key back (the
+    converter names it serving_default); other TF2 output is already named."""
+    from edgebench.tflite_model import rename_signature, restore_signature
 
+    if src.loader != "graph":
+        return rename_signature(data, src.signature_key) if src.fixed_shapes else data
     return restore_signature(data, src.signature_key, src.graph_inputs, src.graph_outputs)
 
 

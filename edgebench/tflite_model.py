@@ -357,6 +357,25 @@ def precision_detail(info: dict[str, Any]) -> str | None:
     return f"{prec} with {len(floats)} float op{'s' * (len(floats) != 1)} ({kinds})"
 
 
+def rename_signature(data: bytes, key: str) -> bytes:
+    """The .tflite with its one SignatureDef named ``key`` (a converter given concrete functions
+    calls it serving_default whatever signature it came from); unchanged when already so."""
+    import flatbuffers
+
+    schema = _schema()
+    model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+    sigs = model.signatureDefs or []
+    if len(sigs) != 1:
+        return data
+    current = sigs[0].signatureKey
+    if (current.decode() if isinstance(current, bytes) else current) == key:
+        return data
+    sigs[0].signatureKey = key
+    builder = flatbuffers.Builder(max(1024, len(data) + 4096))
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
 def restore_signature(data: bytes, key: str, inputs: dict[str, str], outputs: dict[str, str]) -> bytes:
     """Add a SignatureDef (``key``: signature name -> tensor) to a .tflite without one.
 

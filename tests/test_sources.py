@@ -153,7 +153,8 @@ def test_keras2_savedmodel_with_optimizer_slots_uses_graph_loader_end_to_end(wil
     m = _json(conv)
     assert m["source"]["loader"] == "graph" and "add_slot" in m["source"]["loader_reason"]
     assert "tf-keras" in m["source"]["loader_reason"] and m["parity"]["passed"]
-    assert m["source"]["input_shapes"]["features"]["how"] == "batch fixed to 1 for latency"
+    assert m["source"]["input_shapes"]["features"]["how"] == ("batch fixed to 1 for latency; the .tflite keeps a "
+                                                              "dynamic batch")
     for v in m["variants"].values():   # the signature's names are back in every .tflite
         assert _signature(v["path"]) == {"serving_default": {"inputs": ["features"], "outputs": ["probs"]}}
     doc = _json(cac)
@@ -235,7 +236,9 @@ def test_tf1_dynamic_dims_fixed_by_input_shape_with_int8_calibration(run_cli, tf
     assert {i["name"]: i["shape_signature"] for i in m["variants"]["int8"]["inputs"]} == {"mask": [1, 10],
                                                                                         "seq": [1, 10, 6]}
     assert m["source"]["input_shapes"]["seq"] == {"declared": [None, None, 6], "used": [1, 10, 6],
-                                                  "how": "--input-shape; batch fixed to 1 for latency"}
+                                                  "how": "--input-shape; batch fixed to 1 for latency; static "
+                                                         "batch 1 in the converted model (--dynamic-batch keeps "
+                                                         "it dynamic)"}
     assert _json(tmp_path / "r.json")["gate"]["passed"]
 
 
