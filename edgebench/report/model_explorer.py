@@ -16,8 +16,11 @@ from edgebench.profile import model_explorer_node_data
 from edgebench.rows import Document, InferenceRow
 
 
-def _label(r: InferenceRow) -> str:
-    text = "_".join(str(x) for x in (r.precision or r.model, r.target, r.gpu_precision) if x)
+def _label(r: InferenceRow, by_model: bool) -> str:
+    """A file name part per row: bench rows by their model (the file stem: one per file, and two
+    files may share a precision), convert-and-compare rows by precision."""
+    first = (r.model or r.precision) if by_model else (r.precision or r.model)
+    text = "_".join(str(x) for x in (first, r.target, r.gpu_precision) if x)
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text)
 
 
@@ -28,5 +31,6 @@ def render_node_data(doc: Document, path: str) -> dict[str, str]:
     p = Path(path)
     if len(rows) == 1:
         return {str(p): json.dumps(model_explorer_node_data(rows[0]), indent=1)}
-    return {str(p.with_name(f"{p.stem}_{_label(r)}{p.suffix or '.json'}")): json.dumps(model_explorer_node_data(r), indent=1)
-            for r in rows}
+    by_model = doc.kind == "bench"
+    return {str(p.with_name(f"{p.stem}_{_label(r, by_model)}{p.suffix or '.json'}")):
+            json.dumps(model_explorer_node_data(r), indent=1) for r in rows}
