@@ -19,6 +19,11 @@ from edgebench.results import envelope
 from edgebench.rows import Document, InferenceRow
 from edgebench.store import Store
 
+try:  # tests/ is on sys.path under pytest's default import mode
+    from test_store import _cli as _store_cli  # noqa: E402
+except ImportError:  # tests/ made a package
+    from tests.test_store import _cli as _store_cli  # noqa: E402
+
 pytest_plugins = ["conftest_report"]
 
 
@@ -88,19 +93,9 @@ def failed_gate_run(tmp_path_factory, digits_model):
 
 
 def _cli(*args):
-    import contextlib
-    import io
-
-    from edgebench.cli import _main
-
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            _main(list(args))
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 0
-    return code, out.getvalue(), err.getvalue()
+    """The real CLI in-process: (exit code, stdout, stderr) -- test_store's runner."""
+    r = _store_cli(*args)
+    return r.returncode, r.stdout, r.stderr
 
 
 def test_markdown_opens_with_the_failed_gate_and_the_diagnose_command(failed_gate_run):
