@@ -9,9 +9,8 @@ typed row parts (``rows.Delegation``, ``rows.OpEntry``) and the views the report
   ("Replacing N out of M node(s) with delegate (...) node, yielding K partitions").
 * ``delegation_warning``: a one-line warning naming the ops the delegate left out and the fix.
 * ``op_profile_from_worker`` / ``op_profile_from_log``: ``op_profile`` entries (mean ms per
-  inference, share of the profile) and ``op_profile_info`` (source, runs, totals and how the
-  sum compares with the measured p50: ``sum_p50_vs_p50`` is the sum of per-op medians over the
-  row's p50, ``sum_vs_mean`` the sum of per-op means over the row's mean).
+  inference, share of the profile) and ``op_profile_info`` (source, runs, totals, ``coverage``:
+  what share of the profiler's own Invoke the listed ops explain, and ``profiler_overhead``).
 * ``by_op_type``, ``speedup_by_op_type``, ``quantize_cost``: the report's tables. Delegated work
   is split into op types by the delegate's own inner operators (XNNPACK: "Convolution (NHWC,
   QC8) IGEMM" -> Convolution), interpreter nodes by their TFLite op (CONV_2D -> Convolution),
@@ -157,19 +156,27 @@ def op_profile_from_worker(raw: Mapping[str, Any], latency: Any = None,
     }
     if raw.get("note"):
         info["note"] = raw["note"]
-    info.update(coverage(sum_mean, sum_p50, latency))
+    info.update(coverage(sum_mean, sum_p50, latency, info["invoke_ms"], info["invoke_p50_ms"]))
     return tuple(entries), info
 
 
-def coverage(sum_mean: float, sum_p50: float, latency: Any) -> dict[str, Any]:
-    """How the profile's sum compares with the measured end-to-end time of the same row."""
+def coverage(sum_mean: float, sum_p50: float, latency: Any, invoke_ms: float | None = None,
+             invoke_p50_ms: float | None = None) -> dict[str, Any]:
+    """How much of the profiled run the listed ops explain, and what profiling cost.
+
+    ``coverage`` (sum of per-op means / the profiler's own Invoke mean) and ``coverage_p50`` (the
+    same with medians) compare parts with the whole of the SAME profiled runs; the rest is the
+    runtime's work between ops and events under the profiler's 1 us resolution. ``profiler_overhead``
+    is the profiled Invoke median over the timed run's p50 (a separate process: > 1 means the
+    profiler slowed each inference). The profile is never compared with the timed run as a check."""
     out: dict[str, Any] = {}
+    if invoke_ms:
+        out["coverage"] = sum_mean / invoke_ms
+    if invoke_p50_ms:
+        out["coverage_p50"] = sum_p50 / invoke_p50_ms
     p50 = getattr(latency, "p50", None)
-    mean = getattr(latency, "mean", None)
-    if p50:
-        out["sum_p50_vs_p50"] = sum_p50 / p50
-    if mean:
-        out["sum_vs_mean"] = sum_mean / mean
+    if invoke_p50_ms and p50:
+        out["profiler_overhead"] = invoke_p50_ms / p50
     return out
 
 
@@ -199,6 +206,7 @@ def op_profile_from_log(log: Any) -> tuple[tuple[OpEntry, ...], dict[str, Any]] 
             "partitions_as_one_entry": False,
             "note": "entries are benchmark_model's Run Order rows: a delegate's inner operators are its "
                     "'Delegate/<op>' rows, one per inner op, not one entry per partition"}
+    info.update(coverage(total, 0.0, None, info["invoke_ms"]))
     return tuple(entries), info
 
 
@@ -244,14 +252,21 @@ def top_ops(entries: Sequence[OpEntry], n: int = 10) -> list[OpEntry]:
     return sorted((e for e in entries if e.ms is not None), key=lambda e: -(e.ms or 0.0))[:n]
 
 
+RESOLUTION_MS = 0.001     # the LiteRT profiler's unit: 1 us per event
+
+
 def speedup_by_op_type(base: Sequence[OpEntry], other: Sequence[OpEntry]) -> list[dict[str, Any]]:
-    """Per op type: base ms, other ms and base/other (> 1: the other precision is faster)."""
+    """Per op type: base ms, other ms and base/other (> 1: the other precision is faster).
+
+    A side under the profiler's resolution (< 1 us per inference: mostly 0-us events) has no
+    honest ratio: ``speedup`` is None and ``below_resolution`` True."""
     a, b = by_op_type(base), by_op_type(other)
     rows = []
     for fam in sorted(set(a) | set(b), key=lambda f: -max(a.get(f, {}).get("ms", 0.0), b.get(f, {}).get("ms", 0.0))):
         ma, mb = a.get(fam, {}).get("ms"), b.get(fam, {}).get("ms")
+        tiny = any(m is not None and m < RESOLUTION_MS for m in (ma, mb))
         rows.append({"op_type": fam, "base_ms": ma, "other_ms": mb,
-                     "speedup": (ma / mb) if (ma and mb) else None,
+                     "speedup": (ma / mb) if (ma and mb and not tiny) else None, "below_resolution": tiny,
                      "other_on_cpu_ms": b.get(fam, {}).get("cpu_ms")})
     return rows
 

@@ -58,10 +58,25 @@ def test_op_profile_names_prelu_share_and_adds_up(profiled):
     fp32_parts = [e for e in fp32.op_profile if e.delegated]
     assert len(fp32.op_profile) == 1 and len(fp32_parts) == 1       # one partition = one entry
     for row in (fp32, int8):
-        ratio = row.op_profile_info["sum_p50_vs_p50"]
-        print(f"{row.model}: sum of per-op medians / p50 = {ratio:.3f}; "
-              f"sum of means / mean = {row.op_profile_info['sum_vs_mean']:.3f}")
-        assert 0.75 <= ratio <= 1.33, row.op_profile_info   # "within ~20 %" (+ headroom for a shared CPU)
+        info = row.op_profile_info
+        print(f"{row.model}: listed ops / profiled Invoke = {info['coverage']:.3f} (medians {info['coverage_p50']:.3f}); "
+              f"profiled Invoke / timed p50 = {info['profiler_overhead']:.3f}")
+        # parts of the same profiled runs: never more than the whole (1-us events rounding: +5 %)
+        assert 0.5 < info["coverage"] <= 1.05, info      # 0.84-0.93 here
+        assert info["invoke_ms"] > 0 and info["profiler_overhead"] > 0
+        assert "sum_p50_vs_p50" not in info          # the profile is not checked against another run
+
+
+def test_speedups_under_the_profilers_resolution_have_no_ratio():
+    from edgebench import profile as prof
+
+    base = [OpEntry(node=1, op="MAX_POOL_2D", name="p", ms=0.082, share=0.5, delegated=False),
+            OpEntry(node=2, op="CONV_2D", name="c", ms=0.2, share=0.5, delegated=False)]
+    other = [OpEntry(node=1, op="MAX_POOL_2D", name="p", ms=0.0010 / 662 * 1, share=0.01, delegated=False),
+             OpEntry(node=2, op="CONV_2D", name="c", ms=0.1, share=0.99, delegated=False)]
+    speed = {x["op_type"]: x for x in prof.speedup_by_op_type(base, other)}
+    assert speed["Max Pooling"]["speedup"] is None and speed["Max Pooling"]["below_resolution"]
+    assert speed["Convolution"]["speedup"] == pytest.approx(2.0) and not speed["Convolution"]["below_resolution"]
 
 
 def test_op_types_and_speedup_views(profiled):

@@ -215,8 +215,8 @@ def _where_the_time_goes(rows: list[tuple[InferenceRow, bool]]) -> list[str]:
         body = [[md_escape(e.node), md_escape(e.op), _f(e.ms, 4), _f(e.share, 1, scale=100, suffix="%"),
                  "delegate partition" if e.delegated else "CPU interpreter", md_escape((e.name or "")[:60])]
                 for e in prof.top_ops(r.op_profile, 10)]
-        ratio = info.get("sum_p50_vs_p50")
-        note = f" · sum of per-op medians = {ratio:.2f} × p50" if ratio is not None else ""
+        cover = info.get("coverage")
+        note = f" · listed ops cover {100 * cover:.0f}% of the profiled Invoke" if cover is not None else ""
         out += ["", f"<details><summary>where the time goes: {md_escape(r.precision or r.model)} on "
                     f"{md_escape(r.target)}{note}</summary>", ""]
         out += _table(["node", "op", "ms", "share", "runs on", "name"], body, right_from=2)

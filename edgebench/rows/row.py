@@ -122,7 +122,7 @@ class InferenceRow(_RowMixin):
     gpu_precision: str | None = None                # GPU rows: "fp16" | "fp32"
     delegation: Delegation | None = None
     op_profile: tuple[OpEntry, ...] | None = None
-    op_profile_info: Mapping[str, Any] | None = None   # source, runs, total/sum ms, sum vs p50, notes
+    op_profile_info: Mapping[str, Any] | None = None   # source, runs, sums, coverage of the profiled Invoke, notes
     verdicts: tuple[Verdict, ...] = ()
     keep_float: tuple[str, ...] | None = None       # int8 with these tensors kept float (--keep-float)
     fingerprint: Mapping[str, Any] = field(default_factory=dict)
