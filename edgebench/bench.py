@@ -175,6 +175,7 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
             device_model=(res.fingerprint or {}).get("device_model"),
             outputs_saved={k: list(v.shape) for k, v in res.outputs.items()} if res.outputs is not None else None,
             memory=res.extra.get("memory"), gc=res.extra.get("gc"), input_mapping=res.extra.get("input_mapping"),
+            state=res.extra.get("state"),
             repeats=None if reps is None else tuple(reps),
         )
         row = sustain.attach(row.replace(warnings=tuple(warnings)), target, job, res,

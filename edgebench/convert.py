@@ -372,6 +372,8 @@ def run_tflite_inprocess(model: str | Path | bytes, ds: InputSet, signature: Sig
             if np.dtype(d["dtype"]) in (np.int8, np.uint8, np.int16) and scale:
                 x = quantize(x, scale, zp, np.dtype(d["dtype"]))
             feed[name] = np.asarray(x, d["dtype"]).reshape(d["shape"])
+        if i:
+            it.reset_all_variables()     # fused LSTM/RNN state: each sample starts clean, as in TF
         res = runner(**feed)
         for name, v in res.items():
             scale, zp = out_det[name]["quantization"]

@@ -364,6 +364,7 @@ class Feeder:
         for det in self.inputs:
             arr = self.data[det["name"]][i:i + 1]
             self.it.set_tensor(det["index"], np.ascontiguousarray(rt._coerce(arr, det, self.source)))  # noqa: SLF001
+        self.it.reset_all_variables()   # fused LSTM/RNN state: every sample starts clean (as TF scores it)
         try:
             self.it.invoke()
         except (RuntimeError, ValueError) as exc:
@@ -576,6 +577,7 @@ def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]
                     m.out_dets = sorted(m.it.get_output_details(), key=lambda x: x["index"])
                 m.it.set_tensor(d["index"], np.asarray(value, order="C"))   # keeps 0-d scalars 0-d
             else:
+                m.it.reset_all_variables()
                 m.it.invoke()
                 for t, d in zip(m.outputs, m.out_dets):
                     if t in iso:

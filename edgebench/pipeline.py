@@ -107,7 +107,8 @@ def _measured(run: RunResult, what: str) -> dict[str, Any]:
             "samples_ns": tuple(int(x) for x in run.samples_ns), "warmup": Warmup.from_samples(run.warmup_ns),
             "init_ms": run.init_ms, "first_inference_ms": run.first_inference_ms, "runtime": run.runtime,
             "method": run.method, "sample_class": run.sample_class, "fingerprint": run.fingerprint,
-            "stop_reason": run.extra.get("stop_reason"), "input_mapping": run.extra.get("input_mapping")}
+            "stop_reason": run.extra.get("stop_reason"), "input_mapping": run.extra.get("input_mapping"),
+            "state": run.extra.get("state")}
 
 
 def save_inputs(ds: InputSet, out_dir: Path) -> tuple[Path, str]:
@@ -175,7 +176,7 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
 def _extra(extra: dict[str, Any]) -> dict[str, Any]:
     """Run facts kept on the row, minus what became typed fields (delegation, op profile, input mapping)."""
     return {k: v for k, v in extra.items() if k not in ("delegation", "op_profile_raw", "op_profile", "service_ns",
-                                                          "input_mapping", "repeats", "repeat_warnings")}
+                                                          "input_mapping", "state", "repeats", "repeat_warnings")}
 
 
 def _tflite_run_dir(files: list[str]) -> Path:

@@ -167,6 +167,7 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
             "scale": scales[0] if len(scales) == 1 else (scales or None),
             "zero_point": zps[0] if len(zps) == 1 else (zps or None),
             "constant": is_const,
+            "variable": bool(t.IsVariable()),
         }
 
     charge(4 * sg.TensorsLength())
@@ -254,6 +255,7 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
         "op_histogram": dict(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))),
         "ops": ops,
         "quantized": quantized_model,
+        "variable_tensors": sum(1 for t in tensors if t["variable"]),
         "float_ops": float_ops,
         "float_op_histogram": dict(Counter(o["op"] for o in float_ops)),
         "quantization_coverage": (len(integer_ops) / len(compute_ops)) if compute_ops and quantized_model else 0.0,
@@ -321,6 +323,28 @@ DATA_OPS = frozenset({
 def math_ops(info: dict[str, Any]) -> list[dict[str, Any]]:
     """The ops that carry the model's math (not boundaries, not data movement: ``DATA_OPS``)."""
     return [o for o in info.get("ops", []) if o["kind"] != "boundary" and o["op"] not in DATA_OPS]
+
+
+# Fused recurrent kernels keep their state in variable tensors across invoke() calls; resource
+# variables (tf.Variable kept in the graph) persist too, and only a new interpreter forgets them.
+RECURRENT_OPS = ("UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "UNIDIRECTIONAL_SEQUENCE_RNN",
+                 "BIDIRECTIONAL_SEQUENCE_RNN", "LSTM", "RNN", "SVDF")
+RESOURCE_VARIABLE_OPS = ("VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE")
+
+
+def state(info: dict[str, Any]) -> dict[str, Any] | None:
+    """What carries over from one ``invoke()`` to the next, or None for a stateless graph.
+
+    ``kind`` is ``variable_tensors`` (fused LSTM/RNN/SVDF state: ``reset_all_variables()`` clears
+    it) or ``resource_variables`` (VAR_HANDLE/ASSIGN_VARIABLE: only a fresh interpreter starts over)."""
+    hist = info.get("op_histogram") or {}
+    resource = [op for op in RESOURCE_VARIABLE_OPS if op in hist]
+    recurrent = [op for op in RECURRENT_OPS if op in hist]
+    nvar = int(info.get("variable_tensors") or 0)
+    if not resource and not nvar:
+        return None
+    return {"kind": "resource_variables" if resource else "variable_tensors", "ops": recurrent + resource,
+            "variable_tensors": nvar}
 
 
 def precision(info: dict[str, Any]) -> str:

@@ -251,6 +251,10 @@ def test_outputs_are_read_in_an_untimed_pass_before_the_timed_loop():
         it = It()
         n = 3
         single = False
+        state = None
+
+        def start_sample(self):
+            events.append("start")
         set_items = [(0, [np.zeros(1)] * 3)]
         outputs = [{"name": "y"}]
 

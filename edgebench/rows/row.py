@@ -116,6 +116,7 @@ class InferenceRow(_RowMixin):
     batch_throughput: Mapping[str, Any] | None = None
     output_mapping: Mapping[str, Any] | None = None  # {how, pairs} when outputs were not paired by name
     input_mapping: Mapping[str, Any] | None = None   # {how, pairs: data key -> model input} when not by name
+    state: Mapping[str, Any] | None = None           # stateful graphs: {kind, ops, handling}; None: stateless
     runtime_api: str | None = None                  # "interpreter" | "compiled" (LiteRT CompiledModel)
     accelerator: str | None = None                  # compiled runtime: "cpu" | "gpu" | "npu"
     fully_accelerated: bool | None = None           # CompiledModel.is_fully_accelerated()
@@ -149,7 +150,7 @@ class InferenceRow(_RowMixin):
               "sample_class", "threads", "threads_effective", "delegate", "init_ms", "first_inference_ms", "peak_rss_bytes",
               "rss_before_load_bytes", "detection", "server", "sla", "stop_reason", "input_source",
               "input_samples", "nonfinite_outputs", "outputs_saved", "batch_throughput", "output_mapping",
-              "input_mapping", "extra",
+              "input_mapping", "state", "extra",
               "runtime_api", "accelerator", "fully_accelerated", "gpu_precision", "op_profile_info")
     _LOG_KEYS = ("memory_mb", "delegates", "delegate_fallback", "delegated_nodes", "model_size_mb", "params",
                  "op_summary", "op_profile_timings", "errors", "unparsed_lines", "source", "warmup")

@@ -5,6 +5,7 @@ tf, host and adb targets look the same to measure/compare: ``run(job) -> RunResu
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -12,6 +13,8 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from edgebench import tflite_model
+from edgebench.errors import EdgebenchError
 from edgebench.measure import MIN_SAMPLES
 
 # 662: MLPerf LoadGen early-stopping minimum sample count for a p99 at 99% confidence
@@ -244,7 +247,27 @@ class Job:
                 "delegate": self.delegate or DEFAULT_DELEGATE, **self.control.to_dict(),
                 "save_outputs": self.save_outputs, "seed": self.seed, **self.schedule.worker_keys(),
                 "runtime_api": self.runtime_api, "accelerator": self.accelerator,
-                "gpu_precision": self.gpu_precision, "op_profile": self.op_profile}
+                "gpu_precision": self.gpu_precision, "op_profile": self.op_profile,
+                "state": model_state(self.model_path)}
+
+
+def model_state(model_path: str) -> dict[str, Any] | None:
+    """``tflite_model.state`` of a .tflite file (None for other files and for files it cannot
+    read: the worker then reports the load error itself)."""
+    p = Path(model_path)
+    if p.suffix.lower() != ".tflite" or not p.is_file():
+        return None
+    try:
+        st = p.stat()
+        got = _state_cached(str(p), st.st_size, st.st_mtime_ns)
+        return dict(got) if got else None
+    except (EdgebenchError, OSError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=64)
+def _state_cached(path: str, _size: int, _mtime_ns: int) -> dict[str, Any] | None:
+    return tflite_model.state(tflite_model.inspect(path))
 
 
 @dataclass(frozen=True)
@@ -273,7 +296,7 @@ class RunResult:
                          "outputs_meta", "nonfinite_outputs", "rss_before_load_bytes", "load", "init_ms_each",
                          "runner_version", "python", "numpy", "platform", "pid", "cpu_affinity",
                          "cpu_affinity_error", "timed_span_boottime_s", "paced", "timeline", "cold_start",
-                         "memory", "gc", "input_mapping",
+                         "memory", "gc", "input_mapping", "state",
                          # issue 15: what ran the model and where the time went
                          "runtime_api", "accelerator", "fully_accelerated", "gpu_precision", "gpu_adapter",
                          "delegation", "op_profile_raw", "op_profile_error")

@@ -169,8 +169,9 @@ def run_single(job: dict, sess: Session) -> dict:
     nonfinite: dict[str, int] = {}
     for j in range(n):
         if j:
+            sess.start_sample()      # a stateful graph (LSTM state, variables) starts each sample clean
             sess._set(j)
-            invoke()
+            sess.it.invoke()
         o = sess.read_outputs()
         _count_nonfinite(o, nonfinite)
         if save:
@@ -179,6 +180,10 @@ def run_single(job: dict, sess: Session) -> dict:
         res["outputs"] = {d["name"]: np.concatenate([o[d["name"]] for o in outputs], axis=0)
                           for d in sess.outputs}
     del outputs
+    if sess.state:
+        res["state"] = {**sess.state, "handling": sess.state_handling, "fresh_interpreters": sess.fresh_interpreters}
+    it = sess.it                # a resource-variable graph got a new interpreter per sample above
+    invoke = it.invoke
 
     warmup = [first_ns]
     wr = int(job.get("warmup_runs", 10))

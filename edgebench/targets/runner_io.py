@@ -490,18 +490,54 @@ class Session:
 
     def __init__(self, runtime, job: dict, inputs_data: dict | None):
         self.job = job
+        self.runtime = runtime
         self.input_mapping = None   # {how, pairs: data key -> model input} when not paired by name
+        self.state = job.get("state")   # what carries over between invokes (the parent read the file)
+        self.fresh_interpreters = 0
         if job.get("runtime_api") == "compiled":
             compiled_module()        # the import is not part of "load + allocate"
         t0 = time.perf_counter_ns()
-        if job.get("runtime_api") == "compiled":
-            self.it = make_compiled_model(runtime, job)
-        else:
-            self.it = make_interpreter(runtime, job["model_path"], job.get("threads"), job.get("delegate", "xnnpack"))
+        self.it = self._build()
         self.init_ns = time.perf_counter_ns() - t0
         self.inputs, self.outputs = io_details(self.it)
         if inputs_data is not False:
             self.prepare(inputs_data)
+
+    def _build(self):
+        job = self.job
+        if job.get("runtime_api") == "compiled":
+            return make_compiled_model(self.runtime, job)
+        return make_interpreter(self.runtime, job["model_path"], job.get("threads"), job.get("delegate", "xnnpack"))
+
+    @property
+    def state_handling(self) -> str | None:
+        """How sample outputs start from a clean state (None: the graph keeps no state)."""
+        if not self.state:
+            return None
+        if self.state.get("kind") == "variable_tensors" and hasattr(self.it, "reset_all_variables"):
+            return "state reset before each sample's outputs (reset_all_variables); timed loop keeps state"
+        return "a fresh interpreter for each sample's outputs (variables survive a reset); timed loop keeps state"
+
+    def start_sample(self) -> None:
+        """Before computing one sample's outputs: forget what earlier invokes left behind, so each
+        sample is scored as TensorFlow scores it (a batch of independent sequences)."""
+        if not self.state:
+            return
+        if self.state.get("kind") == "variable_tensors" and hasattr(self.it, "reset_all_variables"):
+            self.it.reset_all_variables()
+            return
+        it = self._build()          # resource variables: only a new interpreter starts over
+        by_name = {d["name"]: d for d in self.inputs}
+        resized = False
+        for det in io_details(it)[0]:
+            want = by_name.get(det["name"])
+            if want is not None and list(det["shape"]) != list(want["shape"]):
+                it.resize_tensor_input(det["index"], list(want["shape"]))
+                resized = True
+        if resized:
+            it.allocate_tensors()
+        self.it = it
+        self.fresh_interpreters += 1
 
     def prepare(self, inputs_data: dict | None) -> None:
         """Map, check and convert the input data (None: seeded synthetic inputs)."""

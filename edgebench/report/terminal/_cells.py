@@ -81,6 +81,18 @@ def fit_columns(columns: list[tuple[str, int]], rows: list[list[str]], width: in
     return keep, dropped
 
 
+def state_notes(rows) -> list[str]:
+    """One line per way state was handled: 'stateful graph (UNIDIRECTIONAL_SEQUENCE_LSTM) in fp32,
+    int8: state reset before every sample's outputs ...' (rich markup, escaped)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for r in rows:
+        st = getattr(r, "state", None)
+        if st:
+            key = (", ".join(st.get("ops") or ()) or str(st.get("kind")), str(st.get("handling") or "not reset"))
+            groups.setdefault(key, []).append(str(r.precision or r.model))
+    return [f"stateful graph ({e(ops)}) in {e(', '.join(who))}: {e(how)}" for (ops, how), who in groups.items()]
+
+
 def input_mapping_note(r: InferenceRow) -> list[str]:
     """'inputs of int8 matched to the data by converter names: img -> serving_default_img' when a
     model's inputs were not paired with the data's arrays by name (rich markup, escaped)."""

@@ -15,6 +15,7 @@ from edgebench.report.terminal._cells import (
     fmt_bytes,
     fmt_value,
     input_mapping_note,
+    state_notes,
 )
 from edgebench.report.terminal.sustain import render_regimes
 from edgebench.rows import Document, InferenceRow
@@ -168,7 +169,7 @@ def render_bench(doc: Document | Mapping[str, Any], *, width: int | None = None)
             else:
                 out.append(Text(f"{r.model}: SLA p99 <= {s['sla_p99_ms']:g} ms not met: {s.get('reason')}"))
         out.extend(render_regimes(r))
-        out.extend(Text.from_markup(n, style="dim") for n in input_mapping_note(r))
+        out.extend(Text.from_markup(n, style="dim") for n in input_mapping_note(r) + state_notes([r]))
         for w in r.warnings:
             out.append(Text(f"warning ({r.model if one_target else f'{r.model} @ {r.target}'}): {w}", style="yellow"))
         if r.cost is not None and r.cost.peak_note:

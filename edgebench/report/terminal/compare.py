@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from rich.table import Table
 
 from edgebench.report._values import fmt_bytes
-from edgebench.report.terminal._cells import as_document, e, fit_columns, input_mapping_note
+from edgebench.report.terminal._cells import as_document, e, fit_columns, input_mapping_note, state_notes
 from edgebench.report.terminal.warnings import lines as grouped_warnings
 from edgebench.outcome import precision_label, row_verdict, top1_change  # noqa: F401 -- top1_change re-exported
 from edgebench.rows import Document, InferenceRow
@@ -199,6 +199,7 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
             notes.append(f"outputs of {e(r.precision or r.model)} matched to the reference by {e(mp['how'])}: "
                          f"{e(pairs)}")
         notes.extend(input_mapping_note(r))
+    notes.extend(state_notes(compare_rows(doc)))
     per_process = sorted({str(r.target) for r in compare_rows(doc) if r.sample_class == "per-process"})
     if per_process:
         notes.append(f"[yellow]latency on {e(', '.join(per_process))}: per-process samples (benchmark_model: "
