@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import resource
 import time
 import warnings
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -57,15 +59,65 @@ class ConvertSettings:
 
 
 def _one_line(e: BaseException) -> str:
+    """The converter's own reason in one line (see ``converter_reason``), else the first line."""
+    reason = converter_reason(str(e))
+    if reason:
+        return reason
     lines = str(e).strip().splitlines()
-    return (lines[0] if lines else type(e).__name__)[:200]
+    return (lines[0] if lines else type(e).__name__)[:300]
+
+
+REASON_MAX = 400       # characters of the one-line reason; the whole text stays in ``error_detail``
+_FUSED_NAME = re.compile(r'fused\["[^"]*",\s*"([^"@]+)')
+
+
+def _drop_loc(text: str) -> tuple[str, str | None]:
+    """'loc(callsite(fused["Op:", "model/layer@fn"] at ...)): reason' -> (reason, 'model/layer')."""
+    if not text.startswith("loc("):
+        return text, None
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and ch == ")":
+            m = _FUSED_NAME.search(text[:i])
+            return text[i + 1:].lstrip(": ").strip(), (m.group(1) if m else None)
+    return text, None
+
+
+def converter_reason(text: str) -> str | None:
+    """The MLIR converter's error lines without their compiler locations: "'tf.TensorListReserve'
+    op requires element_shape to be static ... (at sequential/lstm/TensorArrayV2_1); ..."; None when
+    the text has no "error:" line (not a converter error)."""
+    reasons: list[str] = []
+    for line in text.splitlines():
+        _, sep, rest = line.partition("error: ")
+        if not sep:
+            continue
+        reason, where = _drop_loc(rest.strip())
+        reason = reason.replace("\\n", " ").strip()
+        if where:
+            reason = f"{reason} (at {where})"
+        if reason and reason not in reasons:
+            reasons.append(reason)
+    if not reasons:
+        return None
+    one = "; ".join(reasons)
+    return one if len(one) <= REASON_MAX else one[:REASON_MAX - 1] + "…"
 
 
 # --------------------------------------------------------------------------- converters
 
 
-def _converter(src: Source):
-    """The source's converter: TF2 or graph-level (sources.py), its signature, fixed input shapes."""
+def _converter(src: Source, *, calibrated: bool = False):
+    """The source's converter: TF2 or graph-level (sources.py), its signature, fixed input shapes.
+
+    ``calibrated`` (integer precisions) never uses a Keras model re-exported at the fixed shapes
+    (``source.info.static_export``): TF 2.21's calibrator crashes the process (SIGSEGV in
+    ``_feed_tensors``) on a Keras 3 LSTM traced at a static shape, so integer conversions take the
+    re-called signature, where such a model fails with the converter's own reason instead."""
+    if calibrated and src.info.get("static_export"):
+        src = dataclasses.replace(src, info={k: v for k, v in src.info.items() if k != "static_export"})
     return make_converter(src)
 
 
@@ -109,7 +161,7 @@ def integer_converter(src: Source, calib: Callable | None, precision: str, int8_
 
     if calib is None:
         raise BadInput(f"{precision} needs calibration data; pass --data (or use a reference model)")
-    c = _converter(src)
+    c = _converter(src, calibrated=True)
     c.optimizations = [tf.lite.Optimize.DEFAULT]
     c.representative_dataset = calib
     opset = getattr(tf.lite.OpsSet, INTEGER_OPSETS[precision])
@@ -636,7 +688,7 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
             raise
         except Exception as e:  # noqa: BLE001 -- keep the other variants
             variants[prec] = {"precision": prec, "status": "failed", "error": _one_line(e),
-                              "seconds": round(time.perf_counter() - t0, 3)}
+                              "error_detail": str(e)[:20000], "seconds": round(time.perf_counter() - t0, 3)}
             continue
         secs = time.perf_counter() - t0
         from edgebench.atomic import write_bytes

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -452,6 +453,10 @@ def make_converter(src: Source):
             # Only feeds converter error stack traces, and writes a line to stderr per function op.
             c._debug_info_func = None
         return c
+    static = src.info.get("static_export")
+    if src.fixed_shapes and static:      # a Keras model traced at the fixed shapes (_keras_source)
+        return tf.lite.TFLiteConverter.from_saved_model(str(static), signature_keys=[src.signature_key],
+                                                        tags=set(src.tags))
     if src.fixed_shapes:
         loaded = tf.saved_model.load(d, tags=list(src.tags))
         fn = loaded.signatures[src.signature_key]
@@ -610,10 +615,29 @@ def _keras_source(p: Path, work_dir: Path | None, opts: SourceOptions, require_s
                              require_static=require_static)
     if note.exists():
         src.info.update(json.loads(note.read_text()))
+    if src.fixed_shapes and str(src.info.get("loaded_with", "")).startswith("keras "):
+        # Re-trace the Keras model itself at the fixed shapes: re-calling the exported signature keeps
+        # its inner traces (a Keras 3 LSTM's TensorList then has no static element shape to convert)
+        static = out.with_name(out.name + "-" + _shape_tag(src.fixed_shapes))
+        if not (static / "saved_model.pb").exists():
+            from edgebench.atomic import temp_dir
+
+            with temp_dir(static) as tmp:
+                _export_keras(p, custom, opts.imports, tmp, shapes=src.fixed_shapes)
+        src.info["static_export"] = str(static)
     return src
 
 
-def _export_keras(p: Path, custom: dict[str, Any], imports: tuple[str, ...], tmp: Path) -> str:
+def _shape_tag(shapes: dict[str, tuple[int, ...]]) -> str:
+    """'b' + a short digest of the fixed shapes: the folder of a Keras model exported at them."""
+    text = ";".join(f"{k}:{','.join(map(str, v))}" for k, v in sorted(shapes.items()))
+    return "static-" + hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def _export_keras(p: Path, custom: dict[str, Any], imports: tuple[str, ...], tmp: Path,
+                  shapes: dict[str, tuple[int, ...]] | None = None) -> str:
+    """Export the Keras model to a SavedModel in ``tmp`` (``shapes``: Keras 3 only, traced at these
+    input shapes, keyed by the exported signature's input names)."""
     import contextlib
     import io
 
@@ -621,7 +645,15 @@ def _export_keras(p: Path, custom: dict[str, Any], imports: tuple[str, ...], tmp
 
     try:
         model = keras.models.load_model(p, compile=False, custom_objects=custom or None)
-        export = lambda: model.export(str(tmp), format="tf_saved_model", verbose=False)  # noqa: E731
+        kw: dict[str, Any] = {}
+        if shapes:
+            import tensorflow as tf
+
+            names = [getattr(t, "name", None) for t in model.inputs]
+            specs = [tf.TensorSpec(shapes.get(n) or shapes[list(shapes)[i]], t.dtype, name=n)
+                     for i, (n, t) in enumerate(zip(names, model.inputs))]
+            kw["input_signature"] = [specs[0] if len(specs) == 1 else specs]
+        export = lambda: model.export(str(tmp), format="tf_saved_model", verbose=False, **kw)  # noqa: E731
         loaded_with = f"keras {keras.__version__}"
     except Exception as e:  # noqa: BLE001 -- zip/h5/json/deserialization errors of all kinds
         err = _keras_error(p, e, imports)

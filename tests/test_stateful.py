@@ -98,3 +98,48 @@ def test_stateless_graphs_say_nothing(bench_models):
     assert tflite_model.state(tflite_model.inspect(bench_models["fp32"])) is None
     res = HostTarget().run(make_job(str(bench_models["fp32"]), runs=20, warmup_runs=1))
     assert "state" not in res.extra
+
+
+# ---------------------------------------------------------------- Keras 3 LSTM (issue 28.2, 28.3)
+
+@pytest.fixture(scope="module")
+def keras3_lstm(tmp_path_factory):
+    import keras
+
+    d = tmp_path_factory.mktemp("k3lstm")
+    keras.utils.set_random_seed(0)
+    m = keras.Sequential([keras.Input((12, 3)), keras.layers.LSTM(8), keras.layers.Dense(4)])
+    m.save(d / "lstm.keras")
+    np.savez(d / "data.npz", x=np.random.RandomState(0).rand(24, 12, 3).astype("f4"))
+    return d
+
+
+def test_keras3_lstm_is_retraced_at_the_static_batch_and_int8_fails_with_the_converters_reason(
+        run_cli, keras3_lstm, tmp_path):
+    code, out, err = run_cli("convert-and-compare", str(keras3_lstm / "lstm.keras"), "--data",
+                             str(keras3_lstm / "data.npz"), "-p", "fp32,int8", "--out", str(tmp_path / "o"),
+                             "--json", str(tmp_path / "r.json"), "--min-time", "0.05", "--min-runs", "50")
+    assert code == 2, out + err            # a failed variant: the others reported, exit 2
+    rows = {r["precision"]: r for r in json.loads((tmp_path / "r.json").read_text())["rows"]}
+    assert rows["fp32"]["status"] == "ok", rows["fp32"]["error"]   # the Keras model re-traced at batch 1
+    assert min(d["psnr_db"] for d in rows["fp32"]["drift"].values()) > 100
+    int8 = rows["int8"]
+    assert int8["status"] == "failed"
+    assert "'tf.TensorListReserve' op requires element_shape to be static" in int8["error"]
+    assert "loc(" not in int8["error"] and "loc(" not in err
+    manifest = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    detail = manifest["variants"]["int8"]["error_detail"]       # the converter's whole text is kept
+    assert "element_shape to be static" in detail and len(detail) > len(int8["error"])
+
+
+def test_converter_reason_drops_compiler_locations():
+    from pathlib import Path
+
+    from edgebench.convert import converter_reason
+
+    text = (Path(__file__).parent / "fixtures" / "converter" / "tensorlist_reserve_error.txt").read_text()
+    reason = converter_reason(text)
+    assert reason.startswith("'tf.TensorListReserve' op requires element_shape to be static during TF Lite "
+                             "transformation pass (at sequential_1/lstm_1/TensorArrayV2_1); failed to legalize")
+    assert "loc(" not in reason and "callsite" not in reason and len(reason) <= 400
+    assert converter_reason("ValueError: something else") is None

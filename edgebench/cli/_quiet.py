@@ -21,6 +21,11 @@ NOISE = re.compile(
     rb"|fully_quantize: \d, inference_type"                      # TFLite converter calibration banner
     rb"|INFO: Created TensorFlow Lite XNNPACK delegate for CPU"
     rb"|WARNING:absl:"
+    # the MLIR converter's raw diagnostics: the row's error carries their reason in one line
+    # (convert.converter_reason) and the JSON the whole text
+    rb"|loc\(.*\): (?:error|note|warning): "
+    rb"|<unknown>:\d+: (?:error|note|warning): "
+    rb"|error: Lowering tensor list ops is failed"
     rb")"
 )
 
