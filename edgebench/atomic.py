@@ -17,13 +17,28 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from edgebench.errors import EdgebenchError, OutputNotWritable
+
+
+def ensure_dir(path: str | os.PathLike) -> Path:
+    """``mkdir -p`` for an output folder; a failure is one clear line (OutputNotWritable, exit 2)."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputNotWritable(p, exc, "create the folder") from None
+    return p
+
 
 @contextmanager
 def temp_path(path: str | os.PathLike, mode: int = 0o644) -> Iterator[Path]:
     """Yield a fresh temp file next to ``path``; on success it replaces ``path`` (fsynced)."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    ensure_dir(p.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    except OSError as exc:
+        raise OutputNotWritable(p, exc) from None
     os.close(fd)
     try:
         yield Path(tmp)
@@ -31,11 +46,13 @@ def temp_path(path: str | os.PathLike, mode: int = 0o644) -> Iterator[Path]:
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, p)
-    except BaseException:
+    except BaseException as exc:
         try:
-            os.unlink(tmp)
+            os.unlink(tmp)     # never a half-written file under the user's name
         except OSError:
             pass
+        if isinstance(exc, OSError) and not isinstance(exc, EdgebenchError):
+            raise OutputNotWritable(p, exc) from None
         raise
 
 
@@ -55,13 +72,20 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
 def temp_dir(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a fresh temp folder next to ``path``; on success it replaces ``path``."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent))
+    ensure_dir(p.parent)
     try:
-        yield tmp
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        os.replace(tmp, p)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent))
+    except OSError as exc:
+        raise OutputNotWritable(p, exc) from None
+    try:
+        yield tmp         # the body's own errors (reading a model ...) pass through as they are
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    try:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        os.replace(tmp, p)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OutputNotWritable(p, exc) from None

@@ -75,6 +75,9 @@ class BenchSettings:
             raise BadInput(f"--cold-starts must be >= 0, got {self.cold_starts}")
         if self.xnnpack_cache and not self.cold_starts:
             raise BadInput("--xnnpack-cache applies to cold starts; add --cold-starts N (e.g. 5)")
+        if self.xnnpack_cache and self.delegate == "none":
+            raise BadInput("--xnnpack-cache caches XNNPACK's packed weights, and --delegate none runs without "
+                           "XNNPACK: drop one of them")
         if self.repeats < 1:
             raise BadInput(f"--repeats must be >= 1, got {self.repeats}")
         if self.repeats > 1 and (self.schedule.sustained or self.schedule.paced or self.cold_starts):

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from edgebench.data import InputSet, Signature, TensorSpec, cast_to_signature, load_data, validate, value_ranges
-from edgebench.errors import BadInput, ConversionFailed, InfraError
+from edgebench.errors import BadInput, ConversionFailed, InfraError, OutputNotWritable
 from edgebench.fingerprint import host_fingerprint
 from edgebench.sources import Source, SourceOptions, calibration_feed, finish_tflite, make_converter, resolve_source
 
@@ -580,7 +580,9 @@ def claim_out_dir(out_dir: Path, key: str, facts: dict[str, Any], name: str) -> 
     replace the .tflite files a stored result describes. The claim is a marker file created
     exclusively (``RUN_MARKER``: the run key and what it covers), so of two runs started at once
     only one gets the folder; the same conversion (same ``run_key``) may write into it again."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    from edgebench.atomic import ensure_dir
+
+    ensure_dir(out_dir)
     marker = out_dir / RUN_MARKER
     try:
         with open(marker, "x", encoding="utf-8") as fh:
@@ -620,11 +622,17 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
         raise BadInput(f"--precision: unknown value {bad[0]!r}; use one or more of {', '.join(PRECISIONS)}")
     if settings.int8_io not in INT8_IO:
         raise BadInput(f"--int8-io {settings.int8_io}: use one of {', '.join(INT8_IO)}")
+    kf = settings.keep_float
+    if kf is not None and not (kf.strip() if isinstance(kf, str) else [t for t in kf if str(t).strip()]):
+        raise BadInput("--keep-float '': give 'auto', a regex, or comma-separated tensor names "
+                       "(edgebench diagnose lists them); drop the option for plain int8")
     say = progress or (lambda _msg: None)
     t_start = time.perf_counter()
     say("loading source")
     base = Path(settings.out_dir or Path(OUT_ROOT) / Path(settings.src).name.removesuffix(".keras"))
-    base.mkdir(parents=True, exist_ok=True)
+    from edgebench.atomic import ensure_dir
+
+    ensure_dir(base)
     src = resolve_source(settings.src, size=settings.size, work_dir=base, seed=settings.seed,
                          options=settings.source)
     if src.saved_model_dir is None:
@@ -693,7 +701,12 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
         secs = time.perf_counter() - t0
         from edgebench.atomic import write_bytes
 
-        write_bytes(path, data)
+        try:
+            write_bytes(path, data)      # atomic: a full disk leaves no half-written file
+        except OutputNotWritable as e:
+            variants[prec] = {"precision": prec, "status": "failed", "error": f"not written: {e}",
+                              "seconds": round(secs, 3)}
+            continue
         v: dict[str, Any] = {
             "precision": prec,
             "status": "ok",
@@ -776,7 +789,15 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
     }
     from edgebench.results import write_json
 
-    write_json(manifest, str(out_dir / "manifest.json"))
+    try:
+        write_json(manifest, str(out_dir / "manifest.json"))
+    except OutputNotWritable as e:
+        written = [f"{p} ({Path(v['path']).name})" for p, v in variants.items() if v.get("status") == "ok"]
+        failed = [p for p, v in variants.items() if v.get("status") != "ok"]
+        if not written:
+            raise
+        raise BadInput(f"{e}; complete and kept: {', '.join(written)}; not written: "
+                       f"{', '.join(failed) or 'manifest.json'}") from None
     manifest["failed"] = [p for p, v in variants.items() if v.get("status") != "ok"]
     return manifest
 

@@ -2,15 +2,18 @@
 
 ``publish(doc, PublishOptions(...))`` does, in loss-proof order:
 
-1. ``--json`` (the user's own copy, atomically; ``-`` is stdout),
-2. ``--markdown`` (and ``$GITHUB_STEP_SUMMARY`` when set),
-3. ``--junit``, ``--model-explorer`` (per-op latency as Model Explorer node data),
-4. the results store unless ``--no-store`` (stamps ``run_id`` and rewrites the ``--json`` copy
-   with it; a store failure keeps the document in ``<data dir>/unsaved/``),
+1. the results store unless ``--no-store`` (stamps ``run_id``; a store failure keeps the document
+   in ``<data dir>/unsaved/``),
+2. ``--json`` (the user's own copy, atomically, with its run id; ``-`` is stdout),
+3. ``--markdown`` (and ``$GITHUB_STEP_SUMMARY`` when set),
+4. ``--junit``, ``--model-explorer`` (per-op latency as Model Explorer node data),
 5. ``--pushgateway``.
 
-A failure in 4 or 5 never loses 1-3 and never stops the caller from showing what was measured:
-it comes back in ``PublishOutcome.error`` for the command to raise *after* rendering.
+Nothing here stops the caller from showing what was measured: every failure comes back in
+``PublishOutcome`` for the command to raise *after* rendering. A file that cannot be written
+(read-only folder, full disk, a path under a file) is one line naming the option, the path and
+why -- exit 2, since the user can choose another path; when the result was not stored (``--no-store``
+or a store failure) it is also kept in ``unsaved/`` so nothing measured is lost.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgebench.errors import EdgebenchError
+from edgebench.errors import BadInput, EdgebenchError
 from edgebench.rows import Document
 
 
@@ -40,11 +43,21 @@ class PublishOptions:
 class PublishOutcome:
     doc: Document                      # with ``run_id`` in its meta when stored
     run_id: str | None = None
-    error: EdgebenchError | None = None
+    error: EdgebenchError | None = None          # the store or the Pushgateway (exit 3)
+    unwritten: tuple[str, ...] = ()              # one line per output file that could not be written
+    kept: str | None = None                      # where an unstored result was kept, if it was
 
     def raise_error(self) -> None:
+        lines = list(self.unwritten)
+        if self.kept:
+            lines.append(f"the result was kept in {self.kept}; store it later with "
+                         f"`edgebench results import {self.kept}`")
         if self.error is not None:
+            if lines:
+                raise type(self.error)("; ".join([str(self.error), *lines]))
             raise self.error
+        if lines:
+            raise BadInput("\n".join(lines))
 
 
 def check_store(opts: PublishOptions) -> None:
@@ -57,31 +70,14 @@ def check_store(opts: PublishOptions) -> None:
         pass
 
 
+def _why(exc: OSError) -> str:
+    return getattr(exc, "reason", None) or exc.strerror or type(exc).__name__
+
+
 def publish(doc: Document, opts: PublishOptions) -> PublishOutcome:
     from edgebench.atomic import write_text
     from edgebench.results import write_json
 
-    if opts.json_path:
-        write_json(doc, opts.json_path)
-    if opts.markdown or os.environ.get("GITHUB_STEP_SUMMARY"):
-        from edgebench.report.markdown import render_markdown
-
-        text = render_markdown(doc)
-        if opts.markdown:
-            write_text(opts.markdown, text)
-        summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        if summary:
-            with open(summary, "a", encoding="utf-8") as fh:   # appended to, by design (CI step summary)
-                fh.write(text + "\n")
-    if opts.junit:
-        from edgebench.report.junit import render_document_junit
-
-        write_text(opts.junit, render_document_junit(doc))
-    if opts.model_explorer:
-        from edgebench.report.model_explorer import render_node_data
-
-        for path, text in render_node_data(doc, opts.model_explorer).items():
-            write_text(path, text)
     run_id = None
     error: EdgebenchError | None = None
     if opts.store:
@@ -93,8 +89,48 @@ def publish(doc: Document, opts: PublishOptions) -> PublishOutcome:
             error = err
         if run_id:
             doc = doc.with_meta(run_id=run_id)
-            if opts.json_path and opts.json_path != "-":
-                write_json(doc, opts.json_path)   # now with its run id
+
+    unwritten: list[str] = []
+
+    def attempt(option: str, path: str, write) -> None:
+        try:
+            write()
+        except OSError as exc:
+            unwritten.append(f"could not write {option} {path}: {_why(exc)}; choose a writable path "
+                             "(the table above is the result)")
+
+    if opts.json_path:
+        attempt("--json", opts.json_path, lambda: write_json(doc, opts.json_path))
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if opts.markdown or summary:
+        from edgebench.report.markdown import render_markdown
+
+        text = render_markdown(doc)
+        if opts.markdown:
+            attempt("--markdown", opts.markdown, lambda: write_text(opts.markdown, text))
+        if summary:
+            def append() -> None:
+                with open(summary, "a", encoding="utf-8") as fh:   # appended to, by design (CI step summary)
+                    fh.write(text + "\n")
+
+            attempt("$GITHUB_STEP_SUMMARY", summary, append)
+    if opts.junit:
+        from edgebench.report.junit import render_document_junit
+
+        attempt("--junit", opts.junit, lambda: write_text(opts.junit, render_document_junit(doc)))
+    if opts.model_explorer:
+        from edgebench.report.model_explorer import render_node_data
+
+        for path, text in render_node_data(doc, opts.model_explorer).items():
+            attempt("--model-explorer", path, lambda p=path, t=text: write_text(p, t))
+    kept = None
+    if unwritten and not run_id and error is None:      # --no-store: the printed table would be all
+        from edgebench.store import keep_unsaved
+
+        try:
+            kept = str(keep_unsaved(doc))
+        except OSError as exc:
+            unwritten.append(f"the result could not be kept in unsaved/ either ({_why(exc)})")
     if opts.pushgateway:
         from edgebench.export import push_result
 
@@ -102,4 +138,4 @@ def publish(doc: Document, opts: PublishOptions) -> PublishOutcome:
             push_result(doc.to_dict(), opts.pushgateway, run_id=run_id)
         except EdgebenchError as err:
             error = error or err
-    return PublishOutcome(doc=doc, run_id=run_id, error=error)
+    return PublishOutcome(doc=doc, run_id=run_id, error=error, unwritten=tuple(unwritten), kept=kept)

@@ -778,7 +778,9 @@ def tflite_variants(paths: list[str], out_dir: Path) -> dict[str, Any]:
         why = (f"{ref} ({Path(variants[ref]['path']).name}) is the most precise of the files given "
                f"({', '.join(variants)}; read from their tensors); --reference SAVEDMODEL compares against "
                "TensorFlow instead")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    from edgebench.atomic import ensure_dir
+
+    ensure_dir(out_dir)
     doc = {"schema_version": 1, "kind": "tflite", "variants": variants, "reference_variant": ref,
            "reference_reason": why,
            "out_dir": str(out_dir), "parity": {"passed": None, "skipped": "no conversion: .tflite sources"}}

@@ -227,7 +227,7 @@ def test_repeats_are_separate_processes_and_compare_uses_them(bench_models, tmp_
     p50 = next(c for c in pair["changes"] if c["metric"] == "p50 ms")
     assert p50["basis"] == "repeats" and p50["p_runs"] is not None and p50["test"] == "Mann-Whitney U"
     p = cli(bench_models["int8"], "--repeats", "0", "--no-store", tmp=tmp_path)
-    assert p.returncode == 2 and "--repeats must be >= 1" in _one_line_error(p)
+    assert p.returncode == 2 and "--repeats 0: must be >= 1" in _one_line_error(p)
 
 
 def test_render_server_backlog_as_lower_bound():

@@ -144,7 +144,7 @@ def test_repeats_give_convert_and_compare_rows_run_level_replicates(run_cli, tmp
         assert p50["basis"] == "repeats" and p50["p_runs"] is not None
     code, _, err = run_cli("convert-and-compare", str(small_savedmodels["multi"]), "--data", "synthetic",
                            "--repeats", "0", "--no-store")
-    assert code == 2 and "--repeats must be >= 1" in err
+    assert code == 2 and "--repeats 0: must be >= 1" in err
 
 
 def test_compare_two_tflite_files(run_cli, tmp_path, digits_model):

@@ -110,10 +110,10 @@ def test_bench_cli_sustained_paced_cold_energy_json(run_cli, bench_models, tmp_p
 @pytest.mark.parametrize("args,message", [
     (["--xnnpack-cache"], "--xnnpack-cache applies to cold starts"),
     (["--duration", "2", "--report-every", "5"], "--report-every 5 is longer than --duration 2"),
-    (["--period-ms", "0"], "--period-ms must be > 0"),
-    (["--duration", "-1"], "--duration must be > 0"),
-    (["--cold-starts", "-1"], "--cold-starts must be >= 0"),
-    (["--energy", "--energy-idle", "0"], "--energy-idle must be > 0"),
+    (["--period-ms", "0"], "--period-ms 0: must be > 0"),
+    (["--duration", "-1"], "--duration -1: must be > 0"),
+    (["--cold-starts", "-1"], "--cold-starts -1: must be >= 0"),
+    (["--energy", "--energy-idle", "0"], "--energy-idle 0: must be > 0"),
 ])
 def test_bad_regime_options_are_exit_2_with_the_fix(run_cli, bench_models, args, message):
     code, out, err = run_cli("bench", str(bench_models["fp32"]), *args, "--no-store")

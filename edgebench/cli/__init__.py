@@ -62,6 +62,15 @@ def _root() -> None:
 _register_all()
 
 
+def _check_ranges() -> None:
+    from edgebench.cli._ranges import check_app
+
+    check_app(app)
+
+
+_check_ranges()
+
+
 def _click_exceptions():
     try:  # typer >= 0.24 vendors click
         from typer._click import exceptions  # type: ignore[attr-defined]
@@ -93,8 +102,20 @@ def _stop_on_signals() -> None:
     from edgebench.targets.loop import Stop
 
     def handler(signum, _frame):
-        raise Stop(signal.Signals(signum).name)
+        global _SIGNALLED
+        _SIGNALLED = signal.Signals(signum).name
+        raise Stop(_SIGNALLED)
 
+    def ctrl_c(_signum, _frame):
+        global _SIGNALLED
+        _SIGNALLED = "Ctrl-C"      # recorded too: an interrupt swallowed by a finalizer still counts
+        raise KeyboardInterrupt
+
+    try:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, ctrl_c)
+    except (ValueError, OSError):
+        pass
     for sig in (signal.SIGTERM, signal.SIGHUP):
         try:
             signal.signal(sig, handler)
@@ -132,8 +153,8 @@ def _main(argv: list[str] | None) -> None:
     except SystemExit as exc:  # typer/click exit paths
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
         sys.exit(code)
-    except typer.Abort:
-        _fail(INTERRUPTED, 130)
+    except typer.Abort:       # click turns a KeyboardInterrupt (and our Stop) raised outside a loop into Abort
+        _interrupted()
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except Exception as exc:  # click usage errors and anything unforeseen
@@ -146,14 +167,26 @@ def _main(argv: list[str] | None) -> None:
               "and report it)", 3)
     else:
         # Without standalone mode typer *returns* the exit code of Ctrl-C (130) instead of raising.
-        if rv == 130:
-            _fail(INTERRUPTED, 130)
+        if rv == 130 or _SIGNALLED:
+            # a signal whose exception something swallowed (a finalizer that was running when it
+            # came: "Exception ignored in ... __del__") still ends the command as that signal
+            _interrupted()
         if isinstance(rv, int) and rv:
             sys.exit(rv)
 
 
 INTERRUPTED = ("interrupted (Ctrl-C); results already stored or written with --json are kept, the "
                "command's unfinished work is not")
+_SIGNALLED: str | None = None    # the last SIGTERM/SIGHUP received (Ctrl-C leaves it None)
+
+
+def _interrupted() -> None:
+    """An interruption outside the measuring loops (conversion, model build, diagnose, the
+    keep-float search): the signal that stopped it names it and sets the exit code."""
+    from edgebench.errors import SIGNAL_EXIT_CODES
+
+    name = _SIGNALLED or "Ctrl-C"
+    _fail(INTERRUPTED.replace("(Ctrl-C)", f"({name})"), SIGNAL_EXIT_CODES.get(name, 130))
 
 
 def _fail(message: str, code: int) -> None:

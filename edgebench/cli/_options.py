@@ -99,8 +99,9 @@ WarmupTimeOpt = Annotated[float, typer.Option("--warmup-time", help="...and warm
 DurationOpt = Annotated[Optional[float], typer.Option(
     "--duration", help="Sustained run: invoke for S seconds and report a timeline of windows (latency, thermal); "
                        "replaces --runs/--min-runs/--min-time/--max-time for the timed loop.")]
-ReportEveryOpt = Annotated[float, typer.Option(
-    "--report-every", help="Sustained run: one timeline window every S seconds.")]
+ReportEveryOpt = Annotated[Optional[float], typer.Option(
+    "--report-every", help=f"Sustained run (--duration): one timeline window every S seconds (default "
+                           f"{_SCHEDULE.report_every_s:g}).")]
 PeriodMsOpt = Annotated[Optional[float], typer.Option(
     "--period-ms", help="Paced: one invoke every P ms, sleeping in between (latency = invoke only); reported "
                         "next to a back-to-back run.")]
@@ -139,9 +140,17 @@ def run_control(runs: int | None = None, min_runs: int = _RC.min_runs, min_time:
                       warmup_time_s=warmup_time, **timed).validate()
 
 
-def schedule(duration: float | None = None, report_every: float = _SCHEDULE.report_every_s,
+def schedule(duration: float | None = None, report_every: float | None = None,
              period_ms: float | None = None) -> Schedule:
-    return Schedule(duration_s=duration, report_every_s=report_every, period_ms=period_ms).validate()
+    """--duration / --report-every / --period-ms -> Schedule (--report-every alone is refused: it
+    is the window of a sustained run)."""
+    from edgebench.errors import BadInput
+
+    if report_every is not None and duration is None:
+        raise BadInput(f"--report-every {report_every:g} sets the window of a sustained run: add --duration S "
+                       "(or drop --report-every)")
+    every = _SCHEDULE.report_every_s if report_every is None else report_every
+    return Schedule(duration_s=duration, report_every_s=every, period_ms=period_ms).validate()
 
 
 def energy_settings(enabled: bool, idle_s: float = _ENERGY.idle_s) -> EnergySettings | None:

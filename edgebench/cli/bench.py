@@ -9,7 +9,6 @@ import typer
 from edgebench.cli._options import (
     ENERGY_DEFAULTS,
     RC_DEFAULTS,
-    SCHEDULE_DEFAULTS,
     AcceleratorOpt,
     BenchmarkBinaryOpt,
     ColdStartsOpt,
@@ -72,7 +71,7 @@ def register(app: typer.Typer) -> None:
         sla_p99_ms: Annotated[Optional[float], typer.Option(
             "--sla-p99-ms", help="Search the highest QPS whose p99 stays under X ms.")] = None,
         duration: DurationOpt = None,
-        report_every: ReportEveryOpt = SCHEDULE_DEFAULTS.report_every_s,
+        report_every: ReportEveryOpt = None,
         period_ms: PeriodMsOpt = None,
         cold_starts: ColdStartsOpt = 0,
         xnnpack_cache: XnnpackCacheOpt = False,

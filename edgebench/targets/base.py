@@ -109,6 +109,10 @@ class RunControl:
             raise BadInput(f"--runs must be >= 1, got {self.runs}")
         if self.min_runs < 1:
             raise BadInput(f"--min-runs must be >= 1, got {self.min_runs}")
+        for flag, v in (("--min-time", self.min_time_s), ("--max-time", self.max_time_s),
+                        ("--warmup-time", self.warmup_time_s)):
+            if not math.isfinite(v):          # a matrix YAML or a library caller: the CLI checks first
+                raise BadInput(f"{flag} {v}: must be a finite number of seconds")
         if self.min_time_s < 0 or self.max_time_s <= 0:
             raise BadInput("--min-time must be >= 0 and --max-time > 0")
         if self.max_time_s < self.min_time_s:
@@ -170,6 +174,10 @@ class Schedule:
     def validate(self) -> "Schedule":
         from edgebench.errors import BadInput
 
+        for flag, v in (("--duration", self.duration_s), ("--report-every", self.report_every_s),
+                        ("--period-ms", self.period_ms)):
+            if v is not None and not math.isfinite(v):
+                raise BadInput(f"{flag} {v}: must be a finite number")
         if self.duration_s is not None and self.duration_s <= 0:
             raise BadInput(f"--duration must be > 0 seconds, got {self.duration_s:g}")
         if self.report_every_s <= 0:
