@@ -31,7 +31,7 @@ from edgebench.rows import Cost, Document, InferenceRow, Latency, Warmup
 from edgebench import sustain
 from edgebench.energy import EnergySettings
 from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, Schedule, check_runtime
-from edgebench.targets.loop import is_device, resolve_targets, run_on_targets
+from edgebench.targets.loop import Stop, is_device, resolve_targets, run_on_targets
 from edgebench.tflite_model import precision as tflite_precision, precision_detail
 
 
@@ -181,8 +181,18 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
             state=res.extra.get("state"),
             repeats=None if reps is None else tuple(reps),
         )
+        stopped = res.extra.get("interrupted_by") if res.extra.get("stop_reason") == "interrupted" else None
+        if stopped:
+            tl = res.extra.get("timeline") or {}
+            done = len(tl.get("windows") or ())
+            warnings.append(f"interrupted ({stopped}) during the sustained run: its {done} finished window(s) "
+                            f"({res.extra.get('timed_wall_s') or 0:.1f} s of {tl.get('duration_s', 0):g} s) are kept, "
+                            "the unfinished one is dropped")
         row = sustain.attach(row.replace(warnings=tuple(warnings)), target, job, res,
-                             cold_starts=settings.cold_starts, xnnpack_cache=settings.xnnpack_cache, progress=progress)
+                             cold_starts=0 if stopped else settings.cold_starts,
+                             xnnpack_cache=settings.xnnpack_cache, progress=progress)
+        if stopped:
+            raise Stop(stopped, row=row)     # the loop keeps this row and stops
         warnings = list(row.warnings)
         loadjob = replace(job, save_outputs=False, schedule=Schedule(), energy=None, op_profile=False)
         if settings.concurrency:

@@ -304,7 +304,7 @@ class RunResult:
                          "outputs_meta", "nonfinite_outputs", "rss_before_load_bytes", "load", "init_ms_each",
                          "runner_version", "python", "numpy", "platform", "pid", "cpu_affinity",
                          "cpu_affinity_error", "timed_span_boottime_s", "paced", "timeline", "cold_start",
-                         "memory", "gc", "input_mapping", "state",
+                         "memory", "gc", "input_mapping", "state", "interrupted_by",
                          # issue 15: what ran the model and where the time went
                          "runtime_api", "accelerator", "fully_accelerated", "gpu_precision", "gpu_adapter",
                          "delegation", "op_profile_raw", "op_profile_error")

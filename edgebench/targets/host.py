@@ -104,7 +104,8 @@ class HostTarget:
             job_file.write_text(json.dumps(spec))
             sampler = self._start_sensors(job, load)
             try:
-                meta, arrays = self._spawn(job_file, Path(work), job.deadline_s, model)
+                meta, arrays = self._spawn(job_file, Path(work), job.deadline_s, model,
+                                           graceful=job.schedule.sustained and load is None)
             finally:
                 readings = sampler.stop() if sampler is not None else None
         finally:
@@ -134,8 +135,9 @@ class HostTarget:
                 raise
         return sampler
 
-    def _spawn(self, job_file: Path, work: Path, deadline_s: float, model: Path):
-        return spawn_worker([sys.executable, str(RUNNER_PATH), str(job_file)], work, deadline_s, model)
+    def _spawn(self, job_file: Path, work: Path, deadline_s: float, model: Path, graceful: bool = False):
+        return spawn_worker([sys.executable, str(RUNNER_PATH), str(job_file)], work, deadline_s, model,
+                            graceful=graceful)
 
     @staticmethod
     def _kill(proc: subprocess.Popen) -> None:
@@ -146,11 +148,18 @@ class HostTarget:
                                      model_sha256=sha, spec=spec, fingerprint=self.fingerprint(), method=HOST_METHOD)
 
 
-def spawn_worker(argv: list[str], work: Path, deadline_s: float, model: Path | str):
+GRACEFUL_S = 30.0    # how long an interrupted sustained run may take to hand over its finished windows
+
+
+def spawn_worker(argv: list[str], work: Path, deadline_s: float, model: Path | str, *, graceful: bool = False):
     """Run a worker (``argv``, no shell) in its own session with ``work`` as its folder and read
     the ``result.json`` / ``result.npz`` it leaves there. The runner contract: exit 0 ok, 2 bad
     input, 3 internal failure. A signal -> InfraError naming it; past ``deadline_s`` -> killed with
-    everything it started, InfraError; a bad model/input -> BadInput with the worker's message."""
+    everything it started, InfraError; a bad model/input -> BadInput with the worker's message.
+
+    ``graceful`` (sustained runs): on Ctrl-C/SIGTERM the worker is asked (SIGUSR1) to stop at its
+    last finished window and write its result, which is returned with ``meta["interrupted_by"]``;
+    a second interrupt, or no result within GRACEFUL_S, kills it as before."""
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     stderr_path = work / "stderr.txt"
@@ -159,16 +168,22 @@ def spawn_worker(argv: list[str], work: Path, deadline_s: float, model: Path | s
             argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
             start_new_session=True, cwd=str(work),
         )
+        interrupted: KeyboardInterrupt | None = None
         try:
             rc = proc.wait(timeout=deadline_s)
-        except KeyboardInterrupt:
-            _kill_group(proc)  # its own session gets no SIGINT from the terminal
-            raise
+        except KeyboardInterrupt as exc:
+            if not graceful:
+                _kill_group(proc)  # its own session gets no SIGINT from the terminal
+                raise
+            interrupted = exc
+            rc = _hand_over(proc, exc)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             raise InfraError(f"worker for {model} hung: no result after the {deadline_s:g} s deadline, "
                              "killed; raise the deadline or lower --max-time, and check the model "
                              "with --delegate none") from None
+    if interrupted is not None and (rc != 0 or not (work / "result.json").is_file()):
+        raise interrupted        # nothing finished to hand over
     tail = _tail(stderr_path)
     if rc < 0:
         raise InfraError(f"worker crashed with {_signal_name(rc)} while running {model} "
@@ -189,7 +204,20 @@ def spawn_worker(argv: list[str], work: Path, deadline_s: float, model: Path | s
     if npz.is_file():
         with np.load(npz, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
+    if interrupted is not None:
+        meta["interrupted_by"] = getattr(interrupted, "signal_name", "Ctrl-C")
     return meta, arrays
+
+
+def _hand_over(proc: subprocess.Popen, exc: KeyboardInterrupt) -> int:
+    """Ask an interrupted sustained worker for its finished windows; its exit status, or the
+    interrupt again (after killing it) when it does not answer in time or a second one comes."""
+    try:
+        proc.send_signal(signal.SIGUSR1)
+        return proc.wait(timeout=GRACEFUL_S)
+    except (KeyboardInterrupt, subprocess.TimeoutExpired):
+        _kill_group(proc)
+        raise exc from None
 
 
 def describe_model(model_path: str, *, inputs_npz: str | None = None, seed: int = 0, prepare: bool = False,

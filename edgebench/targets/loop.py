@@ -33,11 +33,14 @@ HOST_TARGETS = ("host",)
 
 
 class Stop(KeyboardInterrupt):
-    """Raised in the main thread by the CLI's SIGTERM/SIGHUP handler: handled like Ctrl-C."""
+    """Raised in the main thread by the CLI's SIGTERM/SIGHUP handler: handled like Ctrl-C. A row
+    function raises it with ``row`` when the interrupted row still measured something (the
+    finished windows of a sustained run): the loop keeps that row and stops."""
 
-    def __init__(self, signal_name: str = "SIGTERM") -> None:
+    def __init__(self, signal_name: str = "SIGTERM", row: Any = None) -> None:
         super().__init__(signal_name)
         self.signal_name = signal_name
+        self.row = row
 
 
 def interrupt_name(exc: BaseException) -> str:
@@ -111,6 +114,11 @@ def run_on_targets(targets: Sequence[Any], items: Sequence[Any], run: Callable[[
                 value = run(target, item)
         except EdgebenchError as err:
             value = on_error(target, item, err)
+        except Stop as stop_:
+            if stop_.row is not None:        # what the interrupted row finished is a result
+                with lock:
+                    out.results[(target.name, i)] = stop_.row
+            raise
         with lock:
             out.results[(target.name, i)] = value
 

@@ -349,8 +349,14 @@ def run_timeline(job: dict, sess: Session) -> dict:
     from the raw samples. Stops at the duration (``stop_reason`` "duration") or, for very fast
     models, at TIMELINE_MAX_SAMPLES ("sample_cap").
     """
+    import signal
     from array import array
 
+    stop: list[int] = []        # the parent asks for the finished windows with SIGUSR1 (Ctrl-C/SIGTERM there)
+    try:
+        signal.signal(signal.SIGUSR1, lambda signum, _frame: stop.append(signum))
+    except (ValueError, OSError, AttributeError):   # not the main thread / no SIGUSR1 on this platform
+        pass
     tl = job["timeline"]
     dur = float(tl["duration_s"]) * 1e9
     every = float(tl["report_every_s"]) * 1e9
@@ -367,6 +373,14 @@ def run_timeline(job: dict, sess: Session) -> dict:
     i = 0
     stop_reason = "duration"
     while True:
+        if stop:                 # keep the finished windows, drop the unfinished one
+            keep = windows[-1]["end_index"] if windows else 0
+            del samples[keep:]
+            if period is not None:
+                del lags[keep:]
+            i = keep
+            stop_reason = "interrupted"
+            break
         el = clock() - start
         if el >= edge or el >= dur or len(samples) >= TIMELINE_MAX_SAMPLES:
             windows.append({"end_index": len(samples), "t_end_s": el / 1e9, "boottime_end_s": boottime_s()})
@@ -389,7 +403,7 @@ def run_timeline(job: dict, sess: Session) -> dict:
             lags.append(t0 - due)
             due = max(due + period, t1)
         i += 1
-    wall_ns = clock() - start
+    wall_ns = (windows[-1]["t_end_s"] * 1e9 if windows else 0.0) if stop_reason == "interrupted" else clock() - start
     res = {
         "samples_ns": np.frombuffer(samples, np.int64).copy(), "warmup_ns": np.asarray(warmup, np.int64),
         "first_inference_ms": first_ns / 1e6, "stop_reason": stop_reason, "timed_wall_s": wall_ns / 1e9,
