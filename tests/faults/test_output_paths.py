@@ -140,3 +140,18 @@ def test_full_disk_during_conversion_keeps_complete_variants_and_no_partial_file
     left = p.stdout.split("==files==")[1].split()
     assert any(f.endswith("digits-tiny_fp32.tflite") for f in left), left          # complete, kept
     assert not any("fp16" in f or f.endswith(".tmp") for f in left), left          # no partial file
+
+
+@needs_ns
+def test_full_store_keeps_the_result_in_unsaved_and_is_exit_3(tmp_path, bench_models):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    # an empty store is 64 KiB; 30,000 raw samples do not fit in what is left of 160 KiB
+    p = _edgebench(tmp_path, "bench", str(bench_models["fp32"]), "--runs", "30000", "--warmup-runs", "2",
+                   "--db", str(disk / "r.db"), mount=f"160k:{disk}")
+    assert p.returncode == 3, p.stderr
+    line = _last_line(p)
+    assert "result measured but not stored" in line and "database or disk is full" in line, line
+    kept = list((tmp_path / "data" / "unsaved").glob("*.json"))
+    assert len(kept) == 1 and len(json.loads(kept[0].read_text())["rows"][0]["samples_ns"]) == 30000
+    assert f"edgebench results import {kept[0]}" in line and "p99" in p.stdout
