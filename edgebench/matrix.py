@@ -671,6 +671,7 @@ def run_matrix(spec: MatrixSpec, opts: RunOptions,
         if opts.resume:
             done = store.cell_keys(spec.hash)
     out: list[dict[str, Any]] = []
+    interrupted: str | None = None
     cb("plan", None, {"total": len(cells)})
     for cell in cells:
         rec: dict[str, Any] = {"index": cell.index, "key": cell.key, "params": cell.params,
@@ -694,6 +695,14 @@ def run_matrix(spec: MatrixSpec, opts: RunOptions,
                     status, reason = "skipped", getattr(rows[0], "reason", None) or rows[0].error or "skipped by producer"
             except EdgebenchError as err:
                 doc, status, reason = _failure_doc(cell, err), "failed", str(err)
+            if doc.get("interrupted"):
+                # Ctrl-C/SIGTERM inside the cell: the matrix stops here; the cell is not stored, so
+                # --resume runs it again whole (a partial cell would pass for a finished one)
+                interrupted = doc.get("interrupted_by") or "Ctrl-C"
+                rec.update(status="interrupted", reason=f"interrupted ({interrupted}); not stored, --resume reruns it")
+                out.append(rec)
+                cb("done", cell, rec)
+                break
             if status != "skipped":
                 from edgebench.store import save_or_keep
 
@@ -707,11 +716,18 @@ def run_matrix(spec: MatrixSpec, opts: RunOptions,
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     return {"matrix": spec.path, "matrix_hash": spec.hash, "kind": spec.kind,
             "total_cells": len(expand(spec)), "shard": opts.shard, "db": None if store is None else store.where,
-            "settings": spec.settings, "cells": out, "counts": counts}
+            "settings": spec.settings, "cells": out, "counts": counts, "interrupted_by": interrupted}
 
 
 def raise_for_failures(report: dict[str, Any]) -> None:
-    """After rendering: failed cells -> InfraError (exit 3); their rows are already stored."""
+    """After rendering: an interruption -> Interrupted (130/143/129); failed cells -> InfraError
+    (exit 3); their rows are already stored."""
+    if report.get("interrupted_by"):
+        from edgebench.errors import Interrupted
+
+        stored = sum(1 for c in report["cells"] if c["status"] in ("ok", "failed") and c.get("run_id"))
+        raise Interrupted(f"interrupted ({report['interrupted_by']}): {stored} cell(s) stored before it; rerun "
+                          "with --resume to run the rest", signal_name=report["interrupted_by"])
     failed = [c for c in report["cells"] if c["status"] == "failed"]
     if failed:
         raise InfraError(f"{len(failed)} of {len(report['cells'])} cells failed (first: {failed[0]['key']}: "
