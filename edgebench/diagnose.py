@@ -547,6 +547,23 @@ SEARCH_METHOD = (f"greedy forward selection over the top-{SEARCH_CANDIDATES} ten
                  "goal; each kept tensor's producer and consumers run in float")
 
 
+SEARCH_STALL_STEPS = 2       # greedy steps in a row that move nothing end the search
+SEARCH_MIN_GAIN_DB = 0.5     # ... "moves": at least this much PSNR
+SEARCH_MIN_GAIN_PP = 0.5     # ... or this many fewer top-1 points lost
+FLOAT_PARITY_DB = 100.0      # a PSNR only float arithmetic reaches (fp32 files score 140+ dB)
+
+
+def _moved(before: dict[str, Any], after: dict[str, Any], goal: "KeepFloatGoal") -> bool:
+    """Did keeping one more tensor float move the metric the goal is about?"""
+    a, b = before.get("psnr_db"), after.get("psnr_db")
+    if goal.min_psnr_db is not None and a is not None and b is not None and (b - a >= SEARCH_MIN_GAIN_DB or
+                                                                               math.isinf(b) and not math.isinf(a)):
+        return True
+    da, db_ = before.get("top1_drop_pp"), after.get("top1_drop_pp")
+    return goal.max_accuracy_drop_pp is not None and da is not None and db_ is not None and \
+        da - db_ >= SEARCH_MIN_GAIN_PP
+
+
 def search_keep_float(src, calibrated: bytes, calibrated_path: Path, graph: dict[str, dict[str, Any]], *,
                       goal: KeepFloatGoal | None, out_dir: Path, int8_io: str = "float",
                       fp32_bytes: int | None = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -641,19 +658,34 @@ def search_keep_float(src, calibrated: bytes, calibrated_path: Path, graph: dict
             ranked.append(ft)
     pool = ranked[:goal.candidates]
     current, path = [], [base]
+    stall, stopped = 0, None
     while not goal.meets(path[-1]) and len(current) < len(pool):
         say(f"keep-float search: step {len(current) + 1}")
         options = [measure(current + [c], timed=False) for c in pool if c not in current]
         nxt = min(options, key=badness)
         current = list(nxt["keep_float"])
+        stall = 0 if _moved(path[-1], nxt, goal) else stall + 1
         path.append(nxt)
+        if stall >= SEARCH_STALL_STEPS:
+            psnr = nxt.get("psnr_db")
+            why = (f"the goal is out of reach: with these layers float the model already matches float (PSNR "
+                   f"{psnr:.1f} dB), so no int8 model can do better; relax the goal"
+                   if psnr is not None and psnr >= FLOAT_PARITY_DB else
+                   "the error is not in a few layers' int8 activations. Compare the 'dynamic' row (int8 weights, "
+                   "float activations): if it is as far off, the 8-bit weights are the cause (quantization-aware "
+                   "training, or keep the model fp16)")
+            stopped = (f"stopped after {len(current)} step(s): the last {stall} moved the metric by less than "
+                       f"{SEARCH_MIN_GAIN_DB:g} dB PSNR / {SEARCH_MIN_GAIN_PP:g} pp top-1, so keeping more of these "
+                       f"layers float will not meet the goal: {why}")
+            say("keep-float search: " + stopped.split(":")[0])
+            break
     say("keep-float search: timing the candidates")
     rows = [measure(c["keep_float"], timed=True) for c in path]
     winner = next((c for c in rows if c["meets_goal"]), min(rows, key=badness))
     table = [{k: v for k, v in c.items() if k != "path"} | {"chosen": c is winner} for c in rows]
     shutil.rmtree(work, ignore_errors=True)
     return {
-        "method": SEARCH_METHOD, "goal": goal.describe(), "met": bool(winner["meets_goal"]),
+        "method": SEARCH_METHOD, "goal": goal.describe(), "met": bool(winner["meets_goal"]), "stopped_early": stopped,
         "chosen": list(winner["keep_float"]), "candidates": table, "evaluated": len(cache),
         "ranking": [{"rank": l["rank"], "tensor": l["tensor"], "float_tensor": l.get("float_tensor"), "op": l["op"],
                      "ranking_snr_db": l["ranking_snr_db"], "finding": l["finding"]} for l in layers[:goal.candidates]],

@@ -175,3 +175,94 @@ def run_verdict_of(doc: Mapping[str, Any]) -> RunVerdict:
         failing = tuple(str(c.get("message")) for c in _checks(gate) if not c.get("passed", True))
         return RunVerdict(min(states, key=STATES.index), None if gate is None else
                           ("failed" if failing or gate.get("passed") is False else "passed"), failing)
+
+
+# ---------------------------------------------------------------------------- where int8 error comes from
+
+WEIGHTS_CLOSE_DB = 3.0       # dynamic (8-bit weights only) within this of int8: the weights are the loss
+ACTIVATIONS_GAIN_DB = 6.0    # int16x8 this much better than int8: the 8-bit activations are
+EXPLAIN_BELOW_DB = 40.0      # int8 at or above this worst-output PSNR has no loss worth explaining
+
+
+def error_sources(rows: list[InferenceRow]) -> dict[str, Any] | None:
+    """Weight-only vs activation error from rows that isolate them (host rows, worst-output PSNR):
+    ``dynamic`` quantizes only the weights (float activations), ``int16x8`` keeps 8-bit weights with
+    16-bit activations, ``int8`` quantizes both. None without an int8 row and one of the others, or
+    when int8 loses little (worst-output PSNR >= EXPLAIN_BELOW_DB).
+    A "dynamic" conversion that is really an fp32 file (weights under the converter's size
+    threshold) isolates nothing and is left out."""
+    psnr: dict[str, float] = {}
+    for r in rows:
+        if r.target != "host" or not r.ok or not r.drift or r.keep_float:
+            continue
+        if r.precision == "dynamic" and r.precision_found not in (None, "dynamic"):
+            continue
+        values = [d.psnr_db for d in r.drift.values() if d.psnr_db is not None]
+        if r.precision in ("int8", "dynamic", "int16x8") and values:
+            psnr[r.precision] = min(values)
+    if "int8" not in psnr or not ({"dynamic", "int16x8"} & set(psnr)) or psnr["int8"] >= EXPLAIN_BELOW_DB:
+        return None
+    full, weights, act16 = psnr["int8"], psnr.get("dynamic"), psnr.get("int16x8")
+    parts = [f"int8 {full:.1f} dB"]
+    if weights is not None:
+        parts.append(f"8-bit weights only (dynamic) {weights:.1f} dB")
+    if act16 is not None:
+        parts.append(f"8-bit weights + 16-bit activations (int16x8) {act16:.1f} dB")
+    if weights is not None and weights - full < WEIGHTS_CLOSE_DB:
+        cause, fix = "weights", ("the 8-bit weights cause most of the int8 error (quantizing the weights alone "
+                                 "loses about as much): keeping activations float or 16-bit will not fix it; "
+                                 "quantization-aware training or fp16 will")
+    elif act16 is not None and act16 - full >= ACTIVATIONS_GAIN_DB:
+        cause, fix = "activations", (f"the 8-bit activations cause most of it (16-bit activations recover "
+                                     f"{act16 - full:.1f} dB): int16x8, or keep the worst layers float "
+                                     "(edgebench diagnose)")
+    else:
+        cause, fix = "both", "weights and activations both lose: see edgebench diagnose for the layers"
+    return {"cause": cause, "psnr_db": psnr, "text": f"where int8 loses (worst-output PSNR): {'; '.join(parts)} "
+                                                     f"-- {fix}"}
+
+
+# ---------------------------------------------------------------------------- why a quantized row is slower
+
+SLOWER_RATIO = 1.1           # p50 this much above fp32's on the same target needs a reason
+
+
+def no_integer16_kernels(r: InferenceRow) -> str | None:
+    """The real cause when an int16x8 file gets nothing delegated: XNNPACK has no 16x8 kernels."""
+    d = r.delegation
+    if r.precision != "int16x8" or d is None or d.nodes_delegated != 0 or not d.nodes_total:
+        return None
+    return (f"{d.delegate or 'the delegate'} has no int16x8 (16-bit activation) kernels: 0/{d.nodes_total} nodes "
+            "delegated, every op runs on LiteRT's reference CPU kernels; int16x8 buys accuracy, not speed "
+            "(expect it many times slower than int8)")
+
+
+def slower_reason(r: InferenceRow, base: InferenceRow) -> str | None:
+    """'p50 1.5x slower than fp32: <why>' for a row slower than fp32 on the same target, from what
+    the rows know (delegation, per-op profiles); None when it is not slower."""
+    from edgebench.profile import speedup_by_op_type
+
+    if not (r.latency and base.latency and r.latency.p50 and base.latency.p50):
+        return None
+    ratio = r.latency.p50 / base.latency.p50
+    if ratio < SLOWER_RATIO:
+        return None
+    head = f"p50 {ratio:.1f}x slower than fp32 on {r.target}"
+    d, b = r.delegation, base.delegation
+    why = (f"{d.delegate or 'the delegate'} has no int16x8 kernels ({d.nodes_delegated}/{d.nodes_total} nodes "
+           "delegated)" if d is not None and no_integer16_kernels(r) else None)
+    if why is None and d and b and d.nodes_total and b.nodes_total and None not in (d.nodes_delegated,
+                                                                                      b.nodes_delegated):
+        if (d.nodes_delegated / d.nodes_total < b.nodes_delegated / b.nodes_total
+                or (d.partitions or 1) > (b.partitions or 1)):
+            left = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in sorted(d.undelegated.items())) or "?"
+            why = (f"{d.delegate} took {d.nodes_delegated}/{d.nodes_total} nodes in {d.partitions} partition(s) "
+                   f"(fp32: {b.nodes_delegated}/{b.nodes_total} in {b.partitions}); left on the CPU interpreter: {left}")
+    if why is None and r.op_profile and base.op_profile:
+        slow = [x for x in speedup_by_op_type(base.op_profile, r.op_profile)
+                if x["speedup"] is not None and x["speedup"] < 1 / SLOWER_RATIO]
+        slow.sort(key=lambda x: (x["other_ms"] or 0.0) - (x["base_ms"] or 0.0), reverse=True)
+        if slow:
+            why = "slower op types (--op-profile): " + ", ".join(
+                f"{x['op_type']} {x['base_ms']:.3g} -> {x['other_ms']:.3g} ms" for x in slow[:3])
+    return f"{head}: {why or 'the delegate took the same nodes; --op-profile shows which ops are slower'}"

@@ -21,6 +21,7 @@ from edgebench.data import InputSet, cast_to_signature, load_data, range_warning
 from edgebench.errors import BadInput, EdgebenchError
 from edgebench.fingerprint import host_fingerprint, sha256_file
 from edgebench.gate import Thresholds, evaluate, thresholds_for
+from edgebench.outcome import error_sources, no_integer16_kernels, slower_reason
 from edgebench.rows import Accuracy, Document, InferenceRow, Latency, Warmup, Worst, drifts_from_dict
 from edgebench.sources import SourceOptions
 from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, check_runtime
@@ -148,7 +149,7 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
     if run.status != "ok":
         return row
     from edgebench.profile import runtime_row_parts
-    from edgebench.verdicts import delegation_verdict, output_verdicts
+    from edgebench.verdicts import delegation_verdict, metric_disagreement, output_verdicts
 
     th = thresholds or Thresholds()
     where = f"{precision} on {run.target}" + (f" (GPU {gpu_precision})" if gpu_precision else "")
@@ -156,6 +157,9 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
     if run.extra.get("repeats"):
         row = row.replace(repeats=tuple(run.extra["repeats"]), warnings=tuple(run.extra["repeat_warnings"]))
     parts, warnings = runtime_row_parts(run.extra, row.latency, where)
+    cause = no_integer16_kernels(row.replace(delegation=parts.get("delegation"), precision=precision))
+    if cause:      # not "left on the CPU: SOFTMAX, SHAPE ...": there are no 16x8 kernels at all
+        warnings = [w for w in warnings if " left on the CPU interpreter: " not in w] + [cause]
     row = row.replace(**{k: v for k, v in parts.items() if v is not None}, warnings=tuple(row.warnings) + tuple(warnings))
     verdicts = delegation_verdict(row.delegation, th.min_delegated_pct)
     if run.outputs is not None:
@@ -170,7 +174,20 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
             hd = cmp.compare_outputs(host_out, run.outputs)
             row = row.replace(drift_vs_host=drifts_from_dict(hd), worst_vs_host=Worst.from_dict(cmp.worst(hd)))
         verdicts = output_verdicts(ref_out, got, row.drift, th.min_cosine) + verdicts   # aligned outputs
+        row = row.replace(warnings=tuple(row.warnings) + tuple(metric_disagreement(row.drift, row.accuracy)))
     return row.replace(verdicts=tuple(verdicts))
+
+
+def _explain_slower(rows: list[InferenceRow]) -> list[InferenceRow]:
+    """A quantized row slower than fp32 on its target gets a warning saying why, where the rows
+    know (delegation, per-op profiles)."""
+    fp32 = {r.target: r for r in rows if r.precision == "fp32" and r.ok}
+    out = []
+    for r in rows:
+        base = fp32.get(r.target)
+        why = slower_reason(r, base) if (r.ok and base is not None and r is not base) else None
+        out.append(r.replace(warnings=tuple(r.warnings) + (why,)) if why else r)
+    return out
 
 
 def _extra(extra: dict[str, Any]) -> dict[str, Any]:
@@ -345,12 +362,16 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
                                           host_out=host_run.outputs if (host_run and is_device(tgt)) else None,
                                           thresholds=th, gpu_precision=gp))
 
+    rows = _explain_slower(rows)
     verdict = evaluate(rows, settings.thresholds, settings.gate_file)
     timings["total_s"] = time.perf_counter() - t0
     extra: dict[str, Any] = {}
     search = (manifest["variants"].get("int8") or {}).get("keep_float_search")
     if search:
         extra["keep_float_search"] = search
+    split = error_sources(rows)
+    if split:
+        extra["error_sources"] = split
     quality_misses = sorted({c.precision for c in verdict.failures
                              if c.metric in ("accuracy_drop_pp", "psnr_db", "nonfinite_outputs")
                              and c.precision in ("int8", "int16x8", "fp16", "dynamic")})

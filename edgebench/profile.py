@@ -107,8 +107,9 @@ def _is_delegate_kernel(node_type: str, delegates: set[str]) -> bool:
     return t.startswith(("tflite", "delegate/")) or "delegate" in t or t in delegates
 
 
-def delegation_warning(d: Delegation | None, where: str) -> str | None:
-    """'int8 on host: XNNPACK took 6/8 nodes in 3 partitions; left on the CPU: PRELU x2 -- fix'."""
+def delegation_warning(d: Delegation | None, where: str | None = None) -> str | None:
+    """'int8 on host: XNNPACK took 6/8 nodes in 3 partitions; left on the CPU: PRELU x2 -- fix'
+    (without ``where`` for a row's own warnings: every renderer already names the row)."""
     if d is None or d.nodes_delegated is None or d.nodes_total is None or d.complete or not d.delegate:
         return None
     left = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in sorted(d.undelegated.items(), key=lambda kv: -kv[1]))
@@ -116,7 +117,7 @@ def delegation_warning(d: Delegation | None, where: str) -> str | None:
     if "SHAPE" in d.undelegated:
         fixes.append(_SHAPE_FIX)
     parts = f" in {d.partitions} partitions" if d.partitions is not None else ""
-    return (f"{where}: {d.delegate} took {d.nodes_delegated}/{d.nodes_total} nodes{parts}; left on the CPU "
+    return (f"{where + ': ' if where else ''}{d.delegate} took {d.nodes_delegated}/{d.nodes_total} nodes{parts}; left on the CPU "
             f"interpreter: {left or 'unknown ops'}; " + ("; ".join(fixes) if fixes else _GENERIC_FIX))
 
 
@@ -344,12 +345,12 @@ def runtime_row_parts(extra: Mapping[str, Any], latency: Any, where: str) -> tup
         parts["op_profile"], parts["op_profile_info"] = entries, info
     elif extra.get("op_profile_error"):
         parts["op_profile_info"] = {"error": extra["op_profile_error"]}
-        warnings.append(f"no op profile for {where}: {extra['op_profile_error']}")
-    w = delegation_warning(parts["delegation"], where)
+        warnings.append(f"no op profile: {extra['op_profile_error']}")
+    w = delegation_warning(parts["delegation"])        # the row's own warning: renderers name the row
     if w:
         warnings.append(w)
     if extra.get("gpu_adapter") and "software" in str(extra["gpu_adapter"]).lower():
-        warnings.append(f"{where}: the GPU is a software Vulkan driver ({extra['gpu_adapter']}): its outputs check "
+        warnings.append(f"the GPU is a software Vulkan driver ({extra['gpu_adapter']}): its outputs check "
                         "correctness; its timing is 'software GPU', not a GPU's speed")
     return parts, warnings
 

@@ -106,6 +106,34 @@ def _constant(name: str, r: np.ndarray, g: np.ndarray) -> list[Verdict]:
                     f"reference's {r_spread:.3g})", ADVICE["constant_output"], value=g_spread, threshold=r_spread)]
 
 
+PSNR_LOOKS_FINE_DB = 25.0    # a PSNR a reader takes for "close enough"
+COSINE_DIFFERS = 0.9         # ... beside a cosine that says the outputs point elsewhere
+AGREEMENT_DIFFERS = 0.5      # ... or a top-1 agreement that says the predictions differ
+
+
+def metric_disagreement(drift: Mapping[str, Drift] | None, accuracy: Any = None) -> list[str]:
+    """Warnings for outputs whose PSNR reads fine while cosine or agreement say otherwise.
+
+    PSNR is relative to the reference's peak: one large value (an outlier logit, a wide range)
+    keeps it high while most of the output is wrong. Those rows must not look good."""
+    out: list[str] = []
+    agree = getattr(accuracy, "top1_agreement", None)
+    agree_out = getattr(accuracy, "output", None)
+    for name, d in (drift or {}).items():
+        if d.psnr_db is None or d.psnr_db < PSNR_LOOKS_FINE_DB:
+            continue
+        bad = []
+        if d.cosine is not None and d.cosine < COSINE_DIFFERS:
+            bad.append(f"cosine {d.cosine:.2f}")
+        if agree is not None and agree < AGREEMENT_DIFFERS and (agree_out in (None, name)):
+            bad.append(f"top-1 agreement {100 * agree:.0f} %")
+        if bad:
+            out.append(f"output '{name}': PSNR {d.psnr_db:.1f} dB looks fine, but {' and '.join(bad)} say the "
+                       "outputs differ (PSNR is relative to the reference's peak, which a few large values set): "
+                       "judge this output by cosine and agreement")
+    return out
+
+
 def delegation_verdict(d: Delegation | None, min_delegated_pct: float | None) -> list[Verdict]:
     """``low_delegation`` when a threshold is set and the share of delegated nodes is below it."""
     if min_delegated_pct is None:

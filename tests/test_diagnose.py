@@ -190,6 +190,9 @@ def test_int16x8_end_to_end(digits_model, tmp_path, run_cli):
         assert row["status"] == "ok" and row["accuracy"]["top1_drop_pp"] <= 2.0
         info = inspect(row["model_path"])
         assert "int16" in {o for op in info["ops"] for o in op["outputs"]}
+        if row["delegation"] and row["delegation"]["nodes_delegated"] == 0:     # issue 24.11: the real cause
+            assert any("no int16x8 (16-bit activation) kernels" in w for w in row["warnings"])
+            assert not any("left on the CPU interpreter" in w for w in row["warnings"]), row["warnings"]
         assert info["inputs"][0]["dtype"] == ("int16" if io == "int8" else "float32")
     # diagnose reads int16 activations too
     from edgebench.diagnose import DiagnoseSettings, diagnose
@@ -445,3 +448,24 @@ def test_tiny_bert_attention_scores_share_the_mask_range(tmp_path):
     fp16 = rows["fp16"]["layers"]
     assert all(l["isolated_skipped"] is None for l in fp16)       # fp16 weights fed from the graph itself
     assert "float16's ±65504" in fp16[0]["advice"]
+
+
+def test_keep_float_search_stops_when_no_candidate_moves_the_metric(digits_model, tmp_path, run_cli):
+    """Issue 28.6: a goal no candidate gets closer to ends the search with the reason, not after
+    every candidate; here the goal is beyond float itself."""
+    from edgebench.diagnose import KeepFloatGoal, _moved
+
+    goal = KeepFloatGoal(min_psnr_db=300.0)
+    assert _moved({"psnr_db": 55.0}, {"psnr_db": 64.9}, goal)
+    assert not _moved({"psnr_db": 147.47}, {"psnr_db": 147.47}, goal)
+    code, out, err = run_cli("convert", "digits", "-p", "int8", "--keep-float", "auto", "--min-psnr", "300",
+                             "--out", str(tmp_path / "o"))
+    assert (tmp_path / "o" / "manifest.json").exists(), out + err
+    search = json.loads((tmp_path / "o" / "manifest.json").read_text())["variants"]["int8"]["keep_float_search"]
+    assert not search["met"]
+    stopped = search["stopped_early"]
+    assert stopped and "moved the metric by less than 0.5 dB" in stopped and "out of reach" in stopped, stopped
+    steps = len(search["candidates"]) - 1
+    psnr = [c["psnr_db"] for c in search["candidates"]]
+    assert all(abs(p - psnr[-1]) < 0.5 for p in psnr[-3:]) and steps >= 2      # two stalled steps, then stop
+    assert "stopped after" in out

@@ -166,8 +166,12 @@ def test_bad_model_files(host, bench_models, tmp_path):
 
 def test_worker_crash_becomes_infra_error(host, bench_models, monkeypatch):
     monkeypatch.setenv(FAULT_ENV, "abort")
-    with pytest.raises(InfraError, match="crashed with SIGABRT"):
+    with pytest.raises(InfraError, match="crashed with SIGABRT.*try --delegate none"):
         host.run(make_job(str(bench_models["fp32"]), **QUICK))
+    # a crash without a delegate is not told to drop the delegate it did not have (issue 28.8)
+    with pytest.raises(InfraError, match="crashed with SIGABRT") as got:
+        host.run(make_job(str(bench_models["fp32"]), delegate="none", **QUICK))
+    assert "try --delegate none" not in str(got.value) and "LiteRT's own kernels" in str(got.value)
 
 
 def test_worker_hang_is_killed_at_deadline(host, bench_models, monkeypatch):

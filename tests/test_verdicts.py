@@ -141,3 +141,60 @@ def test_gate_file_takes_the_new_thresholds(tmp_path):
     f.write_text("default:\n  min_cosine: 0.99\nint8:\n  min_delegated: 95\n")
     g = load_gate_file(f)
     assert g["default"].min_cosine == 0.99 and g["int8"].min_delegated_pct == 95
+
+
+def test_psnr_that_reads_fine_beside_a_low_cosine_is_warned():
+    """Issue 28.8: PSNR 29.7 dB beside cosine 0.31 and 19 % agreement must not look good."""
+    from edgebench.rows import Accuracy
+    from edgebench.verdicts import metric_disagreement
+
+    acc = Accuracy(output="y", top1_agreement=0.19)
+    seen = {"y": Drift.from_dict({"psnr_db": 29.7, "cosine": 0.31, "max_abs": 1.0})}
+    w = metric_disagreement(seen, acc)
+    assert len(w) == 1 and "PSNR 29.7 dB looks fine, but cosine 0.31 and top-1 agreement 19 %" in w[0]
+    assert metric_disagreement({"y": Drift.from_dict({"psnr_db": 45.0, "cosine": 0.999})},
+                               Accuracy(output="y", top1_agreement=0.98)) == []
+    assert metric_disagreement({"y": Drift.from_dict({"psnr_db": 12.0, "cosine": 0.31})}, acc) == []  # PSNR says it
+
+
+def test_error_sources_name_the_weights_when_dynamic_range_loses_as_much_as_int8():
+    """Issue 28.6: an audio tagger's dynamic ~ int16x8 ~ int8 ~ 31 dB points at the 8-bit weights."""
+    from edgebench.outcome import error_sources
+    from edgebench.rows import InferenceRow
+
+    def row(p, db, found=None):
+        return InferenceRow(target="host", status="ok", model="m", precision=p, precision_found=found or p,
+                            drift={"y": Drift.from_dict({"psnr_db": db, "cosine": 0.99})})
+
+    got = error_sources([row("int8", 30.5), row("dynamic", 31.2), row("int16x8", 31.0)])
+    assert got["cause"] == "weights" and "8-bit weights cause most" in got["text"]
+    got = error_sources([row("int8", 30.0), row("dynamic", 52.0), row("int16x8", 48.0)])
+    assert got["cause"] == "activations" and "recover 18.0 dB" in got["text"]
+    # a "dynamic" conversion that is an fp32 file isolates nothing; without it only int16x8 speaks
+    got = error_sources([row("int8", 30.0), row("dynamic", 140.0, found="fp32")])
+    assert got is None
+    assert error_sources([row("fp16", 80.0)]) is None
+    assert error_sources([row("int8", 55.0), row("dynamic", 60.0)]) is None    # nothing worth explaining
+
+
+def test_a_slower_quantized_row_says_why():
+    """Issue 28.7 / 24.11: int8 slower than fp32 names the ops the delegate left out; int16x8 with
+    nothing delegated names the missing 16x8 kernels, not SOFTMAX/SHAPE."""
+    from edgebench.outcome import no_integer16_kernels, slower_reason
+    from edgebench.rows import InferenceRow, Latency
+
+    def row(p, p50_ms, d):
+        lat = Latency.from_samples(np.full(700, int(p50_ms * 1e6), np.int64), what=p)
+        return InferenceRow(target="host", status="ok", model="m", precision=p, latency=lat, delegation=d)
+
+    fp32 = row("fp32", 1.0, Delegation("XNNPACK", 13, 13, 1, {}))
+    int8 = row("int8", 1.5, Delegation("XNNPACK", 15, 11, 3, {"PRELU": 2, "SOFTMAX": 1}))
+    why = slower_reason(int8, fp32)
+    assert why.startswith("p50 1.5x slower than fp32 on host: XNNPACK took 11/15 nodes in 3 partition(s) "
+                          "(fp32: 13/13 in 1)") and "PRELU x2" in why
+    i16 = row("int16x8", 44.0, Delegation("XNNPACK", 13, 0, 0, {"SOFTMAX": 1, "SHAPE": 1, "CONV_2D": 11}))
+    assert "has no int16x8 (16-bit activation) kernels: 0/13 nodes" in no_integer16_kernels(i16)
+    assert "no int16x8" in slower_reason(i16, fp32)
+    assert slower_reason(row("int8", 0.5, fp32.delegation), fp32) is None          # faster: nothing to explain
+    same = slower_reason(row("int8", 1.3, fp32.delegation), fp32)
+    assert "--op-profile shows which ops" in same

@@ -66,7 +66,7 @@ RANGES: dict[str, Range] = {
     "--samples": _ge(1, COUNT_MAX), "--calibration-samples": _ge(1, COUNT_MAX), "--seed": _ge(0, 2**32 - 1),
     # gate thresholds, in their own units
     "--max-accuracy-drop": _ge(0, 100), "--min-psnr": _ge(0, 1000), "--max-p99-ms": _gt(0, 3.6e6),
-    "--min-size-reduction": Range(-100, 100, lo_open=True), "--min-cosine": _ge(-1, 1), "--min-delegated": _ge(0, 100),
+    "--min-size-reduction": Range(None, 100), "--min-cosine": _ge(-1, 1), "--min-delegated": _ge(0, 100),
     # results, reports
     "--alpha": Range(0, 1, lo_open=True, hi_open=True), "--min-ratio": _gt(1, 1000), "--limit": _ge(1, COUNT_MAX),
     "--top": _ge(1, 1_000_000), "--top-ops": _ge(1, 1_000_000),

@@ -129,6 +129,8 @@ def _verdict_lines(doc: Document) -> list[str]:
         out = [f"**✅ gate passed** ({checks} check{'s' * (checks != 1)})"]
     if v.diagnose:
         out += ["", "Find the layer that breaks it:", "", "```", v.diagnose, "```"]
+    if (doc.get("error_sources") or {}).get("text"):
+        out += ["", md_escape(doc["error_sources"]["text"])]
     return out + [""]
 
 

@@ -180,15 +180,17 @@ def spawn_worker(argv: list[str], work: Path, deadline_s: float, model: Path | s
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             raise InfraError(f"worker for {model} hung: no result after the {deadline_s:g} s deadline, "
-                             "killed; raise the deadline or lower --max-time, and check the model "
-                             "with --delegate none") from None
+                             "killed; raise the deadline or lower --max-time"
+                             + ("" if _no_delegate(work) else ", and check the model with --delegate none")) from None
     if interrupted is not None and (rc != 0 or not (work / "result.json").is_file()):
         raise interrupted        # nothing finished to hand over
     tail = _tail(stderr_path)
     if rc < 0:
+        fix = ("it ran without a delegate (--delegate none), so the crash is in LiteRT's own kernels: "
+               "re-export or re-convert the model, or report the crash to LiteRT with the model"
+               if _no_delegate(work) else "try --delegate none or re-export the model")
         raise InfraError(f"worker crashed with {_signal_name(rc)} while running {model} "
-                         f"(runtime crash{': ' + tail if tail else ''}); try --delegate none or "
-                         "re-export the model")
+                         f"(runtime crash{': ' + tail if tail else ''}); {fix}")
     result_json = work / "result.json"
     if not result_json.is_file():
         raise InfraError(f"worker for {model} exited with status {rc} and wrote no result"
@@ -207,6 +209,14 @@ def spawn_worker(argv: list[str], work: Path, deadline_s: float, model: Path | s
     if interrupted is not None:
         meta["interrupted_by"] = getattr(interrupted, "signal_name", "Ctrl-C")
     return meta, arrays
+
+
+def _no_delegate(work: Path) -> bool:
+    """The job in ``work`` already ran without a delegate (so advising --delegate none is void)."""
+    try:
+        return json.loads((work / "job.json").read_text()).get("delegate") == "none"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _hand_over(proc: subprocess.Popen, exc: KeyboardInterrupt) -> int:

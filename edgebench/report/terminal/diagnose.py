@@ -64,5 +64,5 @@ def render_keep_float_table(search: Mapping[str, Any] | None) -> list[Table]:
                   top1_change(num(c.get("top1_drop_pp"))), _n(c.get("psnr_db")),
                   ("chosen" if c.get("chosen") else "") + (" meets" if c.get("meets_goal") else " misses"),
                   style="green" if c.get("chosen") else None)
-    t.caption = e(str(search.get("method") or ""))
+    t.caption = e("\n".join(x for x in (search.get("stopped_early"), str(search.get("method") or "")) if x))
     return [t]
