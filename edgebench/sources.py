@@ -668,9 +668,15 @@ def _export_keras(p: Path, custom: dict[str, Any], imports: tuple[str, ...], tmp
         try:
             model = tf_keras.models.load_model(p, compile=False, custom_objects=custom or None)
         except Exception as e2:  # noqa: BLE001
+            legacy = os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes")
+            fix = ("if it uses custom layers pass --import MODULE" if not imports else
+                   "the --import module's classes were not accepted by tf-keras: a module written with tf.keras "
+                   "defines Keras 3 classes under TensorFlow >= 2.16; run with TF_USE_LEGACY_KERAS=1 so its tf.keras "
+                   "is tf-keras (Keras 2)" if not legacy else
+                   "the --import module must define the file's custom classes (TF_USE_LEGACY_KERAS=1 is set)")
             raise BadInput(f"{p}: written by Keras {written_by}; neither Keras {keras.__version__} "
-                           f"({_one_line(e)}) nor tf-keras {tf_keras.__version__} ({_one_line(e2)}) can load it; if "
-                           "it uses custom layers pass --import MODULE") from None
+                           f"({_one_line(e)}) nor tf-keras {tf_keras.__version__} ({_one_line(e2)}) can load it; "
+                           f"{fix}") from None
         export = lambda: model.export(str(tmp))  # noqa: E731
         loaded_with = f"tf-keras {tf_keras.__version__} (Keras 2; Keras {keras.__version__} cannot read this file)"
     try:

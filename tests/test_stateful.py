@@ -143,3 +143,21 @@ def test_converter_reason_drops_compiler_locations():
                              "transformation pass (at sequential_1/lstm_1/TensorArrayV2_1); failed to legalize")
     assert "loc(" not in reason and "callsite" not in reason and len(reason) <= 400
     assert converter_reason("ValueError: something else") is None
+
+
+def test_a_custom_op_gets_one_line_that_names_it_and_what_to_do(tmp_path):
+    """Issue 28.8: a .tflite with a custom op (the converter's allow_custom_ops) is refused with the
+    op's name and the ways forward, not LiteRT's 'Node number 0 failed to prepare'."""
+    import tensorflow as tf
+
+    from edgebench.errors import BadInput
+
+    f = tf.function(lambda x: {"y": tf.math.special.bessel_i1e(x)},
+                    input_signature=[tf.TensorSpec([1, 4], tf.float32)])
+    c = tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()])
+    c.allow_custom_ops = True
+    (tmp_path / "custom.tflite").write_bytes(c.convert())
+    with pytest.raises(BadInput) as got:
+        HostTarget().run(make_job(str(tmp_path / "custom.tflite"), runs=20, warmup_runs=1))
+    msg = str(got.value)
+    assert "uses the custom op BesselI1e" in msg and "built-in ops only" in msg and "failed to prepare" not in msg

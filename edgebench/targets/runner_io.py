@@ -10,6 +10,7 @@ import gc
 import json
 import math
 import os
+import re
 import sys
 import time
 import traceback
@@ -183,8 +184,19 @@ def make_interpreter(runtime, model_path: str, threads: int | None, delegate: st
     try:
         it.allocate_tensors()
     except (RuntimeError, ValueError) as exc:
-        raise JobError(f"cannot allocate {model_path}: {_one_line(exc)}") from None
+        raise JobError(custom_op_hint(model_path, exc) or f"cannot allocate {model_path}: {_one_line(exc)}") from None
     return it
+
+
+def custom_op_hint(model_path: str, exc: BaseException) -> str | None:
+    """'Encountered unresolved custom op: X' -> what that means and what the user can do."""
+    m = re.search(r"unresolved custom op: ([\w.:/-]+?)\.?(?:\s|$)", str(exc))
+    if not m:
+        return None
+    return (f"{model_path} uses the custom op {m.group(1)}, which LiteRT's built-in op set does not have (the "
+            "converter let it through with allow_custom_ops; the app that ships the model registers its own "
+            "kernel): edgebench runs built-in ops only -- re-convert without it (replace the op, or with "
+            "SELECT_TF_OPS for a Flex-enabled runtime), or measure with --benchmark-binary built with that kernel")
 
 
 def _one_line(exc: BaseException) -> str:
