@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,10 +31,48 @@ def ensure_dir(path: str | os.PathLike) -> Path:
     return p
 
 
+def _special(p: Path) -> bool:
+    """An existing target that is not a regular file or folder: a device (/dev/null, /dev/full,
+    /dev/stdout), a FIFO, a socket. It is written *into*, never replaced -- replacing /dev/null
+    with a regular file (as root) would break the machine."""
+    try:
+        st = os.stat(p)
+    except OSError:
+        return False
+    return not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode))
+
+
+@contextmanager
+def _into_special(p: Path) -> Iterator[Path]:
+    """Like temp_path for a device/FIFO target: the temp file lives in the temp folder and is copied
+    into the target on success."""
+    fd, tmp = tempfile.mkstemp(prefix="edgebench-", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        with open(tmp, "rb") as src, open(p, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+            dst.flush()
+    except OSError as exc:
+        if isinstance(exc, EdgebenchError):
+            raise
+        raise OutputNotWritable(p, exc) from None
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
 @contextmanager
 def temp_path(path: str | os.PathLike, mode: int = 0o644) -> Iterator[Path]:
-    """Yield a fresh temp file next to ``path``; on success it replaces ``path`` (fsynced)."""
+    """Yield a fresh temp file next to ``path``; on success it replaces ``path`` (fsynced). A device
+    or FIFO target (``--json /dev/stdout``) is written into instead (``_special``)."""
     p = Path(path)
+    if _special(p):
+        with _into_special(p) as tmp:
+            yield tmp
+        return
     ensure_dir(p.parent)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)

@@ -155,3 +155,16 @@ def test_full_store_keeps_the_result_in_unsaved_and_is_exit_3(tmp_path, bench_mo
     kept = list((tmp_path / "data" / "unsaved").glob("*.json"))
     assert len(kept) == 1 and len(json.loads(kept[0].read_text())["rows"][0]["samples_ns"]) == 30000
     assert f"edgebench results import {kept[0]}" in line and "p99" in p.stdout
+
+
+def test_json_to_dev_full_is_written_into_never_replaced(tmp_path, bench_models):
+    """/dev/full as an output file: ENOSPC on write, one line, the result stored -- and the device
+    stays a device (an atomic rename over it, as root, would have replaced it with a file)."""
+    import stat
+
+    db = tmp_path / "r.db"
+    p = _edgebench(tmp_path, "bench", str(bench_models["fp32"]), *FAST, "--db", str(db), "--json", "/dev/full")
+    assert p.returncode == 2, p.stderr
+    assert "could not write --json /dev/full: No space left on device" in p.stderr
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode) and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert len(_runs(tmp_path, db)) == 1
