@@ -107,10 +107,26 @@ def _is_delegate_kernel(node_type: str, delegates: set[str]) -> bool:
     return t.startswith(("tflite", "delegate/")) or "delegate" in t or t in delegates
 
 
+def undelegated_tail(d: Delegation | None) -> bool:
+    """Every node the delegate left out runs after the model's last delegated compute op (only
+    QUANTIZE/DEQUANTIZE partitions follow): e.g. an int8 model's final SOFTMAX. Such a tail splits
+    nothing -- the outputs come back to the CPU anyway -- so it is shown in the delegation column,
+    not warned about. False when the execution plan's node order is unknown."""
+    det = d.details if d is not None else {}
+    left, members, ops = det.get("undelegated_nodes"), det.get("partition_members"), det.get("partition_ops")
+    if not left or members is None or ops is None or len(members) != len(ops):
+        return False
+    first = min(left)
+    return all(all(op in QUANTIZE_OPS for op in part_ops) for mem, part_ops in zip(members, ops)
+               if any(m > first for m in mem))
+
+
 def delegation_warning(d: Delegation | None, where: str | None = None) -> str | None:
     """'int8 on host: XNNPACK took 6/8 nodes in 3 partitions; left on the CPU: PRELU x2 -- fix'
     (without ``where`` for a row's own warnings: every renderer already names the row)."""
     if d is None or d.nodes_delegated is None or d.nodes_total is None or d.complete or not d.delegate:
+        return None
+    if undelegated_tail(d):
         return None
     left = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in sorted(d.undelegated.items(), key=lambda kv: -kv[1]))
     fixes = [_FIX[(str(d.delegate).upper(), op)] for op in d.undelegated if (str(d.delegate).upper(), op) in _FIX]

@@ -172,3 +172,22 @@ def test_delegation_warning_names_the_specific_fix():
     w = delegation_warning(Delegation("XNNPACK", 5, 4, 2, {"CUSTOM_OP": 1}), "int8 on host")
     assert "each op the delegate rejects" in w
     assert delegation_warning(Delegation("XNNPACK", 5, 5, 1, {}), "int8 on host") is None
+
+
+def test_an_undelegated_tail_is_not_a_warning_but_a_split_graph_is():
+    """Issue 27: an int8 model's final SOFTMAX (only a DEQUANTIZE partition after it) splits nothing;
+    a PRELU between two partitions does."""
+    from edgebench import profile as prof
+    from edgebench.rows import Delegation
+
+    tail = Delegation("XNNPACK", 9, 8, 2, {"SOFTMAX": 1}, details={
+        "undelegated_nodes": [7], "partition_members": [[0, 1, 2, 3, 4, 5, 6], [8]],
+        "partition_ops": [["QUANTIZE", "CONV_2D", "MAX_POOL_2D", "CONV_2D", "RESHAPE", "FULLY_CONNECTED",
+                           "FULLY_CONNECTED"], ["DEQUANTIZE"]]})
+    assert prof.undelegated_tail(tail) and prof.delegation_warning(tail) is None
+    split = Delegation("XNNPACK", 8, 6, 3, {"PRELU": 2}, details={
+        "undelegated_nodes": [2, 4], "partition_members": [[0, 1], [3], [5, 6, 7]],
+        "partition_ops": [["QUANTIZE", "CONV_2D"], ["CONV_2D"], ["CONV_2D", "FULLY_CONNECTED", "DEQUANTIZE"]]})
+    assert not prof.undelegated_tail(split) and "PRELU x2" in prof.delegation_warning(split)
+    unknown = Delegation("XNNPACK", 9, 8, 2, {"SOFTMAX": 1})          # no node order (a benchmark_model log)
+    assert not prof.undelegated_tail(unknown) and prof.delegation_warning(unknown)

@@ -27,7 +27,8 @@ def _bench(run_cli, *args):
 def test_sustained_timeline_has_windows_thermal_and_throttle(run_cli, make_sim, tiny_tflite):
     # each shell command advances the scripts one step: the thermal sampler heats the device up,
     # and Android's thermal status reaches "light" part-way through
-    sim = make_sim(has_python=True, thermal_script={"cpu-big": [38.0 + 0.5 * i for i in range(400)]},
+    # (it starts below the 42 °C cool-down threshold, so the run does not wait out the 180-s cool-down)
+    sim = make_sim(has_python=True, thermal_script={"cpu-big": [30.0 + 0.1 * i for i in range(400)]},
                    thermal_status_script=[0] * 8 + [1] * 400)
     code, doc, err = _bench(run_cli, str(tiny_tflite), "--targets", f"adb:{sim.serial}", "--duration", "3",
                             "--report-every", "1", *FAST)

@@ -143,6 +143,10 @@ def _main(argv: list[str] | None) -> None:
     try:
         rv = app(args=argv, standalone_mode=False)
     except EdgebenchError as err:
+        from edgebench.errors import Interrupted
+
+        if _SIGNALLED and not isinstance(err, Interrupted):
+            _interrupted()         # an error the signal caused (a worker it stopped ...): the signal is the news
         _fail(str(err), err.exit_code)
     except KeyboardInterrupt as exc:
         from edgebench.errors import SIGNAL_EXIT_CODES
@@ -161,6 +165,10 @@ def _main(argv: list[str] | None) -> None:
         if isinstance(exc, _click_exceptions().UsageError):
             exc.show()
             sys.exit(2)
+        if _SIGNALLED:
+            # the signal's exception surfaced inside a library that wrapped it (TensorFlow turns it
+            # into SystemError/AttributeError mid-trace): it is an interruption, not a bug
+            _interrupted()
         if os.environ.get("EDGEBENCH_DEBUG"):
             raise
         _fail(f"internal error: {type(exc).__name__}: {exc} (set EDGEBENCH_DEBUG=1 for a traceback "

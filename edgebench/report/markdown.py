@@ -130,7 +130,7 @@ def _verdict_lines(doc: Document) -> list[str]:
     if v.diagnose:
         out += ["", "Find the layer that breaks it:", "", "```", v.diagnose, "```"]
     if (doc.get("error_sources") or {}).get("text"):
-        out += ["", md_escape(doc["error_sources"]["text"])]
+        out += ["", md_escape(doc.get("error_sources")["text"])]
     return out + [""]
 
 

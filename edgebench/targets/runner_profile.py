@@ -108,6 +108,7 @@ def delegation_summary(nodes: list[dict] | None, delegate: str | None) -> dict |
     return {"delegate": label, "nodes_total": len(original), "nodes_delegated": len(taken),
             "partitions": len(kernels), "undelegated": undelegated, "source": "interpreter execution plan",
             "delegate_nodes": [k["index"] for k in kernels], "partition_members": members,
+            "partition_ops": [[by_index[m]["op"] for m in ms] for ms in members],
             "undelegated_nodes": [n["index"] for n in left]}
 
 

@@ -201,7 +201,7 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
         notes.extend(input_mapping_note(r))
     notes.extend(state_notes(compare_rows(doc)))
     if (doc.get("error_sources") or {}).get("text"):
-        notes.append(e(doc["error_sources"]["text"]))
+        notes.append(e(doc.get("error_sources")["text"]))
     per_process = sorted({str(r.target) for r in compare_rows(doc) if r.sample_class == "per-process"})
     if per_process:
         notes.append(f"[yellow]latency on {e(', '.join(per_process))}: per-process samples (benchmark_model: "
