@@ -21,6 +21,7 @@ import numpy as np
 from edgebench.data import InputSet, Signature, cast_to_signature, saved_model_signature
 from edgebench.fingerprint import host_fingerprint, sha256_file
 from edgebench.targets.base import Job, RunResult
+from edgebench.targets.runner_io import GcPaused   # the LiteRT worker's collector rule, for the same method
 
 
 TF_METHOD = ("per-call perf_counter_ns around the serving signature at batch 1, inputs built before "
@@ -198,11 +199,13 @@ class TFTarget:
         while len(warm) < ctl.warmup_runs or time.perf_counter() - w_start < ctl.warmup_time_s:
             warm.append(timed(len(warm)))
         samples: list[int] = []
-        start = time.perf_counter()
-        while (stop_reason := ctl.stop_reason(len(samples), time.perf_counter() - start, samples)) is None:
-            samples.append(timed(len(samples)))
+        with GcPaused() as paused:      # as the LiteRT rows' timed loops: no collection inside the timing
+            start = time.perf_counter()
+            while (stop_reason := ctl.stop_reason(len(samples), time.perf_counter() - start, samples)) is None:
+                samples.append(timed(len(samples)))
 
         extra: dict[str, Any] = {"device": dev, "batch_size_latency": 1, "stop_reason": stop_reason,
+                                 "gc": paused.facts(),
                                  "loader": self.loader, "signature": self.signature_key}
         if batched and ds.n > 1:
             b = min(self.batch, ds.n)
