@@ -222,3 +222,31 @@ def test_diagnose_files_that_cannot_be_written_each_get_a_line_and_the_result_is
     assert "(None)" not in err and "Traceback" not in err
     assert "int8" in out                                                       # the table came first
     assert len(_runs(tmp_path, db)) == 1
+
+
+def test_json_markdown_junit_into_a_read_only_folder_one_line_each(tmp_path):
+    """convert-and-compare's three files into a read-only folder: chmod 0o500 for a normal user;
+    root ignores permission bits, so as root the folder is a read-only tmpfs (private mount
+    namespace). The table first, one line per file, the result stored once, exit 2."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    db = tmp_path / "r.db"
+    args = ["convert-and-compare", "digits", "-p", "fp32", "-n", "8", "--runs", "30", "--db", str(db),
+            "--json", str(ro / "r.json"), "--markdown", str(ro / "r.md"), "--junit", str(ro / "r.xml")]
+    if os.geteuid() != 0:
+        ro.chmod(0o500)
+        try:
+            p = _edgebench(tmp_path, *args)
+        finally:
+            ro.chmod(0o700)
+        why = "Permission denied"
+    elif NO_NS is None:
+        p = _edgebench(tmp_path, *args, mount=f"ro:{ro}")
+        why = "Read-only file system"
+    else:
+        pytest.skip(f"running as root (permission bits do not stop root) and {NO_NS}")
+    assert p.returncode == 2, p.stderr
+    for option, name in (("--json", "r.json"), ("--markdown", "r.md"), ("--junit", "r.xml")):
+        assert f"could not write {option} {ro / name}: {why}; choose a writable path" in p.stderr, p.stderr
+    assert "fp32" in p.stdout.split("==files==")[0] and "Traceback" not in p.stderr
+    assert len(_runs(tmp_path, db)) == 1
