@@ -121,7 +121,8 @@ def test_report_html_into_a_read_only_folder_is_exit_2(tmp_path, bench_models):
     ro.mkdir()
     p = _edgebench(tmp_path, "report", "--latest", "--db", str(db), "--html", str(ro / "r.html"), mount=f"ro:{ro}")
     assert p.returncode == 2, p.stderr
-    assert f"cannot write {ro / 'r.html'}" in _last_line(p) and "Traceback" not in p.stderr
+    assert _last_line(p) == (f"error: could not write --html {ro / 'r.html'}: Read-only file system; choose a "
+                             "writable path (the results stay in the store)") and "Traceback" not in p.stderr
 
 
 @needs_ns
