@@ -25,21 +25,21 @@ class BadInput(EdgebenchError):
 class OutputNotWritable(BadInput, OSError):
     """A file or folder written for the user could not be written: a read-only or missing
     folder, a full disk, a path under a file. One line naming the path, why, and what the user
-    can do (exit 2). Also an ``OSError``, so code that guards a write with ``except OSError``
-    keeps working."""
+    can do (exit 2; ``fix`` replaces the generic advice, e.g. the variable that moves a folder).
+    Also an ``OSError``, so code that guards a write with ``except OSError`` keeps working."""
 
-    def __init__(self, path: object, exc: OSError, what: str = "write") -> None:
+    def __init__(self, path: object, exc: OSError, what: str = "write", fix: str | None = None) -> None:
         import errno
 
         reason = exc.strerror or type(exc).__name__
         if exc.errno == errno.EEXIST:       # mkdir -p through a regular file
             reason = "Not a directory"
         if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-            fix = "free space on that disk or write elsewhere (--out DIR / another path)"
+            fix = fix or "free space on that disk or write elsewhere (--out DIR / another path)"
         elif exc.errno in (errno.ENOTDIR, errno.EEXIST):
-            fix = "a part of that path is a file, not a folder: choose another path"
+            fix = fix or "a part of that path is a file, not a folder: choose another path"
         else:
-            fix = "choose a writable folder (--out DIR / another path) or fix its permissions"
+            fix = fix or "choose a writable folder (--out DIR / another path) or fix its permissions"
         self.message = f"cannot {what} {path}: {reason}; {fix}"
         self.path = str(path)
         self.reason = reason

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from edgebench.errors import BadInput, InfraError
+from edgebench.errors import BadInput, InfraError, OutputNotWritable
 from edgebench.report.prometheus import render_prometheus
 from edgebench.store import series_key, series_label
 
@@ -276,7 +276,11 @@ def _write_text(text: str, path: str, option: str) -> str:
         raise BadInput(f"{option} {path!r} is a directory; give a file path such as {p / 'report.html'}")
     if not p.parent.is_dir():
         raise BadInput(f"{option} {path!r}: directory {str(p.parent)!r} does not exist; create it first")
-    return str(_atomic_write(p, text))
+    try:
+        return str(_atomic_write(p, text))
+    except OutputNotWritable as e:    # read-only folder, full disk: the option, the path, why (exit 2)
+        raise BadInput(f"could not write {option} {path}: {e.reason}; choose a writable path (the results "
+                       "stay in the store)") from None
 
 
 @dataclass

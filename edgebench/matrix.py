@@ -47,6 +47,7 @@ import yaml
 
 from edgebench.convert import DEFAULT_PRECISIONS, PRECISION_NAMES
 from edgebench.errors import BadInput, EdgebenchError, InfraError
+from edgebench.ranges import RANGES
 from edgebench.rows import Document, InferenceRow, TrainRow
 from edgebench.targets.base import DELEGATES, HOST_DELEGATES, RunControl
 
@@ -76,6 +77,7 @@ class Key:
     check: Callable[[Any], str | None]          # value -> None (ok) or what is wrong
     allowed: str                                # shown in errors
     aliases: tuple[str, ...] = ()
+    flag: str | None = None                     # the CLI option whose range (edgebench.ranges) applies
 
 
 def _one_of(values: tuple[str, ...]) -> Callable[[Any], str | None]:
@@ -117,21 +119,21 @@ _KEYS: tuple[Key, ...] = (
     Key("models", KINDS, True, _str, "reference model names, 'all', or model paths", ("model",)),
     Key("precisions", ("edge",), True, _one_of(EDGE_PRECISIONS), ", ".join(EDGE_PRECISIONS), ("precision",)),
     Key("targets", ("edge",), True, _target, "host, tf, adb:SERIAL, adb:all", ("target",)),
-    Key("threads", ("edge",), True, _threads, "positive integers or default"),
+    Key("threads", ("edge",), True, _threads, "positive integers or default", flag="--threads"),
     Key("delegates", ("edge",), True, _one_of(DELEGATES), ", ".join(DELEGATES), ("delegate",)),
     Key("data", KINDS, True, _data, "a data path, 'synthetic', or default (the model's own split)"),
-    Key("runs", ("edge",), False, _pos_int, "a positive integer (timed runs per model)"),
-    Key("min_runs", ("edge",), False, _pos_int, "a positive integer"),
-    Key("min_time_s", ("edge",), False, _nonneg_num, "seconds >= 0"),
-    Key("max_time_s", ("edge",), False, _nonneg_num, "seconds > 0"),
-    Key("samples", ("edge",), False, _pos_int, "a positive integer (evaluation samples)"),
-    Key("calibration_samples", ("edge",), False, _pos_int, "a positive integer"),
+    Key("runs", ("edge",), False, _pos_int, "a positive integer (timed runs per model)", flag="--runs"),
+    Key("min_runs", ("edge",), False, _pos_int, "a positive integer", flag="--min-runs"),
+    Key("min_time_s", ("edge",), False, _nonneg_num, "seconds >= 0", flag="--min-time"),
+    Key("max_time_s", ("edge",), False, _nonneg_num, "seconds > 0", flag="--max-time"),
+    Key("samples", ("edge",), False, _pos_int, "a positive integer (evaluation samples)", flag="--samples"),
+    Key("calibration_samples", ("edge",), False, _pos_int, "a positive integer", flag="--calibration-samples"),
     Key("size", KINDS, False, _one_of(SIZES), "tiny, full"),
     Key("seed", KINDS, False, lambda v: None if isinstance(v, int) and not isinstance(v, bool) else "not an integer",
-        "an integer"),
+        "an integer", flag="--seed"),
     # training (the guide's keys)
     Key("backbone", ("train",), False, _one_of(BACKBONES), ", ".join(BACKBONES)),
-    Key("batch_sizes", ("train",), True, _pos_int, "positive integers", ("batch_size",)),
+    Key("batch_sizes", ("train",), True, _pos_int, "positive integers", ("batch_size",), flag="--batch-sizes"),
     Key("devices", ("train",), True, _one_of(DEVICES), ", ".join(DEVICES), ("device",)),
     Key("train_precisions", ("train",), True, _one_of(TRAIN_PRECISIONS), ", ".join(TRAIN_PRECISIONS)),
     Key("strategies", ("train",), True, _one_of(STRATEGIES), ", ".join(STRATEGIES), ("strategy",)),
@@ -139,9 +141,9 @@ _KEYS: tuple[Key, ...] = (
     Key("xla", ("train",), True, _onoff, "on, off"),
     Key("input_pipelines", ("train",), True, _one_of(INPUT_PIPELINES), ", ".join(INPUT_PIPELINES),
         ("input_pipeline",)),
-    Key("steps", ("train",), False, _pos_int, "a positive integer (timed steps)"),
+    Key("steps", ("train",), False, _pos_int, "a positive integer (timed steps)", flag="--steps"),
     Key("warmup_steps", ("train",), False, lambda v: None if isinstance(v, int) and not isinstance(v, bool)
-        and v >= 0 else "not an integer >= 0", "an integer >= 0"),
+        and v >= 0 else "not an integer >= 0", "an integer >= 0", flag="--warmup-steps"),
 )
 KEYS = {k.name: k for k in _KEYS}
 _ALIAS = {a: k.name for k in _KEYS for a in k.aliases}
@@ -313,6 +315,7 @@ def load_matrix(path: str, overrides: dict[str, Any] | None = None,
                 bad = key.check(v)
                 if bad:
                     raise BadInput(f"{_where(path, lines, name)}: {label}: {v!r} is {bad}; allowed: {key.allowed}")
+                _check_range(key, v, f"{_where(path, lines, name)}: {label}")
             norm = [_norm(name, v) for v in values]
             dupes = sorted({str(v) for v in norm if norm.count(v) > 1})
             if dupes:
@@ -324,17 +327,25 @@ def load_matrix(path: str, overrides: dict[str, Any] | None = None,
             bad = key.check(value)
             if bad:
                 raise BadInput(f"{_where(path, lines, name)}: {label}: {value!r} is {bad}; allowed: {key.allowed}")
+            _check_range(key, value, f"{_where(path, lines, name)}: {label}")
             settings[name] = value
     if "models" not in axes:
         raise BadInput(f"{path}: no model; add 'model: NAME' or a 'models:' list (reference names: "
                        f"{', '.join(_reference_models()) or 'see edgebench models list'})")
     axes["models"] = _expand_models(path, lines, axes["models"], kind)
-    if kind == "edge" and settings.get("max_time_s") == 0:
-        raise BadInput(f"{_where(path, lines, 'max_time_s')}: max_time_s must be > 0")
     given = tuple(a for a in axes if a in data)
     for name, default in (EDGE_DEFAULTS if kind == "edge" else TRAIN_DEFAULTS).items():
         axes.setdefault(name, list(default))
     return MatrixSpec(str(path), kind, axes, settings, lines, given)
+
+
+def _check_range(key: Key, v: Any, where: str) -> None:
+    """A number in a matrix is held to the range of the CLI option it stands for (``--runs`` for
+    ``runs:``; ``edgebench.ranges``, written once): an infinite ``min_time_s`` or a seed of -1 is
+    refused before any cell runs, as the option would be."""
+    rng = RANGES.get(key.flag) if key.flag else None
+    if rng is not None and isinstance(v, (int, float)) and not isinstance(v, bool) and not rng.ok(v):
+        raise BadInput(f"{where}: {v!r} must be {rng.text()} (the range of {key.flag})")
 
 
 def _public(name: str, kind: str) -> str:

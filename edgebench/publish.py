@@ -6,7 +6,8 @@
    in ``<data dir>/unsaved/``),
 2. ``--json`` (the user's own copy, atomically, with its run id; ``-`` is stdout),
 3. ``--markdown`` (and ``$GITHUB_STEP_SUMMARY`` when set),
-4. ``--junit``, ``--model-explorer`` (per-op latency as Model Explorer node data),
+4. ``--junit``, ``--model-explorer`` (per-op latency as Model Explorer node data), then a command's
+   own files (``extra_files``: diagnose's ``--html`` and ``--model-explorer``),
 5. ``--pushgateway``.
 
 Nothing here stops the caller from showing what was measured: every failure comes back in
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from edgebench.errors import BadInput, EdgebenchError
 from edgebench.rows import Document
@@ -37,6 +38,8 @@ class PublishOptions:
     model_explorer: str | None = None
     matrix_hash: str | None = None
     cell: dict[str, Any] | None = field(default=None, hash=False)
+    # (option, render): render(published doc) -> {path: text}, written like --json
+    extra_files: tuple[tuple[str, Callable[[Document], dict[str, str]]], ...] = field(default=(), hash=False)
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,21 @@ def _why(exc: OSError) -> str:
     return getattr(exc, "reason", None) or exc.strerror or type(exc).__name__
 
 
+def unwritten_line(option: str, path: str, exc: OSError) -> str:
+    """The one line for an output file that could not be written (the result itself is safe)."""
+    return f"could not write {option} {path}: {_why(exc)}; choose a writable path (the table above is the result)"
+
+
+def try_write(option: str, path: str, write: Callable[[], Any]) -> str | None:
+    """``write()``; None when it worked, else ``unwritten_line`` -- for commands that show their
+    result before saying which of its files could not be written."""
+    try:
+        write()
+    except OSError as exc:
+        return unwritten_line(option, path, exc)
+    return None
+
+
 def publish(doc: Document, opts: PublishOptions) -> PublishOutcome:
     from edgebench.atomic import write_text
     from edgebench.results import write_json
@@ -93,11 +111,9 @@ def publish(doc: Document, opts: PublishOptions) -> PublishOutcome:
     unwritten: list[str] = []
 
     def attempt(option: str, path: str, write) -> None:
-        try:
-            write()
-        except OSError as exc:
-            unwritten.append(f"could not write {option} {path}: {_why(exc)}; choose a writable path "
-                             "(the table above is the result)")
+        line = try_write(option, path, write)
+        if line:
+            unwritten.append(line)
 
     if opts.json_path:
         attempt("--json", opts.json_path, lambda: write_json(doc, opts.json_path))
@@ -123,6 +139,9 @@ def publish(doc: Document, opts: PublishOptions) -> PublishOutcome:
 
         for path, text in render_node_data(doc, opts.model_explorer).items():
             attempt("--model-explorer", path, lambda p=path, t=text: write_text(p, t))
+    for option, render in opts.extra_files:
+        for path, text in render(doc).items():
+            attempt(option, path, lambda p=path, t=text: write_text(p, t))
     kept = None
     if unwritten and not run_id and error is None:      # --no-store: the printed table would be all
         from edgebench.store import keep_unsaved

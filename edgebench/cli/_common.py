@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
-from edgebench.errors import BadInput
+from edgebench.errors import BadInput, EdgebenchError
+from edgebench.ranges import RANGES, check
 
 
 def split_csv(value: str | None, *, option: str, allowed: tuple[str, ...] | None = None) -> list[str]:
@@ -23,13 +24,16 @@ def split_csv(value: str | None, *, option: str, allowed: tuple[str, ...] | None
 
 
 def split_ints(value: str | None, *, option: str) -> list[int]:
+    """'1,2,4' -> [1, 2, 4]; each value in the option's range (``edgebench.ranges.RANGES``)."""
     items = split_csv(value, option=option)
     try:
         out = [int(v) for v in items]
     except ValueError:
         raise BadInput(f"{option}: {value!r} is not a comma-separated list of integers") from None
-    if any(v <= 0 for v in out):
+    if option not in RANGES and any(v <= 0 for v in out):
         raise BadInput(f"{option}: values must be positive integers, got {value!r}")
+    for v in out:
+        check(option, v)
     return out
 
 
@@ -185,3 +189,20 @@ def deliver(doc, opts, render, *, json_path: str | None = None) -> "object":
                           f"({where}); rerun to measure the rest", signal_name=signal_name)
     outcome.raise_error()
     return doc
+
+
+def verdict_then_unwritten(verdict: Callable[[], None], unwritten: list[str]) -> None:
+    """After the table: ``verdict()`` raises the command's own outcome (failed cells, a failed
+    variant, an interruption) with its exit code, naming the files that could not be written too;
+    when it passes, those files are the error (exit 2). ``unwritten``: ``publish.try_write`` lines."""
+    lines = [ln for ln in unwritten if ln]
+    try:
+        verdict()
+    except EdgebenchError as err:
+        if lines:
+            err.args = ("; ".join([str(err), *lines]),)
+            if hasattr(err, "message"):
+                err.message = err.args[0]
+        raise
+    if lines:
+        raise BadInput("\n".join(lines))

@@ -181,9 +181,10 @@ def source_options(signature: str | None = None, input_shapes: list[str] | None 
 
 def publish_options(*, json_path: str | None = None, db: str | None = None, no_store: bool = False,
                     pushgateway: str | None = None, markdown: str | None = None,
-                    junit: str | None = None, model_explorer: str | None = None) -> PublishOptions:
+                    junit: str | None = None, model_explorer: str | None = None,
+                    extra_files: tuple = ()) -> PublishOptions:
     return PublishOptions(json_path=json_path, markdown=markdown, junit=junit, db=db, store=not no_store,
-                          pushgateway=pushgateway, model_explorer=model_explorer)
+                          pushgateway=pushgateway, model_explorer=model_explorer, extra_files=extra_files)
 
 
 def gpu_precisions(value: str | None) -> tuple[str, ...]:

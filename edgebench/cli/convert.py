@@ -72,8 +72,11 @@ def register(app: typer.Typer) -> None:
         with progress_reporter("convert") as say:
             say.set_total(2 + len(settings.precisions) + ("fp32" not in settings.precisions))
             manifest = convert(settings, progress=say)
+        unwritten = None       # the variants and manifest.json are in --out: the table first, then this line
         if json_path:
-            write_json(manifest, json_path)
+            from edgebench.publish import try_write
+
+            unwritten = try_write("--json", json_path, lambda: write_json(manifest, json_path))
         if json_path != "-":
             search = (manifest["variants"].get("int8") or {}).get("keep_float_search")
             if search:
@@ -82,7 +85,9 @@ def register(app: typer.Typer) -> None:
                 for part in render_keep_float_table(search):
                     console().print(part)
             console().print(render_manifest(manifest))
-        check_manifest(manifest)
+        from edgebench.cli._common import verdict_then_unwritten
+
+        verdict_then_unwritten(lambda: check_manifest(manifest), [unwritten])
 
 
 def check_int8_io(value: str) -> str:

@@ -66,49 +66,49 @@ def register(app: typer.Typer) -> None:
 
         if int8_io not in INT8_IO:
             raise BadInput(f"--int8-io {int8_io}: use float or int8")
-        if top < 1:
-            raise BadInput(f"--top {top}: must be at least 1")
         settings = DiagnoseSettings(
             src=src, precisions=tuple(split_csv(precision, option="--precision")), data=data,
             calibration_data=calibration_data, eval_samples=samples, calibration_samples=calibration_samples,
             int8_io=int8_io, out_dir=out, preprocess=preprocess, size=check_size(size), class_output=class_output,
             isolated=not no_isolated, source=source_options(signature, input_shape, imports, static_batch=static_batch,
                                                  dynamic_batch=dynamic_batch))
-        opts = publish_options(json_path=json_path, db=db, no_store=no_store, markdown=markdown)
+        opts = publish_options(json_path=json_path, db=db, no_store=no_store, markdown=markdown,
+                               extra_files=_extra_files(html_path, model_explorer))
         check_store(opts)
         with progress_reporter("diagnose") as say:
             doc = diagnose(settings, progress=say)
-        try:
-            deliver(doc, opts, lambda d: render_diagnose(d, top=top), json_path=json_path)
-        finally:   # written even when the store is down (the result is kept in unsaved/ then)
-            _write_extras(doc, html_path, model_explorer)
+        deliver(doc, opts, lambda d: render_diagnose(d, top=top), json_path=json_path)
 
 
-def _write_extras(doc, html_path: str | None, me_path: str | None) -> None:
-    from edgebench.errors import BadInput
+def _extra_files(html_path: str | None, me_path: str | None) -> tuple:
+    """--html and --model-explorer, written by publish like --json (an unwritable one is a line of
+    its own after the table, and the result is still stored)."""
+    out = []
+    if html_path:
+        out.append(("--html", lambda doc: {html_path: _html(doc)}))
+    if me_path:
+        out.append(("--model-explorer", lambda doc: _node_data(doc, me_path)))
+    return tuple(out)
 
-    try:
-        _write(doc, html_path, me_path)
-    except OSError as e:
-        raise BadInput(f"{e.filename or html_path or me_path}: cannot write ({e.strerror}); choose a writable path") from None
+
+def _html(doc) -> str:
+    from edgebench.report.html import render_html
+
+    return render_html(doc)
 
 
-def _write(doc, html_path: str | None, me_path: str | None) -> None:
+def _node_data(doc, me_path: str) -> dict[str, str]:
+    """One Model Explorer file per diagnosed precision (PATH.PRECISION.json with several)."""
     import json
     from pathlib import Path
 
-    from edgebench.atomic import write_text
+    from edgebench.report.diagnose import model_explorer
 
-    if html_path:
-        from edgebench.report.html import render_html
-
-        write_text(html_path, render_html(doc))
-    if me_path:
-        from edgebench.report.diagnose import model_explorer
-
-        rows = [r for r in doc.to_dict()["rows"] if r.get("status") == "ok"]
-        for r in rows:
-            p = Path(me_path)
-            if len(rows) > 1:
-                p = p.with_name(f"{p.stem}.{r['precision']}{p.suffix}")
-            write_text(str(p), json.dumps(model_explorer(r), indent=1) + "\n")
+    rows = [r for r in doc.to_dict()["rows"] if r.get("status") == "ok"]
+    out = {}
+    for r in rows:
+        p = Path(me_path)
+        if len(rows) > 1:
+            p = p.with_name(f"{p.stem}.{r['precision']}{p.suffix}")
+        out[str(p)] = json.dumps(model_explorer(r), indent=1) + "\n"
+    return out

@@ -12,7 +12,7 @@ def register(app: typer.Typer) -> None:
     def import_log_cmd(
         file: str = typer.Argument(..., help="Captured benchmark_model output (stdout+stderr), any version."),
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the result document as JSON to PATH ('-' for stdout)."),
-        top_ops: int = typer.Option(10, "--top-ops", min=0, help="Operators to show when the log has op profiling."),
+        top_ops: int = typer.Option(10, "--top-ops", help="Operators to show when the log has op profiling (0: none)."),
     ) -> None:
         """Parse a captured TFLite benchmark_model log into edgebench results (no p99: the tool prints no samples)."""
         from edgebench.results import write_json

@@ -65,12 +65,15 @@ def register(app: typer.Typer) -> None:
                                 _cell_progress(say), progress=say)
         if lock_diffs is not None:
             report["lock"] = {"file": check_lock, "differences": lock_diffs}
+        unwritten = None      # every cell is stored already: the table comes first, then this line
         if json_path:
             from edgebench.fingerprint import host_fingerprint
+            from edgebench.publish import try_write
 
             extra = {k: v for k, v in report.items() if k not in ("cells", "kind")}
-            write_json(envelope("matrix", report["cells"], host_fingerprint(), matrix_kind=report["kind"], **extra),
-                       json_path)
+            unwritten = try_write("--json", json_path, lambda: write_json(
+                envelope("matrix", report["cells"], host_fingerprint(), matrix_kind=report["kind"], **extra),
+                json_path))
         if json_path != "-":
             from edgebench.report.terminal.matrix import render_matrix
 
@@ -84,7 +87,9 @@ def register(app: typer.Typer) -> None:
                 for c in report["cells"]:
                     if c.get("run_id"):
                         push_result(st.get(c["run_id"]), pushgateway, run_id=c["run_id"])
-        raise_for_failures(report)
+        from edgebench.cli._common import verdict_then_unwritten
+
+        verdict_then_unwritten(lambda: raise_for_failures(report), [unwritten])
 
 
 def _cell_progress(say):

@@ -1,23 +1,27 @@
 """Every numeric option of every command, fuzzed with nan, inf, -1, 0 and a huge value (issue 26.4).
 
 The options are read from the typer app itself, so a new command or option is covered without a
-line here; one that has no range in ``cli/_ranges.RANGES`` fails ``test_every_numeric_option_has_a_range``.
-A value outside the range must exit 2 before any work, with one line naming the option; the
-command's arguments are paths that do not exist, so reaching the body would print a different error.
+line here; one that has no range in ``edgebench.ranges.RANGES`` fails
+``test_every_numeric_option_has_a_range``. Comma-separated numbers (``--concurrency 1,2,4``) are
+fuzzed when their flag has a range. A value outside the range must exit 2 before any work, with one
+line naming the option; a value inside it must get past the check (the command's arguments are
+paths that do not exist, so reaching the body prints a different error). A matrix file's numeric
+keys are held to the same ranges (``test_matrix_numbers_use_the_options_ranges``).
 """
 
 from __future__ import annotations
 
 import math
+import re
 import time
 
 import pytest
 import typer
 
 from edgebench.cli import app
-from edgebench.cli._ranges import RANGES
+from edgebench.ranges import RANGES
 
-BAD = ("nan", "inf", "-1", "0", "1e308")
+BAD = ("nan", "inf", "-1", "0", "1e308", "100000000000000")   # the last: a huge value an int option parses
 
 
 def _commands():
@@ -34,11 +38,17 @@ def _commands():
 
 
 def _numeric(param) -> str | None:
+    """'float' / 'int' for a numeric option, 'ints' for a comma-separated list of integers whose flag
+    has a range (--concurrency, --batch-sizes), else None."""
     td = getattr(param, "type_descriptor", None)
     ann = repr(getattr(td, "annotation", None)) if td is not None else ""
     if not getattr(param, "opts", None) or not param.opts[0].startswith("--") or getattr(param, "is_flag", False):
         return None
-    return "float" if "float" in ann else "int" if "int" in ann and "Point" not in ann else None
+    if "float" in ann:
+        return "float"
+    if "int" in ann and "Point" not in ann:
+        return "int"
+    return "ints" if "str" in ann and param.opts[0] in RANGES else None
 
 
 def _required(cmd, flag: str) -> list[str]:
@@ -63,14 +73,29 @@ CASES = [(path, p.opts[0], kind, _required(cmd, p.opts[0]))
 def test_every_numeric_option_has_a_range():
     assert len(CASES) >= 40, len(CASES)        # the walk found the options (bench alone has a dozen)
     missing = sorted({flag for _, flag, _, _ in CASES if flag not in RANGES})
-    assert not missing, f"numeric options without a range in cli/_ranges.RANGES: {missing}"
+    assert not missing, f"numeric options without a range in edgebench.ranges.RANGES: {missing}"
+    assert {"--concurrency", "--batch-sizes"} <= {flag for _, flag, kind, _ in CASES if kind == "ints"}
+
+
+def _help(param) -> str:
+    return " ".join((getattr(param, "help", None) or "").split())
+
+
+def test_a_value_the_help_gives_a_meaning_is_in_range():
+    """'0 = all' (--limit), '(0: none)' (--top-ops): a documented value must pass its range."""
+    documented = [(flag, m.group(1)) for path, cmd in _commands() for p in cmd.params
+                  if (flag := (p.opts or [""])[0]) in RANGES
+                  for m in re.finditer(r"(?:^|[ (;])(-?\d+(?:\.\d+)?)\s*(?:=|:)\s*[a-z]", _help(p))]
+    assert ("--limit", "0") in documented and ("--top-ops", "0") in documented, documented
+    for flag, raw in documented:
+        assert RANGES[flag].ok(float(raw)), f"{flag} documents {raw} but its range refuses it"
 
 
 def _expected_rejected(flag: str, kind: str, raw: str) -> bool:
     value = float(raw)
-    if kind == "int" and (not math.isfinite(value) or raw == "1e308"):
-        return True                             # not an integer: click refuses it by name
-    return not RANGES[flag].ok(int(value) if kind == "int" else value)
+    if kind in ("int", "ints") and (not math.isfinite(value) or raw == "1e308"):
+        return True                             # not an integer: refused by name
+    return not RANGES[flag].ok(value if kind == "float" else int(value))
 
 
 @pytest.mark.parametrize("path,flag,kind,args", CASES, ids=[f"{' '.join(c[0])} {c[1]}" for c in CASES])
@@ -89,6 +114,13 @@ def test_out_of_range_values_exit_2_before_any_work(run_cli, tmp_path, monkeypat
         assert "does-not-exist" not in text or flag in text.splitlines()[-1], (raw, text)
         assert time.perf_counter() - t0 < 5, "the check runs before any work"
         assert not (tmp_path / "results.db").exists() and not (tmp_path / "edgebench-out").exists()
+    complaint = re.compile(re.escape(flag) + r" \S+: must be")
+    for raw in BAD:
+        if _expected_rejected(flag, kind, raw):
+            continue
+        # in range: gets past the check (then fails on the missing input, or runs a query)
+        code, out, err = run_cli(*path, *positional, flag, raw)
+        assert not complaint.search(out + err) and "Traceback" not in out + err, (raw, out + err)
 
 
 def test_in_range_values_pass_the_check():
@@ -115,3 +147,53 @@ def test_contradictions_and_gate_thresholds_are_refused_before_work(run_cli, tmp
     code, out, err = run_cli(*argv)
     assert code == 2 and needle in out + err, out + err
     assert not (tmp_path / "edgebench-out").exists()
+
+
+def _matrix_numeric_keys():
+    """Every matrix key that takes a number (its own check accepts 5) -- a new one is covered too."""
+    from edgebench.matrix import KEYS
+
+    return [k for k in KEYS.values() if k.check(5) is None]
+
+
+def test_every_numeric_matrix_key_names_the_option_whose_range_it_takes():
+    keys = _matrix_numeric_keys()
+    assert {"runs", "min_time_s", "seed", "steps", "batch_sizes"} <= {k.name for k in keys}
+    assert not [k.name for k in keys if k.flag not in RANGES], "a numeric matrix key without an option range"
+
+
+YAML_BAD = {"nan": ".nan", "inf": ".inf", "-1": "-1", "0": "0", "1e308": "1.0e+308", "100000000000000": "100000000000000"}
+
+
+@pytest.mark.parametrize("key", [k.name for k in _matrix_numeric_keys()])
+def test_matrix_numbers_use_the_options_ranges(run_cli, tmp_path, monkeypatch, key):
+    """`matrix run --set KEY=VALUE --dry-run` (and the same key in the file): a value the option's range
+    refuses is exit 2 naming the key and the option, before any cell; one it accepts passes."""
+    from edgebench.matrix import KEYS
+
+    k = KEYS[key]
+    monkeypatch.chdir(tmp_path)
+    head = "models: [digits]\n" + ("kind: train\n" if "edge" not in k.kinds else "")
+    (tmp_path / "m.yaml").write_text(head)
+    for raw, yaml_value in YAML_BAD.items():
+        value = float(raw)
+        refused = k.check(int(value) if value.is_integer() and raw != "1e308" else value) is not None \
+            or not RANGES[k.flag].ok(value)
+        code, out, err = run_cli("matrix", "run", "m.yaml", "--set", f"{key}={yaml_value}", "--dry-run")
+        if refused:
+            assert code == 2 and f"--set {key}" in err and "Traceback" not in err, (raw, err)
+            assert k.flag in err or "is not" in err, (raw, err)     # the option's range, or the key's type
+        else:
+            assert code == 0, (raw, out + err)
+    (tmp_path / "m.yaml").write_text(f"{head}{key}: .inf\n")
+    code, _, err = run_cli("matrix", "run", "m.yaml", "--dry-run")
+    assert code == 2 and f"m.yaml:{head.count(chr(10)) + 1}: {key}" in err, err
+
+
+def test_an_infinite_matrix_time_is_refused_before_any_cell(run_cli, tmp_path, monkeypatch):
+    """Was: every cell started and failed (`--min-time inf: must be a finite number`), exit 3."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.yaml").write_text("models: [digits]\nprecisions: [fp32]\nmin_time_s: .inf\nseed: 0\n")
+    code, out, err = run_cli("matrix", "run", "m.yaml", "--db", str(tmp_path / "r.db"))
+    assert code == 2 and "m.yaml:3: min_time_s: inf must be >= 0 and <= 604,800 (the range of --min-time)" in err, err
+    assert not (tmp_path / "r.db").exists()
