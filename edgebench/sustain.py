@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from edgebench.errors import EdgebenchError
-from edgebench.rows import ColdStart, Energy, InferenceRow, Latency, Paced, Sustained, Window
+from edgebench.rows import COLD_START_PHASES, ColdStart, Energy, InferenceRow, Latency, Paced, Sustained, Window
 from edgebench.targets.base import Job, RunResult, Schedule
 
 THROTTLE_RATIO = 1.10            # as the adb throttle verdict's latency_rise: a 10% slower median
@@ -129,8 +129,8 @@ def paced(res: RunResult, back_to_back: RunResult, what: str) -> Paced:
 
 
 def _phases(starts: Sequence[Mapping[str, Any]], what: str) -> dict[str, Latency | None]:
-    return {k: _stats([float(s[k]) * 1e6 for s in starts], f"{k} of {what}")
-            for k in ("process_start_ms", "init_ms", "first_inference_ms", "total_ms")}
+    return {k: _stats([float(s[k]) * 1e6 for s in starts if s.get(k) is not None], f"{k} of {what}")
+            for k in COLD_START_PHASES}
 
 
 def cold_start(res: RunResult, what: str) -> ColdStart:
@@ -143,8 +143,7 @@ def cold_start(res: RunResult, what: str) -> ColdStart:
                                "cache_bytes": cs.get("cache_bytes"),
                                "note": "fresh processes one after another; the OS page cache is not dropped"}
     if cs.get("xnnpack_cache"):
-        details["cache_build"] = {k: build[0][k] for k in ("process_start_ms", "init_ms", "first_inference_ms",
-                                                           "total_ms")} if build else None
+        details["cache_build"] = {k: build[0].get(k) for k in COLD_START_PHASES} if build else None
         w = _phases(warm, f"warm-cache starts of {what}")
         details["warm_cache"] = {k: (v.to_dict() if v else None) for k, v in w.items()}
         p50 = _phases(plain, what)["init_ms"]

@@ -62,6 +62,14 @@ def test_cold_starts_fresh_processes(bench_models):
         assert st["kind"] == "interpreter" and st["runtime"].endswith("Interpreter")
         assert st["total_ms"] > st["process_start_ms"] > 0 and st["init_ms"] > 0 and st["first_inference_ms"] > 0
         assert st["total_ms"] >= st["process_start_ms"] + st["init_ms"] + st["first_inference_ms"]
+        # issue 24.14: what no phase holds has a column of its own, so the phases add up
+        assert st["other_ms"] >= 0
+        parts = st["process_start_ms"] + st["init_ms"] + st["first_inference_ms"] + st["other_ms"]
+        assert parts == pytest.approx(st["total_ms"], abs=1e-6)
+    from edgebench.sustain import cold_start
+
+    summary = cold_start(res, "fp32")
+    assert summary.other_ms is not None and summary.other_ms.samples == 2
     assert res.samples_ns.size == 0
 
 

@@ -501,7 +501,8 @@ def run_cold_starts(job: dict, load: dict) -> dict:
     """Parent of ``count`` fresh worker processes, one after another (``python runner.py child.json``).
 
     Per start: ``process_start_ms`` (spawn -> interpreter, numpy and LiteRT imported),
-    ``init_ms`` (model load + allocate), ``first_inference_ms``, ``total_ms`` (spawn -> first
+    ``init_ms`` (model load + allocate), ``first_inference_ms``, ``other_ms`` (the rest: reading the
+    job and the inputs; the four add up to ``total_ms``), ``total_ms`` (spawn -> first
     result). Without a cache the children use the Interpreter API (what the timed runs use). With
     ``xnnpack_cache`` they use the CompiledModel API and alternate: a start without a cache, then
     one with the weight cache file -- the first cached start writes it ("build"), later ones load
@@ -545,10 +546,12 @@ def run_cold_starts(job: dict, load: dict) -> dict:
         if proc.returncode != 0 or meta.get("status") != "ok":
             raise JobError(f"cold start {k + 1}: {meta.get('error') or 'exit ' + str(proc.returncode)}",
                            bad_input=meta.get("error_kind") == "bad_input")
-        starts.append({"kind": kind, "cache": cache_state, "runtime": meta["runtime"],
-                       "process_start_ms": (meta["ready_ns"] - t0) / 1e6, "init_ms": meta["init_ms"],
-                       "first_inference_ms": meta["first_inference_ms"],
-                       "total_ms": (meta["first_done_ns"] - t0) / 1e6, "peak_rss_bytes": meta.get("peak_rss_bytes")})
+        phase = {"process_start_ms": (meta["ready_ns"] - t0) / 1e6, "init_ms": meta["init_ms"],
+                 "first_inference_ms": meta["first_inference_ms"], "total_ms": (meta["first_done_ns"] - t0) / 1e6}
+        # what no phase holds (reading the job and the inputs after "ready"): the phases add up to total
+        phase["other_ms"] = phase["total_ms"] - phase["process_start_ms"] - phase["init_ms"] - phase["first_inference_ms"]
+        starts.append({"kind": kind, "cache": cache_state, "runtime": meta["runtime"], **phase,
+                       "peak_rss_bytes": meta.get("peak_rss_bytes")})
     return {"samples_ns": np.zeros(0, np.int64),      # no timed loop; result.npz is still written
             "cold_start": {"count": count, "xnnpack_cache": use_cache, "starts": starts,
                            "cache_bytes": os.path.getsize(cache_path) if os.path.exists(cache_path) else None}}

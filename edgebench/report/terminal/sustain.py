@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from edgebench.report.terminal._cells import e, fmt_value, numeric_column
-from edgebench.rows import InferenceRow, Latency
+from edgebench.rows import COLD_START_PHASES, InferenceRow, Latency
 
 STATUS_NAMES = {0: "none", 1: "light", 2: "moderate", 3: "severe", 4: "critical", 5: "emergency", 6: "shutdown"}
 
@@ -72,23 +72,21 @@ def cold_start_table(r: InferenceRow) -> list:
     d = c.details
     t = Table(title=f"{e(r.model)} @ {e(r.target)}: cold starts ({e(d.get('runtime'))})", header_style="bold")
     t.add_column("")
-    for col in ("starts", "process start ms", "load + allocate ms", "first inference ms", "spawn to result ms"):
+    for col in ("starts", "process start ms", "load + allocate ms", "first inference ms", "other ms",
+                "spawn to result ms"):
         numeric_column(t, col)
 
-    def row(label: str, n, ps, init, first, total) -> None:
-        t.add_row(label, fmt_value(n, "d"), *(fmt_value(v, ".4g") for v in (ps, init, first, total)))
+    def row(label: str, n, *phases) -> None:
+        t.add_row(label, fmt_value(n, "d"), *(fmt_value(v, ".4g") for v in phases))
 
     label = "no cache (p50)" if c.xnnpack_cache else "p50"
-    row(label, c.count, *(getattr(c, k).p50 if getattr(c, k) else None
-                          for k in ("process_start_ms", "init_ms", "first_inference_ms", "total_ms")))
+    row(label, c.count, *(getattr(c, k).p50 if getattr(c, k) else None for k in COLD_START_PHASES))
     if c.xnnpack_cache:
         b = d.get("cache_build") or {}
-        row("writes cache", 1 if b else 0, b.get("process_start_ms"), b.get("init_ms"), b.get("first_inference_ms"),
-            b.get("total_ms"))
+        row("writes cache", 1 if b else 0, *(b.get(k) for k in COLD_START_PHASES))
         w = d.get("warm_cache") or {}
         n = ((w.get("init_ms") or {}).get("samples"))
-        row("warm cache (p50)", n, *((w.get(k) or {}).get("p50") for k in
-                                     ("process_start_ms", "init_ms", "first_inference_ms", "total_ms")))
+        row("warm cache (p50)", n, *((w.get(k) or {}).get("p50") for k in COLD_START_PHASES))
     out: list = [t]
     note = d.get("note")
     if c.xnnpack_cache and d.get("warm_vs_no_cache_init_ratio") is not None:
