@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from reference_models.datasets import load_split
+
 # Part of every build's cache key: bump when the export format changes.
 EXPORT_VERSION = 2
 
@@ -150,8 +152,6 @@ def digits_images(shape: tuple[int, int, int], preprocess: str):
     ``shape`` (grey repeated on 3 channels) and passed through ``preprocess``:
     (x_train, y_train, x_test, y_test)."""
     import tensorflow as tf  # noqa: PLC0415
-
-    from reference_models.digits import load_split  # noqa: PLC0415
 
     h, w, c = shape
     x_tr, y_tr, x_te, y_te = load_split()

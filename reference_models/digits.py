@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from reference_models import _export
+from reference_models.datasets import load_split
 
 TASK = "classification"
 DESCRIPTION = "small CNN trained at build time on scikit-learn's handwritten digits (real labels)"
@@ -25,25 +26,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "tiny": {"epochs": 15, "batch_size": 32, "learning_rate": 3e-3, "calibration_samples": 200},
     "full": {"epochs": 40, "batch_size": 32, "learning_rate": 3e-3, "calibration_samples": 200},
 }
-SPLIT_SEED = 0  # the train/test split is fixed across seeds so accuracies are comparable
-TEST_FRACTION = 0.2
 
 
 def inputs(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"name": "image", "shape": [None, *INPUT_SHAPE], "dtype": "float32", "range": [0.0, 1.0],
              "preprocess": "scale01"}]
-
-
-def load_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(x_train, y_train, x_test, y_test): float32 NHWC in [0, 1], int32 labels."""
-    from sklearn.datasets import load_digits  # noqa: PLC0415
-    from sklearn.model_selection import train_test_split  # noqa: PLC0415
-
-    d = load_digits()
-    x = (d.images / 16.0).astype(np.float32)[..., None]
-    y = d.target.astype(np.int32)
-    x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=TEST_FRACTION, random_state=SPLIT_SEED, stratify=y)
-    return x_tr, y_tr, x_te, y_te
 
 
 def build_keras(cfg: dict[str, Any], seed: int = 0):

@@ -28,7 +28,7 @@ EPOCHS = 12
 def build_planted(out: Path, factor: float = DEFAULT_FACTOR, seed: int = 0) -> dict[str, Any]:
     import keras  # noqa: PLC0415
 
-    from reference_models.digits import load_split  # noqa: PLC0415
+    from reference_models.datasets import load_split  # noqa: PLC0415
 
     x_tr, y_tr, x_te, y_te = load_split()
     keras.utils.set_random_seed(seed)

@@ -76,7 +76,7 @@ def digits_int8(tmp: Path) -> Path:
 
 def digits_inputs(n: int) -> np.ndarray:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from reference_models.digits import load_split
+    from reference_models.datasets import load_split
 
     return load_split()[2][:n].astype(np.float32)
 

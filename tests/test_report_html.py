@@ -9,7 +9,8 @@ import pytest
 
 pytest.register_assert_rewrite("conftest_report")
 from conftest_report import make_bench_doc, make_compare_doc, make_train_doc, run_cli  # noqa: E402
-from edgebench.report.html import SECTIONS, nice_ticks, pareto_front, render_html  # noqa: E402
+from edgebench.report.html import SECTIONS, pareto_front, render_html
+from edgebench.report.html_parts import nice_ticks  # noqa: E402
 
 pytest_plugins = ["conftest_report"]
 
@@ -271,7 +272,7 @@ def test_matrix_report_shows_the_axis_as_columns_in_html_and_markdown():
 
 
 def _label_boxes(svg: str) -> list[tuple[float, float, float, float]]:
-    from edgebench.report.html import _Plot
+    from edgebench.report.html_parts import Plot as _Plot
 
     boxes = []
     for m in re.finditer(r'<text x="([\d.-]+)" y="([\d.-]+)" text-anchor="(\w+)" fill="[^"]+" class="label">([^<]*)</text>',

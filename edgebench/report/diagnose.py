@@ -16,6 +16,7 @@ from typing import Any
 
 from edgebench.outcome import top1_change
 from edgebench.report._values import fmt_bytes, num
+from edgebench.report.html_parts import svg_lines
 
 TOP = 10
 # Model Explorer colours nodes by value; SNR is clipped so "no error" (inf) stays a number.
@@ -128,7 +129,6 @@ def markdown_lines(doc: dict[str, Any], escape_cell, top: int = TOP) -> list[str
 
 def html_section(docs: list[dict[str, Any]]) -> str:
     """Per diagnosed precision: SNR along the graph order (accumulated and isolated) and the top layers."""
-    from edgebench.report.html import svg_lines
 
     parts = []
     for doc in docs:
