@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from edgebench.errors import BadInput
-
+from edgebench.rows import Accuracy
 
 DRIFT_KEYS = ("max_abs", "mean_abs", "rmse", "rel_l2", "cosine", "cosine_min", "psnr_db")
 
@@ -281,3 +281,17 @@ def detection(ref: dict[str, np.ndarray], got: dict[str, np.ndarray], *, iou: fl
         "invalid_num_detections": invalid["compared"],
         "reference_invalid_num_detections": invalid["reference"],
     }
+
+
+def accuracy_vs_reference(ref: dict[str, np.ndarray], got: dict[str, np.ndarray], labels, class_out: str | None,
+                          ref_acc: dict[str, Any] | None) -> Accuracy | None:
+    """Top-1 (and top-5) of ``got``'s class output against the labels, with the reference's own
+    top-1 and the change in points (``top1_drop_pp``: positive = worse than the reference)."""
+    if class_out is None:
+        return None
+    acc = classification(ref[class_out], got[class_out], labels)
+    acc["output"] = class_out
+    if ref_acc is not None and "top1" in acc and "top1" in ref_acc:
+        acc["reference_top1"] = ref_acc["top1"]
+        acc["top1_drop_pp"] = round((ref_acc["top1"] - acc["top1"]) * 100.0, 6)
+    return Accuracy.from_dict(acc)

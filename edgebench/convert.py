@@ -8,23 +8,29 @@ A variant that fails to convert is recorded as failed with the reason; the other
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
 import resource
 import time
 import warnings
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from edgebench.data import InputSet, Signature, TensorSpec, cast_to_signature, load_data, validate, value_ranges
+from edgebench.data import DEFAULT_PREPROCESS, InputSet, Signature, TensorSpec, cast_to_signature, value_ranges
 from edgebench.errors import BadInput, ConversionFailed, InfraError, OutputNotWritable
 from edgebench.fingerprint import host_fingerprint
-from edgebench.sources import Source, SourceOptions, calibration_feed, finish_tflite, make_converter, resolve_source
+from edgebench.profile import describe_tflite
+from edgebench.quant.keep_float import (float_tensors, keep_float_nodes, quantize_keep_float, resolve_keep_float,
+                                        verify_keep_float)
+from edgebench.quant.search import KeepFloatGoal, search_keep_float
+from edgebench.savedmodel import run_tf
+from edgebench.sources import (Source, SourceOptions, calibration_feed, finish_tflite, make_converter, resolve_source,
+                               sample_set)
 
 PRECISION_NAMES = ("fp32", "fp16", "int8", "dynamic", "int16x8")
 DEFAULT_PRECISIONS = ("fp32", "fp16", "int8", "dynamic")   # int16x8 on request (slower kernels)
@@ -48,14 +54,14 @@ class ConvertSettings:
     calibration_samples: int = 100
     int8_io: str = "float"
     out_dir: str | None = None
-    preprocess: str = "scale01"
+    preprocess: str = DEFAULT_PREPROCESS
     size: str = "tiny"            # reference models only
     seed: int = 0
     parity_samples: int = PARITY_SAMPLES
     source: SourceOptions = field(default_factory=SourceOptions)   # --signature/--input-shape/--import
     # int8 with float islands: "auto" (searched, see edgebench.diagnose), a regex, or tensor names.
     keep_float: str | tuple[str, ...] | None = None
-    keep_float_goal: Any = None   # edgebench.diagnose.KeepFloatGoal, required by "auto"
+    keep_float_goal: KeepFloatGoal | None = None   # required by "auto"
 
 
 def _one_line(e: BaseException) -> str:
@@ -215,10 +221,6 @@ PRECISIONS: dict[str, Callable[[Source, Callable | None, str], tuple[bytes, dict
 # calibrated range, so keeping a *tensor* float means denylisting the op that produces it and every
 # op that reads it. The result is checked by reading the .tflite (``verify_keep_float``).
 
-KEEP_FLOAT_MECHANISM = ("calibrate once (converter._experimental_calibrate_only), then mlir_quantize("
-                        "calibrated, denylisted_nodes=producer + consumers of each kept tensor)")
-
-
 def calibrated_model(src: Source, calib: Callable | None, precision: str = "int8", int8_io: str = "float",
                      *, strict: bool = True) -> bytes:
     """The float model with calibration ranges: what the quantizer of ``precision`` starts from.
@@ -235,97 +237,6 @@ def calibrated_model(src: Source, calib: Callable | None, precision: str = "int8
         if not strict:
             raise
         return calibrated_model(src, calib, precision, int8_io, strict=False)
-
-
-def float_tensors(calibrated_path: str | Path) -> dict[str, dict[str, Any]]:
-    """Name -> {producer, consumers} of every float activation tensor (graph inputs and op outputs)."""
-    from edgebench.tflite_model import inspect
-
-    info = inspect(str(calibrated_path))
-    graph: dict[str, dict[str, Any]] = {}
-    for t in info["inputs"]:
-        graph[t["tensor_name"]] = {"producer": None, "consumers": []}
-    for o in info["ops"]:
-        for name, dt in zip(o["output_names"], o["outputs"]):
-            if dt in ("float32", "float16"):
-                graph.setdefault(name, {"producer": o, "consumers": []})
-    for o in info["ops"]:
-        for name in o["input_names"]:
-            if name in graph:
-                graph[name]["consumers"].append(o)
-    return graph
-
-
-def resolve_keep_float(spec: str | tuple[str, ...], graph: dict[str, dict[str, Any]]) -> list[str]:
-    """``NAME,NAME`` (exact tensor names, as ``edgebench diagnose`` lists them) or a regex searched
-    in every float tensor name -> the tensor names to keep float (graph order)."""
-    import difflib
-    import re
-
-    names = list(graph)
-    if isinstance(spec, tuple):
-        items = list(spec)
-    else:
-        items = [x.strip() for x in spec.split(",") if x.strip()]
-    if items and all(x in graph for x in items):
-        return [n for n in names if n in items]
-    text = spec if isinstance(spec, str) else "|".join(re.escape(x) for x in spec)
-    try:
-        rx = re.compile(text)
-    except re.error as e:
-        raise BadInput(f"--keep-float {text!r}: neither tensor names nor a valid regex ({e}); list the "
-                       "tensor names with `edgebench diagnose SRC`") from None
-    hits = [n for n in names if rx.search(n)]
-    if not hits:
-        close = difflib.get_close_matches(items[0] if items else text, names, n=3, cutoff=0.3)
-        raise BadInput(f"--keep-float {text!r}: matches no float tensor of the model"
-                       + (f" (close: {'; '.join(close)})" if close else "")
-                       + "; use the tensor names `edgebench diagnose SRC` lists, a regex, or 'auto'")
-    return hits
-
-
-def keep_float_nodes(tensors: list[str], graph: dict[str, dict[str, Any]]) -> list[str]:
-    """The op output names to denylist so that ``tensors`` stay float end to end."""
-    nodes: list[str] = []
-    for t in tensors:
-        ops = ([graph[t]["producer"]] if graph[t]["producer"] else []) + graph[t]["consumers"]
-        for o in ops:
-            for n in o["output_names"]:
-                if n not in nodes:
-                    nodes.append(n)
-    return nodes
-
-
-def quantize_keep_float(calibrated: bytes, nodes: list[str], int8_io: str = "float") -> tuple[bytes, dict]:
-    """int8 with the ops in ``nodes`` (output tensor names) left float."""
-    import tensorflow as tf
-    from tensorflow.lite.python import convert as tfl_convert
-
-    io = tf.int8 if int8_io == "int8" else tf.float32
-    data = tfl_convert.mlir_quantize(calibrated, input_data_type=io, output_data_type=io,
-                                     denylisted_nodes=list(nodes) or None)
-    if not nodes:   # --keep-float auto found plain int8 good enough
-        return data, {"weights": "int8", "activations": "int8", "io": int8_io, "mode": "full-integer",
-                      "mechanism": KEEP_FLOAT_MECHANISM}
-    return data, {"weights": "int8 (float in kept ops)", "activations": "int8 with float islands",
-                  "io": int8_io, "mode": "int8 with float islands", "mechanism": KEEP_FLOAT_MECHANISM}
-
-
-def verify_keep_float(path: str | Path, nodes: list[str]) -> list[str]:
-    """Problems (empty when fine): every denylisted op must exist in the .tflite and run in float."""
-    from edgebench.tflite_model import inspect
-
-    kinds = {}
-    for o in inspect(str(path))["ops"]:
-        for n in o["output_names"]:
-            kinds[n] = (o["op"], o["kind"])
-    problems = []
-    for n in nodes:
-        if n not in kinds:
-            problems.append(f"{n}: no op with this output in the converted model")
-        elif kinds[n][1] not in ("float",):
-            problems.append(f"{n}: {kinds[n][0]} is still {kinds[n][1]}")
-    return problems
 
 
 def _conv_int8_qat(src: Source, calib: Callable | None, int8_io: str) -> tuple[bytes, dict]:
@@ -359,47 +270,7 @@ def precision_of(path: str | Path) -> str:
     return precision(inspect(str(path)))
 
 
-def describe_tflite(path: str | Path) -> dict[str, Any]:
-    """Op histogram, quantization coverage and I/O tensor details of a .tflite file."""
-    from edgebench.tflite_model import inspect
-
-    info = inspect(str(path))
-    keep = ("inputs", "outputs", "op_count", "op_histogram", "quantized", "float_op_histogram",
-            "quantization_coverage", "flops", "counted_ops")
-    out = {k: info[k] for k in keep if k in info}
-    # Quantization coverage: the compute ops that stayed float (index + op type) in a quantized model.
-    out["float_ops"] = [f"{o['op']}#{o['index']}" for o in info.get("float_ops", [])]
-    from edgebench.profile import gpu_readiness
-
-    out["gpu_compatibility"] = gpu_readiness(str(path))     # host readiness without a phone (issue 15)
-    return out
-
-
 # --------------------------------------------------------------------------- reference + parity
-
-
-def run_tf(saved_model_dir: Path, signature: Signature, ds: InputSet, batch: int | None = None, *,
-           signature_key: str = "serving_default", loader: str = "tf2",
-           tags: tuple[str, ...] = ("serve",)) -> dict[str, np.ndarray]:
-    """Outputs of one SavedModel signature for every sample: name -> [N, ...] (TF2 or graph loader)."""
-    from edgebench.targets.tf import SignatureFunction
-
-    sig_fn = SignatureFunction(saved_model_dir, signature_key=signature_key, loader=loader, tags=tags)
-    fn = lambda feed: sig_fn.fetch(sig_fn.prepare(feed))  # noqa: E731
-    ds = cast_to_signature(ds, signature)
-    all_batched = all(t.batched for t in signature.inputs)
-    fixed_one = any(t.shape and t.shape[0] == 1 for t in signature.inputs)
-    step = 1 if (not all_batched or fixed_one) else (batch or ds.n)
-    outs: dict[str, list[np.ndarray]] = {}
-    for i in range(0, ds.n, step):
-        feed = {t.name: ds.arrays[t.name][i : i + step] if t.batched else ds.arrays[t.name][i]
-                for t in signature.inputs}
-        for k, v in fn(feed).items():
-            out_spec = next((o for o in signature.outputs if o.name == k), None)
-            if step == 1 and out_spec is not None and not out_spec.batched:
-                v = v[None, ...]
-            outs.setdefault(k, []).append(v)
-    return {k: np.concatenate(v, axis=0) for k, v in outs.items()}
 
 
 def run_tflite_inprocess(model: str | Path | bytes, ds: InputSet, signature: Signature | None = None) -> dict[str, np.ndarray]:
@@ -536,12 +407,8 @@ def _peak_rss_bytes() -> int:
 
 
 def _calibration_set(settings: ConvertSettings, src: Source) -> InputSet | None:
-    if settings.data:
-        ds = load_data(settings.data, src.signature, preprocess=settings.preprocess, seed=settings.seed)
-    elif src.calibration is not None:
-        ds = src.calibration
-        validate(ds, src.signature)
-    else:
+    ds = sample_set(src, settings.data, preprocess=settings.preprocess, seed=settings.seed, split="calibration")
+    if ds is None:
         return None
     if settings.calibration_samples <= 0:
         raise BadInput(f"--calibration-samples {settings.calibration_samples}: must be positive")
@@ -812,8 +679,6 @@ def _keep_float_plan(settings: ConvertSettings, src: Source, calib: Callable | N
     graph = float_tensors(cal_path)
     search = None
     if settings.keep_float == "auto":
-        from edgebench.diagnose import search_keep_float  # the search ranks layers with diagnose
-
         fp32 = variants.get("fp32") or {}
         search = search_keep_float(src, calibrated, cal_path, graph, goal=settings.keep_float_goal,
                                    out_dir=out_dir, int8_io=settings.int8_io,
@@ -851,4 +716,4 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
 
 
 __all__ = ["ConvertSettings", "PRECISIONS", "PRECISION_NAMES", "Source", "TensorSpec", "convert",
-           "check_manifest", "parity_check", "resolve_source", "run_tf", "run_tflite_inprocess"]
+           "check_manifest", "parity_check", "resolve_source", "run_tflite_inprocess"]

@@ -30,6 +30,7 @@ SYNTHETIC_WARNING = (
 )
 
 # --preprocess choices for image folders. Each maps uint8 RGB [0,255] -> model input.
+DEFAULT_PREPROCESS = "scale01"   # what every command assumes for image files unless --preprocess says
 PREPROCESS = {
     "scale01": lambda x: x / 255.0,                       # [0, 1]
     "mobilenet": lambda x: x / 127.5 - 1.0,                # [-1, 1] (tf.keras mobilenet_v2)
@@ -166,18 +167,6 @@ def _load_npz(path: Path) -> dict[str, np.ndarray]:
 # --------------------------------------------------------------------------- signatures
 
 
-def saved_model_signature(saved_model_dir: str | Path, signature_key: str = "serving_default") -> Signature:
-    """The declared signature of a SavedModel, read from saved_model.pb (loads nothing; see sources.py)."""
-    from edgebench.sources import saved_model_signature as read
-
-    return read(saved_model_dir, signature_key)
-
-
-def _first_line(e: BaseException) -> str:
-    s = str(e).strip().splitlines()
-    return s[0][:200] if s else type(e).__name__
-
-
 # --------------------------------------------------------------------------- loading
 
 
@@ -185,7 +174,7 @@ def load_data(
     spec: str | None,
     signature: Signature,
     *,
-    preprocess: str = "scale01",
+    preprocess: str = DEFAULT_PREPROCESS,
     n: int | None = None,
     seed: int = 0,
 ) -> InputSet:

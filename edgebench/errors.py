@@ -10,6 +10,13 @@ Exit codes (ARCHITECTURE.md contract):
 from __future__ import annotations
 
 
+def first_line(exc: BaseException, limit: int = 240) -> str:
+    """The first non-blank line of an exception's text (its type name when it has none), for
+    one-line messages that quote a library's own reason."""
+    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:limit]
+
+
 class EdgebenchError(Exception):
     """Base class. ``str(err)`` is one line that names the input and the fix."""
 

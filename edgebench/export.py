@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from edgebench.errors import BadInput, InfraError, OutputNotWritable
+from edgebench.identity import series_key, series_label
 from edgebench.report.prometheus import render_prometheus
-from edgebench.store import series_key, series_label
 
 DEFAULT_JOB = "edgebench"
 PUSH_TIMEOUT_S = 10.0
@@ -249,7 +249,7 @@ def collect_history(store: Any, docs: list[dict[str, Any]]) -> dict[str, list[di
                 out[label] = [{"created": p["created"], "run_id": p["run_id"], "value": p["examples_per_s"]}
                               for p in pts]
             else:
-                # one line per configuration identity (store.series_key): a --delegate none run or
+                # one line per configuration identity (identity.series_key): a --delegate none run or
                 # an int8 with tensors kept float is never a point of the plain int8 line
                 ident = series_key(r)
                 key = ("p99", model, json.dumps(ident, sort_keys=True, default=str))

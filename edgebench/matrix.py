@@ -640,7 +640,7 @@ def _failure_doc(cell: Cell, err: EdgebenchError) -> "Document":
 
 
 def _headline(doc: "Document") -> str:
-    from edgebench.store import headline
+    from edgebench.identity import headline
 
     parts = []
     for r in doc.rows[:4]:
@@ -715,7 +715,7 @@ def run_matrix(spec: MatrixSpec, opts: RunOptions,
                 cb("done", cell, rec)
                 break
             if status != "skipped":
-                from edgebench.store import save_or_keep
+                from edgebench.publish import save_or_keep
 
                 rec["run_id"] = save_or_keep(store, doc, matrix_hash=spec.hash, cell=cell.to_dict())
                 rec["headline"] = _headline(doc)

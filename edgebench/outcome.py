@@ -23,7 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from edgebench.formats import fmt_metric
 from edgebench.rows import Document, InferenceRow, Row
+from edgebench.rows.row import UNTYPABLE
 
 # Row states, worst first. A run's state is the worst of its rows'.
 STATES = ("failed", "nonfinite", "silent", "gate-failed", "skipped", "ok")
@@ -42,9 +44,7 @@ TOP1_CHANGE = "Δtop-1 pp"    # the column header everywhere: negative = worse
 def top1_change(drop_pp: float | None) -> str:
     """The top-1 change vs the reference in percentage points, signed as it reads: a drop of
     63.33 pp is "-63.33", a gain "+0.50" (the JSON keeps ``top1_drop_pp``, positive = worse)."""
-    if drop_pp is None:
-        return "-"
-    return f"{0.0 - float(drop_pp) + 0.0:+.2f}"
+    return fmt_metric("pp", drop_pp)
 
 
 def precision_label(row: Row | Mapping[str, Any]) -> str:
@@ -146,7 +146,7 @@ def run_verdict(doc: Document) -> RunVerdict:
 
 # The renderers of stored JSON (HTML, Prometheus) and the store read documents that may come from
 # older versions or other tools: a row too malformed to type gets the verdict its status gives.
-_UNTYPABLE = (TypeError, ValueError, AttributeError, KeyError)
+_UNTYPABLE = UNTYPABLE
 
 
 def row_verdict_of(doc: Mapping[str, Any], row: Mapping[str, Any]) -> RowVerdict:

@@ -17,13 +17,14 @@ import numpy as np
 
 from edgebench import compare as cmp
 from edgebench.convert import DEFAULT_PRECISIONS
-from edgebench.data import InputSet, cast_to_signature, load_data, range_warnings, validate, value_ranges
+from edgebench.data import DEFAULT_PREPROCESS, InputSet, cast_to_signature, load_data, range_warnings, value_ranges
 from edgebench.errors import BadInput, EdgebenchError
 from edgebench.fingerprint import host_fingerprint, sha256_file
 from edgebench.gate import Thresholds, evaluate, thresholds_for
 from edgebench.outcome import error_sources, no_integer16_kernels, slower_reason
+from edgebench.quant.search import KeepFloatGoal
 from edgebench.rows import Accuracy, Document, InferenceRow, Latency, Warmup, Worst, drifts_from_dict
-from edgebench.sources import SourceOptions
+from edgebench.sources import SourceOptions, evaluation_set
 from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, check_runtime
 from edgebench.targets.loop import is_device, resolve_targets, run_on_targets
 
@@ -41,7 +42,7 @@ class CompareSettings:
     calibration_samples: int = 100
     int8_io: str = "float"
     out_dir: str | None = None
-    preprocess: str = "scale01"
+    preprocess: str = DEFAULT_PREPROCESS
     size: str = "tiny"
     seed: int = 0
     threads: int | None = None
@@ -65,41 +66,11 @@ class CompareSettings:
 def keep_float_goal(settings: CompareSettings):
     """The int8 thresholds (command line over --gate file) as the goal of --keep-float auto,
     measured on the same InputSet and run control as the rows."""
-    from edgebench.diagnose import KeepFloatGoal
-    from edgebench.gate import thresholds_for
-
     th = thresholds_for("int8", settings.thresholds, settings.gate_file)
     return KeepFloatGoal(max_accuracy_drop_pp=th.max_accuracy_drop_pp, min_psnr_db=th.min_psnr_db,
                          eval_data=settings.data, eval_samples=settings.eval_samples, preprocess=settings.preprocess,
                          seed=settings.seed, class_output=settings.class_output, threads=settings.threads,
                          delegate=settings.delegate, control=settings.control)
-
-
-def eval_set(settings, src, out_dir: Path) -> InputSet:
-    """The evaluation InputSet of a run (``settings``: CompareSettings or DiagnoseSettings)."""
-    if settings.data:
-        ds = load_data(settings.data, src.signature, preprocess=settings.preprocess, seed=settings.seed)
-    elif src.evaluation is not None:
-        ds = src.evaluation
-        validate(ds, src.signature)
-    else:
-        raise BadInput(f"{settings.src}: no evaluation data; pass --data PATH (real samples, with a 'labels' "
-                       "array for task accuracy) or --data synthetic (drift only, misleading for INT8)")
-    if settings.eval_samples <= 0:
-        raise BadInput(f"--samples {settings.eval_samples}: must be positive")
-    return cast_to_signature(ds, src.signature).take(settings.eval_samples)
-
-
-def accuracy_vs_reference(ref: dict[str, np.ndarray], got: dict[str, np.ndarray], labels, class_out: str | None,
-                          ref_acc: dict[str, Any] | None) -> Accuracy | None:
-    if class_out is None:
-        return None
-    acc = cmp.classification(ref[class_out], got[class_out], labels)
-    acc["output"] = class_out
-    if ref_acc is not None and "top1" in acc and "top1" in ref_acc:
-        acc["reference_top1"] = ref_acc["top1"]
-        acc["top1_drop_pp"] = round((ref_acc["top1"] - acc["top1"]) * 100.0, 6)
-    return Accuracy.from_dict(acc)
 
 
 def _measured(run: RunResult, what: str) -> dict[str, Any]:
@@ -166,7 +137,7 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
         got, mapping = cmp.align_outputs(ref_out, run.outputs)
         raw = cmp.compare_outputs(ref_out, got)
         row = row.replace(drift=drifts_from_dict(raw), worst=Worst.from_dict(cmp.worst(raw)),
-                          accuracy=accuracy_vs_reference(ref_out, got, labels, class_out, ref_acc),
+                          accuracy=cmp.accuracy_vs_reference(ref_out, got, labels, class_out, ref_acc),
                           output_mapping=mapping if mapping["how"] != "name" else None)
         if task == "detection":
             row = row.replace(detection=cmp.detection(ref_out, got))
@@ -269,7 +240,8 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     task = (src.info or {}).get("task", "classification")
 
     say("evaluation inputs")
-    ds = eval_set(settings, src, out_dir)
+    ds = evaluation_set(src, settings.data, samples=settings.eval_samples, preprocess=settings.preprocess,
+                        seed=settings.seed)
     if accuracy_gate and ds.labels is None:
         raise BadInput(f"--max-accuracy-drop needs labelled data but {ds.source} has no 'labels'; pass --data "
                        "with a 'labels' array (one class id per sample) or drop the accuracy gate")
@@ -381,7 +353,7 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
         extra["diagnose_command"] = diagnose_command(   # same data; diagnose's own default sample count
             settings.src, quality_misses, data=settings.data, calibration_data=settings.calibration_data,
             samples=settings.eval_samples if settings.eval_samples < DEFAULT_SAMPLES else None, size=settings.size,
-            preprocess=settings.preprocess if settings.preprocess != "scale01" else None, int8_io=settings.int8_io)
+            preprocess=settings.preprocess if settings.preprocess != DEFAULT_PREPROCESS else None, int8_io=settings.int8_io)
     return Document.new(
         "compare", rows, host_fingerprint(with_tf=True, threads=settings.threads, delegate=settings.delegate),
         reference=ref_row,
@@ -427,7 +399,7 @@ class PairSettings:
     b: str
     data: str | None = None
     samples: int = DEFAULT_EVAL_SAMPLES
-    preprocess: str = "scale01"
+    preprocess: str = DEFAULT_PREPROCESS
     threads: int | None = None
     delegate: str = DEFAULT_DELEGATE
     control: RunControl = field(default_factory=RunControl)
@@ -497,7 +469,7 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
             raw = cmp.compare_outputs(ref.outputs, got)
             row = row.replace(**_measured(run, f"run of {path}"), drift=drifts_from_dict(raw),
                               worst=Worst.from_dict(cmp.worst(raw)), output_mapping=mapping,
-                              accuracy=accuracy_vs_reference(ref.outputs, got, ds.labels, class_out, ref_acc))
+                              accuracy=cmp.accuracy_vs_reference(ref.outputs, got, ds.labels, class_out, ref_acc))
         rows.append(row)
     loaders = [{"path": x.path, "loader": x.loader, "loader_reason": x.loader_reason, "signature_key": x.signature_key}
                for x in srcs if x.saved_model_dir is not None]

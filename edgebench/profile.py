@@ -20,10 +20,22 @@ typed row parts (``rows.Delegation``, ``rows.OpEntry``) and the views the report
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from edgebench.rows import Delegation, InferenceRow, OpEntry
+from edgebench.tflite_model import inspect
+
+# benchmark_model's delegate kernel names (lower case, no spaces) -> the delegate they belong to.
+KERNEL_TO_DELEGATE = {
+    "tflitexnnpackdelegate": "XNNPACK",
+    "tflitegpudelegatev2": "GPU",
+    "tflitegpudelegate": "GPU",
+    "tflitennapidelegate": "NNAPI",
+    "tflitehexagondelegate": "Hexagon",
+    "tflitecoremldelegate": "CoreML",
+}
 
 # TFLite builtin op -> the op family XNNPACK names its operators by (the report's "op type").
 OP_FAMILY = {
@@ -87,14 +99,12 @@ def delegation_from_log(log: Any) -> Delegation | None:
 def delegation_from_runtime_info(info: Mapping[str, Any]) -> Delegation:
     """From benchmark_model's model runtime info (``benchmark_model.runtime_info.read_runtime_info``):
     every node of the main graph, so the ops left on the CPU interpreter are named by the tool."""
-    from edgebench.targets.benchmark_model.parse import _KERNEL_TO_DELEGATE
-
     kernels = list(info.get("kernels") or ())
     names = [str(k.get("delegate_name") or "") for k in kernels]
     label = None
     if names:
         top = max(set(names), key=names.count)
-        label = _KERNEL_TO_DELEGATE.get(top.lower().replace(" ", ""), top or "delegate")
+        label = KERNEL_TO_DELEGATE.get(top.lower().replace(" ", ""), top or "delegate")
     return Delegation(delegate=label, nodes_total=info.get("nodes_total"), nodes_delegated=info.get("nodes_delegated"),
                       partitions=len(kernels), undelegated=dict(info.get("undelegated") or {}),
                       source="benchmark_model --model_runtime_info_output_file",
@@ -416,3 +426,15 @@ def _analyzer_gpu(model_path: str) -> str:
     if warnings:
         return "incompatible: " + "; ".join(warnings)
     return "compatible" if "looks compatible with GPU delegate" in text else "unknown"
+
+
+def describe_tflite(path: "str | os.PathLike[str]") -> dict[str, Any]:
+    """Op histogram, quantization coverage and I/O tensor details of a .tflite file."""
+    info = inspect(str(path))
+    keep = ("inputs", "outputs", "op_count", "op_histogram", "quantized", "float_op_histogram",
+            "quantization_coverage", "flops", "counted_ops")
+    out = {k: info[k] for k in keep if k in info}
+    # Quantization coverage: the compute ops that stayed float (index + op type) in a quantized model.
+    out["float_ops"] = [f"{o['op']}#{o['index']}" for o in info.get("float_ops", [])]
+    out["gpu_compatibility"] = gpu_readiness(str(path))     # host readiness without a phone (issue 15)
+    return out

@@ -20,11 +20,18 @@ or a store failure) it is also kept in ``unsaved/`` so nothing measured is lost.
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
 
-from edgebench.errors import BadInput, EdgebenchError
+from edgebench.errors import BadInput, EdgebenchError, InfraError
+from edgebench.paths import data_dir
+from edgebench.results import now_iso, write_json
 from edgebench.rows import Document
+
+if TYPE_CHECKING:
+    from edgebench.store import Store
 
 
 @dataclass(frozen=True)
@@ -94,12 +101,10 @@ def try_write(option: str, path: str, write: Callable[[], Any]) -> str | None:
 
 def publish(doc: Document, opts: PublishOptions) -> PublishOutcome:
     from edgebench.atomic import write_text
-    from edgebench.results import write_json
 
     run_id = None
     error: EdgebenchError | None = None
     if opts.store:
-        from edgebench.store import save_or_keep
 
         try:
             run_id = save_or_keep(None, doc, db=opts.db, matrix_hash=opts.matrix_hash, cell=opts.cell)
@@ -144,7 +149,6 @@ def publish(doc: Document, opts: PublishOptions) -> PublishOutcome:
             attempt(option, path, lambda p=path, t=text: write_text(p, t))
     kept = None
     if unwritten and not run_id and error is None:      # --no-store: the printed table would be all
-        from edgebench.store import keep_unsaved
 
         try:
             kept = str(keep_unsaved(doc))
@@ -158,3 +162,34 @@ def publish(doc: Document, opts: PublishOptions) -> PublishOutcome:
         except EdgebenchError as err:
             error = error or err
     return PublishOutcome(doc=doc, run_id=run_id, error=error, unwritten=tuple(unwritten), kept=kept)
+
+
+def keep_unsaved(doc: "Document | dict[str, Any]") -> Path:
+    """Write a result the database could not take to ``<data dir>/unsaved/KIND-TIME-ID.json``
+    (``edgebench results import FILE`` stores it later). Raises OSError if that fails too."""
+    if not isinstance(doc, dict):
+        doc = doc.to_dict()
+    stamp = now_iso().replace(":", "").replace("+0000", "Z")
+    path = data_dir() / "unsaved" / f"{doc.get('kind', 'result')}-{stamp}-{uuid.uuid4().hex[:8]}.json"
+    write_json(doc, str(path))
+    return path
+
+
+def save_or_keep(store: "Store | None", doc: "Document | dict[str, Any]", *, db: str | None = None,
+                 matrix_hash: str | None = None, cell: dict[str, Any] | None = None) -> str:
+    """``Store.save`` that never loses the result: on a database error the document is kept with
+    ``keep_unsaved`` and the InfraError names the file to import later."""
+    from edgebench.store import Store  # sqlalchemy: loaded only when a result is stored
+
+    try:
+        if store is None:
+            with Store(db) as st:
+                return st.save(doc, matrix_hash=matrix_hash, cell=cell)
+        return store.save(doc, matrix_hash=matrix_hash, cell=cell)
+    except (BadInput, InfraError) as err:
+        try:
+            path = keep_unsaved(doc)
+            kept = f"the result was kept in {path}; store it later with `edgebench results import {path}`"
+        except OSError as exc:
+            kept = f"and the result could not be kept either ({exc}); use --json PATH to keep it"
+        raise InfraError(f"result measured but not stored: {err}; {kept}") from None

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from edgebench import SCHEMA_VERSION, __version__
+from edgebench.errors import BadInput
 
 
 def now_iso() -> str:
@@ -87,3 +88,18 @@ def write_json(doc: dict[str, Any], path: str) -> None:
     from edgebench.atomic import write_text
 
     write_text(path, text + "\n")
+
+
+def load_result_file(path: str) -> dict[str, Any]:
+    """Read a result JSON written by ``--json`` (an envelope with ``kind`` and ``rows``)."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such file; give a result JSON written with --json") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadInput(f"{path}: not a readable JSON result ({exc}); give a file written with --json") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list) or not doc.get("kind"):
+        raise BadInput(f"{path}: not an edgebench result (needs 'kind' and a 'rows' list); give a file "
+                       "written with --json")
+    return doc

@@ -24,7 +24,6 @@ fixed with ``--input-shape NAME:1,128`` and is converted as given. Both are reco
 from __future__ import annotations
 
 import dataclasses
-
 import hashlib
 import importlib
 import importlib.util
@@ -38,13 +37,14 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from edgebench.data import InputSet, Signature, TensorSpec, calibration_generator
-from edgebench.errors import BadInput
+from edgebench.data import (InputSet, Signature, TensorSpec, calibration_generator, cast_to_signature, load_data,
+                            validate)
+from edgebench.errors import BadInput, first_line
 from edgebench.fingerprint import sha256_file
+from edgebench.profile import describe_tflite
+from edgebench.savedmodel import DEFAULT_SIGNATURE, SERVE_TAG, graph_session, quiet_v1, read_signature
 from edgebench.tflite_model import precision as tflite_precision
 
-DEFAULT_SIGNATURE = "serving_default"
-SERVE_TAG = "serve"
 KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 # Most precise first: the reference among several .tflite files given without --reference.
 PRECISION_RANK = ("fp32", "fp16", "dynamic", "int16x8", "int8")
@@ -114,6 +114,31 @@ class Source:
 # --------------------------------------------------------------------------- options
 
 
+def sample_set(src: Source, data: str | None, *, preprocess: str, seed: int, split: str) -> InputSet | None:
+    """The samples a command runs on: ``data`` (a path, or "synthetic") when given, else the
+    source's own ``split`` ("evaluation" or "calibration": a reference model's fixed split),
+    checked against the signature; None when neither exists (the caller says which flag to pass)."""
+    if data:
+        return load_data(data, src.signature, preprocess=preprocess, seed=seed)
+    own = src.evaluation if split == "evaluation" else src.calibration
+    if own is None:
+        return None
+    validate(own, src.signature)
+    return own
+
+
+def evaluation_set(src: Source, data: str | None, *, samples: int, preprocess: str, seed: int) -> InputSet:
+    """The evaluation samples of a run (convert-and-compare, diagnose): ``data`` or the source's own
+    evaluation split, cast to the signature, the first ``samples`` of them."""
+    ds = sample_set(src, data, preprocess=preprocess, seed=seed, split="evaluation")
+    if ds is None:
+        raise BadInput(f"{src.path}: no evaluation data; pass --data PATH (real samples, with a 'labels' "
+                       "array for task accuracy) or --data synthetic (drift only, misleading for INT8)")
+    if samples <= 0:
+        raise BadInput(f"--samples {samples}: must be positive")
+    return cast_to_signature(ds, src.signature).take(samples)
+
+
 def parse_input_shape(spec: str) -> tuple[str, tuple[int, ...]]:
     """'tokens:1,128' -> ('tokens', (1, 128)) (raises BadInput)."""
     name, sep, dims = spec.rpartition(":")
@@ -178,85 +203,6 @@ def _reference_source(name: str, size: str, seed: int, opts: SourceOptions) -> S
 
 
 # --------------------------------------------------------------------------- SavedModel
-
-
-def _read_saved_model(p: Path):
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    sm = saved_model_pb2.SavedModel()
-    pb, pbtxt = p / "saved_model.pb", p / "saved_model.pbtxt"
-    try:
-        if pb.exists():
-            sm.ParseFromString(pb.read_bytes())
-        else:
-            from google.protobuf import text_format
-
-            text_format.Parse(pbtxt.read_text(), sm)
-    except Exception as e:  # noqa: BLE001 -- DecodeError/ParseError/OSError
-        raise BadInput(f"{p}: saved_model.pb is not a readable SavedModel protobuf ({_one_line(e)}); the copy "
-                       "is probably truncated: copy or download the whole folder again") from None
-    if not sm.meta_graphs:
-        raise BadInput(f"{p}: the SavedModel holds no MetaGraph; copy or download the whole folder again")
-    return sm
-
-
-def _not_a_saved_model(p: Path) -> BadInput:
-    nested = sorted(x.parent for x in p.rglob("saved_model.pb"))[:3] if p.is_dir() else []
-    hint = (f"; found one in {nested[0]}: pass that folder" if nested else
-            "; point at the folder that holds saved_model.pb and variables/ (or export one with "
-            "tf.saved_model.save(obj, dir) / keras model.export(dir))")
-    return BadInput(f"{p}: folder is not a SavedModel (no saved_model.pb){hint}")
-
-
-def _pick_meta_graph(sm, key: str):
-    """The 'serve' MetaGraph, else the first one holding the signature."""
-    graphs = list(sm.meta_graphs)
-    for mg in graphs:
-        if SERVE_TAG in mg.meta_info_def.tags:
-            return mg
-    return next((mg for mg in graphs if key in mg.signature_def), graphs[0])
-
-
-def _specs(infos, path: Path, key: str) -> tuple[TensorSpec, ...]:
-    import tensorflow as tf
-
-    out = []
-    for name in sorted(infos):
-        ti = infos[name]
-        if ti.WhichOneof("encoding") != "name":
-            raise BadInput(f"{path}: signature '{key}' tensor '{name}' is a sparse/composite tensor, which TFLite "
-                           "cannot take as input or output; pick another signature with --signature")
-        shape = () if ti.tensor_shape.unknown_rank else tuple(
-            None if d.size < 0 else int(d.size) for d in ti.tensor_shape.dim)
-        out.append(TensorSpec(name, shape, tf.dtypes.as_dtype(ti.dtype).name))
-    return tuple(out)
-
-
-def _signature_keys(mg) -> list[str]:
-    return sorted(k for k in mg.signature_def if not k.startswith("__"))
-
-
-def read_signature(p: Path, key: str = DEFAULT_SIGNATURE):
-    """(Signature, meta graph, signature def) of a SavedModel folder, from saved_model.pb alone."""
-    if not (p / "saved_model.pb").exists() and not (p / "saved_model.pbtxt").exists():
-        raise _not_a_saved_model(p)
-    sm = _read_saved_model(p)
-    mg = _pick_meta_graph(sm, key)
-    if key not in mg.signature_def:
-        keys = _signature_keys(mg)
-        if not keys:
-            raise BadInput(f"{p}: SavedModel has no '{key}' signature (it has no serving signatures at all); "
-                           "edgebench needs one: ask the model's author for an export with signatures, or "
-                           "wrap it yourself (README: Models from the wild)")
-        raise BadInput(f"{p}: SavedModel has no '{key}' signature (has: {', '.join(keys)}); pick one with "
-                       f"--signature {keys[0]}")
-    sd = mg.signature_def[key]
-    return Signature(_specs(sd.inputs, p, key), _specs(sd.outputs, p, key)), mg, sd
-
-
-def saved_model_signature(saved_model_dir: str | Path, signature_key: str = DEFAULT_SIGNATURE) -> Signature:
-    """The declared signature of a SavedModel (reads saved_model.pb; loads nothing)."""
-    return read_signature(Path(saved_model_dir), signature_key)[0]
 
 
 def saved_model_source(p: Path, opts: SourceOptions, *, kind: str, name: str, path: str,
@@ -326,18 +272,17 @@ def _probe_tf2(p: Path, key: str, tags: tuple[str, ...]) -> str | None:
         loaded = tf.saved_model.load(str(p), tags=list(tags))
         loaded.signatures[key]  # noqa: B018 -- the signature function must be restorable too
     except Exception as e:  # noqa: BLE001 -- restore failures come as every exception type
-        return _one_line(e)
+        return first_line(e)
     return None
 
 
 def _probe_graph(p: Path, key: str, tags: tuple[str, ...]) -> str | None:
-    from edgebench.targets.tf import graph_session
 
     try:
         sess, _ = graph_session(p, tags)
         sess.close()
     except Exception as e:  # noqa: BLE001
-        return _one_line(e)
+        return first_line(e)
     return None
 
 
@@ -444,7 +389,6 @@ def make_converter(src: Source):
         kw: dict[str, Any] = {}
         if src.fixed_shapes:
             kw["input_shapes"] = {_graph_name(src.graph_inputs[n]): list(s) for n, s in src.fixed_shapes.items()}
-        from edgebench.targets.tf import quiet_v1
 
         with quiet_v1():
             c = tf.compat.v1.lite.TFLiteConverter.from_saved_model(
@@ -543,7 +487,7 @@ def _import_one(spec: str):
             loader_spec.loader.exec_module(mod)
         except Exception as e:  # noqa: BLE001 -- the user's module failed to run
             sys.modules.pop(name, None)
-            raise BadInput(f"--import {spec}: importing it failed ({type(e).__name__}: {_one_line(e)}); fix the "
+            raise BadInput(f"--import {spec}: importing it failed ({type(e).__name__}: {first_line(e)}); fix the "
                            "module or its dependencies") from None
         return mod
     cwd = os.getcwd()
@@ -555,7 +499,7 @@ def _import_one(spec: str):
         raise BadInput(f"--import {spec}: no module named {e.name!r} (searched PYTHONPATH and {cwd}); give the "
                        "module name or the path of the .py file that defines the custom classes") from None
     except Exception as e:  # noqa: BLE001
-        raise BadInput(f"--import {spec}: importing it failed ({type(e).__name__}: {_one_line(e)}); fix the "
+        raise BadInput(f"--import {spec}: importing it failed ({type(e).__name__}: {first_line(e)}); fix the "
                        "module or its dependencies") from None
 
 
@@ -580,9 +524,9 @@ def _keras_error(p: Path, e: BaseException, imports: tuple[str, ...]) -> BadInpu
                         f"--import {mod if where else 'MODULE'} (a module on PYTHONPATH or the path of the .py file "
                         "that defines it)")
     if "zip" in text.lower() or "not a valid" in text.lower() or "file signature" in text.lower():
-        return BadInput(f"{p}: cannot load this {p.suffix} file ({_one_line(e)}); it is not a complete Keras "
+        return BadInput(f"{p}: cannot load this {p.suffix} file ({first_line(e)}); it is not a complete Keras "
                         "archive: copy or download it again")
-    return BadInput(f"{p}: cannot load this {p.suffix} file with Keras {_keras_version()} ({_one_line(e)}); if it "
+    return BadInput(f"{p}: cannot load this {p.suffix} file with Keras {_keras_version()} ({first_line(e)}); if it "
                     "uses custom layers pass --import MODULE, else load it where it was written and save it as a "
                     "SavedModel (model.export(dir))")
 
@@ -664,7 +608,7 @@ def _export_keras(p: Path, custom: dict[str, Any], imports: tuple[str, ...], tmp
             import tf_keras
         except ImportError:
             raise BadInput(f"{p}: written by Keras {written_by}, and Keras {keras.__version__} cannot read it "
-                           f"({_one_line(e)}); pip install tf-keras and edgebench loads it with Keras 2") from None
+                           f"({first_line(e)}); pip install tf-keras and edgebench loads it with Keras 2") from None
         try:
             model = tf_keras.models.load_model(p, compile=False, custom_objects=custom or None)
         except Exception as e2:  # noqa: BLE001
@@ -675,7 +619,7 @@ def _export_keras(p: Path, custom: dict[str, Any], imports: tuple[str, ...], tmp
                    "is tf-keras (Keras 2)" if not legacy else
                    "the --import module must define the file's custom classes (TF_USE_LEGACY_KERAS=1 is set)")
             raise BadInput(f"{p}: written by Keras {written_by}; neither Keras {keras.__version__} "
-                           f"({_one_line(e)}) nor tf-keras {tf_keras.__version__} ({_one_line(e2)}) can load it; "
+                           f"({first_line(e)}) nor tf-keras {tf_keras.__version__} ({first_line(e2)}) can load it; "
                            f"{fix}") from None
         export = lambda: model.export(str(tmp))  # noqa: E731
         loaded_with = f"tf-keras {tf_keras.__version__} (Keras 2; Keras {keras.__version__} cannot read this file)"
@@ -683,7 +627,7 @@ def _export_keras(p: Path, custom: dict[str, Any], imports: tuple[str, ...], tmp
         with contextlib.redirect_stdout(io.StringIO()):   # tf-keras prints the exported endpoints
             export()
     except Exception as e:  # noqa: BLE001
-        raise BadInput(f"{p}: loaded, but Keras cannot trace it for export ({_one_line(e)}); a custom layer's "
+        raise BadInput(f"{p}: loaded, but Keras cannot trace it for export ({first_line(e)}); a custom layer's "
                        "call() must be traceable by tf.function (no Python-side state or numpy calls)") from None
     return loaded_with
 
@@ -750,7 +694,6 @@ def tflite_variants(paths: list[str], out_dir: Path) -> dict[str, Any]:
     files share a precision. ``reference_variant`` is the most precise one (the first given
     among equals): the reference when no --reference SavedModel is given.
     """
-    from edgebench.convert import describe_tflite
     from edgebench.tflite_model import inspect
 
     entries = []
@@ -796,11 +739,6 @@ def tflite_variants(paths: list[str], out_dir: Path) -> dict[str, Any]:
     return doc
 
 
-def _one_line(e: BaseException) -> str:
-    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
-    return (lines[0] if lines else type(e).__name__)[:240]
-
-
 __all__ = ["DEFAULT_SIGNATURE", "Source", "SourceOptions", "calibration_feed", "choose_loader",
            "finish_tflite", "import_modules", "make_converter", "parse_input_shape",
-           "read_signature", "resolve_source", "saved_model_signature", "tflite_signature", "tflite_source", "tflite_variants"]
+           "resolve_source", "tflite_signature", "tflite_source", "tflite_variants"]

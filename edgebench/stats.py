@@ -22,7 +22,7 @@ evidence has two parts, and the larger p decides:
     3 processes a side and 5% run-to-run noise only changes of ~1.35x and more reach p < 0.002;
     5 a side reach ~1.15x; or else
   - ``history``: >= ``HISTORY_MIN_RUNS`` earlier stored runs of exactly the same configuration
-    (``store.series_key``): sigma = pooled standard deviation of their log values around the
+    (``identity.series_key``): sigma = pooled standard deviation of their log values around the
     mean of their own level (the history is cut at its level shifts), and t = |log ratio| /
     (sigma * sqrt(2)) with runs - levels degrees of freedom; or else
   - ``samples``: neither exists. Then the run-to-run noise is unknown and no latency change is
@@ -45,6 +45,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from edgebench.identity import headline, series_key
+from edgebench.metrics import REGISTRY
+from edgebench.metrics import metric as metric_of
+
 MIN_RATIO = 1.1          # asv --factor default
 ALPHA = 0.002            # asv's significance level
 STEP_MIN_RUNS = 4        # runs needed on each side of a step (see module docstring)
@@ -53,24 +57,15 @@ MIN_REPEATS = 3          # worker processes per side for a replicate-based test
 HISTORY_MIN_RUNS = 5     # earlier runs of the same configuration for a history-based noise estimate
 HISTORY_MAX_RUNS = 20    # ... the most recent this many
 
-# Metrics compared by ``compare_runs``: (row column, label, higher_is_better, kind) with kind
-# "location" | "percentile" | "deterministic" (see the module docstring for the tests).
-METRICS: tuple[tuple[str, str, bool, str], ...] = (
-    ("p50_ms", "p50 ms", False, "location"),
-    ("p90_ms", "p90 ms", False, "percentile"),
-    ("p99_ms", "p99 ms", False, "percentile"),
-    ("mean_ms", "mean ms", False, "location"),
-    ("qps", "QPS", True, "location"),
-    ("size_bytes", "size bytes", False, "deterministic"),
-    ("top1", "top-1", True, "deterministic"),
-    ("psnr_db", "PSNR dB (worst)", True, "deterministic"),
-    ("cosine", "cosine (worst)", True, "deterministic"),
-    ("examples_per_s", "examples/s", True, "deterministic"),
-    ("step_time_p50_ms", "step p50 ms", False, "deterministic"),
-)
-PERCENTILE_OF = {"p90_ms": 90.0, "p99_ms": 99.0}
+# Metrics compared by ``compare_runs`` (the registry's, ``metrics.REGISTRY``): (row column, label,
+# higher_is_better, kind) with kind "location" | "percentile" | "deterministic" (see the module
+# docstring for the tests; the registry's "ratio" test is "deterministic" here).
+METRICS: tuple[tuple[str, str, bool, str], ...] = tuple(
+    (m.key, m.label, m.higher_is_better, m.test if m.test in ("location", "percentile") else "deterministic")
+    for m in REGISTRY if m.compared)
+PERCENTILE_OF = {m.key: m.percentile for m in REGISTRY if m.percentile is not None}
 # the per-repeat summary key of each latency metric (``bench --repeats``: row["repeats"])
-REPEAT_KEY = {"p50_ms": "p50", "p90_ms": "p90", "p99_ms": "p99", "mean_ms": "mean", "qps": "qps"}
+REPEAT_KEY = {m.key: m.repeat_key for m in REGISTRY if m.repeat_key}
 TESTS = {"location": "Mann-Whitney U", "percentile": "quantile test (Fisher)",
          "deterministic": "ratio only (deterministic)"}
 
@@ -314,7 +309,6 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
     """
     from edgebench.fingerprint import diff_fingerprints
     from edgebench.rows import sample_class_of
-    from edgebench.store import headline, series_key
 
     noise = noise or {}
     fa, fb = doc_a.get("fingerprint") or {}, doc_b.get("fingerprint") or {}
@@ -357,7 +351,7 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
             regressions += ch.verdict == "worse"
         bases = sorted({c.basis for c in changes if c.basis != "deterministic" and c.verdict != "n/a"})
         reps = [len(ra.get("repeats") or []) or 1, len(rb.get("repeats") or []) or 1]
-        ka, kb = series_key(ra), series_key(rb)   # the configuration identity (store.SERIES_FIELDS)
+        ka, kb = series_key(ra), series_key(rb)   # the configuration identity (identity.SERIES_FIELDS)
         config_diff = [{"field": f, "a": ka[f], "b": kb[f]} for f in ka if ka[f] != kb[f]]
         pairs.append({"key": [k for k in key if k is not None], "status": [ha["status"], hb["status"]],
                       "config_diff": config_diff,
@@ -481,16 +475,14 @@ def history_with_steps(series: list[dict[str, Any]], **kw: Any) -> dict[str, Any
 def history_series(store: Any, metric: str, *, model: str, precision: str | None = None,
                    target: str | None = None, kind: str | None = None,
                    min_ratio: float = MIN_RATIO) -> list[dict[str, Any]]:
-    """A metric's history for one model, one series per configuration (``store.series_key``:
+    """A metric's history for one model, one series per configuration (``identity.series_key``:
     precision, target, device, batch, threads, delegate, runtime, method, strategy, ...), each
     with its level shifts. Percentile values from too few samples to be valid are left out of a
     series (counted in ``left_out``), so a 200-sample p99 never sits on a line of valid ones."""
     import json
 
     from edgebench.measure import MIN_SAMPLES
-    from edgebench.store import METRIC_ALIASES
-
-    col = METRIC_ALIASES.get(metric, metric)
+    col = metric_of(metric).key
     need = MIN_SAMPLES.get(col[:-3]) if col in ("p50_ms", "p90_ms", "p99_ms") else None
     groups: dict[str, list[dict[str, Any]]] = {}
     left_out: dict[str, int] = {}

@@ -42,11 +42,13 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 from edgebench.errors import BadInput, InfraError
+from edgebench.identity import HEADLINE, headline, headline_columns, series_key
+from edgebench.metrics import metric
 from edgebench.outcome import precision_label, row_verdict_of, run_verdict_of
 from edgebench.results import to_jsonable
 
 if TYPE_CHECKING:
-    from edgebench.rows import Document, Row
+    from edgebench.rows import Document
 
 # Version of the table layout. Bump it and add ``_MIGRATIONS[old] = fn`` (old -> old + 1) when
 # the layout changes; a database from a newer edgebench is refused rather than misread.
@@ -55,39 +57,22 @@ _MIGRATIONS: dict[int, Callable[[Connection], None]] = {}  # filled below the ta
 
 SAMPLES_CODEC = "zlib-i64le"
 
-# Headline columns of ``results`` (name -> SQLAlchemy type), in display order.
-HEADLINE: dict[str, Any] = {
-    "model": sa.String(512),
-    "model_sha256": sa.String(64),
-    "precision": sa.String(32),
-    "target": sa.String(128),
-    "device_model": sa.String(256),
-    "status": sa.String(16),
-    "batch_size": sa.Integer(),
-    "p50_ms": sa.Float(),
-    "p90_ms": sa.Float(),
-    "p99_ms": sa.Float(),
-    "p99_valid": sa.Boolean(),
-    "mean_ms": sa.Float(),
-    "qps": sa.Float(),
-    "size_bytes": sa.BigInteger(),
-    "size_reduction_pct": sa.Float(),
-    "top1": sa.Float(),
-    "top1_drop_pp": sa.Float(),
-    "psnr_db": sa.Float(),
-    "cosine": sa.Float(),
-    "examples_per_s": sa.Float(),
-    "step_time_p50_ms": sa.Float(),
-}
+def _sa_type(name: str) -> Any:
+    """The SQLAlchemy type of a headline column type name (``identity.headline_columns``)."""
+    if name.startswith("str"):
+        return sa.String(int(name[3:]))
+    return {"int": sa.Integer(), "bigint": sa.BigInteger(), "float": sa.Float(), "bool": sa.Boolean()}[name]
 
-# Short metric names accepted by ``history`` and the CLI, mapped to headline columns.
-METRIC_ALIASES = {
-    "p50": "p50_ms", "median": "p50_ms", "p90": "p90_ms", "p99": "p99_ms", "mean": "mean_ms",
-    "size": "size_bytes", "size_reduction": "size_reduction_pct", "psnr": "psnr_db",
-    "throughput": "examples_per_s", "step_time": "step_time_p50_ms", "top1_drop": "top1_drop_pp",
-}
-NUMERIC_METRICS = tuple(k for k, t in HEADLINE.items()
-                        if isinstance(t, (sa.Float, sa.Integer, sa.BigInteger)))
+
+# The registry's columns as stored: recorded in schema_meta, so a database written before a metric
+# was added gets its column (and the values, from the stored documents) on first open.
+METRIC_COLUMNS_KEY = "metric_columns"
+METRIC_COLUMNS = ",".join(name for name, _ in headline_columns())
+
+
+def _schema_version_of(doc: dict[str, Any]) -> int | None:
+    v = doc.get("schema_version")
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _metadata() -> tuple[sa.MetaData, sa.Table, sa.Table, sa.Table]:
@@ -127,7 +112,7 @@ def _metadata() -> tuple[sa.MetaData, sa.Table, sa.Table, sa.Table]:
         sa.Column("run_id", sa.String(32), sa.ForeignKey("runs.run_id", ondelete="CASCADE"),
                   nullable=False, index=True),
         sa.Column("row_index", sa.Integer, nullable=False),
-        *[sa.Column(name, typ) for name, typ in HEADLINE.items()],
+        *[sa.Column(name, _sa_type(typ)) for name, typ in headline_columns()],
         sa.Column("verdict", sa.String(16), index=True),   # outcome.row_verdict state
         sa.Column("verdict_text", sa.Text),
         sa.Column("precision_label", sa.String(64)),       # "int8 +1 float" (outcome.precision_label)
@@ -206,6 +191,32 @@ def _verdicts(doc: dict[str, Any]) -> dict[str, Any]:
 _MIGRATIONS[1] = _migrate_1_to_2
 
 
+def _add_metric_columns(conn: Connection) -> None:
+    """The generic migration: add every headline column the registry has and ``results`` lacks,
+    filled from each stored document (a row without the number stays NULL)."""
+    have = {c["name"] for c in sa.inspect(conn).get_columns("results")}
+    missing = [(name, typ) for name, typ in headline_columns() if name not in have]
+    for name, typ in missing:
+        ddl = _sa_type(typ).compile(dialect=conn.dialect)
+        conn.execute(sa.text(f'ALTER TABLE results ADD COLUMN "{name}" {ddl}'))
+    if missing:
+        names = [n for n, _ in missing]
+        for run in conn.execute(sa.select(T_RUNS.c.run_id, T_RUNS.c.kind, T_RUNS.c.doc_json)).all():
+            for i, row in enumerate(json.loads(run.doc_json).get("rows") or []):
+                if not isinstance(row, dict):
+                    continue
+                head = headline(row, kind=run.kind)
+                values = {n: head[n] for n in names if head[n] is not None}
+                if values:
+                    conn.execute(sa.update(T_RESULTS).where(T_RESULTS.c.run_id == run.run_id,
+                                                             T_RESULTS.c.row_index == i).values(**values))
+    stamp = conn.execute(sa.select(T_META.c.value).where(T_META.c.key == METRIC_COLUMNS_KEY)).scalar()
+    if stamp is None:
+        conn.execute(sa.insert(T_META).values(key=METRIC_COLUMNS_KEY, value=METRIC_COLUMNS[:256]))
+    elif stamp != METRIC_COLUMNS[:256]:
+        conn.execute(sa.update(T_META).where(T_META.c.key == METRIC_COLUMNS_KEY).values(value=METRIC_COLUMNS[:256]))
+
+
 def _restore_samples(doc: dict[str, Any], samples: dict[int, tuple[Any, Any]]) -> dict[str, Any]:
     """Put each row's ``samples_ns`` back into a stored document (in place; returns it)."""
     for i, row in enumerate(doc.get("rows", [])):
@@ -213,123 +224,6 @@ def _restore_samples(doc: dict[str, Any], samples: dict[int, tuple[Any, Any]]) -
             blob, codec = samples.get(i, (None, None))
             row["samples_ns"] = decode_samples(blob, codec).tolist()
     return doc
-
-
-# --------------------------------------------------------------------------------------------
-# document -> columns
-
-
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, (int, float, np.integer, np.floating)):
-        f = float(v)
-        return f if np.isfinite(f) else None
-    if isinstance(v, str):
-        try:
-            f = float(v)
-        except ValueError:
-            return None
-        return f if np.isfinite(f) else None
-    return None
-
-
-def _int(v: Any) -> int | None:
-    f = _num(v)
-    return None if f is None else int(f)
-
-
-def headline(row: "Row | dict[str, Any]", *, kind: str | None = None) -> dict[str, Any]:
-    """The headline columns of one result row (None where the row lacks the value).
-
-    Read through the typed rows (``edgebench.rows``): one name per quantity, no alias guessing."""
-    from edgebench.rows import InferenceRow, TrainRow, row_from_dict
-
-    r = row if isinstance(row, (InferenceRow, TrainRow)) else row_from_dict(row, kind=kind)
-    out: dict[str, Any] = {k: None for k in HEADLINE}
-    out.update(model=None if r.model is None else str(r.model), precision=r.precision, target=r.target,
-               status=r.status, batch_size=r.batch_size if isinstance(r, TrainRow) else None)
-    if isinstance(r, TrainRow):
-        st = r.step_time
-        out.update(examples_per_s=_num(r.examples_per_s), step_time_p50_ms=_num(st.p50) if st else None,
-                   device_model=r.fingerprint.get("device_model"))
-        return out
-    lat, acc, worst = r.latency, r.accuracy, r.worst
-    out.update(
-        model_sha256=r.model_sha256, device_model=r.device_model or r.fingerprint.get("device_model"),
-        size_bytes=_int(r.size_bytes), size_reduction_pct=_num(r.size_reduction_pct),
-        top1=_num(acc.top1) if acc else None, top1_drop_pp=_num(acc.top1_drop_pp) if acc else None,
-        psnr_db=_num(worst.psnr_db) if worst else None, cosine=_num(worst.cosine) if worst else None,
-    )
-    if lat is not None:
-        out.update(p50_ms=_num(lat.p50), p90_ms=_num(lat.p90), p99_ms=_num(lat.p99), mean_ms=_num(lat.mean),
-                   qps=_num(lat.qps), p99_valid=bool(lat.p99_valid))
-    return out
-
-
-# Fields that change a measured number: two rows that differ in any of them are never points of
-# one history series (``series_key``). The runtime counts by name (ai_edge_litert, tflite_runtime,
-# benchmark_model, tensorflow ...); its version does not split a series, because a version upgrade
-# is exactly the kind of change a history exists to show (the fingerprint records it).
-# This is the configuration identity (README "Configuration identity"): history lines, ``results
-# compare`` (a pair whose keys differ says so), the HTML charts and Pareto fronts, and Prometheus
-# labels all use it. ``model_sha256`` makes int8 with ``keep_float`` tensors (another file) and a
-# retrained model other configurations than the plain int8 of the same name.
-SERIES_FIELDS = ("model_sha256", "precision", "keep_float", "target", "device_model", "batch_size", "size",
-                 "threads", "delegate", "runtime", "runtime_api", "accelerator", "gpu_precision", "method",
-                 "input_source", "period_ms", "sustained", "strategy", "xla", "input_pipeline", "workers")
-
-
-def _row_field(row: dict[str, Any], name: str) -> Any:
-    """A row's value of ``name``: the row itself, else its ``extra``, else its fingerprint."""
-    for src in (row, row.get("extra"), row.get("fingerprint")):
-        if isinstance(src, dict) and src.get(name) is not None:
-            return src[name]
-    return None
-
-
-def series_key(row: dict[str, Any]) -> dict[str, Any]:
-    """The configuration of a result row that its numbers depend on (see ``SERIES_FIELDS``).
-
-    ``threads`` is the effective thread count where the row records it; ``method`` has its
-    numbers blanked (a sample count in a method string does not change what is measured).
-    """
-    key: dict[str, Any] = {}
-    if not isinstance(row, dict):
-        return {name: None for name in SERIES_FIELDS}
-    for name in SERIES_FIELDS:
-        v = _row_field(row, "threads_effective") if name == "threads" else None
-        if name == "sustained":      # a --duration run (timeline) measures a hot, long-running device
-            v = bool(row.get("timeline"))
-        elif v is None:
-            v = _row_field(row, name)
-        if name == "runtime" and isinstance(v, str):
-            v = v.split()[0] if v.split() else v
-        if name == "method" and isinstance(v, str):
-            v = re.sub(r"\d+(\.\d+)?", "N", v)
-        if isinstance(v, (dict, list)):
-            v = json.dumps(v, sort_keys=True)
-        key[name] = v
-    return key
-
-
-def series_label(key: dict[str, Any], *, skip: tuple[str, ...] = ("precision", "target")) -> str:
-    """The identity fields that are set, as a short label: ``sha256 3f2a9c1b, delegate none,
-    threads 2`` (``skip``: fields the caller names already)."""
-    parts = []
-    for name in SERIES_FIELDS:
-        v = key.get(name)
-        if name in skip or v in (None, False, "[]"):
-            continue
-        if name == "model_sha256":
-            parts.append(f"sha256 {str(v)[:8]}")
-        elif name == "keep_float":
-            parts.append(f"+{len(json.loads(v))} float")
-        elif name == "method":
-            continue            # long text; the row says it
-        else:
-            parts.append(f"{name.replace('_', ' ')} {v}" if v is not True else name)
-    return ", ".join(parts)
 
 
 MODEL_SIZES = ("tiny", "full")
@@ -408,53 +302,6 @@ def _run_status(rows: list[dict[str, Any]]) -> str:
     if statuses <= {"ok", "skipped"} and "ok" in statuses:
         return "ok"
     return "skipped" if statuses == {"skipped"} else "failed"
-
-
-def load_result_file(path: str) -> dict[str, Any]:
-    """Read a result JSON written by ``--json`` (an envelope with ``kind`` and ``rows``)."""
-    p = Path(path)
-    try:
-        doc = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such file; give a result JSON written with --json") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInput(f"{path}: not a readable JSON result ({exc}); give a file written with --json") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list) or not doc.get("kind"):
-        raise BadInput(f"{path}: not an edgebench result (needs 'kind' and a 'rows' list); give a file "
-                       "written with --json")
-    return doc
-
-
-def keep_unsaved(doc: "Document | dict[str, Any]") -> Path:
-    """Write a result the database could not take to ``<data dir>/unsaved/KIND-TIME-ID.json``
-    (``edgebench results import FILE`` stores it later). Raises OSError if that fails too."""
-    from edgebench.paths import data_dir
-    from edgebench.results import now_iso, write_json
-
-    if not isinstance(doc, dict):
-        doc = doc.to_dict()
-    stamp = now_iso().replace(":", "").replace("+0000", "Z")
-    path = data_dir() / "unsaved" / f"{doc.get('kind', 'result')}-{stamp}-{uuid.uuid4().hex[:8]}.json"
-    write_json(doc, str(path))
-    return path
-
-
-def save_or_keep(store: "Store | None", doc: "Document | dict[str, Any]", *, db: str | None = None,
-                 matrix_hash: str | None = None, cell: dict[str, Any] | None = None) -> str:
-    """``Store.save`` that never loses the result: on a database error the document is kept with
-    ``keep_unsaved`` and the InfraError names the file to import later."""
-    try:
-        if store is None:
-            with Store(db) as st:
-                return st.save(doc, matrix_hash=matrix_hash, cell=cell)
-        return store.save(doc, matrix_hash=matrix_hash, cell=cell)
-    except (BadInput, InfraError) as err:
-        try:
-            path = keep_unsaved(doc)
-            kept = f"the result was kept in {path}; store it later with `edgebench results import {path}`"
-        except OSError as exc:
-            kept = f"and the result could not be kept either ({exc}); use --json PATH to keep it"
-        raise InfraError(f"result measured but not stored: {err}; {kept}") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -614,7 +461,8 @@ class Store:
         # Fast path: read-only check, so read-only databases can still be queried.
         version = self._retrying("reading the schema version", self._read_version, write=False)
         self._check_version(version)
-        if version == SCHEMA_VERSION:
+        if version == SCHEMA_VERSION and self._retrying("reading the metric columns", self._metric_stamp,
+                                                          write=False) == METRIC_COLUMNS[:256]:
             return
 
         def create_or_migrate(conn: Connection) -> None:
@@ -630,6 +478,7 @@ class Store:
                                    "schema_meta; it is not an edgebench results database")
                 _MD.create_all(conn)
                 conn.execute(sa.insert(T_META).values(key="schema_version", value=str(SCHEMA_VERSION)))
+                _add_metric_columns(conn)
                 return
             while v < SCHEMA_VERSION:
                 step = _MIGRATIONS.get(v)
@@ -641,8 +490,12 @@ class Store:
                 v += 1
                 conn.execute(sa.update(T_META).where(T_META.c.key == "schema_version")
                              .values(value=str(v)))
+            _add_metric_columns(conn)
 
         self._retrying("creating or migrating the schema", create_or_migrate, write=True)
+
+    def _metric_stamp(self, conn: Connection) -> str | None:
+        return conn.execute(sa.select(T_META.c.value).where(T_META.c.key == METRIC_COLUMNS_KEY)).scalar()
 
     def schema_version(self) -> int | None:
         return self._retrying("reading the schema version", self._read_version, write=False)
@@ -710,7 +563,7 @@ class Store:
             "saved_at": now,
             "kind": str(doc.get("kind") or "unknown"),
             "status": _run_status(rows),
-            "doc_schema_version": _int(doc.get("schema_version")),
+            "doc_schema_version": _schema_version_of(doc),
             "edgebench_version": doc.get("edgebench_version"),
             "git_sha": fp.get("edgebench_git_sha") or doc.get("git_sha"),
             "hostname": fp.get("hostname"),
@@ -862,16 +715,13 @@ class Store:
         out = self._retrying("reading result rows", lambda c: c.execute(q).mappings().all(), write=False)
         return [dict(r) for r in out]
 
-    def history(self, metric: str, *, model: str, precision=None, target=None,
+    def history(self, metric_name: str, *, model: str, precision=None, target=None,
                 kind=None) -> list[dict[str, Any]]:
         """A metric's values for one model: [{created, run_id, row_index, value, precision,
         target, batch_size, n_samples, p99_valid, series}] oldest first (rows with status != ok
         or no value are left out). ``series`` is the row's ``series_key``: points with different
         series keys belong to different lines."""
-        col = METRIC_ALIASES.get(metric, metric)
-        if col not in NUMERIC_METRICS:
-            raise BadInput(f"--metric {metric!r} is not a stored metric; use one of "
-                           f"{', '.join(sorted(set(METRIC_ALIASES) | set(NUMERIC_METRICS)))}")
+        col = metric(metric_name).key
         rows = [r for r in self.rows(kind=kind, model=model, precision=precision, target=target)
                 if r["status"] == "ok" and r[col] is not None]
         docs = self._docs(sorted({r["run_id"] for r in rows}))
@@ -886,7 +736,7 @@ class Store:
                         "series": series_key(full if isinstance(full, dict) else {})})
         return out
 
-    def series_history(self, row: dict[str, Any], metric: str, *, kind=None, before: str | None = None,
+    def series_history(self, row: dict[str, Any], metric_name: str, *, kind=None, before: str | None = None,
                        exclude: tuple[str, ...] = ()) -> list[dict[str, Any]]:
         """Earlier values of ``metric`` for exactly the configuration of ``row`` (same model and
         ``series_key``), oldest first, created before ``before``, runs in ``exclude`` left out."""
@@ -894,7 +744,7 @@ class Store:
             return []
         key = series_key(row)
         cut = _utc_iso(before) if before else None
-        return [p for p in self.history(metric, model=str(row["model"]), precision=row.get("precision"),
+        return [p for p in self.history(metric_name, model=str(row["model"]), precision=row.get("precision"),
                                         target=row.get("target"), kind=kind)
                 if p["series"] == key and p["run_id"] not in exclude and (cut is None or p["created"] < cut)]
 

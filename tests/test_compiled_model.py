@@ -112,7 +112,7 @@ def test_gpu_readiness_in_the_manifest_without_a_driver(prelu_models, monkeypatc
     the manifest records it with that caveat, and says when no driver allowed a real GPU compile."""
     import tensorflow as tf
 
-    from edgebench.convert import describe_tflite
+    from edgebench.profile import describe_tflite
 
     class Uniq(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([1, 8], tf.float32)])

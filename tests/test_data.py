@@ -6,18 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgebench.data import (
-    InputSet,
-    Signature,
-    TensorSpec,
-    calibration_generator,
-    dequantize,
-    load_data,
-    quantize,
-    saved_model_signature,
-    validate,
-)
+from edgebench.data import (InputSet, Signature, TensorSpec, calibration_generator, dequantize, load_data, quantize,
+                            validate)
 from edgebench.errors import BadInput
+from edgebench.savedmodel import saved_model_signature
 
 IMG = Signature((TensorSpec("image", (None, 8, 8, 1), "float32"),), (TensorSpec("scores", (None, 10), "float32"),))
 TOK = Signature((TensorSpec("ids", (None, 5), "int32"),), (TensorSpec("scores", (None, 3), "float32"),))

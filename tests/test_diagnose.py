@@ -96,7 +96,8 @@ def test_keep_float_auto_brings_the_drop_under_2pp_and_stays_smaller_than_fp32(p
 
 
 def test_keep_float_by_regex_and_names(planted, tmp_path):
-    from edgebench.convert import ConvertSettings, convert, verify_keep_float
+    from edgebench.convert import ConvertSettings, convert
+    from edgebench.quant.keep_float import verify_keep_float
 
     m = convert(ConvertSettings(src=str(planted["model"]), precisions=("int8",), data=str(planted["cal"]),
                                 out_dir=str(tmp_path / "a"), keep_float="hostile"))
@@ -112,7 +113,8 @@ def test_keep_float_by_regex_and_names(planted, tmp_path):
                                  out_dir=str(tmp_path / "b"), keep_float=",".join(v["keep_float"])))
     assert m2["variants"]["int8"]["keep_float_ops"] == v["keep_float_ops"]
     # Without a denylist the keep-float route gives the plain int8 model's outputs.
-    from edgebench.convert import quantize_keep_float, run_tflite_inprocess
+    from edgebench.convert import run_tflite_inprocess
+    from edgebench.quant.keep_float import quantize_keep_float
     from edgebench.data import InputSet
 
     plain = Path(m["variants"]["fp32"]["path"]).with_name("plain.tflite")
@@ -236,7 +238,7 @@ def test_token_id_model(small_savedmodels, tmp_path):
 
 
 def test_bad_model_file_is_bad_input(tmp_path):
-    from edgebench.diagnose import run_worker
+    from edgebench.quant.layers import run_worker
 
     bad = tmp_path / "bad.tflite"
     bad.write_bytes(b"not a flatbuffer at all")
@@ -318,7 +320,7 @@ def test_match_tensors_lists_what_it_cannot_match():
 
 
 def test_uniform_rounding_gives_one_over_sqrt12_and_outliers_are_measured():
-    from edgebench.diagnose import NOISE_RATIO
+    from edgebench.quant.layers import NOISE_RATIO
     from edgebench.diagnose_worker import ErrorStats, RangeStats
 
     rng = np.random.default_rng(0)
@@ -349,7 +351,7 @@ def _entry(i, snr, *, inputs=(), scale=0.1, ratio=1.5, rmse=None, iso=True):
 
 
 def test_ranking_rule_cause_first_findings_and_advice():
-    from edgebench.diagnose import rank_layers, suggest_keep_float
+    from edgebench.quant.layers import rank_layers, suggest_keep_float
 
     entries = [_entry(0, 40), _entry(1, 41, inputs=[0]), _entry(2, 2.0, inputs=[1], ratio=3000),
                _entry(3, 1.5, inputs=[2]), _entry(4, 39, inputs=[3]), _entry(5, 42, inputs=[4]),
@@ -366,7 +368,7 @@ def test_ranking_rule_cause_first_findings_and_advice():
 
 
 def test_clipping_advice():
-    from edgebench.diagnose import rank_layers
+    from edgebench.quant.layers import rank_layers
 
     e = [_entry(i, 40) for i in range(6)] + [_entry(6, 5)]
     e[-1]["range"] = {"min": 0.0, "max": 30.0, "outlier_ratio": 2.0, "outlier_channel": 0}   # int8 max 12.7
@@ -418,7 +420,7 @@ def test_markdown_escapes_tensor_names():
 
 
 def test_unused_range_and_fp16_saturation_advice():
-    from edgebench.diagnose import rank_layers
+    from edgebench.quant.layers import rank_layers
 
     e = [_entry(i, 40) for i in range(6)] + [_entry(6, 0.0, scale=3.9e6)]
     e[-1]["range"] = {"min": -0.06, "max": 0.07, "outlier_ratio": 2.0, "outlier_channel": 0}   # a mask-sized grid
@@ -453,7 +455,7 @@ def test_tiny_bert_attention_scores_share_the_mask_range(tmp_path):
 def test_keep_float_search_stops_when_no_candidate_moves_the_metric(digits_model, tmp_path, run_cli):
     """Issue 28.6: a goal no candidate gets closer to ends the search with the reason, not after
     every candidate; here the goal is beyond float itself."""
-    from edgebench.diagnose import KeepFloatGoal, _moved
+    from edgebench.quant.search import KeepFloatGoal, _moved
 
     goal = KeepFloatGoal(min_psnr_db=300.0)
     assert _moved({"psnr_db": 55.0}, {"psnr_db": 64.9}, goal)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from edgebench.rows import Document, InferenceRow, Latency, TrainRow, Warmup, row_from_dict
-from edgebench.store import Store, headline
+from edgebench.identity import headline
+from edgebench.store import Store
 
 FIXTURE_DB = Path(__file__).parent / "fixtures" / "store" / "results-0.1.0.db"
 

@@ -113,7 +113,7 @@ def test_compare_runs_fingerprint_first_and_regression():
     verdicts = {c.metric: c.verdict for c in pair["changes"]}
     assert verdicts["p50 ms"] == "worse"
     assert verdicts["QPS"] == "worse"
-    assert verdicts["size bytes"] == "same"
+    assert verdicts["size"] == "same"
     assert rep["regressions"] >= 2
 
 
@@ -300,7 +300,7 @@ def test_compare_runs_never_judges_per_process_samples_against_steady_state(run_
     assert pair["sample_class"] == ["steady-state", "per-process"] and pair["mixed_methods"]
     lat = {c.metric: c for c in pair["changes"] if c.metric in ("p50 ms", "p99 ms", "mean ms", "QPS")}
     assert lat and all(c.verdict == "n/a" and c.ratio is None and "not compared" in c.note for c in lat.values())
-    assert {c.metric: c.verdict for c in pair["changes"]}["size bytes"] == "same"
+    assert {c.metric: c.verdict for c in pair["changes"]}["size"] == "same"
     assert rep["regressions"] == 0 and rep["mixed_methods"] == 1
     b["rows"][0]["sample_class"] = "steady-state"        # the same method on both sides: judged as usual
     same = compare_runs(a, b)

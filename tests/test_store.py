@@ -14,7 +14,8 @@ import pytest
 from edgebench import store as store_mod
 from edgebench.errors import BadInput, InfraError
 from edgebench.results import envelope
-from edgebench.store import HEADLINE, Store, decode_samples, encode_samples, headline, parse_since
+from edgebench.identity import HEADLINE, headline
+from edgebench.store import Store, decode_samples, encode_samples, parse_since
 
 FP = {"hostname": "h1", "tensorflow": "2.21.0", "litert": "2.3.0", "cpu_model": "cpu", "edgebench_git_sha": "abc"}
 

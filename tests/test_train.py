@@ -17,14 +17,9 @@ import numpy as np
 import pytest
 
 from edgebench.errors import BadInput
-from edgebench.train import (
-    Cell,
-    TrainSettings,
-    WorkerGroup,
-    failure_summary,
-    pipeline_comparison,
-)
-from edgebench.train import run_train_baseline as _run_train_baseline
+from edgebench.train import Cell, TrainSettings, WorkerGroup
+from edgebench.train.sweep import failure_summary, pipeline_comparison
+from edgebench.train.sweep import run_train_baseline as _run_train_baseline
 
 
 def run_train_baseline(settings):
@@ -285,7 +280,7 @@ def test_db_saves_the_training_result(tmp_path):
     assert row["run_id"] == doc["run_id"] and row["model"] == "digits" and row["status"] == "ok"
     assert math.isclose(row["examples_per_s"], doc["rows"][0]["examples_per_s"])
     assert math.isclose(row["step_time_p50_ms"], doc["rows"][0]["step_time_ms"]["p50"])
-    from edgebench.train import latest_baseline
+    from edgebench.train.sweep import latest_baseline
 
     assert latest_baseline("digits", db=db)["run_id"] == doc["run_id"]
     assert latest_baseline("resnet50", db=db) is None

@@ -6,12 +6,7 @@ from typing import Optional
 
 import typer
 
-from edgebench.cli._options import (
-    ImportOpt,
-    InputShapeOpt,
-    SignatureOpt,
-    StaticBatchOpt,
-)
+from edgebench.cli._options import ImportOpt, InputShapeOpt, SignatureOpt, StaticBatchOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -43,7 +38,7 @@ def register(app: typer.Typer) -> None:
         from edgebench.cli._common import console, progress_reporter, split_csv
         from edgebench.cli._options import source_options
         from edgebench.convert import check_manifest, convert
-        from edgebench.diagnose import KeepFloatGoal
+        from edgebench.quant.search import KeepFloatGoal
         from edgebench.report.terminal.compare import render_manifest
         from edgebench.results import write_json
 

@@ -186,7 +186,8 @@ def register(app: typer.Typer) -> None:
         reported as "already stored"."""
         from edgebench.cli._common import console
         from edgebench.results import envelope, write_json
-        from edgebench.store import Store, load_result_file
+        from edgebench.results import load_result_file
+        from edgebench.store import Store
 
         docs = [(f, load_result_file(f)) for f in files]   # validate every file before writing any
         saved = []

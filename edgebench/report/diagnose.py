@@ -5,7 +5,7 @@
 ``model_explorer``   node data for google-ai-edge/model-explorer (per op value and colour)
 The terminal tables (layers, keep-float candidates) are in ``report.terminal.diagnose``.
 
-Every number is read with ``_values.num`` (stored documents hold infinities as "inf").
+Every number is read with ``formats.num`` (stored documents hold infinities as "inf").
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import html
 import math
 from typing import Any
 
+from edgebench.formats import fmt_bytes, num
 from edgebench.outcome import top1_change
-from edgebench.report._values import fmt_bytes, num
 from edgebench.report.html_parts import svg_lines
 
 TOP = 10

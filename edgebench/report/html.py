@@ -35,7 +35,7 @@ import math
 import re
 from typing import Any, Sequence
 
-from edgebench.report._values import fmt_bytes, num
+from edgebench.formats import fmt_bytes, num
 
 from edgebench.fingerprint import KEY_FIELDS, diff_fingerprints
 from edgebench.outcome import TOP1_CHANGE, RowVerdict, precision_label, row_verdict_of, run_verdict_of, top1_change

@@ -10,7 +10,7 @@ import math
 from typing import Any, Iterable, Sequence
 
 from edgebench.outcome import precision_label
-from edgebench.report._values import num
+from edgebench.formats import num
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf")

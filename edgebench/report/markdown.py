@@ -22,7 +22,7 @@ import re
 import unicodedata
 from typing import Any, Mapping, Sequence
 
-from edgebench.report._values import fmt_bytes, num
+from edgebench.formats import fmt_bytes, num
 from edgebench.outcome import TOP1_CHANGE, precision_label, row_verdict, run_verdict, top1_change
 from edgebench.rows import Document, InferenceRow, Row, TrainRow
 from edgebench.targets.base import P99_MIN_SAMPLES

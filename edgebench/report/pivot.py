@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from edgebench.report._values import num
+from edgebench.formats import num
 
 # Cell parameters that are rows (or identity), not axes.
 _NOT_AXES = ("key", "kind", "index", "model", "precisions", "precision")

@@ -63,8 +63,10 @@ import math
 import re
 from typing import Any, Iterable
 
+from edgebench.identity import series_key
+from edgebench.metrics import REGISTRY
 from edgebench.outcome import row_verdict_of, run_verdict_of
-from edgebench.store import series_key
+from edgebench.rows import typed_row
 from edgebench.targets.base import P99_MIN_SAMPLES
 
 # ---------------------------------------------------------------------------------------------
@@ -242,7 +244,7 @@ def _row_labels(row: dict[str, Any], base: dict[str, Any], doc: dict[str, Any]) 
         "target": row.get("target") or "",
         "device_model": device_model or "",
     })
-    # the configuration identity (store.series_key) beyond the four above: two rows that differ in
+    # the configuration identity (identity.series_key) beyond the four above: two rows that differ in
     # it are two series, never one (a --delegate none run, int8 with tensors kept float ...)
     ident = series_key(row)
     for name in _IDENTITY_LABELS:
@@ -284,8 +286,18 @@ def _add_latency(reg: _Registry, labels: dict[str, Any], lat: dict[str, Any]) ->
         reg.fam("edgebench_inference_latency_p99_valid", "gauge",
                 f"1 when the run had enough samples for a trustworthy p99 (>= {P99_MIN_SAMPLES}), else 0."
                 ).add(labels, 1.0 if lat.get("p99_valid") else 0.0)
-    reg.fam("edgebench_inference_queries_per_second", "gauge",
-            "Inferences per second.").add(labels, _num(lat.get("qps")))
+
+
+def _add_registry_gauges(reg: _Registry, labels: dict[str, Any], typed: Any) -> None:
+    if typed is None:     # a malformed foreign row: its raw-dict families above still draw what they can
+        return
+    """One gauge per registry metric that names a Prometheus series (``metrics.REGISTRY``), in its
+    base unit; a metric the row does not have (another kind of row, a part not measured) is left out."""
+    for m in REGISTRY:
+        if m.prometheus is None:
+            continue
+        v = m.value(typed)
+        reg.fam(m.prometheus, "gauge", m.help).add(labels, None if v is None else v * m.prometheus_scale)
 
 
 def _add_inference_row(reg: _Registry, doc: dict[str, Any], row: dict[str, Any], base: dict[str, Any]) -> None:
@@ -301,22 +313,11 @@ def _add_inference_row(reg: _Registry, doc: dict[str, Any], row: dict[str, Any],
     lat = row.get("latency_ms")
     if isinstance(lat, dict):
         _add_latency(reg, labels, lat)
-    reg.fam("edgebench_model_size_bytes", "gauge", "Size of the model file on disk.").add(labels, _num(row.get("size_bytes")))
-    red = _num(row.get("size_reduction_pct"))
-    reg.fam("edgebench_model_size_reduction_ratio", "gauge",
-            "Size reduction against the reference model (1 - size / reference size)."
-            ).add(labels, None if red is None else red / 100.0)
+    _add_registry_gauges(reg, labels, typed_row(row, kind=doc.get("kind")))
     acc = row.get("accuracy")
     if isinstance(acc, dict):
-        top1 = _num(acc.get("top1"))
-        reg.fam("edgebench_accuracy_top1_ratio", "gauge", "Top-1 accuracy on the labelled input set."
-                ).add(labels, top1)
         reg.fam("edgebench_accuracy_top5_ratio", "gauge", "Top-5 accuracy on the labelled input set."
                 ).add(labels, _num(acc.get("top5")))
-        drop = _num(acc.get("top1_drop_pp"))
-        reg.fam("edgebench_accuracy_top1_drop_ratio", "gauge",
-                "Top-1 accuracy drop against the reference (percentage points / 100)."
-                ).add(labels, None if drop is None else drop / 100.0)
         reg.fam("edgebench_accuracy_top1_agreement_ratio", "gauge",
                 "Share of inputs whose top-1 class matches the reference."
                 ).add(labels, _num(acc.get("top1_agreement")))
@@ -430,8 +431,7 @@ def _add_train_row(reg: _Registry, doc: dict[str, Any], row: dict[str, Any], bas
     if status is not None:
         reg.fam("edgebench_training_cell_ok", "gauge", "1 when the training cell's status is ok, else 0."
                 ).add(labels, 1.0 if status == "ok" else 0.0)
-    reg.fam("edgebench_training_examples_per_second", "gauge", "Training throughput (examples per second)."
-            ).add(labels, _num(row.get("examples_per_s")))
+    _add_registry_gauges(reg, labels, typed_row(row, kind="train"))
     st = row.get("step_time_ms")
     if isinstance(st, dict):
         fam = reg.fam("edgebench_training_step_time_seconds", "summary", "Training step time (warmup steps excluded).")

@@ -31,4 +31,4 @@ from edgebench.rows.document import Document  # noqa: F401
 from edgebench.rows.parts import Accuracy, Cost, Drift, Latency, Warmup, Worst, drifts_from_dict  # noqa: F401
 from edgebench.rows.regimes import (COLD_START_PHASES, ColdStart, Delegation, Energy, OpEntry, Paced, Sustained,  # noqa: F401
                                      Verdict, Window)
-from edgebench.rows.row import ENERGY_NOT_ASKED, InferenceRow, Row, TrainRow, row_from_dict, sample_class_of  # noqa: F401
+from edgebench.rows.row import ENERGY_NOT_ASKED, InferenceRow, Row, TrainRow, row_from_dict, sample_class_of, typed_row  # noqa: F401

@@ -13,7 +13,6 @@ from edgebench.rows._json import STATUSES, _f, _freeze, _i
 from edgebench.rows.parts import Accuracy, Cost, Drift, Latency, Warmup, Worst, drifts_from_dict
 from edgebench.rows.regimes import ColdStart, Delegation, Energy, OpEntry, Paced, Sustained, Verdict, Window
 
-
 # ------------------------------------------------------------------------------------ rows
 
 
@@ -344,3 +343,18 @@ def row_from_dict(d: Mapping[str, Any], *, kind: str | None = None,
     """A stored/JSON row -> its typed row (training rows by document kind or by their fields)."""
     is_train = kind in _TRAIN_KINDS or (not kind and any(k in d for k in _TRAIN_FIELDS))
     return (TrainRow if is_train else InferenceRow).from_dict(d, schema_version)
+
+
+UNTYPABLE = (TypeError, ValueError, AttributeError, KeyError)   # what a malformed foreign row raises
+
+
+def typed_row(d: Any, *, kind: str | None = None) -> Row | None:
+    """``row_from_dict`` for input edgebench did not write (an imported or hand-edited document):
+    None when the row is not a mapping or is malformed, so a renderer leaves that row's typed
+    numbers out instead of failing the whole report."""
+    if not isinstance(d, Mapping):
+        return None
+    try:
+        return row_from_dict(d, kind=kind)
+    except UNTYPABLE:
+        return None

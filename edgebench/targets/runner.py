@@ -64,7 +64,10 @@ the interpreter; ``inputs_bytes`` of the input arrays kept for the run (their ow
 then the peak is reset (``/proc/self/clear_refs``) so data loading and conversion transients do not
 count, and ``peak_rss_bytes`` = the peak RSS from there to the end of the timed loop minus the
 input and saved-output arrays: Python + numpy + runtime + model + arena. ``model_rss_bytes`` =
-``peak_rss_bytes - runtime_rss_bytes``. Synthetic inputs are drawn in float32 directly.
+``peak_rss_bytes - runtime_rss_bytes``. ``load_peak_rss_bytes`` = the process's peak RSS before
+the inputs are read (Python + runtime + loading and allocating the model, transients included);
+``load_and_run_peak_rss_bytes`` = the larger of the two peaks: the registry's ``peak_memory_bytes``,
+what the process needed over load and run. Synthetic inputs are drawn in float32 directly.
 
 Server mode: each query waits for its scheduled time by sleeping until ``SPIN_NS`` before it and
 spinning (yielding the GIL) for the rest, so the sleep's oversleep is not charged to the model;
@@ -110,9 +113,9 @@ from runner_io import (  # noqa: E402,F401 -- the worker's parts (FAULT_ENV re-e
     EXIT_INFRA,
     EXIT_OK,
     FAULT_ENV,
+    RUNNER_VERSION,
     GcPaused,
     JobError,
-    RUNNER_VERSION,
     Session,
     StopRule,
     _json_default,
@@ -288,6 +291,7 @@ def run_job(job: dict) -> dict:
     count = 1 if mode == "single" else int(load["level"] if mode == "concurrency" else load.get("workers", 1))
     sessions = [Session(runtime, job, False) for _ in range(count)]   # interpreters first: their own cost
     rss_model = rss_bytes("VmRSS")
+    load_hwm = rss_bytes("VmHWM")   # the peak through import + load + allocate, before any input exists
     res["init_ms"] = sessions[0].init_ns / 1e6
     fault = os.environ.get(FAULT_ENV)
     if fault == "abort":
@@ -340,6 +344,9 @@ def run_job(job: dict) -> dict:
         "peak_reset_after_inputs": peak_reset,
         "peak_rss_bytes": peak,
         "model_rss_bytes": None if peak is None or rss_runtime is None else max(peak - rss_runtime, 0),
+        "load_peak_rss_bytes": load_hwm,
+        "load_and_run_peak_rss_bytes": (None if peak is None and load_hwm is None else
+                                        max(x for x in (peak, load_hwm) if x is not None)),
     }
     res["rss_before_load_bytes"] = rss_runtime
     res["peak_rss_bytes"] = peak

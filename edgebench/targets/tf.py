@@ -11,103 +11,23 @@ SavedModels and ones whose object graph cannot be restored. Same signature names
 
 from __future__ import annotations
 
-import contextlib
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from edgebench.data import InputSet, Signature, cast_to_signature, saved_model_signature
+from edgebench.data import InputSet, Signature, cast_to_signature
 from edgebench.fingerprint import host_fingerprint, sha256_file
+from edgebench.savedmodel import SignatureFunction, saved_model_signature
 from edgebench.targets.base import Job, RunResult
-from edgebench.targets.runner_io import GcPaused   # the LiteRT worker's collector rule, for the same method
-
+from edgebench.targets.runner_io import (
+    GcPaused,  # the LiteRT worker's collector rule, for the same method
+)
 
 TF_METHOD = ("per-call perf_counter_ns around the serving signature at batch 1, inputs built before "
              "the loop, outputs not fetched (as LiteRT rows time invoke() only)")
 # Batch-1 input tensors prepared ahead of the timed loop (cycled): bounds their memory.
 MAX_PREBUILT_FEEDS = 256
-
-
-@contextlib.contextmanager
-def quiet_v1():
-    """Silence TensorFlow's deprecation log lines for the tf.compat.v1 APIs the graph loader uses
-    (every call would print 'load (from ...) is deprecated' and freezing advice)."""
-    import logging
-
-    from tensorflow.python.util import deprecation
-
-    logger = logging.getLogger("tensorflow")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        with deprecation.silence():
-            yield
-    finally:
-        logger.setLevel(level)
-
-
-def graph_session(model_dir: str | Path, tags: tuple[str, ...] = ("serve",), device: str | None = None):
-    """A tf.compat.v1 session holding the SavedModel's MetaGraph with its variables restored:
-    (session, meta graph def)."""
-    import tensorflow as tf
-
-    g = tf.Graph()
-    sess = tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto(allow_soft_placement=True))
-    try:
-        with g.as_default(), g.device(device), quiet_v1():
-            mg = tf.compat.v1.saved_model.loader.load(sess, list(tags), str(model_dir))
-    except Exception:
-        sess.close()
-        raise
-    return sess, mg
-
-
-class SignatureFunction:
-    """One signature of a SavedModel: ``prepare`` builds a call's inputs (ahead of a timed loop),
-    ``invoke`` runs it leaving the outputs where they are, ``fetch`` runs it and returns numpy."""
-
-    def __init__(self, model_dir: str | Path, *, signature_key: str = "serving_default", loader: str = "tf2",
-                 tags: tuple[str, ...] = ("serve",), device: str | None = None) -> None:
-        import tensorflow as tf
-
-        self._tf = tf
-        self.loader = loader
-        self.device = device
-        if loader == "graph":
-            self._sess, mg = graph_session(model_dir, tags, device)
-            sd = mg.signature_def[signature_key]
-            self._feeds = {k: v.name for k, v in sd.inputs.items()}
-            self._fetches = {k: v.name for k, v in sd.outputs.items()}
-            g = self._sess.graph
-            self._targets = sorted({g.get_tensor_by_name(n).op for n in self._fetches.values()}, key=lambda o: o.name)
-        else:
-            with self._placed():
-                self._fn = tf.saved_model.load(str(model_dir), tags=list(tags)).signatures[signature_key]
-
-    def _placed(self):
-        return self._tf.device(self.device) if self.device else contextlib.nullcontext()
-
-    def prepare(self, arrays: dict[str, np.ndarray]) -> dict[Any, Any]:
-        if self.loader == "graph":
-            return {self._feeds[k]: v for k, v in arrays.items()}
-        with self._placed():
-            return {k: self._tf.constant(v) for k, v in arrays.items()}
-
-    def invoke(self, prepared: dict[Any, Any]) -> None:
-        if self.loader == "graph":
-            self._sess.run(self._targets, prepared)   # ops as targets: outputs are not copied out
-        else:
-            with self._placed():
-                self._fn(**prepared)
-
-    def fetch(self, prepared: dict[Any, Any]) -> dict[str, np.ndarray]:
-        if self.loader == "graph":
-            return self._sess.run(self._fetches, prepared)
-        with self._placed():
-            res = self._fn(**prepared)
-        return {k: v.numpy() for k, v in res.items()}  # .numpy() syncs the device
 
 
 def _device_sync(tf):

@@ -31,7 +31,9 @@ input pipelines), ``step`` (strategy, train step, sync, all-reduce), ``metrics``
 device memory, step statistics), ``cell`` (one cell -> one row), ``multiworker`` (worker side and
 the local ``WorkerGroup``), ``sweep`` (``run_train_baseline`` and readers of its result).
 ``edgebench/train_worker.py`` stays the worker entry point. The names below are re-exported for
-users and tests; code inside edgebench imports from the submodule.
+users and tests; code inside edgebench imports from the submodule. ``sweep`` (the workflow that
+publishes) is not re-exported: the package is loaded by the training worker, which must not load
+the store and the report renderers (import it as ``edgebench.train.sweep``).
 """
 
 from edgebench.train.cell import ERROR_MAX_CHARS, NonFiniteLoss, base_row, run_cell
@@ -40,31 +42,15 @@ from edgebench.train.cell import _is_oom as _is_oom  # noqa: F401 -- imported by
 from edgebench.train.data import FEEDS, POOL_BATCHES, POOL_BYTES, Pool, load_pool
 from edgebench.train.metrics import GpuSampler, visible_gpus
 from edgebench.train.multiworker import WORKER_STARTUP_S, WORKER_STOP_GRACE_S, WorkerGroup, run_worker_cells
-from edgebench.train.settings import (
-    GPU_STRATEGIES,
-    PIPELINES,
-    PRECISIONS,
-    SIZES,
-    STRATEGIES,
-    XLA_CHOICES,
-    Cell,
-    TrainSettings,
-    require_profiler,
-)
+from edgebench.train.settings import (GPU_STRATEGIES, PIPELINES, PRECISIONS, SIZES, STRATEGIES, XLA_CHOICES, Cell,
+                                      TrainSettings, require_profiler)
 from edgebench.train.step import ALLREDUCE_WARMUP, make_strategy, measure_allreduce
-from edgebench.train.sweep import (
-    failed_cells,
-    failure_summary,
-    latest_baseline,
-    pipeline_comparison,
-    run_train_baseline,
-)
 
 __all__ = [
     "ALLREDUCE_WARMUP", "ERROR_MAX_CHARS", "FEEDS", "GPU_STRATEGIES", "PIPELINES", "POOL_BATCHES", "POOL_BYTES",
     "PRECISIONS", "SIZES", "STRATEGIES", "WORKER_STARTUP_S", "WORKER_STOP_GRACE_S", "XLA_CHOICES",
     "Cell", "GpuSampler", "NonFiniteLoss", "Pool", "TrainSettings", "WorkerGroup",
-    "base_row", "failed_cells", "failure_summary", "latest_baseline", "load_pool", "make_strategy",
-    "measure_allreduce", "pipeline_comparison", "require_profiler", "run_cell", "run_train_baseline",
+    "base_row", "load_pool", "make_strategy",
+    "measure_allreduce", "require_profiler", "run_cell",
     "run_worker_cells", "visible_gpus",
 ]

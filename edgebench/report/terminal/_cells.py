@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 from rich.markup import escape
 
-from edgebench.report._values import fmt_bytes, fmt_value, num  # noqa: F401 -- re-exported for renderers
+from edgebench.formats import fmt_bytes, fmt_value, num  # noqa: F401 -- re-exported for renderers
 from edgebench.rows import Document, InferenceRow
 
 

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from rich.table import Table
 
-from edgebench.report._values import fmt_bytes
+from edgebench.formats import fmt_bytes
 from edgebench.report.terminal._cells import as_document, e, fit_columns, input_mapping_note, state_notes
 from edgebench.report.terminal.warnings import lines as grouped_warnings
 from edgebench.outcome import precision_label, row_verdict, top1_change  # noqa: F401 -- top1_change re-exported

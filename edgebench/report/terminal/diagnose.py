@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from rich.table import Table
 
 from edgebench.outcome import TOP1_CHANGE, top1_change
-from edgebench.report._values import fmt_bytes, num
+from edgebench.formats import fmt_bytes, num
 from edgebench.report.diagnose import (LAYER_COLUMNS, TOP, accuracy_text, _layer_cells, _n, _notes, _short,
                                        commands)
 from edgebench.report.terminal._cells import WholeLine, e

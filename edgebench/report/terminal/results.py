@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgebench.formats import fmt_metric
+from edgebench.metrics import BY_KEY, REGISTRY
+
 
 def _e(v: Any) -> str:
     """User data shown in a rich cell: escape markup ('[x]' is text, not a style)."""
@@ -78,32 +81,18 @@ def _plain(v: Any, spec: str = ".3g") -> str:
     return str(v)
 
 
-_ROW_COLS = (("model", "model"), ("precision", "prec"), ("target", "target"), ("status", "status"),
-             ("batch_size", "batch"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"), ("qps", "QPS"),
-             ("size_bytes", "size"), ("top1", "top-1"), ("top1_drop_pp", "Δtop-1 pp"), ("psnr_db", "PSNR dB"),
-             ("cosine", "cosine"), ("examples_per_s", "ex/s"), ("step_time_p50_ms", "step p50 ms"))
-
-
-_ROW_PRIORITY = {"model": 0, "precision": 0, "target": 0, "status": 0, "batch_size": 2, "p50_ms": 0, "p99_ms": 0,
-                 "qps": 1, "size_bytes": 3, "top1": 1, "top1_drop_pp": 1, "psnr_db": 2, "cosine": 4,
-                 "examples_per_s": 0, "step_time_p50_ms": 1}
+_IDENTITY_COLS = (("model", "model"), ("precision", "prec"), ("target", "target"), ("status", "status"),
+                  ("batch_size", "batch"))
+_IDENTITY_PRIORITY = {"model": 0, "precision": 0, "target": 0, "status": 0, "batch_size": 2}
+# the registry's summary metrics follow (metrics.REGISTRY: label, unit, drop priority)
+_ROW_COLS = _IDENTITY_COLS + tuple((m.key, m.label) for m in REGISTRY if m.summary)
+_ROW_PRIORITY = {**_IDENTITY_PRIORITY, **{m.key: m.priority for m in REGISTRY}}
 
 
 def _show_cell(key: str, value: Any) -> str:
-    """One unit per quantity, as in every other output: top-1 in %, sizes in KiB/MiB, the top-1
-    change signed as it reads (negative = worse)."""
-    from edgebench.outcome import top1_change
-    from edgebench.report._values import fmt_bytes
-
-    if value is None:
-        return "-"
-    if key == "top1":
-        return f"{100 * float(value):.2f}%"
-    if key == "top1_drop_pp":
-        return top1_change(value)
-    if key == "size_bytes":
-        return fmt_bytes(value)
-    return _plain(value)
+    """Identity columns as text; metrics in their unit's one format (``fmt_metric``)."""
+    m = BY_KEY.get(key)
+    return _plain(value) if m is None else fmt_metric(m.unit, value)
 
 
 def render_show(doc: dict[str, Any], *, width: int | None = None, wide: bool = False) -> list[Any]:
@@ -112,13 +101,9 @@ def render_show(doc: dict[str, Any], *, width: int | None = None, wide: bool = F
     from rich.table import Table
 
     from edgebench.fingerprint import KEY_FIELDS
-    from edgebench.store import headline
-
-    from edgebench.report.terminal._cells import as_document
-
-    from edgebench.report.terminal._cells import fit_columns
-
+    from edgebench.identity import headline
     from edgebench.outcome import precision_label, row_verdict, run_verdict
+    from edgebench.report.terminal._cells import as_document, fit_columns
 
     typed = as_document(doc)
     gate = typed.get("gate")
@@ -241,7 +226,7 @@ def render_results_compare(rep: dict[str, Any]) -> list[Any]:
 def render_history(h: dict[str, Any]):
     from rich.table import Table
 
-    from edgebench.store import series_label
+    from edgebench.identity import series_label
 
     conf = series_label(h.get("series") or {}, skip=())
     t = Table(title=_e(f"{h['model']} {h['metric']}  {conf}"))

@@ -7,6 +7,7 @@ import math
 import re
 from typing import Any
 
+from edgebench.profile import KERNEL_TO_DELEGATE
 from edgebench.targets.benchmark_model.log import BenchmarkModelLog, OpProfileRow, RunStats, _norm_key
 
 # --------------------------------------------------------------------------- line patterns
@@ -58,14 +59,6 @@ _TIMINGS = re.compile(r"^Timings \(microseconds\):\s*(count=.*)$")
 _PROFILE_MISC = re.compile(
     r"^(Memory \(bytes\): count=\d+.*|\d+ nodes observed|Number of nodes executed: \d+)$")
 
-_KERNEL_TO_DELEGATE = {
-    "tflitexnnpackdelegate": "XNNPACK",
-    "tflitegpudelegatev2": "GPU",
-    "tflitegpudelegate": "GPU",
-    "tflitennapidelegate": "NNAPI",
-    "tflitehexagondelegate": "Hexagon",
-    "tflitecoremldelegate": "CoreML",
-}
 
 # Lines the tool prints that carry no number we keep; recognised so they are not "unparsed".
 _KNOWN_TEXT = (
@@ -312,7 +305,7 @@ def parse_log(text: str) -> BenchmarkModelLog:
             total = int(m.group(2)) if m.group(2) else None
             out["delegated_nodes"] = (replaced, total) if total is not None else (replaced, replaced)
             out["delegate_partitions"] = int(m.group(4)) if m.group(4) else None
-            add_delegate(_KERNEL_TO_DELEGATE.get(m.group(3).lower(), m.group(3)))
+            add_delegate(KERNEL_TO_DELEGATE.get(m.group(3).lower(), m.group(3)))
             hit = True
         m = _CREATED.search(msg)
         if m:
@@ -371,7 +364,7 @@ def parse_log(text: str) -> BenchmarkModelLog:
         unparsed.append(raw.rstrip("\n"))
 
     for row in ops:   # delegate kernels show up as node types in the profile
-        d = _KERNEL_TO_DELEGATE.get(row.node_type.lower())
+        d = KERNEL_TO_DELEGATE.get(row.node_type.lower())
         if d:
             add_delegate(d)
     warmup, inference = _assign_phases(stats, markers, summary)

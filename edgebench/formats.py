@@ -1,4 +1,5 @@
-"""Reading numbers back out of result JSON (shared by the renderers)."""
+"""Numbers in result JSON read back and written out: one reader (``num``) and one format per unit
+(``fmt_metric``, the units of ``metrics.UNITS``; sizes in binary units) for every renderer."""
 
 from __future__ import annotations
 
@@ -51,3 +52,34 @@ def fmt_value(v: Any, spec: str = ".3g", none: str = "-") -> str:
     if isinstance(v, (int, float)):
         return format(v, spec)
     return str(v)
+
+
+def fmt_metric(unit: str, value: Any) -> str:
+    """A registry metric's value in its unit (``metrics.UNITS``), the one format per unit of the
+    tables drawn from the registry: ``ms`` 3 significant digits (no exponent), ``1/s`` whole
+    numbers from 100 up, ``bytes`` binary units, ``%`` one decimal, ``fraction`` as a percentage,
+    ``pp`` (points lost, positive = worse) signed as the change reads (-1.50 = 1.5 points worse),
+    ``dB`` one decimal (inf for a bit-exact output), ``cosine`` 4 decimals; '-' when missing."""
+    v = num(value)
+    if v is None:
+        return "-"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    if unit == "bytes":
+        return fmt_bytes(v)
+    if unit == "fraction":
+        return f"{100 * v:.2f}%"
+    if unit == "pp":
+        return f"{0.0 - v + 0.0:+.2f}"
+    if unit == "%":
+        return f"{v:.1f}%"
+    if unit == "dB":
+        return f"{v:.1f}"
+    if unit == "cosine":
+        return f"{v:.4f}"
+    if unit in ("ms", "1/s"):
+        a = abs(v)
+        if a >= 100:
+            return f"{v:.0f}"
+        return f"{v:.3g}" if a >= 1e-3 or v == 0 else f"{v:.2e}"
+    return f"{v:.3g}"

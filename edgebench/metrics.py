@@ -1,0 +1,139 @@
+"""Every number edgebench reports about a row, described once.
+
+A ``Metric`` says what a number is (key, label, unit), how to read it from a typed row, which way
+is better, how ``results compare`` tests a change in it, its name in Prometheus, and how important
+it is in a table that must fit a terminal. The store's headline columns (and the generic migration
+that adds a missing one), ``results compare`` / ``history`` and their ``--metric`` choices, the
+Prometheus gauges and the ``results list/show`` columns are all drawn from ``REGISTRY``; adding a
+number is one entry here plus its computation where it is measured.
+
+Comparison tests (``stats``): ``location`` (median/mean shift: Mann-Whitney U on the samples, or
+replicate processes), ``percentile`` (quantile test), ``ratio`` (one value per run: a change is a
+ratio beyond the threshold).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from edgebench.errors import BadInput
+from edgebench.rows import InferenceRow, TrainRow
+
+UNITS = ("ms", "1/s", "bytes", "%", "pp", "fraction", "dB", "cosine")
+
+
+def _finite(v: Any) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str                                   # the stored column, the JSON key of a headline, --metric NAME
+    label: str                                 # a table header ("p50 ms")
+    unit: str                                  # one of UNITS: the formatter renderers use
+    read: Callable[[Any], Any]                 # typed row (InferenceRow / TrainRow) -> value or None
+    better: str                                # "lower" | "higher"
+    row_kind: str = "inference"                # "inference" | "train"
+    column: str = "float"                      # stored type: "float" | "bigint"
+    test: str = "ratio"                        # "location" | "percentile" | "ratio" (see module docstring)
+    percentile: float | None = None            # percentile tests: which one
+    repeat_key: str | None = None              # the per-process summary key (bench --repeats)
+    aliases: tuple[str, ...] = ()              # short names --metric also takes
+    prometheus: str | None = None              # gauge name (None: drawn by a dedicated family)
+    prometheus_scale: float = 1.0              # value x scale = the Prometheus base unit
+    help: str = ""                             # Prometheus HELP and README text
+    priority: int = 1                          # 0 = always shown; higher = dropped first from a narrow table
+    summary: bool = True                       # a column of the compact tables (results list/show, pivots)
+    compared: bool = True                      # judged by ``results compare`` (False: derived from one that is)
+    valid_flag: str | None = None              # a stored boolean next to it: is the value trustworthy?
+    read_valid: Callable[[Any], Any] | None = None
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.better == "higher"
+
+    def value(self, row: InferenceRow | TrainRow) -> float | None:
+        """This metric of a typed row (None when the row has no such number or is another kind)."""
+        if (self.row_kind == "train") != isinstance(row, TrainRow):
+            return None
+        v = _finite(self.read(row))
+        if v is None:
+            return None
+        return int(v) if self.column == "bigint" else v
+
+    def valid(self, row: InferenceRow | TrainRow) -> bool | None:
+        """The validity flag's value (None when the row has no such number to judge)."""
+        if self.read_valid is None or (self.row_kind == "train") != isinstance(row, TrainRow):
+            return None
+        v = self.read_valid(row)
+        return None if v is None else bool(v)
+
+
+def _lat(attr: str) -> Callable[[InferenceRow], Any]:
+    return lambda r: getattr(r.latency, attr) if r.latency is not None else None
+
+
+def _peak_memory(r: InferenceRow) -> Any:
+    return (r.memory or {}).get("load_and_run_peak_rss_bytes")
+
+
+REGISTRY: tuple[Metric, ...] = (
+    Metric("p50_ms", "p50 ms", "ms", _lat("p50"), "lower", test="location", repeat_key="p50",
+           aliases=("p50", "median"), priority=0, help="Median per-inference latency."),
+    Metric("p90_ms", "p90 ms", "ms", _lat("p90"), "lower", test="percentile", percentile=90.0, repeat_key="p90",
+           aliases=("p90",), priority=2, summary=False, help="90th percentile per-inference latency."),
+    Metric("p99_ms", "p99 ms", "ms", _lat("p99"), "lower", test="percentile", percentile=99.0, repeat_key="p99",
+           aliases=("p99",), priority=0, help="99th percentile per-inference latency.",
+           valid_flag="p99_valid", read_valid=_lat("p99_valid")),
+    Metric("mean_ms", "mean ms", "ms", _lat("mean"), "lower", test="location", repeat_key="mean",
+           aliases=("mean",), priority=3, summary=False, help="Mean per-inference latency."),
+    Metric("qps", "QPS", "1/s", _lat("qps"), "higher", test="location", repeat_key="qps", priority=1,
+           prometheus="edgebench_inference_queries_per_second", help="Inferences per second."),
+    Metric("size_bytes", "size", "bytes", lambda r: r.size_bytes, "lower", column="bigint", aliases=("size",),
+           priority=3, prometheus="edgebench_model_size_bytes", help="Size of the model file on disk."),
+    Metric("size_reduction_pct", "size red.", "%", lambda r: r.size_reduction_pct, "higher",
+           aliases=("size_reduction",), priority=2, compared=False, prometheus="edgebench_model_size_reduction_ratio",
+           prometheus_scale=0.01, help="Size reduction against the reference model (1 - size / reference size)."),
+    Metric("top1", "top-1", "fraction", lambda r: r.accuracy.top1 if r.accuracy else None, "higher", priority=1,
+           prometheus="edgebench_accuracy_top1_ratio", help="Top-1 accuracy on the labelled input set."),
+    Metric("top1_drop_pp", "Δtop-1 pp", "pp", lambda r: r.accuracy.top1_drop_pp if r.accuracy else None, "lower",
+           aliases=("top1_drop",), priority=1, compared=False, prometheus="edgebench_accuracy_top1_drop_ratio",
+           prometheus_scale=0.01, help="Top-1 accuracy drop against the reference (percentage points / 100)."),
+    Metric("psnr_db", "PSNR dB", "dB", lambda r: r.worst.psnr_db if r.worst else None, "higher",
+           aliases=("psnr",), priority=2, help="Worst output's PSNR against the reference, in decibels."),
+    Metric("cosine", "cosine", "cosine", lambda r: r.worst.cosine if r.worst else None, "higher", priority=4,
+           help="Worst output's cosine similarity with the reference."),
+    Metric("peak_memory_bytes", "peak mem", "bytes", _peak_memory, "lower", column="bigint",
+           aliases=("peak_memory", "memory"), priority=3, prometheus="edgebench_peak_memory_bytes",
+           help="Peak resident memory of the inference process over model load and the timed run "
+                "(Python + runtime + model + arena; the input and output arrays edgebench keeps excluded)."),
+    Metric("examples_per_s", "ex/s", "1/s", lambda r: r.examples_per_s, "higher", row_kind="train",
+           aliases=("throughput",), priority=0, prometheus="edgebench_training_examples_per_second",
+           help="Training throughput (examples per second)."),
+    Metric("step_time_p50_ms", "step p50 ms", "ms", lambda r: r.step_time.p50 if r.step_time else None, "lower",
+           row_kind="train", aliases=("step_time",), priority=1, help="Median training step time."),
+)
+BY_KEY: dict[str, Metric] = {m.key: m for m in REGISTRY}
+ALIASES: dict[str, str] = {a: m.key for m in REGISTRY for a in m.aliases}
+
+
+def metric(name: str) -> Metric:
+    """A metric by key or alias; an unknown name is one line listing the choices (--metric)."""
+    m = BY_KEY.get(ALIASES.get(name, name))
+    if m is None:
+        raise BadInput(f"--metric {name!r} is not a stored metric; use one of "
+                       f"{', '.join(sorted(set(ALIASES) | set(BY_KEY)))}")
+    return m
+
+
+def values(row: InferenceRow | TrainRow) -> dict[str, float | None]:
+    """Every registry metric of one typed row (None where it has none)."""
+    return {m.key: m.value(row) for m in REGISTRY}
