@@ -19,9 +19,12 @@ tests/test_report_markdown.py keeps its Markdown golden inline.
 from __future__ import annotations
 
 import difflib
+import functools
 import io
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -43,7 +46,8 @@ def draw(parts: Any, width: int) -> str:
     prints them (a ``WholeLine`` command unwrapped). No colour and no terminal, so no escape codes.
 
     Nothing is normalized: every input is a frozen document (its ids, dates, paths and versions are
-    the recorded ones), and the renderers read no clock, locale, time zone or environment."""
+    the recorded ones), and the renderers read no clock, locale, time zone or environment. The one
+    thing not pinned by the input is Python's hash seed (``HASH_ORDERED``)."""
     from edgebench.report.terminal._cells import WholeLine
 
     con = Console(width=width, file=io.StringIO(), record=True, color_system=None, force_terminal=False,
@@ -104,6 +108,10 @@ def matrix(width: int):
     return render_matrix(load("matrix-report"), width=width)
 
 
+# Tables whose row order today depends on Python's string-hash seed, so they are drawn in a child
+# process with a fixed PYTHONHASHSEED (see test_speedup_table_order_does_not_depend_on_the_hash_seed).
+HASH_ORDERED = {"bench": "0"}
+
 TERMINAL: dict[str, tuple[Callable[[int], Any], tuple[int, ...]]] = {
     "convert-and-compare": (convert_and_compare("compare"), WIDTHS),
     "convert-and-compare-wide": (convert_and_compare("compare", wide=True), (80,)),
@@ -141,11 +149,34 @@ def check(got: str, path: Path) -> None:
                     f"EDGEBENCH_UPDATE_GOLDENS=1 and review the diff:\n{diff}", pytrace=False)
 
 
+@functools.lru_cache(maxsize=None)
+def drawn_in_child(name: str, hash_seed: str) -> dict[int, str]:
+    """``TERMINAL[name]`` at each of its widths, drawn by a fresh Python with PYTHONHASHSEED=hash_seed."""
+    code = ("import json, sys, test_goldens as g; render, widths = g.TERMINAL[sys.argv[1]]; "
+            "sys.stdout.write(json.dumps({w: g.draw(render(w), w) for w in widths}))")
+    here = Path(__file__).resolve().parent
+    path = os.pathsep.join([str(here.parent), str(here), os.environ.get("PYTHONPATH", "")])
+    res = subprocess.run([sys.executable, "-c", code, name], cwd=here, capture_output=True, timeout=120,
+                         env={**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": path,
+                              "PYTHONIOENCODING": "utf-8"})
+    assert res.returncode == 0, res.stderr.decode("utf-8", "replace")[-2000:]
+    return {int(w): text for w, text in json.loads(res.stdout.decode("utf-8")).items()}
+
+
 @pytest.mark.parametrize("name,width", [(n, w) for n, (_, ws) in TERMINAL.items() for w in ws],
                          ids=lambda v: str(v))
 def test_terminal_golden(name, width):
     render, _ = TERMINAL[name]
-    check(draw(render(width), width), GOLDENS / "terminal" / f"{name}-{width}.txt")
+    text = drawn_in_child(name, HASH_ORDERED[name])[width] if name in HASH_ORDERED else draw(render(width), width)
+    check(text, GOLDENS / "terminal" / f"{name}-{width}.txt")
+
+
+@pytest.mark.xfail(strict=True, reason="edgebench.profile.speedup_by_op_type sorts op types by time only, so op "
+                   "types with equal times (here 0.0000 ms: Reshape and Convert) keep the order of a set of "
+                   "strings, which changes with Python's hash seed from one run of `bench --op-profile` to the "
+                   "next; once ties sort by name this passes: drop the marker and HASH_ORDERED")
+def test_speedup_table_order_does_not_depend_on_the_hash_seed():
+    assert drawn_in_child("bench", "0") == drawn_in_child("bench", "4")
 
 
 @pytest.mark.parametrize("name", DOCUMENTS)
