@@ -7,10 +7,11 @@ renderer should show), then regenerate the goldens (see tests/test_goldens.py):
     PYTHONPATH=$PWD TF_CPP_MIN_LOG_LEVEL=2 python tests/goldens/inputs/record.py
 
 It runs, in a temporary folder with its own results store: convert-and-compare digits (four
-precisions, gate), convert-and-compare with --keep-float auto, one whose int8 fails a PSNR gate, bench with concurrency, cold starts
-and an op profile, a sustained + paced bench, diagnose (int8, fp16) and a 4-cell matrix run
-twice (shard 1/2, then the whole with --resume). Timings are kept as recorded; only the machine's
-paths and host name are replaced (``scrub``) so the files say nothing about where they were made.
+precisions, gate), convert-and-compare with --keep-float auto, one whose int8 fails a PSNR gate,
+bench with concurrency, cold starts and an op profile, a sustained + paced bench, diagnose (int8,
+fp16) and a 4-cell matrix run twice (shard 1/2, then the whole with --resume). Timings are kept as
+recorded; only the machine's paths and host name are replaced (``scrub``) so the files say nothing
+about where they were made.
 """
 
 from __future__ import annotations
