@@ -289,7 +289,7 @@ def speedup_by_op_type(base: Sequence[OpEntry], other: Sequence[OpEntry]) -> lis
     honest ratio: ``speedup`` is None and ``below_resolution`` True."""
     a, b = by_op_type(base), by_op_type(other)
     rows = []
-    for fam in sorted(set(a) | set(b), key=lambda f: -max(a.get(f, {}).get("ms", 0.0), b.get(f, {}).get("ms", 0.0))):
+    for fam in sorted(set(a) | set(b), key=lambda f: (-max(a.get(f, {}).get("ms", 0.0), b.get(f, {}).get("ms", 0.0)), f)):
         ma, mb = a.get(fam, {}).get("ms"), b.get(fam, {}).get("ms")
         tiny = any(m is not None and m < RESOLUTION_MS for m in (ma, mb))
         rows.append({"op_type": fam, "base_ms": ma, "other_ms": mb,

@@ -46,8 +46,8 @@ def draw(parts: Any, width: int) -> str:
     prints them (a ``WholeLine`` command unwrapped). No colour and no terminal, so no escape codes.
 
     Nothing is normalized: every input is a frozen document (its ids, dates, paths and versions are
-    the recorded ones), and the renderers read no clock, locale, time zone or environment. The one
-    thing not pinned by the input is Python's hash seed (``HASH_ORDERED``)."""
+    the recorded ones), and the renderers read no clock, locale, time zone or environment (nor the
+    hash seed: ``test_speedup_table_order_does_not_depend_on_the_hash_seed``)."""
     from edgebench.report.terminal._cells import WholeLine
 
     con = Console(width=width, file=io.StringIO(), record=True, color_system=None, force_terminal=False,
@@ -108,9 +108,6 @@ def matrix(width: int):
     return render_matrix(load("matrix-report"), width=width)
 
 
-# Tables whose row order today depends on Python's string-hash seed, so they are drawn in a child
-# process with a fixed PYTHONHASHSEED (see test_speedup_table_order_does_not_depend_on_the_hash_seed).
-HASH_ORDERED = {"bench": "0"}
 
 TERMINAL: dict[str, tuple[Callable[[int], Any], tuple[int, ...]]] = {
     "convert-and-compare": (convert_and_compare("compare"), WIDTHS),
@@ -167,15 +164,12 @@ def drawn_in_child(name: str, hash_seed: str) -> dict[int, str]:
                          ids=lambda v: str(v))
 def test_terminal_golden(name, width):
     render, _ = TERMINAL[name]
-    text = drawn_in_child(name, HASH_ORDERED[name])[width] if name in HASH_ORDERED else draw(render(width), width)
+    text = draw(render(width), width)
     check(text, GOLDENS / "terminal" / f"{name}-{width}.txt")
 
 
-@pytest.mark.xfail(strict=True, reason="edgebench.profile.speedup_by_op_type sorts op types by time only, so op "
-                   "types with equal times (here 0.0000 ms: Reshape and Convert) keep the order of a set of "
-                   "strings, which changes with Python's hash seed from one run of `bench --op-profile` to the "
-                   "next; once ties sort by name this passes: drop the marker and HASH_ORDERED")
 def test_speedup_table_order_does_not_depend_on_the_hash_seed():
+    """Op types with equal times (Reshape and Convert, 0.0000 ms) sort by name, not by a set's order."""
     assert drawn_in_child("bench", "0") == drawn_in_child("bench", "4")
 
 
