@@ -62,13 +62,13 @@ run 4be1c0de9a8f4f3e8d2b7c6a5e4f3d2c · 2026-12-02T10:00:00+00:00 · TF 2.21.0 �
 
 **❌ a row FAILED**
 
-| model | precision | target | device | status | size | size red. | p50 ms | p99 ms | QPS | top-1 | Δtop-1 pp | top-1 agree | min PSNR dB |
-|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-| mobilenet_v2_035 | fp32 (ref) | tf | - | ok | 7.00 MiB | - | 9.80 | 12.64 | 100.9 | 71.25% | - | - | - |
-| mobilenet_v2_035 | fp16 | host | - | ok | 3.33 MiB | 52.5% | 4.31 | 5.71 | 229.9 | 71.25% | +0.00 | 99.80% | 70.4 |
-| mobilenet_v2_035 | int8 | adb:R58N | Galaxy A52 | ok | 1.78 MiB | 74.6% | 11.02 | 14.93 † | 89.3 | 69.75% | -1.50 | 95.30% | 40.1 |
-| mobilenet_v2_035 | int8 | host | - | ok | 1.78 MiB | 74.6% | 0.0198 | 0.0267 | 48,309.2 | - | - | - | - |
-| mobilenet_v2_035 | dynamic | adb:R58N | Galaxy A52 | **FAILED: device lost \\| adb: no devices** | - | - | - | - | - | - | - | - | - |
+| model | precision | target | device | size | size red. | p50 ms | p99 ms | QPS | top-1 | Δtop-1 pp | agree | PSNR dB | status |
+|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|
+| mobilenet_v2_035 | fp32 (ref) | tf | - | 7.00 MiB | - | 9.80 | 12.6 | 101 | 71.25% | - | - | - | ok |
+| mobilenet_v2_035 | fp16 | host | - | 3.33 MiB | 52.5% | 4.31 | 5.71 | 230 | 71.25% | +0.00 | 99.80% | 70.4 | ok |
+| mobilenet_v2_035 | int8 | adb:R58N | Galaxy A52 | 1.78 MiB | 74.6% | 11.0 | 14.9† | 89.3 | 69.75% | -1.50 | 95.30% | 40.1 | ok |
+| mobilenet_v2_035 | int8 | host | - | 1.78 MiB | 74.6% | 0.0198 | 0.0267 | 48309 | - | - | - | - | ok |
+| mobilenet_v2_035 | dynamic | adb:R58N | Galaxy A52 | - | - | - | - | - | - | - | - | - | **FAILED: device lost \\| adb: no devices** |
 
 <details><summary>per-output drift vs reference</summary>
 
@@ -80,7 +80,7 @@ run 4be1c0de9a8f4f3e8d2b7c6a5e4f3d2c · 2026-12-02T10:00:00+00:00 · TF 2.21.0 �
 
 </details>
 
-† fewer than 662 timed runs: the p99 is not trustworthy; raise --runs or --min-time.
+† p99 from fewer than 662 samples: not valid (raise --runs or --min-time); Δtop-1 pp = top-1 minus the reference's (negative: accuracy lost); agree = top-1 agreement with TF (box agreement for detection); PSNR dB = the worst output's PSNR against the reference (n/a: NaN/Inf outputs)
 
 ### edgebench train: resnet_tiny
 
@@ -127,14 +127,15 @@ def test_markdown_robust_to_missing_keys(doc):
 
 def test_top1_change_reads_right_in_the_terminal_table():
     # Issue 18.7: a 63-point accuracy drop printed as "+63.33".
-    from edgebench.report.terminal.compare import COMPARE_COLUMNS, compare_cells
-    from edgebench.rows import InferenceRow
+    from edgebench.report.terminal.compare import compare_table
+    from edgebench.rows import Document, InferenceRow
 
     rows = [InferenceRow.from_dict({"precision": p, "target": "host", "status": "ok",
                                     "accuracy": {"top1": t, "top1_drop_pp": d}})
             for p, t, d in (("int8", 0.3, 63.33), ("fp16", 0.94, -0.5), ("fp32", 0.935, 0.0))]
-    col = [c for c, _ in COMPARE_COLUMNS].index("Δtop-1 pp")
-    assert [compare_cells(r)[col] for r in rows] == ["-63.33", "+0.50", "+0.00"]
+    table = compare_table(Document.new("compare", rows, {}))
+    col = [c.label for c in table.columns].index("Δtop-1 pp")
+    assert [cells[col] for cells in table.cells] == ["-63.33", "+0.50", "+0.00"]
 
 
 HOSTILE = ["[click](https://evil.example/x)", "![img](https://evil.example/p.png)", "**bold** _it_ ~~s~~",

@@ -38,13 +38,15 @@ from typing import Any, Sequence
 from edgebench.formats import fmt_bytes, num
 
 from edgebench.fingerprint import KEY_FIELDS, diff_fingerprints
-from edgebench.outcome import TOP1_CHANGE, RowVerdict, precision_label, row_verdict_of, run_verdict_of, top1_change
+from edgebench.outcome import RowVerdict, precision_label, row_verdict_of, run_verdict_of
 from edgebench.report.diagnose import accuracy_text as diagnose_accuracy
 from edgebench.report.diagnose import html_section
 from edgebench.report.html_parts import (PALETTE, Plot, acc_of, doc_rows, esc, fmt, fmt_ms, fmt_pct, is_train_row, lat_of,
                                          note_html, row_name, section_html, svg_cdf, svg_histogram, svg_lines,
                                          table_html)
 from edgebench.report.html_sustain import sustained_section
+from edgebench.report.tables import inference_table
+from edgebench.rows import Document
 from edgebench.report.pivot import SUBCOLUMNS, cell_values, matrix_pivots, short_value, varying_axes
 
 SECTIONS = ("verdict", "fingerprint", "results", "where", "latency", "sustained", "pareto", "drift", "training", "diagnose",
@@ -200,26 +202,16 @@ def _results_section(docs: list[dict[str, Any]]) -> str:
         parts.append(f"<h3>{esc(model)}</h3>")
         parts.append(table_html(["precision \\ target", *targets], body, left=1,
                             raw_cols=tuple(range(1, len(targets) + 1))))
-    # full table
-    table_rows = []
-    multi = len(docs) > 1
-    for d, r in inf_rows:
-        lat, acc = lat_of(r), acc_of(r)
-        status = _verdict(d, r).text
-        table_rows.append(((str(d.get("run_id") or "-")[:12],) if multi else ()) + (
-            r.get("model") or "-", precision_label(r), r.get("target") or "-",
-            r.get("device_model") or "-", status, fmt_bytes(r.get("size_bytes")),
-            fmt(r.get("size_reduction_pct"), 1, suffix="%"), fmt_ms(lat.get("p50")), fmt_ms(lat.get("p90")),
-            fmt_ms(lat.get("p99")) + ("" if lat.get("p99_valid", True) else " (few samples)"),
-            fmt(lat.get("qps"), 1), fmt(lat.get("samples"), 0), fmt_pct(acc.get("top1")),
-            top1_change(num(acc.get("top1_drop_pp"))), fmt_pct(acc.get("top1_agreement")),
-            fmt_pct(acc.get("top5_agreement")),
-        ))
+    # every row: the one inference table (report.tables), every column with a value
+    table = inference_table([Document.from_foreign(d) for d in docs]).without_empty()
+    body = [tuple(f'<span class="bad">{esc(c)}</span>' if bad and col.key == "status" else esc(c)
+                  for col, c in zip(table.columns, cells)) for cells, bad in zip(table.cells, table.bad)]
     parts.append("<h3>All rows</h3>")
-    parts.append(table_html((["run"] if multi else []) + [
-        "model", "precision", "target", "device", "status", "size", "size red.", "p50 ms", "p90 ms", "p99 ms",
-        "QPS", "samples", "top-1", TOP1_CHANGE, "top-1 agree", "top-5 agree"], table_rows,
-        left=6 if multi else 5))
+    parts.append(table_html([c.label for c in table.columns], body,
+                            left=next((i for i, c in enumerate(table.columns) if not c.text), len(table.columns)),
+                            raw_cols=tuple(range(len(table.columns)))))
+    if table.legend():
+        parts.append(note_html("; ".join(table.legend())))
     return section_html("results", "Precision × target", "".join(parts))
 
 

@@ -23,9 +23,9 @@ import unicodedata
 from typing import Any, Mapping, Sequence
 
 from edgebench.formats import fmt_bytes, num
-from edgebench.outcome import TOP1_CHANGE, precision_label, row_verdict, run_verdict, top1_change
+from edgebench.outcome import row_verdict, run_verdict
 from edgebench.rows import Document, InferenceRow, Row, TrainRow
-from edgebench.targets.base import P99_MIN_SAMPLES
+from edgebench.report.tables import inference_rows, inference_table
 
 
 # Text GitHub links or notifies on by itself: mentions, issue refs, URLs, bare www. hosts.
@@ -100,15 +100,6 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right_from: in
     return out
 
 
-def _inference_rows(doc: Document) -> list[tuple[InferenceRow, bool]]:
-    """(row, is_reference) for the inference rows, the reference (TF) row first."""
-    rows = [(r, r.is_reference) for r in doc.rows if isinstance(r, InferenceRow)]
-    ref = doc.reference
-    if ref is not None and ref not in [r for r, _ in rows]:
-        rows = [(ref, True), *rows]
-    return rows
-
-
 def _status(row: Row, gate: Mapping[str, Any] | None = None) -> str:
     v = row_verdict(row, gate)
     return "ok" if v.ok else f"**{md_escape(v.text)}**"
@@ -163,38 +154,21 @@ def _header(doc: Document) -> list[str]:
     return out
 
 
-def _inference_table(rows: list[tuple[InferenceRow, bool]], gate: Mapping[str, Any] | None = None
-                     ) -> tuple[list[str], bool]:
-    few = False
-    body = []
-    for r, is_ref in rows:
-        lat, acc, worst = r.latency, r.accuracy, r.worst
-        p99 = _ms(lat.p99 if lat else None)
-        if lat is not None and not lat.p99_valid:
-            p99 += " †"
-            few = True
-        prec = md_escape(precision_label(r) if r.precision else ("reference" if is_ref else None))
-        if is_ref:
-            prec += " (ref)"
-        red = r.size_reduction_pct
-        body.append([
-            md_escape(r.model), prec, md_escape(r.target), md_escape(r.device_model),
-            _status(r, gate), _bytes(r.size_bytes),
-            "-" if red is None else f"{red:.1f}%",
-            _ms(lat.p50 if lat else None), p99, _f(lat.qps if lat else None, 1),
-            _f(acc.top1 if acc else None, 2, scale=100, suffix="%"),
-            md_escape(top1_change(acc.top1_drop_pp if acc else None)),
-            _f(acc.top1_agreement if acc else None, 2, scale=100, suffix="%"),
-            "n/a (NaN/Inf)" if worst and (worst.nonfinite or worst.ref_nonfinite) else
-            _f(worst.psnr_db if worst else None, 1),
-        ])
-    headers = ["model", "precision", "target", "device", "status", "size", "size red.", "p50 ms", "p99 ms",
-               "QPS", "top-1", TOP1_CHANGE, "top-1 agree", "min PSNR dB"]
-    if any(r.delegation is not None for r, _ in rows):   # issue 15: only where something was measured
-        headers.append("delegated")
-        for line, (r, _) in zip(body, rows):
-            line.append(md_escape(r.delegation.cell() if r.delegation else None))
-    return _table(headers, body, right_from=5), few
+# The columns of edgebench.report.tables a pull-request comment leaves out (HTML draws them all).
+MARKDOWN_HIDDEN = ("run", "p90_ms", "samples", "top5_agree", "cosine")
+
+
+def _inference_table(doc: Document) -> tuple[list[str], list[str]]:
+    """The one inference table (``report.tables``), its Markdown columns with a value, and its legend."""
+    table = inference_table([doc], hide=MARKDOWN_HIDDEN).without_empty()
+    out = ["| " + " | ".join(md_escape(c.label) for c in table.columns) + " |",
+           "|" + "|".join("---" if c.text else "---:" for c in table.columns) + "|"]
+    for cells, bad in zip(table.cells, table.bad):
+        line = [md_escape(c) for c in cells]
+        if bad:
+            line[-1] = f"**{line[-1]}**"
+        out.append("| " + " | ".join(line) + " |")
+    return out, table.legend()
 
 
 def _where_the_time_goes(rows: list[tuple[InferenceRow, bool]]) -> list[str]:
@@ -294,10 +268,10 @@ def render_markdown(docs: Document | Mapping[str, Any] | Sequence[Document | Map
 
             out += markdown_lines(doc.to_dict(), md_escape)
             continue
-        inf = _inference_rows(doc)
-        few = False
+        inf = inference_rows(doc)
+        legend: list[str] = []
         if inf:
-            table, few = _inference_table(inf, doc.get("gate"))
+            table, legend = _inference_table(doc)
             out += table
         train = _train_table(doc)
         if train:
@@ -312,7 +286,6 @@ def render_markdown(docs: Document | Mapping[str, Any] | Sequence[Document | Map
         drift = _drift_table(inf)
         if drift:
             out += ["", "<details><summary>per-output drift vs reference</summary>", ""] + drift + ["", "</details>"]
-        if few:
-            out += ["", f"† fewer than {P99_MIN_SAMPLES} timed runs: the p99 is not trustworthy; "
-                        "raise --runs or --min-time."]
+        if legend:
+            out += ["", md_escape("; ".join(legend))]
     return "\n".join(out) + "\n"

@@ -9,7 +9,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from edgebench import SCHEMA_VERSION
 from edgebench.rows._json import _freeze, _i
-from edgebench.rows.row import InferenceRow, Row, row_from_dict
+from edgebench.rows.row import InferenceRow, Row, row_from_dict, typed_row
 
 
 # ------------------------------------------------------------------------------------ document
@@ -65,6 +65,19 @@ class Document:
                    schema_version=SCHEMA_VERSION,
                    reference=InferenceRow.from_dict(ref, ver) if isinstance(ref, Mapping) else None,
                    meta=_freeze({k: v for k, v in d.items() if k not in reserved}))
+
+    @classmethod
+    def from_foreign(cls, d: Mapping[str, Any]) -> "Document":
+        """``from_dict`` for a document edgebench may not have written (an imported or hand-edited
+        file): a row or reference that cannot be typed is left out rather than failing a report."""
+        kind = str(d.get("kind") or "")
+        rows = tuple(t for t in (typed_row(r, kind=kind) for r in (d.get("rows") or ())) if t is not None)
+        ref = typed_row(d.get("reference"), kind="compare")
+        safe = {k: v for k, v in d.items() if k not in ("rows", "reference")}
+        if not isinstance(safe.get("fingerprint"), Mapping):
+            safe["fingerprint"] = {}
+        doc = cls.from_dict(safe)
+        return dataclasses.replace(doc, rows=rows, reference=ref if isinstance(ref, InferenceRow) else None)
 
     def with_meta(self, **meta: Any) -> "Document":
         return dataclasses.replace(self, meta=_freeze({**self.meta, **meta}))

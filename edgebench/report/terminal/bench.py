@@ -17,6 +17,8 @@ from edgebench.report.terminal._cells import (
     input_mapping_note,
     state_notes,
 )
+from edgebench.formats import fmt_metric
+from edgebench.metrics import REGISTRY
 from edgebench.report.terminal.sustain import render_regimes
 from edgebench.rows import Document, InferenceRow
 
@@ -107,6 +109,16 @@ SPEC = (
 )
 
 
+# Registry metrics SPEC shows in its own way above; any other inference metric of the registry with
+# a value in some row gets a line of its own below them (metrics.REGISTRY: label, unit).
+_IN_SPEC = ("p50_ms", "p90_ms", "p99_ms", "mean_ms", "qps", "size_bytes")
+
+
+def registry_rows(rows: list[InferenceRow]) -> list[tuple[str, Any]]:
+    return [(m.label, lambda r, m=m: fmt_metric(m.unit, m.value(r))) for m in REGISTRY
+            if m.row_kind == "inference" and m.key not in _IN_SPEC and any(m.value(r) is not None for r in rows)]
+
+
 def render_bench(doc: Document | Mapping[str, Any], *, width: int | None = None) -> list:
     """A side-by-side table plus load tables and warnings (rich renderables; prints nothing).
 
@@ -118,16 +130,17 @@ def render_bench(doc: Document | Mapping[str, Any], *, width: int | None = None)
     one_target = len({x.target for x in rows}) == 1
     heads = [(r.model if one_target else f"{r.model} @ {r.target}") + (f" (GPU {r.gpu_precision})" if r.gpu_precision
                                                                           else "") for r in rows]
-    cells = [[fn(r) for r in rows] for _, fn in SPEC]
+    spec = list(SPEC) + registry_rows(rows)
+    cells = [[fn(r) for r in rows] for _, fn in spec]
     widths = [max([len(str(h))] + [len(c[j]) for c in cells]) for j, h in enumerate(heads)]
-    groups = chunk_columns(widths, width, max(len(label) for label, _ in SPEC))
+    groups = chunk_columns(widths, width, max(len(label) for label, _ in spec))
     for g, group in enumerate(groups):
         title = "edgebench bench" + (f" ({g + 1} of {len(groups)})" if len(groups) > 1 else "")
         t = Table(title=title, show_header=True, header_style="bold")
         t.add_column("metric", no_wrap=True)
         for j in group:
             t.add_column(e(heads[j]), justify="right", no_wrap=True)
-        for (label, _), row_cells in zip(SPEC, cells):
+        for (label, _), row_cells in zip(spec, cells):
             t.add_row(label, *[e(row_cells[j]) for j in group])
         out.append(t)
     for r in rows:

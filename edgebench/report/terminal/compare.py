@@ -5,23 +5,20 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from rich.table import Table
+from rich.table import Table as Table_
 
-from edgebench.formats import fmt_bytes
 from edgebench.report.terminal._cells import as_document, e, fit_columns, input_mapping_note, state_notes
 from edgebench.report.terminal.warnings import lines as grouped_warnings
 from edgebench.outcome import precision_label, row_verdict, top1_change  # noqa: F401 -- top1_change re-exported
 from edgebench.rows import Document, InferenceRow
-from edgebench.targets.base import P99_MIN_SAMPLES
+from edgebench.formats import fmt_bytes
+from edgebench.report.tables import Table, inference_table
 
-# (column, drop priority: 0 = always shown, higher = dropped first on a narrow terminal)
-# The product's answer first: size reduction, p50/p99, the accuracy change and the verdict always
-# fit 80 columns; a column with no value in any row goes first (``_priorities``).
-COMPARE_COLUMNS = (("precision", 0), ("target", 0), ("size", 3), ("size red.", 0), ("p50 ms", 0), ("p99 ms", 0),
-                   ("QPS", 6), ("top-1", 4), ("Δtop-1 pp", 0), ("agree", 5), ("PSNR dB", 2), ("cosine", 5),
-                   ("delegated", 7), ("status", 0))
-_FLEX = {13: 18}     # the status column wraps at spaces beyond this width (a verdict is prose)
-_TEXT = ("precision", "target", "status")
+# The columns of edgebench.report.tables the terminal leaves out (the title names the model; the
+# rest are in Markdown, HTML and the JSON); every other column is drawn, narrow terminals dropping
+# by priority.
+TERMINAL_HIDDEN = ("run", "model", "device", "p90_ms", "samples", "top5_agree")
+_FLEX_CHARS = 18     # the status column wraps at spaces beyond this width (a verdict is prose)
 
 
 def _fmt(v: Any, spec: str = ".2f", suffix: str = "") -> str:
@@ -43,49 +40,20 @@ def row_status(r: InferenceRow, gate: Mapping[str, Any] | None = None) -> str:
     return row_verdict(r, gate).text
 
 
-def _target(r: InferenceRow) -> str:
-    t = str(r.target or "-")
-    if r.runtime_api == "compiled":
-        t += f" [{r.accelerator or 'cpu'}{' ' + r.gpu_precision if r.gpu_precision else ''}]"
-    return t
-
-
-def compare_cells(r: InferenceRow, gate: Mapping[str, Any] | None = None) -> list[str]:
-    """One table row as strings; ``gate`` is the document's gate (a row whose gate check failed
-    says so in its status, as in every other output)."""
-    lat, acc, worst = r.latency, r.accuracy, r.worst
-    p99 = _fmt(lat.p99 if lat else None, ".3f")
-    if lat is not None and not lat.p99_valid and lat.p99 is not None:
-        p99 += "*"
-    agree = acc.top1_agreement if acc else None
-    if agree is None and r.detection:
-        agree = r.detection.get("box_agreement")
-    top1 = acc.top1 if acc else None
-    bad = bool(worst and (worst.nonfinite or worst.ref_nonfinite))
-    return [
-        precision_label(r), _target(r), fmt_bytes(r.size_bytes), _fmt(r.size_reduction_pct, ".1f", "%"),
-        _fmt(lat.p50 if lat else None, ".3f"), p99, _fmt(lat.qps if lat else None, ".0f"),
-        _fmt(top1 * 100 if top1 is not None else None, ".2f", "%"), top1_change(acc.top1_drop_pp if acc else None),
-        _fmt(agree * 100 if agree is not None else None, ".1f", "%"), _psnr(worst.psnr_db if worst else None, bad),
-        "n/a" if bad else _fmt(worst.cosine if worst else None, ".5f"),
-        r.delegation.cell() if r.delegation else "-", row_status(r, gate),
-    ]
-
-
 def compare_rows(doc: Document) -> list[InferenceRow]:
     ref = doc.reference
     rows = [r for r in doc.rows if isinstance(r, InferenceRow)]
     return ([ref] if ref is not None and ref not in rows else []) + rows
 
 
-def _priorities(cells: list[list[str]]) -> list[tuple[str, int]]:
-    """COMPARE_COLUMNS, with a column that is "-" in every row dropped first (no labels: the
-    top-1 columns say nothing, and PSNR/cosine carry the accuracy answer instead)."""
-    out = []
-    for i, (name, prio) in enumerate(COMPARE_COLUMNS):
-        empty = cells and all(row[i] in ("-", "") for row in cells)
-        out.append((name, 9 if empty and prio else prio))
-    return out
+def compare_table(doc: Document) -> Table:
+    """The terminal's columns of the one inference table (``report.tables``) that have a value in
+    some row (a column with nothing to show is not "hidden": it is not there)."""
+    return inference_table([doc], hide=TERMINAL_HIDDEN).without_empty()
+
+
+def _priorities(table: Table) -> list[tuple[str, int]]:
+    return [(col.label, col.priority) for col in table.columns]
 
 
 def row_where(r: InferenceRow, rows: list[InferenceRow], reference: InferenceRow | None = None) -> str:
@@ -155,26 +123,23 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
     row grouped by cause, then where the files went and the run id."""
     doc = as_document(doc)
     inputs = doc.get("inputs") or {}
-    cells = [compare_cells(r, doc.get("gate")) for r in compare_rows(doc)]
-    keep, dropped = fit_columns(_priorities(cells), cells, width, wide, flex=_FLEX)
-    t = Table(title=f"edgebench: {e(doc.get('model'))}  ({inputs.get('samples')} samples, inputs sha256 "
-                    f"{str(inputs.get('sha256'))[:12]})", header_style="bold")
+    table = compare_table(doc)
+    cells = [list(row) for row in table.cells]
+    status = len(table.columns) - 1
+    keep, dropped = fit_columns(_priorities(table), cells, width, wide, flex={status: _FLEX_CHARS})
+    t = Table_(title=f"edgebench: {e(doc.get('model'))}  ({inputs.get('samples')} samples, inputs sha256 "
+                     f"{str(inputs.get('sha256'))[:12]})", header_style="bold")
     for i in keep:
-        name = COMPARE_COLUMNS[i][0]
-        if name in _TEXT:
-            t.add_column(name, overflow="fold", justify="left")
+        col = table.columns[i]
+        if col.text:
+            t.add_column(col.label, overflow="fold", justify="left")
         else:
-            t.add_column(name, justify="right", no_wrap=True)
-    for row in cells:
-        style = "red" if row[-1].startswith(("FAILED", "NaN", "reference NaN", "SILENT", "GATE")) else None
-        t.add_row(*(e(row[i]) for i in keep), style=style)
-    shown = {COMPARE_COLUMNS[i][0] for i in keep}
-    legend = [text for col, text in (
-        ("Δtop-1 pp", "Δtop-1 pp = top-1 minus the reference's (negative: accuracy lost)"),
-        ("agree", "agree = top-1 agreement with TF (box agreement for detection)"),
-        ("p99 ms", f"* p99 from fewer than {P99_MIN_SAMPLES} samples" if any(c[5].endswith("*") for c in cells)
-         else ""),
-        ("delegated", "delegated = nodes the delegate took / all nodes, partitions")) if col in shown and text]
+            t.add_column(col.label, justify="right", no_wrap=True)
+    for row, bad in zip(cells, table.bad):
+        t.add_row(*(e(row[i]) for i in keep), style="red" if bad else None)
+    shown = Table(tuple(table.columns[i] for i in keep), tuple(tuple(r[i] for i in keep) for r in table.cells),
+                  table.bad)
+    legend = shown.legend()
     notes = ["; ".join(legend)] if legend else []
     if dropped:
         notes.append(f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)")
