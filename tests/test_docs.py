@@ -68,3 +68,34 @@ def test_db_that_is_a_directory_is_exit_2_before_measuring_as_documented(run_cli
     t0 = time.monotonic()
     code, _, err = run_cli("bench", str(tiny_tflite), "--db", str(tmp_path), "--runs", "5")
     assert code == 2 and "is a directory" in err and time.monotonic() - t0 < 60
+
+
+def _readme_section(title: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end != -1 else None]
+
+
+def test_every_registry_metric_is_documented_in_json_results():
+    """The docs guard (issue 23.7): every number of the metric registry -- its key, every alias
+    --metric takes, its Prometheus gauge -- is named in the README's "JSON results" section."""
+    from edgebench.metrics import REGISTRY
+
+    section = _readme_section("JSON results")
+    missing = [name for m in REGISTRY for name in (m.key, *m.aliases, *([m.prometheus] if m.prometheus else []))
+               if f"`{name}`" not in section]
+    assert not missing, f"README 'JSON results' does not name: {missing}; add them to the headline metrics table"
+
+
+def test_the_docs_guard_fails_on_an_undocumented_metric(monkeypatch):
+    import edgebench.metrics as metrics
+
+    extra = metrics.Metric("undocumented_ms", "x", "ms", lambda r: None, "lower")
+    monkeypatch.setattr(metrics, "REGISTRY", (*metrics.REGISTRY, extra))
+    try:
+        test_every_registry_metric_is_documented_in_json_results()
+    except AssertionError as e:
+        assert "undocumented_ms" in str(e)
+    else:
+        raise AssertionError("the docs guard passed with an undocumented metric")
