@@ -27,10 +27,11 @@ import numpy as np
 
 from edgebench.errors import BadInput, EdgebenchError, InfraError
 from edgebench.fingerprint import host_fingerprint, sha256_file
-from edgebench.rows import Cost, Document, InferenceRow, Latency, Warmup
+from edgebench.rows import Cost, Document, InferenceRow, Latency
 from edgebench import sustain
 from edgebench.energy import EnergySettings
 from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, Schedule, check_runtime
+from edgebench.targets.measured import measured_fields
 from edgebench.targets.loop import Stop, is_device, resolve_targets, run_on_targets
 from edgebench.tflite_model import precision as tflite_precision, precision_detail
 
@@ -165,21 +166,9 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
                 cost = replace(cost, peak_gflops=ref, pct_of_peak=100.0 * achieved / ref)
         row = InferenceRow(
             target=target.name, model=name, model_path=str(model),
-            **{**known, "threads": res.extra.get("threads"), "delegate": res.extra.get("delegate"),
+            **{**known, **measured_fields(res, f"run of {name}", lat),
                **{k: v for k, v in where_parts.items() if v is not None}},
-            latency=lat, samples_ns=tuple(int(x) for x in pooled), warmup=Warmup.from_samples(res.warmup_ns),
-            init_ms=res.init_ms, first_inference_ms=res.first_inference_ms,
-            peak_rss_bytes=res.peak_rss_bytes,
-            rss_before_load_bytes=res.extra.get("rss_before_load_bytes"), runtime=res.runtime,
-            threads_effective=threads_eff, stop_reason=res.extra.get("stop_reason"),
-            input_source=res.extra.get("input_source"), input_samples=res.extra.get("n_input_samples"),
-            nonfinite_outputs=nonfinite, fingerprint=res.fingerprint, method=res.method,
-            sample_class=res.sample_class, cost=cost,
-            device_model=(res.fingerprint or {}).get("device_model"),
-            outputs_saved={k: list(v.shape) for k, v in res.outputs.items()} if res.outputs is not None else None,
-            memory=res.extra.get("memory"), gc=res.extra.get("gc"), input_mapping=res.extra.get("input_mapping"),
-            state=res.extra.get("state"),
-            repeats=None if reps is None else tuple(reps),
+            threads_effective=threads_eff, cost=cost,
         )
         stopped = res.extra.get("interrupted_by") if res.extra.get("stop_reason") == "interrupted" else None
         if stopped:

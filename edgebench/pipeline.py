@@ -23,9 +23,10 @@ from edgebench.fingerprint import host_fingerprint, sha256_file
 from edgebench.gate import Thresholds, evaluate, thresholds_for
 from edgebench.outcome import error_sources, no_integer16_kernels, slower_reason
 from edgebench.quant.search import KeepFloatGoal
-from edgebench.rows import Accuracy, Document, InferenceRow, Latency, Warmup, Worst, drifts_from_dict
+from edgebench.rows import Accuracy, Document, InferenceRow, Worst, drifts_from_dict
 from edgebench.sources import SourceOptions, evaluation_set
 from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, check_runtime
+from edgebench.targets.measured import TYPED_FACTS, measured_fields
 from edgebench.targets.loop import is_device, resolve_targets, run_on_targets
 
 DEFAULT_EVAL_SAMPLES = 1000
@@ -73,16 +74,6 @@ def keep_float_goal(settings: CompareSettings):
                          delegate=settings.delegate, control=settings.control)
 
 
-def _measured(run: RunResult, what: str) -> dict[str, Any]:
-    """The latency part of a row from a run's raw samples (shared by every compare row)."""
-    return {"latency": Latency.from_samples(run.samples_ns, what=what) if len(run.samples_ns) else None,
-            "samples_ns": tuple(int(x) for x in run.samples_ns), "warmup": Warmup.from_samples(run.warmup_ns),
-            "init_ms": run.init_ms, "first_inference_ms": run.first_inference_ms, "runtime": run.runtime,
-            "method": run.method, "sample_class": run.sample_class, "fingerprint": run.fingerprint,
-            "stop_reason": run.extra.get("stop_reason"), "input_mapping": run.extra.get("input_mapping"),
-            "state": run.extra.get("state")}
-
-
 def save_inputs(ds: InputSet, out_dir: Path) -> tuple[Path, str]:
     """Save the InputSet as ``OUT/inputs-<sha256[:12]>.npz`` (named by its bytes, so two runs with
     different evaluation data never overwrite each other's inputs); returns (path, file sha256)."""
@@ -124,9 +115,9 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
 
     th = thresholds or Thresholds()
     where = f"{precision} on {run.target}" + (f" (GPU {gpu_precision})" if gpu_precision else "")
-    row = row.replace(**_measured(run, where), peak_rss_bytes=run.peak_rss_bytes, extra=_extra(run.extra))
+    row = row.replace(**measured_fields(run, where), extra=_extra(run.extra))
     if run.extra.get("repeats"):
-        row = row.replace(repeats=tuple(run.extra["repeats"]), warnings=tuple(run.extra["repeat_warnings"]))
+        row = row.replace(warnings=tuple(run.extra["repeat_warnings"]))
     parts, warnings = runtime_row_parts(run.extra, row.latency, where)
     cause = no_integer16_kernels(row.replace(delegation=parts.get("delegation"), precision=precision))
     if cause:      # not "left on the CPU: SOFTMAX, SHAPE ...": there are no 16x8 kernels at all
@@ -164,7 +155,7 @@ def _explain_slower(rows: list[InferenceRow]) -> list[InferenceRow]:
 def _extra(extra: dict[str, Any]) -> dict[str, Any]:
     """Run facts kept on the row, minus what became typed fields (delegation, op profile, input mapping)."""
     return {k: v for k, v in extra.items() if k not in ("delegation", "op_profile_raw", "op_profile", "service_ns",
-                                                          "input_mapping", "state", "repeats", "repeat_warnings")}
+                                                          *TYPED_FACTS)}
 
 
 def _tflite_run_dir(files: list[str]) -> Path:
@@ -280,7 +271,7 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
         role="reference", precision=ref_label, target=ref_target, model=src.name,
         model_path=str(src.saved_model_dir or src.path), model_sha256=src.sha256,
         accuracy=None if ref_acc is None else Accuracy.from_dict({**ref_acc, "output": class_out}),
-        batch_throughput=ref_run.extra.get("batch_throughput"), **_measured(ref_run, "TF reference run"))
+        batch_throughput=ref_run.extra.get("batch_throughput"), **measured_fields(ref_run, "TF reference run"))
 
     ok_variants = [(p, {**v, "model": src.name}, gp) for p, v in manifest["variants"].items()
                    if p in settings.precisions and v.get("status") == "ok"
@@ -467,7 +458,7 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
         if run.status == "ok":
             got, mapping = cmp.align_outputs(ref.outputs, run.outputs)
             raw = cmp.compare_outputs(ref.outputs, got)
-            row = row.replace(**_measured(run, f"run of {path}"), drift=drifts_from_dict(raw),
+            row = row.replace(**measured_fields(run, f"run of {path}"), drift=drifts_from_dict(raw),
                               worst=Worst.from_dict(cmp.worst(raw)), output_mapping=mapping,
                               accuracy=cmp.accuracy_vs_reference(ref.outputs, got, ds.labels, class_out, ref_acc))
         rows.append(row)

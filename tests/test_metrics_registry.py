@@ -103,3 +103,22 @@ def test_every_metric_has_a_known_unit_and_direction():
         assert m.test in ("location", "percentile", "ratio"), m.key
     with pytest.raises(Exception, match="not a stored metric"):
         metric("no_such_metric")
+
+
+def test_compare_rows_carry_the_same_worker_facts_as_bench_rows(two_runs, tiny_tflite, tmp_path):
+    """One RunResult -> row builder (issue 23.6): a `compare` row has the memory, collector, input
+    and load facts a `bench` row of the same model has (they used to copy different subsets)."""
+    from edgebench.cli import _main as main
+
+    out = tmp_path / "cmp.json"
+    try:
+        main(["compare", str(tiny_tflite), str(tiny_tflite), "--data", "synthetic", "--json", str(out),
+              "--no-store"])
+    except SystemExit as e:
+        assert e.code in (0, None)
+    cmp_row = json.loads(out.read_text())["rows"][1]
+    bench_row = two_runs[1][0]["rows"][0]
+    for key in ("memory", "gc", "input_source", "input_samples", "rss_before_load_bytes", "warmup_ms", "init_ms"):
+        assert (cmp_row[key] is None) == (bench_row[key] is None), key
+    assert cmp_row["memory"]["load_and_run_peak_rss_bytes"] > 0
+    assert "memory" not in (cmp_row.get("extra") or {})       # a typed field, not repeated in extra
