@@ -38,15 +38,15 @@ from typing import Any, Sequence
 from edgebench.formats import fmt_bytes, num
 
 from edgebench.fingerprint import KEY_FIELDS, diff_fingerprints
-from edgebench.outcome import RowVerdict, precision_label, row_verdict_of, run_verdict_of
+from edgebench.outcome import RowVerdict, precision_label, row_verdict, run_verdict_of
 from edgebench.report.diagnose import accuracy_text as diagnose_accuracy
 from edgebench.report.diagnose import html_section
-from edgebench.report.html_parts import (PALETTE, Plot, acc_of, doc_rows, esc, fmt, fmt_ms, fmt_pct, is_train_row, lat_of,
-                                         note_html, row_name, section_html, svg_cdf, svg_histogram, svg_lines,
-                                         table_html)
+from edgebench.report.html_parts import (PALETTE, Plot, esc, fmt, fmt_ms, fmt_pct, note_html, section_html, svg_cdf,
+                                         svg_histogram, svg_lines, table_html)
 from edgebench.report.html_sustain import sustained_section
 from edgebench.report.tables import inference_table
-from edgebench.rows import Document
+from edgebench.rows import Document, Drift, InferenceRow, Row, TrainRow
+from edgebench.metrics import BY_KEY
 from edgebench.report.pivot import SUBCOLUMNS, cell_values, matrix_pivots, short_value, varying_axes
 
 SECTIONS = ("verdict", "fingerprint", "results", "where", "latency", "sustained", "pareto", "drift", "training", "diagnose",
@@ -72,27 +72,46 @@ svg text{font-family:system-ui,sans-serif;font-size:11px;fill:#333}
 # small helpers
 
 
-def _verdict(doc: dict[str, Any], row: dict[str, Any]) -> RowVerdict:
-    """The row's verdict (``outcome.row_verdict``), the same words as every other output."""
-    return row_verdict_of(doc, row)
+def _rows_of(t: Document) -> list[tuple[Row, bool]]:
+    """(row, is_reference) of a typed document, the reference first (diagnose documents: none --
+    their rows are per-layer analyses, drawn by the diagnose section)."""
+    if t.kind == "diagnose":
+        return []
+    rows = [(r, False) for r in t.rows]
+    if t.reference is not None and t.kind != "train":
+        rows = [(t.reference, True), *rows]
+    return rows
 
 
-def _verdict_section(docs: list[dict[str, Any]]) -> str:
+def _inference(t: Document) -> list[tuple[InferenceRow, bool]]:
+    return [(r, ref) for r, ref in _rows_of(t) if isinstance(r, InferenceRow) and t.kind != "train"]
+
+
+def _name(r: Row, is_ref: bool = False) -> str:
+    """model / precision / target [/ device] of a row (the reference's precision: its own, else
+    "reference")."""
+    prec = precision_label(r) if r.precision else ("reference" if is_ref else precision_label(r))
+    parts = [r.model or "?", prec, r.target or "-"]
+    if getattr(r, "device_model", None):
+        parts.append(str(r.device_model))
+    return " / ".join(str(p) for p in parts)
+
+
+def _verdict_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     lines = []
-    for d in docs:
-        v = run_verdict_of(d)
-        models = ", ".join(dict.fromkeys(str(r.get("model")) for r in doc_rows(d) if r.get("model"))) or "-"
-        if d.get("kind") == "diagnose":       # its verdict is the diagnosis: findings per precision
-            rid = str(d.get("run_id") or "")[:12]
+    for d, t in docs:
+        v = run_verdict_of(d)         # the JSON form: a malformed foreign row still counts by its status
+        models = ", ".join(dict.fromkeys(str(r.model) for r, _ in _rows_of(t) if r.model)) or "-"
+        rid = (t.run_id or "")[:12]
+        if t.kind == "diagnose":       # its verdict is the diagnosis: findings per precision
             said = "; ".join(f"{r.get('precision')}: {r.get('findings', 0)} finding(s), {diagnose_accuracy(r)}"
                              if r.get("status") == "ok" else f"{r.get('precision')}: {r.get('status')} "
                              f"({r.get('error')})" for r in d.get("rows") or [] if isinstance(r, dict))
-            lines.append(f"<li><strong>{esc(d.get('model') or '-')}</strong>" + (f" (run {esc(rid)})" if rid else "")
+            lines.append(f"<li><strong>{esc(t.model or '-')}</strong>" + (f" (run {esc(rid)})" if rid else "")
                          + f": diagnosed — {esc(said)}</li>")
             continue
         cls = "good" if v.state == "ok" and v.gate != "failed" else "bad"
         head = f'<span class="{cls}">{esc(v.text if v.gate != "failed" else "GATE FAILED")}</span>'
-        rid = str(d.get("run_id") or "")[:12]
         item = f"<strong>{esc(models)}</strong>" + (f" (run {esc(rid)})" if rid else "") + f": {head}"
         if v.gate == "failed":
             item += "<ul>" + "".join(f"<li>{esc(m)}</li>" for m in v.failing) + "</ul>"
@@ -102,10 +121,10 @@ def _verdict_section(docs: list[dict[str, Any]]) -> str:
     return section_html("verdict", "Verdict", "<ul>" + "".join(lines) + "</ul>") if lines else ""
 
 
-def _fingerprint_section(docs: list[dict[str, Any]]) -> str:
+def _fingerprint_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     if not docs:
         return ""
-    fp = docs[0].get("fingerprint") or {}
+    fp = docs[0][1].fingerprint
     parts = []
     if not fp:
         parts.append(note_html("this run recorded no environment fingerprint"))
@@ -116,17 +135,17 @@ def _fingerprint_section(docs: list[dict[str, Any]]) -> str:
                      + table_html(["field", "value"], [(k, "-" if fp[k] is None else fp[k]) for k in keys], left=2)
                      + "</details>")
     diffs = []
-    for d in docs[1:]:
-        for field, a, b in diff_fingerprints(fp, d.get("fingerprint") or {}):
-            diffs.append((d.get("run_id") or "-", field, "-" if a is None else a, "-" if b is None else b))
+    for _d, t in docs[1:]:
+        for field, a, b in diff_fingerprints(fp, t.fingerprint):
+            diffs.append((t.run_id or "-", field, "-" if a is None else a, "-" if b is None else b))
     if len(docs) > 1:
         if diffs:
             parts.append("<h3>Key fields that differ between runs (numbers are not directly comparable)</h3>")
             parts.append(table_html(["run", "field", "first run", "this run"], diffs, left=4))
         else:
             parts.append(note_html(f"all {len(docs)} runs share the key fingerprint fields"))
-    runs = [(d.get("run_id") or "-", d.get("report_source") or "-", d.get("kind") or "-", d.get("created") or "-",
-             d.get("edgebench_version") or "-", len(d.get("rows") or [])) for d in docs]
+    runs = [(t.run_id or "-", t.report_source or "-", t.kind or "-", t.created or "-", t.edgebench_version or "-",
+             len(t.rows)) for _d, t in docs]
     parts.append("<h3>Runs (only those asked for)</h3>")
     parts.append(table_html(["run id", "in this report because", "kind", "created", "edgebench", "rows"], runs, left=5))
     return section_html("fingerprint", "Environment", "".join(parts))
@@ -153,9 +172,9 @@ def _pivot_table(p: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def _results_section(docs: list[dict[str, Any]]) -> str:
+def _results_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     parts = []
-    pivots = matrix_pivots(docs)
+    pivots = matrix_pivots([d for d, _ in docs])
     for p in pivots:          # a matrix: one table per model, a column group per varying-axis value
         parts.append(f"<h3>{esc(p['model'])}: by {esc(', '.join(p['axes']))}</h3>")
         parts.append(_pivot_table(p))
@@ -164,25 +183,26 @@ def _results_section(docs: list[dict[str, Any]]) -> str:
                            "is to the row's first column (p50 for inference, examples/s for training); "
                            "† p99 from too few samples"))
     pivoted = {p["model"] for p in pivots}
-    inf_rows = [(d, r) for d in docs for r in doc_rows(d) if not is_train_row(d, r)]
+    inf_rows = [(t, r) for _d, t in docs for r, _ in _inference(t)]
     if not inf_rows:
         return section_html("results", "Precision × target", "".join(parts)) if parts else ""
     # precision x target grid per model (a matrix model is shown by its pivot above)
-    models: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
-    for d, r in inf_rows:
-        if str(r.get("model") or "?") not in pivoted:
-            models.setdefault(str(r.get("model") or "?"), []).append((d, r))
+    models: dict[str, list[tuple[Document, InferenceRow]]] = {}
+    for t, r in inf_rows:
+        if str(r.model or "?") not in pivoted:
+            models.setdefault(str(r.model or "?"), []).append((t, r))
+    p99_ms, size, top1 = BY_KEY["p99_ms"], BY_KEY["size_bytes"], BY_KEY["top1"]
     for model, rows in models.items():
         precs = list(dict.fromkeys(precision_label(r) for _, r in rows))
-        targets = list(dict.fromkeys(str(r.get("target") or "-") for _, r in rows))
-        grid: dict[tuple[str, str], list[tuple[dict[str, Any], RowVerdict]]] = {}
-        for d, r in rows:
-            grid.setdefault((precision_label(r), str(r.get("target") or "-")), []).append((r, _verdict(d, r)))
+        targets = list(dict.fromkeys(str(r.target or "-") for _, r in rows))
+        grid: dict[tuple[str, str], list[tuple[InferenceRow, RowVerdict]]] = {}
+        for t, r in rows:
+            grid.setdefault((precision_label(r), str(r.target or "-")), []).append((r, row_verdict(r, t.gate)))
         body = []
         for p in precs:
             cells = [p]
-            for t in targets:
-                runs = grid.get((p, t))
+            for tg in targets:
+                runs = grid.get((p, tg))
                 if not runs:
                     cells.append("-")
                     continue
@@ -191,10 +211,10 @@ def _results_section(docs: list[dict[str, Any]]) -> str:
                 good = [r for r, v in runs if v.ok]
                 bits = [f'<span class="bad">{esc(v.text)}</span>' for v in bad]
                 if good:
-                    r, acc = good[0], acc_of(good[0])
-                    bits += [f"p99 {esc(fmt_ms(lat_of(r).get('p99')))} ms", esc(fmt_bytes(r.get("size_bytes")))]
-                    if acc.get("top1") is not None:
-                        bits.append(f"top-1 {esc(fmt_pct(acc.get('top1')))}")
+                    r = good[0]
+                    bits += [f"p99 {esc(fmt_ms(p99_ms.value(r)))} ms", esc(fmt_bytes(size.value(r)))]
+                    if top1.value(r) is not None:
+                        bits.append(f"top-1 {esc(fmt_pct(top1.value(r)))}")
                 if len(runs) > 1:
                     bits.append(f'<span class="note">{len(runs)} runs ({len(bad)} not ok), see all rows</span>')
                 cells.append("<br>".join(bits))
@@ -203,7 +223,7 @@ def _results_section(docs: list[dict[str, Any]]) -> str:
         parts.append(table_html(["precision \\ target", *targets], body, left=1,
                             raw_cols=tuple(range(1, len(targets) + 1))))
     # every row: the one inference table (report.tables), every column with a value
-    table = inference_table([Document.from_foreign(d) for d in docs]).without_empty()
+    table = inference_table([t for _, t in docs]).without_empty()
     body = [tuple(f'<span class="bad">{esc(c)}</span>' if bad and col.key == "status" else esc(c)
                   for col, c in zip(table.columns, cells)) for cells, bad in zip(table.cells, table.bad)]
     parts.append("<h3>All rows</h3>")
@@ -215,54 +235,49 @@ def _results_section(docs: list[dict[str, Any]]) -> str:
     return section_html("results", "Precision × target", "".join(parts))
 
 
-def _where_section(docs: list[dict[str, Any]]) -> str:
+def _where_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     """Delegation, silent-failure verdicts and the top ops of every row that has them (issue 15)."""
-    rows = [r for d in docs for r in doc_rows(d) if not is_train_row(d, r)
-            and (r.get("delegation") or r.get("verdicts") or r.get("op_profile"))]
+    rows = [r for _d, t in docs for r, _ in _inference(t) if r.delegation or r.verdicts or r.op_profile]
     if not rows:
         return ""
     body = []
     for r in rows:
-        d = r.get("delegation") or {}
+        d = r.delegation
         cell = "-"
-        if d.get("nodes_delegated") is not None:
-            cell = f"{d['nodes_delegated']}/{d.get('nodes_total', '?')}"
-            if d.get("partitions") is not None:
-                cell += f", {d['partitions']} parts"
-        left = ", ".join(f"{k} x{v}" for k, v in (d.get("undelegated") or {}).items()) or "-"
-        verdicts = "; ".join(str(v.get("message")) for v in (r.get("verdicts") or []) if v.get("failed")) or "-"
-        ops = sorted((o for o in (r.get("op_profile") or []) if num(o.get("ms")) is not None),
-                     key=lambda o: -float(o["ms"]))[:5]
-        top = "; ".join(f"{o.get('op')} {fmt(o.get('ms'), 4)} ms ({fmt_pct(o.get('share'), 1)})" for o in ops) or "-"
-        body.append((r.get("model") or "-", r.get("precision") or "-", r.get("target") or "-",
-                     str(d.get("delegate") or "-"), cell, left, verdicts, top))
+        if d is not None and d.nodes_delegated is not None:
+            cell = f"{d.nodes_delegated}/{'?' if d.nodes_total is None else d.nodes_total}"
+            if d.partitions is not None:
+                cell += f", {d.partitions} parts"
+        left = ", ".join(f"{k} x{v}" for k, v in (d.undelegated if d is not None else {}).items()) or "-"
+        verdicts = "; ".join(str(v.message) for v in r.verdicts if v.failed) or "-"
+        ops = sorted((o for o in r.op_profile or () if o.ms is not None), key=lambda o: -float(o.ms))[:5]
+        top = "; ".join(f"{o.op} {fmt(o.ms, 4)} ms ({fmt_pct(o.share, 1)})" for o in ops) or "-"
+        body.append((r.model or "-", r.precision or "-", r.target or "-",
+                     str((d.delegate if d is not None else None) or "-"), cell, left, verdicts, top))
     return section_html("where", "Where the time goes", table_html(
         ["model", "precision", "target", "delegate", "delegated", "left on the CPU", "silent failures",
          "top ops (mean ms per inference; a delegate partition is one entry)"], body, left=8))
 
 
-def _latency_section(docs: list[dict[str, Any]]) -> str:
+def _latency_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     parts = []
     any_rows = False
-    for d in docs:
-        for r in doc_rows(d):
-            if is_train_row(d, r):
-                continue
+    for _d, t in docs:
+        for r, is_ref in _inference(t):
             any_rows = True
-            name = row_name(r)
-            if len(docs) > 1 and d.get("run_id"):
-                name += f" (run {str(d['run_id'])[:12]})"
-            samples = r.get("samples_ns")
+            name = _name(r, is_ref)
+            if len(docs) > 1 and t.run_id:
+                name += f" (run {t.run_id[:12]})"
             parts.append(f"<h3>{esc(name)}</h3>")
-            vals = [float(s) / 1e6 for s in samples] if isinstance(samples, list) and samples else []
+            vals = [float(x) / 1e6 for x in r.samples_ns or ()]
             vals = [v for v in vals if math.isfinite(v)]
             if not vals:
                 parts.append(note_html("no raw latency samples stored for this row"))
                 continue
-            lat = lat_of(r)
+            lat = r.latency
             parts.append('<div class="plots">')
-            parts.append(svg_cdf(vals, title=f"CDF, {len(vals)} runs", p50=num(lat.get("p50")),
-                                 p99=num(lat.get("p99"))))
+            parts.append(svg_cdf(vals, title=f"CDF, {len(vals)} runs", p50=lat.p50 if lat else None,
+                                 p99=lat.p99 if lat else None))
             parts.append(svg_histogram(vals, title="histogram"))
             parts.append("</div>")
     if not any_rows:
@@ -288,56 +303,55 @@ def pareto_front(points: Sequence[tuple[float, float, float | None]]) -> list[bo
     return out
 
 
-def _pareto_section(docs: list[dict[str, Any]]) -> str:
+def _pareto_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     pts, excluded = [], []
-    for d in docs:
-        for r in doc_rows(d):
-            if is_train_row(d, r):
-                continue
-            v = _verdict(d, r)
+    size_m, p99_m, top1_m = BY_KEY["size_bytes"], BY_KEY["p99_ms"], BY_KEY["top1"]
+    for _d, t in docs:
+        for r, is_ref in _inference(t):
+            v = row_verdict(r, t.gate)
             if not v.ok:       # a failed gate, a silent failure or a crash is never a trade-off
-                if r.get("status") in (None, "ok"):
-                    excluded.append([row_name(r), esc(v.text)])
+                if r.status in (None, "ok"):
+                    excluded.append([_name(r, is_ref), esc(v.text)])
                 continue
-            size, p99 = num(r.get("size_bytes")), num(lat_of(r).get("p99"))
+            size, p99 = size_m.value(r), p99_m.value(r)
             if size is None or p99 is None:
                 continue
-            acc = acc_of(r)
-            a = num(acc.get("top1"))
-            if a is None:
-                a = num(acc.get("top1_agreement"))
-            pts.append((r, d, size, p99, a))
+            a = top1_m.value(r)
+            if a is None and r.accuracy is not None:
+                a = r.accuracy.top1_agreement
+            pts.append((r, t, size, p99, a, is_ref))
     if not pts:
         return section_html("pareto", "Size – p99 – accuracy trade-off", _excluded(excluded)) if excluded else ""
     # one front per model: rows of different models are never traded off against each other
     front = [False] * len(pts)
-    for model in dict.fromkeys(str(r.get("model")) for r, *_ in pts):
-        idx = [i for i, (r, *_) in enumerate(pts) if str(r.get("model")) == model]
-        for i, opt in zip(idx, pareto_front([pts[i][2:] for i in idx])):
+    for model in dict.fromkeys(str(r.model) for r, *_ in pts):
+        idx = [i for i, (r, *_) in enumerate(pts) if str(r.model) == model]
+        for i, opt in zip(idx, pareto_front([pts[i][2:5] for i in idx])):
             front[i] = opt
-    axes = varying_axes(docs)
-    targets = list(dict.fromkeys(str(r.get("target") or "-") for r, *_ in pts))
-    legend = [(t, PALETTE[i % len(PALETTE)]) for i, t in enumerate(targets)]
-    plot = Plot([s / 2**20 for _, _, s, _, _ in pts], [p for _, _, _, p, _ in pts], xlabel="model size (MiB)",
-                 ylabel="p99 latency (ms)", title="filled = Pareto-optimal (size, p99, top-1)",
-                 width=620, height=340, y0=True, legend=legend, x_pad=(0.05, 0.22))
+    axes = varying_axes([d for d, _ in docs])
+    targets = list(dict.fromkeys(str(r.target or "-") for r, *_ in pts))
+    legend = [(tg, PALETTE[i % len(PALETTE)]) for i, tg in enumerate(targets)]
+    plot = Plot([s / 2**20 for _, _, s, _, _, _ in pts], [p for _, _, _, p, _, _ in pts], xlabel="model size (MiB)",
+                ylabel="p99 latency (ms)", title="filled = Pareto-optimal (size, p99, top-1)",
+                width=620, height=340, y0=True, legend=legend, x_pad=(0.05, 0.22))
     # Pareto front: connect optimal points by size for orientation.
-    fp = sorted((s / 2**20, p) for (_, _, s, p, _), f in zip(pts, front) if f)
+    fp = sorted((s / 2**20, p) for (_, _, s, p, _, _), f in zip(pts, front) if f)
     if len(fp) > 1:
         plot.polyline([x for x, _ in fp], [y for _, y in fp], "#bbb", width=1.0)
     rows, items = [], []
-    for (r, d, s, p, a), opt in zip(pts, front):
-        color = PALETTE[targets.index(str(r.get("target") or "-")) % len(PALETTE)]
-        axis = " ".join(f"{k}={short_value(d['cell'].get(k))}" for k in axes if isinstance(d.get("cell"), dict))
+    for (r, t, s, p, a, is_ref), opt in zip(pts, front):
+        color = PALETTE[targets.index(str(r.target or "-")) % len(PALETTE)]
+        cell = t.cell
+        axis = " ".join(f"{k}={short_value(cell.get(k))}" for k in axes) if cell is not None else ""
         label = " ".join(x for x in (precision_label(r), axis) if x) + (
             "" if a is None else f" {a * 100:.1f}%")
-        plot.point(s / 2**20, p, color, filled=opt, r=5.0, tip=f"{row_name(r)} {axis}".strip())
+        plot.point(s / 2**20, p, color, filled=opt, r=5.0, tip=f"{_name(r, is_ref)} {axis}".strip())
         items.append((s / 2**20, p, label, color))
-        rows.append([row_name(r) + (f" ({axis})" if axis else ""), fmt_bytes(s), fmt_ms(p), fmt_pct(a),
+        rows.append([_name(r, is_ref) + (f" ({axis})" if axis else ""), fmt_bytes(s), fmt_ms(p), fmt_pct(a),
                      "yes" if opt else "no"])
     for row, shown in zip(rows, plot.labels(items)):
         row.append("yes" if shown else "no (crowded: see this row)")
-    models = list(dict.fromkeys(str(r.get("model")) for r, *_ in pts))
+    models = list(dict.fromkeys(str(r.model) for r, *_ in pts))
     body = plot.svg("size vs p99 latency") + table_html(
         ["row", "size", "p99 ms", "top-1 (or agreement)", "Pareto-optimal", "labelled in the plot"], rows, left=1)
     if len(models) > 1:
@@ -358,11 +372,11 @@ _DRIFT_COLS = (("max_abs", "max |Δ|"), ("mean_abs", "mean |Δ|"), ("rmse", "RMS
                ("cosine", "cosine"), ("psnr_db", "PSNR dB"), ("nan", "NaN"), ("inf", "Inf"))
 
 
-def _drift_cells(stats: dict[str, Any]) -> list[str]:
+def _drift_cells(d: Drift) -> list[str]:
     cells: list[str] = []
-    bad = any((num(stats.get(k)) or 0) > 0 for k in ("nan", "inf", "ref_nonfinite"))
+    bad = any((x or 0) > 0 for x in (d.nan, d.inf, num(d.details.get("ref_nonfinite"))))
     for key, _ in _DRIFT_COLS:
-        v = stats.get(key)
+        v = getattr(d, key)
         if bad and key not in ("nan", "inf"):
             cells.append("n/a")   # NaN/Inf outputs: no drift number is honest
         elif key in ("nan", "inf"):
@@ -377,22 +391,18 @@ def _drift_cells(stats: dict[str, Any]) -> list[str]:
     return cells
 
 
-def _drift_section(docs: list[dict[str, Any]]) -> str:
+def _drift_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     """Per-output drift vs the TF reference and, for device rows, vs the host LiteRT result;
     detection rows add their box agreement."""
     rows, det_rows = [], []
-    for d in docs:
-        for r in doc_rows(d):
-            name = [r.get("model") or "-", r.get("precision") or "-", r.get("target") or "-"]
-            for against, key in (("reference", "drift"), ("host", "drift_vs_host")):
-                drift = r.get(key)
-                if not isinstance(drift, dict):
-                    continue
-                for out, stats in drift.items():
-                    if isinstance(stats, dict):
-                        rows.append([*name, against, out, *_drift_cells(stats)])
-            det = r.get("detection")
-            if isinstance(det, dict):
+    for _d, t in docs:
+        for r, is_ref in _inference(t):
+            name = [r.model or "-", r.precision or ("reference" if is_ref else "-"), r.target or "-"]
+            for against, drift in (("reference", r.drift), ("host", r.drift_vs_host)):
+                for out, stats in (drift or {}).items():
+                    rows.append([*name, against, out, *_drift_cells(stats)])
+            det = r.detection
+            if det is not None:
                 det_rows.append([*name, fmt_pct(num(det.get("box_agreement"))), str(det.get("matched", "-")),
                                  str(det.get("reference_detections", "-")), fmt(det.get("score_mae"), 4)])
     if not rows:
@@ -404,27 +414,27 @@ def _drift_section(docs: list[dict[str, Any]]) -> str:
     return section_html("drift", "Per-output drift vs reference", body)
 
 
-def _training_section(docs: list[dict[str, Any]]) -> str:
+def _training_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     series: dict[str, list[tuple[float, float]]] = {}
     rows = []
-    for d in docs:
-        for r in (d.get("rows") or []):
-            if not isinstance(r, dict) or not is_train_row(d, r):
+    eps_m = BY_KEY["examples_per_s"]
+    for _d, t in docs:
+        for r in t.rows:
+            if not isinstance(r, TrainRow):
                 continue
-            xla = r.get("xla")
-            key = " / ".join(str(x) for x in (r.get("model") or "?", r.get("precision") or "-",
-                                               "xla" if xla else "no-xla", r.get("strategy") or "-",
-                                               r.get("input_pipeline")) if x)
-            bs, eps = num(r.get("batch_size")), num(r.get("examples_per_s"))
-            if bs is not None and eps is not None and r.get("status") in (None, "ok"):
+            key = " / ".join(str(x) for x in (r.model or "?", r.precision or "-", "xla" if r.xla else "no-xla",
+                                               r.strategy or "-", r.input_pipeline) if x)
+            bs, eps = r.batch_size, eps_m.value(r)
+            if bs is not None and eps is not None and r.status in (None, "ok"):
                 series.setdefault(key, []).append((bs, eps))
-            st = r.get("step_time_ms") if isinstance(r.get("step_time_ms"), dict) else {}
-            status = r.get("status") or "-"
-            if r.get("error"):
-                status = f"{status}: {r['error']}"
-            rows.append((r.get("model") or "-", r.get("precision") or "-", "-" if xla is None else str(bool(xla)).lower(),
-                         r.get("strategy") or "-", r.get("input_pipeline") or "-", r.get("target") or "-", status, fmt(bs, 0), fmt(eps, 1),
-                         fmt_ms(st.get("p50", st.get("mean"))), fmt_ms(st.get("p99"))))
+            st = r.step_time
+            status = r.status or "-"
+            if r.error:
+                status = f"{status}: {r.error}"
+            rows.append((r.model or "-", r.precision or "-", "-" if r.xla is None else str(bool(r.xla)).lower(),
+                         r.strategy or "-", r.input_pipeline or "-", r.target or "-", status, fmt(bs, 0), fmt(eps, 1),
+                         fmt_ms((st.p50 if st.p50 is not None else st.mean) if st else None),
+                         fmt_ms(st.p99 if st else None)))
     if not rows:
         return ""
     body = ""
@@ -432,12 +442,12 @@ def _training_section(docs: list[dict[str, Any]]) -> str:
         body += svg_lines([(k, [x for x, _ in v], [y for _, y in v]) for k, v in series.items()],
                           xlabel="batch size", ylabel="examples / s", title="throughput vs batch size")
     body += table_html(["model", "precision", "xla", "strategy", "input pipeline", "target", "status", "batch",
-                    "examples/s", "step p50 ms", "step p99 ms"], rows, left=7)
+                        "examples/s", "step p50 ms", "step p99 ms"], rows, left=7)
     return section_html("training", "Training throughput", body)
 
 
-def _diagnose_section(docs: list[dict[str, Any]]) -> str:
-    diag = [d for d in docs if d.get("kind") == "diagnose"]
+def _diagnose_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
+    diag = [d for d, t in docs if t.kind == "diagnose"]
     if not diag:
         return ""
     return section_html("diagnose", "Quantization diagnosis", html_section(diag))
@@ -482,26 +492,26 @@ def render_html(docs: dict[str, Any] | Sequence[dict[str, Any]], *,
     if isinstance(docs, dict) or hasattr(docs, "to_dict"):
         docs = [docs]
     docs = [d.to_dict() if hasattr(d, "to_dict") else d for d in docs]   # the stored (JSON) form
+    pairs = [(d, Document.from_foreign(d)) for d in docs]               # ... read once, typed
     if title is None:
-        kinds = sorted({str(d.get("kind") or "?") for d in docs})
-        models = list(dict.fromkeys(str(r.get("model")) for d in docs for r in (d.get("rows") or [])
-                                    if isinstance(r, dict) and r.get("model")))
+        kinds = sorted({t.kind or "?" for _, t in pairs})
+        models = list(dict.fromkeys(str(r.model) for _, t in pairs for r in t.rows if r.model))
         title = f"edgebench {'/'.join(kinds)} report" + (f": {', '.join(models[:4])}" if models else "")
         if len(models) > 4:
             title += f" (+{len(models) - 4} more)"
 
-    generated = max((str(d.get("created") or "") for d in docs), default="")
+    generated = max((t.created for _, t in pairs), default="")
     sections = [
-        _verdict_section(docs),
-        _fingerprint_section(docs),
-        _results_section(docs),
-        _where_section(docs),
-        _latency_section(docs),
+        _verdict_section(pairs),
+        _fingerprint_section(pairs),
+        _results_section(pairs),
+        _where_section(pairs),
+        _latency_section(pairs),
         sustained_section(docs),
-        _pareto_section(docs),
-        _drift_section(docs),
-        _training_section(docs),
-        _diagnose_section(docs),
+        _pareto_section(pairs),
+        _drift_section(pairs),
+        _training_section(pairs),
+        _diagnose_section(pairs),
         _history_section(history),
     ]
     sections = [x for x in sections if x]          # a section with nothing to show is left out

@@ -87,3 +87,39 @@ class Document:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.meta.get(key, default)
+
+    # Typed accessors of the envelope keys every renderer reads (a misspelt one fails loudly).
+    @property
+    def run_id(self) -> str | None:
+        v = self.meta.get("run_id")
+        return None if v is None else str(v)
+
+    @property
+    def gate(self) -> Mapping[str, Any] | None:
+        """The gate result (``gate.Verdict.to_dict``), None when no gate ran."""
+        v = self.meta.get("gate")
+        return v if isinstance(v, Mapping) else None
+
+    @property
+    def inputs(self) -> Mapping[str, Any]:
+        """What the rows ran on: path, sha256, samples, source, synthetic, labels ({} if unknown)."""
+        v = self.meta.get("inputs")
+        return v if isinstance(v, Mapping) else {}
+
+    @property
+    def model(self) -> str | None:
+        """The document's model name (else None: the rows name theirs)."""
+        v = self.meta.get("model")
+        return None if v is None else str(v)
+
+    @property
+    def report_source(self) -> str | None:
+        """Why this run is in a report (``edgebench report``), None outside reports."""
+        v = self.meta.get("report_source")
+        return None if v is None else str(v)
+
+    @property
+    def cell(self) -> Mapping[str, Any] | None:
+        """A matrix cell's axis values, None outside matrices."""
+        v = self.meta.get("cell")
+        return v if isinstance(v, Mapping) else None
