@@ -174,7 +174,7 @@ def _pivot_table(p: dict[str, Any]) -> str:
 
 def _results_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     parts = []
-    pivots = matrix_pivots([d for d, _ in docs])
+    pivots = matrix_pivots([t for _, t in docs])
     for p in pivots:          # a matrix: one table per model, a column group per varying-axis value
         parts.append(f"<h3>{esc(p['model'])}: by {esc(', '.join(p['axes']))}</h3>")
         parts.append(_pivot_table(p))
@@ -328,7 +328,7 @@ def _pareto_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
         idx = [i for i, (r, *_) in enumerate(pts) if str(r.model) == model]
         for i, opt in zip(idx, pareto_front([pts[i][2:5] for i in idx])):
             front[i] = opt
-    axes = varying_axes([d for d, _ in docs])
+    axes = varying_axes([t for _, t in docs])
     targets = list(dict.fromkeys(str(r.target or "-") for r, *_ in pts))
     legend = [(tg, PALETTE[i % len(PALETTE)]) for i, tg in enumerate(targets)]
     plot = Plot([s / 2**20 for _, _, s, _, _, _ in pts], [p for _, _, _, p, _, _ in pts], xlabel="model size (MiB)",

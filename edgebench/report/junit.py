@@ -30,6 +30,6 @@ def render_junit(verdict: Verdict, failed_rows: Sequence[InferenceRow] = (), sui
 
 def render_document_junit(doc: Document) -> str:
     """A compare document's gate checks and failed rows as JUnit XML."""
-    checks = tuple(Check(**c) for c in (doc.get("gate") or {}).get("checks", []))
+    checks = tuple(Check(**c) for c in (doc.gate or {}).get("checks", []))
     failed = [r for r in doc.rows if isinstance(r, InferenceRow) and not r.ok]
-    return render_junit(Verdict(checks), failed, suite=f"edgebench.{doc.get('model', 'run')}")
+    return render_junit(Verdict(checks), failed, suite=f"edgebench.{doc.model or 'run'}")

@@ -116,7 +116,7 @@ def _verdict_lines(doc: Document) -> list[str]:
     elif v.state != "ok":
         out = [f"**❌ {md_escape(v.text)}**"]
     else:
-        checks = len((doc.get("gate") or {}).get("checks") or ())
+        checks = len((doc.gate or {}).get("checks") or ())
         out = [f"**✅ gate passed** ({checks} check{'s' * (checks != 1)})"]
     if v.diagnose:
         out += ["", "Find the layer that breaks it:", "", "```", v.diagnose, "```"]
@@ -132,8 +132,8 @@ def _header(doc: Document) -> list[str]:
         title += ": " + ", ".join(md_escape(m) for m in models)
     fp = doc.fingerprint
     facts = []
-    if doc.get("run_id"):
-        facts.append(f"run {md_escape(doc.get('run_id'))}")
+    if doc.run_id:
+        facts.append(f"run {md_escape(doc.run_id)}")
     if doc.created:
         facts.append(md_escape(doc.created))
     for label, key in (("TF", "tensorflow"), ("LiteRT", "litert")):
@@ -146,8 +146,8 @@ def _header(doc: Document) -> list[str]:
         facts.append(md_escape(fp["gpu"]))
     if doc.edgebench_version:
         facts.append(f"edgebench {md_escape(doc.edgebench_version)}")
-    if doc.get("report_source"):
-        facts.append(f"in this report: {md_escape(doc.get('report_source'))}")
+    if doc.report_source:
+        facts.append(f"in this report: {md_escape(doc.report_source)}")
     out = [title, ""]
     if facts:
         out += [" · ".join(facts), ""]
@@ -239,7 +239,7 @@ def _pivot_tables(docs: Sequence[Document | Mapping[str, Any]]) -> list[str]:
     from edgebench.report.pivot import SUBCOLUMNS, cell_values, matrix_pivots
 
     out: list[str] = []
-    for p in matrix_pivots([d.to_dict() if isinstance(d, Document) else dict(d) for d in docs]):
+    for p in matrix_pivots([d if isinstance(d, Document) else Document.from_foreign(d) for d in docs]):
         subs = SUBCOLUMNS[p["kind"]]
         headers = ["precision"] + [f"{c} {sc}" for c in p["columns"] for sc in subs]
         body = [[md_escape(r["precision"])] + [md_escape(v) for cell in r["cells"] for v in cell_values(p, cell)]

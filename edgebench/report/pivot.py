@@ -1,4 +1,4 @@
-"""A matrix report pivots on the axes that vary (pure: stored documents in, table data out).
+"""A matrix report pivots on the axes that vary (pure: typed documents in, table data out).
 
 The runs of one matrix (``edgebench report --matrix HASH``) differ in a few axes -- threads,
 delegate, target, batch size ... A report that lists them run after run hides the matrix; this
@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from edgebench.formats import num
+from edgebench.metrics import BY_KEY
+from edgebench.rows import Document, InferenceRow, Row, TrainRow
 
 # Cell parameters that are rows (or identity), not axes.
 _NOT_AXES = ("key", "kind", "index", "model", "precisions", "precision")
 
 
-def varying_axes(docs: Sequence[dict[str, Any]]) -> list[str]:
+def varying_axes(docs: Sequence[Document]) -> list[str]:
     """The cell parameters whose value differs between the matrix runs, in matrix order."""
-    cells = [d["cell"] for d in docs if isinstance(d.get("cell"), dict)]
+    cells = [d.cell for d in docs if d.cell is not None]
     keys: list[str] = []
     for c in cells:
         keys.extend(k for k in c if k not in _NOT_AXES and k not in keys)
@@ -32,40 +33,39 @@ def short_value(v: Any) -> str:
     return s.rsplit("/", 1)[-1] if "/" in s else s
 
 
-def _metrics(doc: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
-    lat = row.get("latency_ms") if isinstance(row.get("latency_ms"), dict) else {}
-    acc = row.get("accuracy") if isinstance(row.get("accuracy"), dict) else {}
-    step = row.get("step_time_ms") if isinstance(row.get("step_time_ms"), dict) else {}
-    top1 = num(acc.get("top1"))
-    return {"status": row.get("status") or "ok", "run_id": doc.get("run_id"),
-            "p50": num(lat.get("p50")), "p99": num(lat.get("p99")), "p99_valid": lat.get("p99_valid", True),
-            "accuracy": top1 if top1 is not None else num(acc.get("top1_agreement")),
-            "accuracy_is_agreement": top1 is None and acc.get("top1_agreement") is not None,
-            "examples_per_s": num(row.get("examples_per_s")), "step_p50": num(step.get("p50"))}
+def _metrics(doc: Document, row: Row) -> dict[str, Any]:
+    top1 = BY_KEY["top1"].value(row)
+    agree = row.accuracy.top1_agreement if isinstance(row, InferenceRow) and row.accuracy else None
+    valid = BY_KEY["p99_ms"].valid(row)
+    return {"status": row.status or "ok", "run_id": doc.run_id,
+            "p50": BY_KEY["p50_ms"].value(row), "p99": BY_KEY["p99_ms"].value(row),
+            "p99_valid": True if valid is None else valid,
+            "accuracy": top1 if top1 is not None else agree,
+            "accuracy_is_agreement": top1 is None and agree is not None,
+            "examples_per_s": BY_KEY["examples_per_s"].value(row), "step_p50": BY_KEY["step_time_p50_ms"].value(row)}
 
 
-def matrix_pivots(docs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def matrix_pivots(docs: Sequence[Document]) -> list[dict[str, Any]]:
     """One pivot per model: ``{"model", "kind", "axes", "columns", "rows": [{"precision",
     "cells": [metrics | None per column]}]}``; each cell's ``ratio`` is its headline (p50, or
     examples/s for training) over the row's first column that has one. Empty when no axis varies."""
     axes = varying_axes(docs)
     if not axes:
         return []
-    ordered = sorted((d for d in docs if isinstance(d.get("cell"), dict)),
-                     key=lambda d: (int(d["cell"].get("index") or 0), str(d.get("created") or "")))
+    ordered = sorted((d for d in docs if d.cell is not None),
+                     key=lambda d: (int(d.cell.get("index") or 0), d.created))
     columns: list[str] = []
     table: dict[str, dict[str, Any]] = {}
     for d in ordered:
-        col = " · ".join(f"{k}={short_value(d['cell'].get(k))}" for k in axes)
+        col = " · ".join(f"{k}={short_value(d.cell.get(k))}" for k in axes)
         if col not in columns:
             columns.append(col)
-        train = d.get("kind") == "train"
-        for row in d.get("rows") or []:
-            if not isinstance(row, dict):
-                continue
-            model = str(row.get("model") or d["cell"].get("model") or "?")
-            prec = str(row.get("precision") or "-")
-            t = table.setdefault(model, {"kind": "train" if train else "inference", "rows": {}})
+        train = d.kind == "train"
+        for row in d.rows:
+            model = str(row.model or d.cell.get("model") or "?")
+            prec = str(row.precision or "-")
+            t = table.setdefault(model, {"kind": "train" if train or isinstance(row, TrainRow) else "inference",
+                                         "rows": {}})
             t["rows"].setdefault(prec, {})[col] = _metrics(d, row)
     out = []
     for model, t in table.items():

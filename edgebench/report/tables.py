@@ -168,9 +168,9 @@ def inference_table(docs: Sequence[Document], *, hide: Sequence[str] = ()) -> Ta
     wanted = [c for c in INFERENCE_COLUMNS if c.key not in hide and (c.key != "run" or len(docs) > 1)]
     cells, bad = [], []
     for doc in docs:
-        gate = doc.get("gate")
+        gate = doc.gate
         for r, is_ref in inference_rows(doc):
-            ctx = Context(gate=gate, reference=is_ref, run_id=doc.get("run_id"))
+            ctx = Context(gate=gate, reference=is_ref, run_id=doc.run_id)
             cells.append(tuple(col.cell(r, ctx) for col in wanted))
             bad.append(not row_verdict(r, gate).ok)
     return Table(tuple(wanted), tuple(cells), tuple(bad))

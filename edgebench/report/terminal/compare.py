@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from rich.table import Table as Table_
+from rich.table import Table
 
 from edgebench.report.terminal._cells import as_document, e, fit_columns, input_mapping_note, state_notes
 from edgebench.report.terminal.warnings import lines as grouped_warnings
 from edgebench.outcome import precision_label, row_verdict, top1_change  # noqa: F401 -- top1_change re-exported
 from edgebench.rows import Document, InferenceRow
 from edgebench.formats import fmt_bytes
-from edgebench.report.tables import Table, inference_table
+from edgebench.report.tables import Table as ResultTable
+from edgebench.report.tables import inference_table
 
 # The columns of edgebench.report.tables the terminal leaves out (the title names the model; the
 # rest are in Markdown, HTML and the JSON); every other column is drawn, narrow terminals dropping
@@ -46,13 +47,13 @@ def compare_rows(doc: Document) -> list[InferenceRow]:
     return ([ref] if ref is not None and ref not in rows else []) + rows
 
 
-def compare_table(doc: Document) -> Table:
+def compare_table(doc: Document) -> ResultTable:
     """The terminal's columns of the one inference table (``report.tables``) that have a value in
     some row (a column with nothing to show is not "hidden": it is not there)."""
     return inference_table([doc], hide=TERMINAL_HIDDEN).without_empty()
 
 
-def _priorities(table: Table) -> list[tuple[str, int]]:
+def _priorities(table: ResultTable) -> list[tuple[str, int]]:
     return [(col.label, col.priority) for col in table.columns]
 
 
@@ -70,7 +71,7 @@ def headline_lines(doc: Document) -> list[str]:
     ``int8: 73% smaller, p50 3.3x faster than fp32, top-1 -0.00 pp — gate passed`` (each check
     that failed in the caption and the GATE FAILED lines)."""
     rows = [r for r in doc.rows if isinstance(r, InferenceRow) and not r.is_reference]
-    gate = doc.get("gate") or {}
+    gate = doc.gate or {}
     fp32 = {r.target: r for r in rows if r.precision == "fp32" and r.ok and r.latency}
     out = []
     for r in rows:
@@ -111,7 +112,7 @@ def footer_lines(doc: Document) -> list[str]:
     manifest = doc.get("manifest")
     if manifest:
         out.append(f"files: {e(str(manifest).rsplit('/', 1)[0])}/")
-    rid = doc.get("run_id")
+    rid = doc.run_id
     out.append(f"stored as run {e(str(rid)[:12])} (edgebench results show {e(str(rid)[:12])})" if rid
                else "not stored (--no-store, or see the error above)")
     return out
@@ -122,13 +123,13 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
     """A headline per candidate, the table (reference first) and its notes, the warnings of every
     row grouped by cause, then where the files went and the run id."""
     doc = as_document(doc)
-    inputs = doc.get("inputs") or {}
+    inputs = doc.inputs
     table = compare_table(doc)
     cells = [list(row) for row in table.cells]
     status = len(table.columns) - 1
     keep, dropped = fit_columns(_priorities(table), cells, width, wide, flex={status: _FLEX_CHARS})
-    t = Table_(title=f"edgebench: {e(doc.get('model'))}  ({inputs.get('samples')} samples, inputs sha256 "
-                     f"{str(inputs.get('sha256'))[:12]})", header_style="bold")
+    t = Table(title=f"edgebench: {e(doc.get('model'))}  ({inputs.get('samples')} samples, inputs sha256 "
+                    f"{str(inputs.get('sha256'))[:12]})", header_style="bold")
     for i in keep:
         col = table.columns[i]
         if col.text:
@@ -137,7 +138,7 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
             t.add_column(col.label, justify="right", no_wrap=True)
     for row, bad in zip(cells, table.bad):
         t.add_row(*(e(row[i]) for i in keep), style="red" if bad else None)
-    shown = Table(tuple(table.columns[i] for i in keep), tuple(tuple(r[i] for i in keep) for r in table.cells),
+    shown = ResultTable(tuple(table.columns[i] for i in keep), tuple(tuple(r[i] for i in keep) for r in table.cells),
                   table.bad)
     legend = shown.legend()
     notes = ["; ".join(legend)] if legend else []
@@ -145,7 +146,7 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
         notes.append(f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)")
     if any(isinstance(r, InferenceRow) and r.keep_float for r in doc.rows):
         notes.append("+N float = int8 with N tensors kept float (--keep-float; names in the JSON row's keep_float)")
-    gate = doc.get("gate") or {}
+    gate = doc.gate or {}
     for c in gate.get("checks", []):
         if not c.get("passed"):
             notes.append(f"[bold red]GATE FAILED[/] {e(c.get('message'))}")

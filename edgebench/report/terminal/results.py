@@ -106,7 +106,7 @@ def render_show(doc: dict[str, Any], *, width: int | None = None, wide: bool = F
     from edgebench.report.terminal._cells import as_document, fit_columns
 
     typed = as_document(doc)
-    gate = typed.get("gate")
+    gate = typed.gate
     heads = [{**headline(r), "status": row_verdict(r, gate).text,
               "precision": precision_label(r) if r.precision else None} for r in typed.rows]
     used = [(k, lbl) for k, lbl in _ROW_COLS if any(h.get(k) is not None for h in heads)]
