@@ -7,9 +7,12 @@ that adds a missing one), ``results compare`` / ``history`` and their ``--metric
 Prometheus gauges and the ``results list/show`` columns are all drawn from ``REGISTRY``; adding a
 number is one entry here plus its computation where it is measured.
 
-Comparison tests (``stats``): ``location`` (median/mean shift: Mann-Whitney U on the samples, or
-replicate processes), ``percentile`` (quantile test), ``ratio`` (one value per run: a change is a
-ratio beyond the threshold).
+Comparison tests (``stats``): ``location`` (the median: Mann-Whitney U on the samples), ``mean``
+(a test of means: Welch's t-test on the samples, so a slower tail that moves the mean counts),
+``percentile`` (quantile test) -- each with replicate processes or stored history for the
+run-to-run noise; ``ratio`` (one value per run: a change is a ratio beyond ``--min-ratio``);
+``absolute`` (accuracy and drift: a change of at least ``threshold`` in the metric's own unit --
+percentage points, dB, 1 - cosine -- because "ratio >= 1.1" calls 98 % -> 90 % top-1 "same").
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ class Metric:
     help: str = ""                             # Prometheus HELP and README text
     priority: int = 1                          # 0 = always shown; higher = dropped first from a narrow table
     summary: bool = True                       # a column of the compact tables (results list/show, pivots)
+    threshold: float | None = None             # "absolute" test: the change that counts, in change units
+    change_unit: str = ""                      # ... its unit ("pp", "dB", "1 - cosine")
+    change_scale: float = 1.0                  # ... value x scale = change units (top-1 fraction -> pp: 100)
     compared: bool = True                      # judged by ``results compare`` (False: derived from one that is)
     valid_flag: str | None = None              # a stored boolean next to it: is the value trustworthy?
     read_valid: Callable[[Any], Any] | None = None
@@ -93,9 +99,9 @@ REGISTRY: tuple[Metric, ...] = (
     Metric("p99_ms", "p99 ms", "ms", _lat("p99"), "lower", test="percentile", percentile=99.0, repeat_key="p99",
            aliases=("p99",), priority=0, help="99th percentile per-inference latency.",
            valid_flag="p99_valid", read_valid=_lat("p99_valid")),
-    Metric("mean_ms", "mean ms", "ms", _lat("mean"), "lower", test="location", repeat_key="mean",
+    Metric("mean_ms", "mean ms", "ms", _lat("mean"), "lower", test="mean", repeat_key="mean",
            aliases=("mean",), priority=3, summary=False, help="Mean per-inference latency."),
-    Metric("qps", "QPS", "1/s", _lat("qps"), "higher", test="location", repeat_key="qps", priority=1,
+    Metric("qps", "QPS", "1/s", _lat("qps"), "higher", test="mean", repeat_key="qps", priority=1,
            prometheus="edgebench_inference_queries_per_second", help="Inferences per second."),
     Metric("size_bytes", "size", "bytes", lambda r: r.size_bytes, "lower", column="bigint", aliases=("size",),
            priority=3, prometheus="edgebench_model_size_bytes", help="Size of the model file on disk."),
@@ -103,13 +109,15 @@ REGISTRY: tuple[Metric, ...] = (
            aliases=("size_reduction",), priority=2, compared=False, prometheus="edgebench_model_size_reduction_ratio",
            prometheus_scale=0.01, help="Size reduction against the reference model (1 - size / reference size)."),
     Metric("top1", "top-1", "fraction", lambda r: r.accuracy.top1 if r.accuracy else None, "higher", priority=1,
+           test="absolute", threshold=1.0, change_unit="pp", change_scale=100.0,
            prometheus="edgebench_accuracy_top1_ratio", help="Top-1 accuracy on the labelled input set."),
     Metric("top1_drop_pp", "Δtop-1 pp", "pp", lambda r: r.accuracy.top1_drop_pp if r.accuracy else None, "lower",
            aliases=("top1_drop",), priority=1, compared=False, prometheus="edgebench_accuracy_top1_drop_ratio",
            prometheus_scale=0.01, help="Top-1 accuracy drop against the reference (percentage points / 100)."),
     Metric("psnr_db", "PSNR dB", "dB", lambda r: r.worst.psnr_db if r.worst else None, "higher",
-           aliases=("psnr",), priority=2, help="Worst output's PSNR against the reference, in decibels."),
+           aliases=("psnr",), priority=2, test="absolute", threshold=3.0, change_unit="dB", help="Worst output's PSNR against the reference, in decibels."),
     Metric("cosine", "cosine", "cosine", lambda r: r.worst.cosine if r.worst else None, "higher", priority=4,
+           test="absolute", threshold=0.001, change_unit="1 - cosine",
            help="Worst output's cosine similarity with the reference."),
     Metric("peak_memory_bytes", "peak mem", "bytes", _peak_memory, "lower", column="bigint",
            aliases=("peak_memory", "memory"), priority=3, prometheus="edgebench_peak_memory_bytes",

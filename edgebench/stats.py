@@ -2,12 +2,19 @@
 
 **A change between two runs** counts only when it is large *and* significant (asv's rule): the
 ratio of the metric is >= ``MIN_RATIO`` (1.1x) in either direction *and* the evidence gives
-p < ``ALPHA`` (0.002; asv's ``--factor 1.1`` and ``p < 0.002``). Deterministic metrics (size,
-accuracy) have no noise, so the ratio alone decides and ``p`` is None. For latency metrics the
+p < ``ALPHA`` (0.002; asv's ``--factor 1.1`` and ``p < 0.002``). Accuracy and drift (top-1, PSNR,
+cosine) are judged by an *absolute* change in their own unit -- percentage points, dB, 1 - cosine
+-- of at least a threshold (``metrics.REGISTRY``: 1 pp, 3 dB, 0.001; for top-1, B's own gate
+threshold when it had one; ``results compare --accuracy-pp/--psnr-db/--cosine``), because a ratio
+rule calls 98.33 % -> 90 % top-1 "same". Other deterministic metrics (size, memory) have no noise,
+so the ratio alone decides and ``p`` is None. Every latency change shows a 95 % bootstrap interval
+of its ratio (the samples of each side resampled), as criterion does. For latency metrics the
 evidence has two parts, and the larger p decides:
 
 * *within a run* (``p_samples``), a test of the metric itself on the raw per-inference samples:
-  location metrics (p50, mean, QPS) use the two-sided Mann-Whitney U test; percentile metrics
+  the median (p50) uses the two-sided Mann-Whitney U test; the mean and QPS use Welch's t-test (a
+  test of means: 3 % of samples 3 ms slower moves the mean 9x and leaves the median, and the
+  rank test, unmoved); percentile metrics
   (p90, p99) use the two-sample quantile test (Mood's median test generalised to the q-th
   quantile: the counts of each side above the pooled q-quantile, Fisher's exact test), because a
   p99 that doubled under an unchanged body moves the ranks of only 1% of the samples and the
@@ -46,7 +53,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from edgebench.identity import headline, series_key
-from edgebench.metrics import REGISTRY
+from edgebench.metrics import BY_KEY, REGISTRY
 from edgebench.metrics import metric as metric_of
 
 MIN_RATIO = 1.1          # asv --factor default
@@ -61,13 +68,63 @@ HISTORY_MAX_RUNS = 20    # ... the most recent this many
 # higher_is_better, kind) with kind "location" | "percentile" | "deterministic" (see the module
 # docstring for the tests; the registry's "ratio" test is "deterministic" here).
 METRICS: tuple[tuple[str, str, bool, str], ...] = tuple(
-    (m.key, m.label, m.higher_is_better, m.test if m.test in ("location", "percentile") else "deterministic")
+    (m.key, m.label, m.higher_is_better,
+     m.test if m.test in ("location", "mean", "percentile", "absolute") else "deterministic")
     for m in REGISTRY if m.compared)
+LATENCY_TESTS = ("location", "mean", "percentile")
+CI_LEVEL = 0.95          # the interval every latency change shows (bootstrap of the ratio)
+CI_RESAMPLES = 400
+CI_MAX_SAMPLES = 20000   # per side: a larger run is subsampled (evenly) for the bootstrap
 PERCENTILE_OF = {m.key: m.percentile for m in REGISTRY if m.percentile is not None}
 # the per-repeat summary key of each latency metric (``bench --repeats``: row["repeats"])
 REPEAT_KEY = {m.key: m.repeat_key for m in REGISTRY if m.repeat_key}
-TESTS = {"location": "Mann-Whitney U", "percentile": "quantile test (Fisher)",
-         "deterministic": "ratio only (deterministic)"}
+TESTS = {"location": "Mann-Whitney U", "mean": "Welch t-test (means)", "percentile": "quantile test (Fisher)",
+         "deterministic": "ratio only (deterministic)", "absolute": "absolute change (own units)"}
+
+
+def welch(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> tuple[float, bool | None]:
+    """Welch's two-sample t-test of the means: (two-sided p, B's mean larger?). A test of means
+    sees a slower tail that moves the mean, which a rank test of the median does not."""
+    from scipy.stats import ttest_ind
+
+    x = np.asarray(a, dtype=np.float64).ravel()
+    y = np.asarray(b, dtype=np.float64).ravel()
+    if x.size < 2 or y.size < 2:
+        return float("nan"), None
+    diff = float(y.mean() - x.mean())
+    if np.ptp(x) == 0 and np.ptp(y) == 0:
+        return (0.0 if diff else 1.0), (None if diff == 0 else diff > 0)
+    return float(ttest_ind(y, x, equal_var=False).pvalue), (None if diff == 0 else diff > 0)
+
+
+def ratio_interval(a: np.ndarray, b: np.ndarray, kind: str, percentile: float | None = None,
+                   inverse: bool = False) -> tuple[float, float] | None:
+    """A ``CI_LEVEL`` bootstrap interval of B's statistic over A's (median, mean or percentile;
+    ``inverse``: of A's over B's, for QPS from latency samples), resampling each side's samples
+    (fixed seed: the same runs give the same interval)."""
+    x = np.asarray(a, dtype=np.float64).ravel()
+    y = np.asarray(b, dtype=np.float64).ravel()
+    if x.size < 2 or y.size < 2:
+        return None
+    x = x[np.linspace(0, x.size - 1, min(x.size, CI_MAX_SAMPLES)).astype(int)]
+    y = y[np.linspace(0, y.size - 1, min(y.size, CI_MAX_SAMPLES)).astype(int)]
+    rng = np.random.default_rng(0)
+
+    def stat(v: np.ndarray) -> np.ndarray:
+        if kind == "mean":
+            return v.mean(axis=1)
+        return np.percentile(v, 50.0 if kind == "location" else float(percentile or 50.0), axis=1)
+
+    ra = stat(x[rng.integers(0, x.size, (CI_RESAMPLES, x.size))])
+    rb = stat(y[rng.integers(0, y.size, (CI_RESAMPLES, y.size))])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = ra / rb if inverse else rb / ra
+    ratios = ratios[np.isfinite(ratios)]
+    if ratios.size < CI_RESAMPLES // 2:
+        return None
+    tail = (1 - CI_LEVEL) / 2 * 100
+    lo, hi = np.percentile(ratios, [tail, 100 - tail])
+    return float(lo), float(hi)
 
 
 def mann_whitney(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> tuple[float, float]:
@@ -170,6 +227,9 @@ class Change:
     basis: str = "samples"            # "repeats" | "history" | "samples" | "deterministic"
     p_samples: float | None = None    # within-run test on the raw samples
     p_runs: float | None = None       # between-run test (replicates or history noise)
+    ci: tuple[float, float] | None = None   # CI_LEVEL interval of the ratio (bootstrap of the samples)
+    change: float | None = None       # "absolute" tests: B - A in the metric's change unit
+    unit: str = ""                    # ... that unit (pp, dB, 1 - cosine)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -180,11 +240,13 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
              min_ratio: float = MIN_RATIO, alpha: float = ALPHA, inverse: bool = False,
              kind: str | None = None, percentile: float | None = None,
              repeats_a: Sequence[float] | None = None, repeats_b: Sequence[float] | None = None,
-             noise: tuple[float, int, int] | None = None) -> Change:
+             noise: tuple[float, int, int] | None = None, threshold: float | None = None,
+             unit: str = "", scale: float = 1.0, per_process: int | None = None) -> Change:
     """Apply the rule of the module docstring to one metric.
 
     ``kind`` defaults to "location" when samples are given, else "deterministic";
-    "percentile" needs ``percentile``. ``repeats_a``/``repeats_b``: the metric per worker
+    "percentile" needs ``percentile``; "absolute" compares B - A (times ``scale``, in ``unit``)
+    with ``threshold``. ``repeats_a``/``repeats_b``: the metric per worker
     process; ``noise``: (sigma, runs) from ``run_noise``. ``inverse``: the metric falls when the
     samples rise (QPS from latency samples). A change also needs the within-run test to point the
     same way as the ratio: a mean pulled down by a few outliers while most samples got slower is
@@ -195,7 +257,7 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
     have_samples = samples_a is not None and samples_b is not None and len(samples_a) and len(samples_b)
     if kind is None:
         kind = "location" if have_samples else "deterministic"
-    if kind != "deterministic" and not have_samples:
+    if kind not in ("deterministic", "absolute") and not have_samples:
         kind = "deterministic" if repeats_a is None else kind
     test = TESTS[kind]
     if a is None or b is None or not np.isfinite(a) or not np.isfinite(b):
@@ -205,6 +267,21 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
         ratio = 1.0 if b == 0 else math.inf
     else:
         ratio = b / a
+    if kind == "absolute":
+        # accuracy and drift: a change in the metric's own unit, not a ratio (98.33 % -> 90 % top-1 is a
+        # 0.92x ratio: "same" by the latency rule, though a CI gate would fail it)
+        change = (float(b) - float(a)) * scale
+        th = threshold if threshold is not None else 0.0
+        if unit == "1 - cosine":          # shown as the change of 1 - cosine: positive = further from the reference
+            change = -change
+        size = abs(change)
+        if math.isinf(float(a)) and math.isinf(float(b)):
+            size, change = 0.0, 0.0
+        up = (float(b) > float(a))
+        verdict = "same" if size < th else ("better" if up == higher_is_better else "worse")
+        note = f"{change:+.4g} {unit} (a change counts from {th:g} {unit})"
+        return Change(metric, float(a), float(b), float(ratio), None, verdict, higher_is_better, note, test,
+                      "absolute", change=change, unit=unit)
     big = ratio >= min_ratio or (ratio > 0 and ratio <= 1.0 / min_ratio) or (ratio < 0)
     if kind == "deterministic":
         verdict = "same" if not big else ("better" if (ratio > 1) == higher_is_better else "worse")
@@ -217,12 +294,19 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
         name = f"p{percentile:g}"
         need = MIN_SAMPLES.get(name, 0)
         short = [n for n in (len(samples_a), len(samples_b)) if n < need]
+        if not short and per_process is not None and per_process < need and repeats_a is None:
+            return Change(metric, float(a), float(b), float(ratio), None, "n/a", higher_is_better,
+                          f"{name} cannot be judged: each worker process had {per_process} samples, fewer than "
+                          f"the {need} a valid {name} needs, so the processes' {name}s are not replicates; raise "
+                          f"--runs to {need} or more per process", test, "samples")
         if short:
             return Change(metric, float(a), float(b), float(ratio), None, "n/a", higher_is_better,
                           f"{name} from {min(short)} samples is not valid (needs >= {need} per side, MLPerf "
                           f"LoadGen minimum); rerun with more inferences (--min-runs {need} or more)",
                           test, "samples")
         p_samples, b_larger = quantile_test(samples_a, samples_b, percentile)
+    elif kind == "mean":
+        p_samples, b_larger = welch(samples_a, samples_b)
     else:
         _, p_samples = mann_whitney(samples_a, samples_b)
         u, _ = mann_whitney(samples_a, samples_b)
@@ -262,7 +346,7 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
         verdict = "better" if metric_up == higher_is_better else "worse"
         note = runs_note
     return Change(metric, float(a), float(b), float(ratio), p, verdict, higher_is_better, note, test, basis,
-                  p_samples, p_runs)
+                  p_samples, p_runs, ratio_interval(samples_a, samples_b, kind, percentile, inverse))
 
 
 def _row_key(row: dict[str, Any], i: int) -> tuple:
@@ -294,8 +378,32 @@ def repeat_values(row: dict[str, Any], col: str) -> list[float] | None:
     return [float(v) for v in vals] if all(isinstance(v, (int, float)) for v in vals) else None
 
 
+def _threshold(col: str, row_b: dict[str, Any], doc_b: dict[str, Any], given: dict[str, float] | None) -> float | None:
+    """The change that counts for an "absolute" metric: the command line's, else for top-1 the
+    accuracy-drop threshold B's own gate applied to this row, else the registry's default."""
+    m = BY_KEY[col]
+    if m.test != "absolute":
+        return None
+    if given and given.get(col) is not None:
+        return float(given[col])
+    if col == "top1":
+        for c in ((doc_b.get("gate") or {}).get("checks") or ()):
+            if (isinstance(c, dict) and c.get("metric") == "accuracy_drop_pp" and c.get("threshold") is not None
+                    and c.get("precision") == row_b.get("precision") and c.get("target") == row_b.get("target")):
+                return float(c["threshold"])
+    return m.threshold
+
+
+def _per_process(ra: dict[str, Any], rb: dict[str, Any]) -> int | None:
+    """The fewest samples any worker process had on either side (None: one process each)."""
+    counts = [r.get("samples") for row in (ra, rb) for r in (row.get("repeats") or ()) if isinstance(r, dict)]
+    counts = [int(c) for c in counts if isinstance(c, (int, float))]
+    return min(counts) if counts else None
+
+
 def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: float = MIN_RATIO,
-                 alpha: float = ALPHA, noise: dict[tuple, tuple[float, int, int]] | None = None) -> dict[str, Any]:
+                 alpha: float = ALPHA, noise: dict[tuple, tuple[float, int, int]] | None = None,
+                 thresholds: dict[str, float] | None = None) -> dict[str, Any]:
     """Compare two stored result documents (from ``Store.get``).
 
     Returns ``{"a", "b", "fingerprint_diff": [{field, a, b}], "pairs": [{key, basis, changes:
@@ -332,7 +440,7 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
         for col, label, hib, kind in METRICS:
             if ha.get(col) is None and hb.get(col) is None:
                 continue
-            latency = kind != "deterministic"
+            latency = kind in LATENCY_TESTS
             if latency and mixed:
                 # a change of method, not of the model: no ratio, no verdict (targets.base.SAMPLE_CLASSES)
                 changes.append(Change(label, ha.get(col), hb.get(col), None, None, "n/a", hib,
@@ -342,11 +450,14 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
             ch = classify(label, ha.get(col), hb.get(col), higher_is_better=hib,
                           samples_a=sa_ms if latency else None, samples_b=sb_ms if latency else None,
                           min_ratio=min_ratio, alpha=alpha, inverse=col == "qps",
-                          kind=kind if latency and sa_ms is not None and sb_ms is not None else None,
+                          kind=("absolute" if kind == "absolute" else
+                                kind if latency and sa_ms is not None and sb_ms is not None else None),
                           percentile=PERCENTILE_OF.get(col),
                           repeats_a=repeat_values(ra, col) if latency else None,
                           repeats_b=repeat_values(rb, col) if latency else None,
-                          noise=noise.get((key, col)) if latency else None)
+                          noise=noise.get((key, col)) if latency else None,
+                          threshold=_threshold(col, rb, doc_b, thresholds), unit=BY_KEY[col].change_unit,
+                          scale=BY_KEY[col].change_scale, per_process=_per_process(ra, rb))
             changes.append(ch)
             regressions += ch.verdict == "worse"
         bases = sorted({c.basis for c in changes if c.basis != "deterministic" and c.verdict != "n/a"})
@@ -369,14 +480,17 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
         "regressions": regressions,
         "mixed_methods": sum(1 for p in pairs if p["mixed_methods"]),
         "rule": {"min_ratio": min_ratio, "alpha": alpha,
-                 "test": "p50/mean/QPS: Mann-Whitney U; p90/p99: quantile test (Fisher); "
-                         "run-to-run noise: replicate processes, else stored history, else none",
+                 "test": "p50: Mann-Whitney U; mean/QPS: Welch t-test; p90/p99: quantile test (Fisher); "
+                         "run-to-run noise: replicate processes, else stored history, else none; "
+                         "top-1/PSNR/cosine: an absolute change in pp/dB/1 - cosine",
+                 "thresholds": {m.key: _threshold(m.key, {}, {}, thresholds) for m in REGISTRY
+                                if m.test == "absolute"},
                  "min_repeats": MIN_REPEATS, "history_min_runs": HISTORY_MIN_RUNS},
     }
 
 
 def compare_stored(store: Any, run_a: str, run_b: str, *, min_ratio: float = MIN_RATIO,
-                   alpha: float = ALPHA) -> dict[str, Any]:
+                   alpha: float = ALPHA, thresholds: dict[str, float] | None = None) -> dict[str, Any]:
     """``compare_runs`` on two stored runs, with the run-to-run noise of each paired row taken
     from the store's history of exactly that configuration (runs A and B left out)."""
     doc_a, doc_b = store.get(run_a), store.get(run_b)
@@ -387,14 +501,14 @@ def compare_stored(store: Any, run_a: str, run_b: str, *, min_ratio: float = MIN
         if key not in rows_a or rb.get("model") is None:
             continue
         for col, _label, _hib, kind in METRICS:
-            if kind == "deterministic":
+            if kind not in LATENCY_TESTS:
                 continue
             pts = store.series_history(rb, col, kind=doc_b.get("kind"), before=doc_b.get("created"),
                                        exclude=(doc_a["run_id"], doc_b["run_id"]))
             est = run_noise([p["value"] for p in pts][-HISTORY_MAX_RUNS:])
             if est is not None:
                 noise[(key, col)] = est
-    return compare_runs(doc_a, doc_b, min_ratio=min_ratio, alpha=alpha, noise=noise)
+    return compare_runs(doc_a, doc_b, min_ratio=min_ratio, alpha=alpha, noise=noise, thresholds=thresholds)
 
 
 # ------------------------------------------------------------------------------------------

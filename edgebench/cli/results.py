@@ -77,6 +77,9 @@ def register(app: typer.Typer) -> None:
         min_ratio: float = typer.Option(1.1, "--min-ratio", help="A change must be at least this factor (asv default 1.1)."),
         alpha: float = typer.Option(0.002, "--alpha", help="...and p below this (asv default 0.002): per metric, a test of that metric on the samples and of the run-to-run noise (repeats or stored history)."),
         fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 when any metric is significantly worse."),
+        accuracy_pp: Optional[float] = typer.Option(None, "--accuracy-pp", help="Top-1 change that counts, in percentage points (default: B's gate --max-accuracy-drop, else 1)."),
+        psnr_db: Optional[float] = typer.Option(None, "--psnr-db", help="PSNR change that counts, in dB (default 3)."),
+        cosine: Optional[float] = typer.Option(None, "--cosine", help="Change of 1 - cosine that counts (default 0.001)."),
         db: DbOpt = None,
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the comparison as JSON to PATH ('-' for stdout)."),
     ) -> None:
@@ -91,8 +94,12 @@ def register(app: typer.Typer) -> None:
             raise BadInput(f"--min-ratio {min_ratio}: must be > 1 (e.g. 1.1 for 10%)")
         if not 0 < alpha < 1:
             raise BadInput(f"--alpha {alpha}: must be between 0 and 1 (e.g. 0.002)")
+        given = {"top1": accuracy_pp, "psnr_db": psnr_db, "cosine": cosine}
+        for flag, v in (("--accuracy-pp", accuracy_pp), ("--psnr-db", psnr_db), ("--cosine", cosine)):
+            if v is not None and not v > 0:
+                raise BadInput(f"{flag} {v}: must be a positive change (e.g. --accuracy-pp 1)")
         with Store(db) as st:
-            rep = compare_stored(st, a, b, min_ratio=min_ratio, alpha=alpha)
+            rep = compare_stored(st, a, b, min_ratio=min_ratio, alpha=alpha, thresholds=given)
         if json_path:
             write_json(envelope("results-compare", rep["pairs"], {}, **{k: v for k, v in rep.items() if k != "pairs"}),
                        json_path)
@@ -103,8 +110,8 @@ def register(app: typer.Typer) -> None:
             for part in render_results_compare(rep):
                 con.print(part)
         if fail_on_regression and rep["regressions"]:
-            raise GateFailed(f"{rep['regressions']} metric(s) significantly worse in {rep['b'][:12]} than "
-                             f"{rep['a'][:12]} (>= {min_ratio}x and p < {alpha})")
+            raise GateFailed(f"{rep['regressions']} metric(s) worse in {rep['b'][:12]} than {rep['a'][:12]} "
+                             f"(latency: >= {min_ratio}x and p < {alpha}; accuracy/drift: the absolute change)")
 
     @results.command("history")
     def history_cmd(

@@ -161,6 +161,17 @@ _VERDICT_STYLE = {"worse": "bold red", "better": "bold green", "same": "dim", "n
                   "n/a": "dim"}
 
 
+def _change_cell(ch: Any) -> str:
+    """The change as it reads: a ratio with its interval (``1.08x [1.05x, 1.11x]``), or an
+    absolute change in its unit (``-8.33 pp``)."""
+    if ch.change is not None:
+        return f"{ch.change:+.4g} {ch.unit}"
+    if ch.ratio is None:
+        return "-"
+    text = f"{ch.ratio:.3f}x"
+    return text + (f" [{ch.ci[0]:.3f}x, {ch.ci[1]:.3f}x]" if ch.ci else "")
+
+
 def render_results_compare(rep: dict[str, Any]) -> list[Any]:
     """Environment differences FIRST (loud), then one table per paired row."""
     from rich.panel import Panel
@@ -197,15 +208,14 @@ def render_results_compare(rep: dict[str, Any]) -> list[Any]:
                         f"B={str(rep['b'])[:12]}   samples {pair['n_samples'][0]} vs {pair['n_samples'][1]}, "
                         f"processes {reps[0]} vs {reps[1]}   run-to-run noise from: "
                         f"{', '.join(pair.get('basis') or ['-'])}")
-        for col in ("metric", "A", "B", "B/A", "test", "p", "verdict", "note"):
+        for col in ("metric", "A", "B", "change [95% CI]", "test", "p", "verdict", "note"):
             if col in ("note", "test"):
                 t.add_column(col, overflow="fold")
             else:     # numbers never split across lines
                 t.add_column(col, no_wrap=True, justify="left" if col in ("metric", "verdict") else "right")
         for ch in pair["changes"]:
             style = _VERDICT_STYLE.get(ch.verdict, "")
-            t.add_row(ch.metric, _f(ch.a, ".4g"), _f(ch.b, ".4g"),
-                      "-" if ch.ratio is None else f"{ch.ratio:.3f}x", _e(ch.test),
+            t.add_row(ch.metric, _f(ch.a, ".4g"), _f(ch.b, ".4g"), _change_cell(ch), _e(ch.test),
                       "-" if ch.p_value is None else f"{ch.p_value:.2g}",
                       f"[{style}]{ch.verdict}[/]" if style else ch.verdict, _e(ch.note))
         if pair["fingerprint_diff"]:
@@ -218,8 +228,10 @@ def render_results_compare(rep: dict[str, Any]) -> list[Any]:
                                                                     for k in rep[f"unmatched_{side}"])))
     if not rep["pairs"]:
         parts.append("[yellow]no rows in common (rows are paired by model, precision, target, batch size)[/]")
-    parts.append(_e(f"rule: a change counts when >= {rule['min_ratio']}x and p < {rule['alpha']} ({rule['test']}; "
-                    f"p is the larger of the two); {rep['regressions']} significantly worse"))
+    th = ", ".join(f"{k} {v:g}" for k, v in (rule.get("thresholds") or {}).items())
+    parts.append(_e(f"rule: a latency change counts when >= {rule['min_ratio']}x and p < {rule['alpha']} "
+                    f"({rule['test']}; p is the larger of the two); accuracy and drift when the absolute change "
+                    f"reaches {th}; {rep['regressions']} worse"))
     return parts
 
 
