@@ -1,6 +1,6 @@
 """``run_bench(settings)``: benchmark .tflite models on targets and return the result document.
 
-One row per model x target: raw samples, ``latency_ms`` (``LatencyStats.to_dict()``), warmup
+One row per model x target: raw samples, ``latency_ms`` (``rows.Latency.to_dict()``), warmup
 apart, init and first-inference time, peak RSS, model cost (FLOPs from the graph) and
 achieved GFLOP/s / % of this machine's cached peak, plus the optional load-mode results
 (``concurrency``, ``server``, ``sla``).
@@ -197,9 +197,7 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
                 warnings.append(f"server mode: achieved {srv['achieved_qps']:.1f} of "
                                 f"{settings.server_qps:g} QPS; the target is overloaded, lower --server-qps")
         if settings.sla_p99_ms is not None:
-            from edgebench.measure import LatencyStats
-
-            stats = LatencyStats.from_samples(res.samples_ns, what=f"run of {name}")
+            stats = Latency.from_samples(res.samples_ns, what=f"run of {name}")
             row = row.replace(sla=load.sla_search(target, loadjob, settings.sla_p99_ms, settings.server_workers,
                                                   stats, progress))
         return row.replace(warnings=tuple(warnings))

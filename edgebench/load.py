@@ -28,7 +28,8 @@ from typing import Any, Callable
 import numpy as np
 
 from edgebench.errors import BadInput
-from edgebench.measure import MIN_SAMPLES, LatencyStats
+from edgebench.measure import MIN_SAMPLES
+from edgebench.rows import Latency
 from edgebench.targets.base import Job, RunResult
 
 SLA_STEPS = 7               # bisection probes after the capacity estimate (resolution ~1/128)
@@ -36,7 +37,7 @@ OVERLOAD_RATIO = 0.95       # achieved / offered QPS below this -> the system co
 LATENESS_WARN_FRACTION = 0.10   # generator lateness p99 above this share of the latency p50 -> warn
 
 
-def _stats_row(stats: LatencyStats) -> dict[str, Any]:
+def _stats_row(stats: Latency) -> dict[str, Any]:
     return {"p50_ms": stats.p50, "p90_ms": stats.p90, "p99_ms": stats.p99, "mean_ms": stats.mean,
             "samples": stats.samples, "p99_valid": stats.p99_valid}
 
@@ -51,7 +52,7 @@ def concurrency(target, job: Job, levels: list[int],
         if progress:
             progress(f"concurrency {level}")
         res: RunResult = target.run_load(job, {"mode": "concurrency", "level": int(level)})
-        stats = LatencyStats.from_samples(res.samples_ns, what=f"concurrency {level} run")
+        stats = Latency.from_samples(res.samples_ns, what=f"concurrency {level} run")
         load = res.extra.get("load", {})
         rows.append({"level": int(level), "qps": load.get("qps"), "completed": load.get("completed"),
                      "wall_s": load.get("wall_s"), **_stats_row(stats), "latency_ms": stats.to_dict(),
@@ -84,12 +85,12 @@ def server(target, job: Job, qps: float, workers: int = 1) -> dict[str, Any]:
     backlog = res.extra.get("backlog_ns")
     backlog = np.zeros(0, np.int64) if backlog is None else np.asarray(backlog, np.int64)
     samples = np.concatenate([np.asarray(res.samples_ns, np.int64), backlog])
-    stats = LatencyStats.from_samples(samples, what=f"server run at {qps:g} QPS")
+    stats = Latency.from_samples(samples, what=f"server run at {qps:g} QPS")
     load = res.extra.get("load", {})
     achieved = load.get("achieved_qps")
     offered = load.get("offered_qps")
     service = res.extra.get("service_ns")
-    svc = LatencyStats.from_samples(service, what="service times").to_dict() if service is not None and len(service) else None
+    svc = Latency.from_samples(service, what="service times").to_dict() if service is not None and len(service) else None
     late = load.get("generator_lateness_ms")
     overloaded = bool(achieved is not None and offered and achieved < OVERLOAD_RATIO * offered) or backlog.size > 0
     warnings = []
@@ -117,14 +118,14 @@ def server(target, job: Job, qps: float, workers: int = 1) -> dict[str, Any]:
 
 
 def sla_search(target, job: Job, p99_ms: float, workers: int = 1,
-               single_stream: LatencyStats | None = None,
+               single_stream: Latency | None = None,
                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Highest Poisson QPS with p99 <= ``p99_ms`` (bisection between 0 and the capacity)."""
     if p99_ms <= 0:
         raise BadInput(f"--sla-p99-ms must be > 0, got {p99_ms}")
     if single_stream is None:
         res = target.run(replace(job, save_outputs=False))
-        single_stream = LatencyStats.from_samples(res.samples_ns)
+        single_stream = Latency.from_samples(res.samples_ns)
     out: dict[str, Any] = {"sla_p99_ms": p99_ms, "workers": workers, "steps": [],
                            "single_stream_p99_ms": single_stream.p99}
     if single_stream.p99 > p99_ms:

@@ -1,5 +1,8 @@
 """Latency statistics from raw per-inference samples: percentiles, validity, CI, warnings, QPS.
 
+The pure functions and constants; ``edgebench.rows.Latency.from_samples`` (the one latency type, the
+``latency_ms`` object of every row) calls them.
+
 Definitions (written once, used by every latency number edgebench prints):
 
 * Percentiles use numpy's default ``method="linear"`` (Hyndman & Fan type 7): for sorted
@@ -38,7 +41,6 @@ Definitions (written once, used by every latency number edgebench prints):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -46,6 +48,9 @@ import numpy as np
 from edgebench.errors import BadInput
 
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
+PERCENTILE_METHOD = "numpy linear (type 7)"
+P99_CI_METHOD = ("binomial order statistics at the effective sample size n/tau "
+                 "(tau: autocorrelation time of x > p99); assumes a stationary run")
 
 
 def early_stopping_min_samples(percentile: float, confidence: float = 0.99) -> int:
@@ -195,132 +200,52 @@ def order_stat_ci(sorted_ms: np.ndarray, percentile: float,
     return lo, hi
 
 
-@dataclass(frozen=True)
-class LatencyStats:
-    """Summary of per-inference latencies in milliseconds; keeps its sample count and warnings."""
 
-    samples: int
-    mean: float
-    std: float
-    min: float
-    max: float
-    p50: float
-    p90: float
-    p95: float
-    p99: float
-    p999: float
-    cv: float
-    qps: float | None
-    valid: dict[str, bool]
-    p99_ci: tuple[float | None, float | None]
-    first_third_p50: float | None = None
-    last_third_p50: float | None = None
-    warnings: tuple[str, ...] = field(default_factory=tuple)
-    mad: float = 0.0
-    rmad: float = 0.0
-    trend: float | None = None                   # Theil-Sen relative change over the run
-    early_stopping: dict[str, float | None] = field(default_factory=dict)
-    p99_ci_n_eff: float | None = None
+def validated_ms(samples_ns: Any, what: str = "run") -> np.ndarray:
+    """Raw per-inference latencies in nanoseconds (run order) -> float64 milliseconds, or BadInput."""
+    ns = np.asarray(samples_ns, dtype=np.float64).ravel()
+    if ns.size == 0:
+        raise BadInput(f"{what} produced no timed samples; raise --max-time or --runs")
+    if not np.all(np.isfinite(ns)) or np.any(ns < 0):
+        raise BadInput(f"{what}: latency samples must be finite and >= 0")
+    return ns / 1e6
 
-    @property
-    def p99_valid(self) -> bool:
-        return self.valid["p99"]
 
-    @property
-    def p90_valid(self) -> bool:
-        return self.valid["p90"]
+def thirds_medians(ms: np.ndarray) -> tuple[float | None, float | None]:
+    """Medians of the first and the last third of a run; None below ``DRIFT_MIN_SAMPLES``."""
+    n = int(ms.size)
+    if n < DRIFT_MIN_SAMPLES:
+        return None, None
+    third = n // 3
+    return float(np.median(ms[:third])), float(np.median(ms[-third:]))
 
-    @classmethod
-    def from_samples(cls, samples_ns: Any, *, what: str = "run") -> "LatencyStats":
-        """Derive the statistics from raw per-inference latencies in nanoseconds (run order)."""
-        ns = np.asarray(samples_ns, dtype=np.float64).ravel()
-        if ns.size == 0:
-            raise BadInput(f"{what} produced no timed samples; raise --max-time or --runs")
-        if not np.all(np.isfinite(ns)) or np.any(ns < 0):
-            raise BadInput(f"{what}: latency samples must be finite and >= 0")
-        ms = ns / 1e6
-        n = int(ms.size)
-        srt = np.sort(ms)
-        pct = {name: float(np.percentile(srt, p)) for name, p in PERCENTILES.items()}
-        mean = float(ms.mean())
-        std = float(ms.std(ddof=1)) if n > 1 else 0.0
-        cv = std / mean if mean > 0 else 0.0
-        valid = {name: n >= MIN_SAMPLES[name] for name in PERCENTILES}
-        tau = autocorrelation_time(ms > pct["p99"]) if n >= DRIFT_MIN_SAMPLES else 1.0
-        n_eff = n / tau
-        ci = order_stat_ci(srt, PERCENTILES["p99"], n_eff=n_eff)
-        mad = float(np.median(np.abs(ms - pct["p50"])))
-        rmad = MAD_TO_SD * mad / pct["p50"] if pct["p50"] > 0 else 0.0
-        early = {name: early_stopping_estimate(srt, PERCENTILES[name]) for name in ("p90", "p99")}
 
-        warnings: list[str] = []
-        if not valid["p99"]:
+def latency_warnings(n: int, median: float, spread: float | None, first: float | None, last: float | None,
+                     trend: float | None, what: str = "run") -> list[str]:
+    """The warnings of a run, each saying what to do: too few samples for p99 / p90 (MIN_SAMPLES),
+    an unstable median (``window_median_spread`` >= MEDIAN_WARN), drift (thirds or trend >= DRIFT_WARN).
+    A drift warning starts with "drift:" (``Latency.drifting`` reads that)."""
+    warnings: list[str] = []
+    if n < MIN_SAMPLES["p99"]:
+        warnings.append(
+            f"p99 from {n} samples is not valid: it needs >= {MIN_SAMPLES['p99']} "
+            f"(MLPerf LoadGen minimum at 99% confidence); run at least {MIN_SAMPLES['p99']} "
+            "inferences (drop --runs or raise --min-runs/--max-time)")
+    if n < MIN_SAMPLES["p90"]:
+        warnings.append(f"p90 from {n} samples is not valid either: it needs >= {MIN_SAMPLES['p90']}")
+    if spread is not None and spread >= MEDIAN_WARN:
+        warnings.append(
+            f"unstable: the median moved between windows of the run (robust spread {spread:.0%} of "
+            f"{MEDIAN_WINDOWS} window medians >= {MEDIAN_WARN:.0%}); close other programs, pin threads "
+            "(--threads), add --warmup-time, or run longer (--min-time)")
+    if first is not None and last is not None:
+        thirds = median > 0 and abs(last - first) / median >= DRIFT_WARN
+        sloped = trend is not None and abs(trend) >= DRIFT_WARN
+        if thirds or sloped:
+            up = (last > first) if thirds else (trend > 0)
             warnings.append(
-                f"p99 from {n} samples is not valid: it needs >= {MIN_SAMPLES['p99']} "
-                f"(MLPerf LoadGen minimum at 99% confidence); run at least {MIN_SAMPLES['p99']} "
-                "inferences (drop --runs or raise --min-runs/--max-time)")
-        if not valid["p90"]:
-            warnings.append(f"p90 from {n} samples is not valid either: it needs >= {MIN_SAMPLES['p90']}")
-        spread = window_median_spread(ms)
-        if spread is not None and spread >= MEDIAN_WARN:
-            warnings.append(
-                f"unstable: the median moved between windows of the run (robust spread {spread:.0%} of "
-                f"{MEDIAN_WINDOWS} window medians >= {MEDIAN_WARN:.0%}); close other programs, pin threads "
-                "(--threads), add --warmup-time, or run longer (--min-time)")
-        first = last = None
-        trend = trend_change(ms)
-        if n >= DRIFT_MIN_SAMPLES:
-            third = n // 3
-            first = float(np.median(ms[:third]))
-            last = float(np.median(ms[-third:]))
-            med = pct["p50"]
-            thirds = med > 0 and abs(last - first) / med >= DRIFT_WARN
-            sloped = trend is not None and abs(trend) >= DRIFT_WARN
-            if thirds or sloped:
-                up = (last > first) if thirds else (trend > 0)
-                warnings.append(
-                    f"drift: the {what} got {'slower' if up else 'faster'} as it ran (median of the last "
-                    f"third {last:.4g} vs first {first:.4g} ms; fitted trend {trend or 0:+.0%} over the "
-                    "run); heat, frequency scaling or background load changed during the run; add "
-                    "--warmup-time, let the machine cool, or rerun")
-        return cls(
-            samples=n, mean=mean, std=std, min=float(srt[0]), max=float(srt[-1]),
-            p50=pct["p50"], p90=pct["p90"], p95=pct["p95"], p99=pct["p99"], p999=pct["p999"],
-            cv=cv, qps=(1000.0 / mean) if mean > 0 else None, valid=valid, p99_ci=ci,
-            first_third_p50=first, last_third_p50=last, warnings=tuple(warnings),
-            mad=mad, rmad=rmad, trend=trend, early_stopping=early, p99_ci_n_eff=n_eff,
-        )
-
-    @property
-    def drifting(self) -> bool:
-        """True when the drift rule above fired (first vs last third, or the fitted trend)."""
-        return any(w.startswith("drift:") for w in self.warnings)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``latency_ms`` JSON object (ARCHITECTURE.md contract keys first)."""
-        return {
-            "mean": self.mean, "std": self.std, "min": self.min, "max": self.max,
-            "p50": self.p50, "p90": self.p90, "p95": self.p95, "p99": self.p99, "p999": self.p999,
-            "samples": self.samples,
-            "p99_valid": self.valid["p99"],
-            "p90_valid": self.valid["p90"],
-            "valid": dict(self.valid),
-            "min_samples": dict(MIN_SAMPLES),
-            "p99_ci": list(self.p99_ci),
-            "p99_ci_confidence": CI_CONFIDENCE,
-            "p99_ci_n_eff": self.p99_ci_n_eff,
-            "p99_ci_method": ("binomial order statistics at the effective sample size n/tau "
-                              "(tau: autocorrelation time of x > p99); assumes a stationary run"),
-            "p90_early_stopping": self.early_stopping.get("p90"),
-            "p99_early_stopping": self.early_stopping.get("p99"),
-            "early_stopping_confidence": EARLY_STOPPING_CONFIDENCE,
-            "cv": self.cv,
-            "mad": self.mad,
-            "rmad": self.rmad,
-            "qps": self.qps,
-            "first_third_p50": self.first_third_p50,
-            "last_third_p50": self.last_third_p50,
-            "trend": self.trend,
-            "percentile_method": "numpy linear (type 7)",
-            "warnings": list(self.warnings),
-        }
+                f"drift: the {what} got {'slower' if up else 'faster'} as it ran (median of the last "
+                f"third {last:.4g} vs first {first:.4g} ms; fitted trend {trend or 0:+.0%} over the "
+                "run); heat, frequency scaling or background load changed during the run; add "
+                "--warmup-time, let the machine cool, or rerun")
+    return warnings

@@ -4,7 +4,7 @@ Every number here is derived from raw facts a target returned (``RunResult``): p
 samples, the worker's window boundaries and timed span on CLOCK_BOOTTIME, the target's sensor
 readings stamped on the same clock, cold-start facts per fresh process, the energy object.
 
-* **timeline**: one ``Window`` per ``--report-every`` seconds with ``LatencyStats`` of its own
+* **timeline**: one ``Window`` per ``--report-every`` seconds with the ``Latency`` of its own
   samples and the thermal state of the last sensor reading inside it (zones, hottest zone, CPU
   frequencies and caps, Android's thermal status). Summary (``Sustained``): steady-state ratio =
   last window p50 / first window p50; time to throttle = end of the first window where the p50
@@ -13,7 +13,7 @@ readings stamped on the same clock, cold-start facts per fresh process, the ener
 * **paced**: the row's latency is the paced run's; ``Paced`` puts the back-to-back run of the
   same job next to it (``p50_ratio`` = paced p50 / back-to-back p50) with the achieved period and
   the start lag.
-* **cold start**: ``LatencyStats`` over the fresh processes of process start, load + allocate,
+* **cold start**: a ``Latency`` over the fresh processes of process start, load + allocate,
   first inference and spawn-to-first-result; with the XNNPACK weight cache, the starts without a
   cache, the one that wrote the cache and the warm ones are reported apart.
 * **ranking**: when rows of one model on several targets both have a timeline, a change of order

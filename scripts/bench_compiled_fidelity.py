@@ -24,7 +24,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from edgebench.measure import LatencyStats  # noqa: E402
+from edgebench.rows import Latency  # noqa: E402
 from edgebench.targets.base import Job, RunControl  # noqa: E402
 from edgebench.targets.host import HostTarget  # noqa: E402
 
@@ -32,7 +32,7 @@ from edgebench.targets.host import HostTarget  # noqa: E402
 def p50_ms(model: str, runs: int, threads: int | None, **kw) -> float:
     res = HostTarget(threads=threads).run(Job(model_path=model, control=RunControl(runs=runs, warmup_runs=50),
                                               threads=threads, **kw))
-    return LatencyStats.from_samples(res.samples_ns).to_dict()["p50"]
+    return Latency.from_samples(res.samples_ns).p50
 
 
 def main(argv: list[str]) -> int:

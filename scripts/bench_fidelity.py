@@ -27,7 +27,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from edgebench.measure import LatencyStats  # noqa: E402
+from edgebench.rows import Latency  # noqa: E402
 from edgebench.targets.base import Job, RunControl  # noqa: E402
 from edgebench.targets.host import HostTarget  # noqa: E402
 
@@ -54,7 +54,7 @@ def litert_benchmark(model: str, threads: int, runs: int, warmup: int, tmp: Path
 
 def edgebench_p50(model: str, threads: int, runs: int, warmup: int) -> float:
     res = HostTarget(threads=threads).run(Job(model, threads=threads, control=RunControl(runs=runs, warmup_runs=warmup)))
-    return LatencyStats.from_samples(res.samples_ns).p50
+    return Latency.from_samples(res.samples_ns).p50
 
 
 def main() -> None:

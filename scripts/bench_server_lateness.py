@@ -51,7 +51,7 @@ def main() -> int:
     import numpy as np
 
     from edgebench import load
-    from edgebench.measure import LatencyStats
+    from edgebench.rows import Latency
     from edgebench.targets import host as host_mod
     from edgebench.targets.base import Job, RunControl
     from edgebench.targets.host import HostTarget
@@ -60,7 +60,7 @@ def main() -> int:
     model = work / "dense.tflite"
     build_model(model)
     target = HostTarget(threads=1)
-    single = LatencyStats.from_samples(target.run(Job(str(model), control=RunControl(min_time_s=0.5))).samples_ns)
+    single = Latency.from_samples(target.run(Job(str(model), control=RunControl(min_time_s=0.5))).samples_ns)
     qps = 0.004 / (single.mean / 1e3)                      # 0.4 % load
     print(f"single stream: p50 {single.p50 * 1e3:.1f} us, mean {single.mean * 1e3:.1f} us -> server at "
           f"{qps:.0f} QPS = 0.4% load, {args.queries} queries per run")

@@ -22,8 +22,8 @@ import tempfile
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from edgebench.convert import ConvertSettings, convert  # noqa: E402
-from edgebench.measure import LatencyStats  # noqa: E402
 from edgebench.profile import delegation_from_worker  # noqa: E402
+from edgebench.rows import Latency  # noqa: E402
 from edgebench.sources import SourceOptions  # noqa: E402
 from edgebench.targets.base import Job, RunControl  # noqa: E402
 from edgebench.targets.host import HostTarget  # noqa: E402
@@ -32,7 +32,7 @@ from edgebench.targets.host import HostTarget  # noqa: E402
 def run(model: str, runs: int):
     res = HostTarget().run(Job(model_path=model, control=RunControl(runs=runs, warmup_runs=50)))
     d = delegation_from_worker(res.extra.get("delegation"))
-    return LatencyStats.from_samples(res.samples_ns).to_dict()["p50"], (d.cell() if d else "-")
+    return Latency.from_samples(res.samples_ns).p50, (d.cell() if d else "-")
 
 
 def main(argv: list[str]) -> int:

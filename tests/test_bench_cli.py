@@ -186,9 +186,9 @@ def test_render_bench_is_pure_and_flags_invalid_p99():
     from rich.console import Console
 
     from edgebench.report.terminal.bench import render_bench
-    from edgebench.measure import LatencyStats
+    from edgebench.rows import Latency
 
-    lm = LatencyStats.from_samples(np.arange(1, 101) * 1_000_000).to_dict()
+    lm = Latency.from_samples(np.arange(1, 101) * 1_000_000).to_dict()
     doc = {"rows": [
         {"model": "a", "target": "host", "status": "ok", "latency_ms": lm, "threads_effective": 1,
          "delegate": "xnnpack", "warnings": ["w1"], "pct_of_peak": 12.5, "size_bytes": 3 * 2**20},
@@ -234,10 +234,10 @@ def test_render_server_backlog_as_lower_bound():
     """Audit W10: an overloaded run's percentiles are lower bounds and print as "> x"."""
     from rich.console import Console
 
-    from edgebench.measure import LatencyStats
     from edgebench.report.terminal.bench import render_bench
+    from edgebench.rows import Latency
 
-    lm = LatencyStats.from_samples(np.arange(1, 1001) * 1_000_000).to_dict()
+    lm = Latency.from_samples(np.arange(1, 1001) * 1_000_000).to_dict()
     server = {"target_qps": 5000.0, "achieved_qps": 800.0, "workers": 1, "p50_ms": 250.0, "p99_ms": 480.0,
               "samples": 1000, "p99_valid": True, "overloaded": True, "latency_lower_bound": True}
     doc = {"rows": [{"model": "a", "target": "host", "status": "ok", "latency_ms": lm, "server": server,

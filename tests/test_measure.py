@@ -1,24 +1,29 @@
-"""LatencyStats against hand-computed values, LoadGen validity, the p99 CI and the warnings."""
+"""The one latency type (``rows.Latency.from_samples``, statistics in ``edgebench.measure``) against
+hand-computed values, LoadGen validity, the p99 CI, the warnings, and the ``latency_ms`` JSON frozen
+before ``measure.LatencyStats`` and ``rows.Latency`` became one type."""
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import fields, replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.stats import binom
 
 from edgebench.errors import BadInput
-from edgebench.measure import (MIN_SAMPLES, LatencyStats, autocorrelation_time, early_stopping_estimate,
-                               window_median_spread,
-                               early_stopping_min_samples, order_stat_ci, trend_change)
+from edgebench.measure import (MIN_SAMPLES, autocorrelation_time, early_stopping_estimate, early_stopping_min_samples,
+                               order_stat_ci, trend_change, window_median_spread)
+from edgebench.rows import Latency
 
 MS = 1_000_000  # ns per ms
 
 
 def test_percentiles_match_hand_computed_linear_interpolation():
     # sorted x = 10, 20, 30, 40 ms; h = (n-1) p / 100; value = x[floor h] + frac(h) * gap
-    s = LatencyStats.from_samples([40 * MS, 10 * MS, 30 * MS, 20 * MS])
+    s = Latency.from_samples([40 * MS, 10 * MS, 30 * MS, 20 * MS])
     assert s.p50 == pytest.approx(25.0)        # h = 1.5
     assert s.p90 == pytest.approx(37.0)        # h = 2.7  -> 30 + 0.7 * 10
     assert s.p95 == pytest.approx(38.5)        # h = 2.85
@@ -32,7 +37,7 @@ def test_percentiles_match_hand_computed_linear_interpolation():
 
 
 def test_one_to_hundred():
-    s = LatencyStats.from_samples(np.arange(1, 101) * MS)
+    s = Latency.from_samples(np.arange(1, 101) * MS)
     assert (s.p50, s.p90, s.p99) == pytest.approx((50.5, 90.1, 99.01))
     assert s.std == pytest.approx(29.011491975882016)
 
@@ -45,7 +50,7 @@ def test_loadgen_minimums():
 
 @pytest.mark.parametrize("n,p90_ok,p99_ok", [(63, False, False), (64, True, False), (661, True, False), (662, True, True)])
 def test_validity_boundaries(n, p90_ok, p99_ok):
-    s = LatencyStats.from_samples(np.full(n, 2 * MS))
+    s = Latency.from_samples(np.full(n, 2 * MS))
     assert s.valid["p90"] is p90_ok and s.p90_valid is p90_ok
     assert s.valid["p99"] is p99_ok and s.p99_valid is p99_ok
     d = s.to_dict()
@@ -74,35 +79,35 @@ def test_unstable_only_when_the_median_moves():
     rng = np.random.default_rng(0)
     base = rng.normal(20_000, 200, 20_000)                      # 20 us, tight
     spiky = np.where(rng.random(base.size) < 0.01, base * 30, base)
-    s = LatencyStats.from_samples(spiky)
+    s = Latency.from_samples(spiky)
     assert s.cv > 0.25 and not any(w.startswith("unstable") for w in s.warnings)
-    quiet = LatencyStats.from_samples(np.full(700, 5 * MS) + np.arange(700) % 3)
+    quiet = Latency.from_samples(np.full(700, 5 * MS) + np.arange(700) % 3)
     assert not any(w.startswith("unstable") for w in quiet.warnings)
     # the median jumps between windows (a busy neighbour every other stretch of the run)
     moving = np.concatenate([np.full(100, (1.0 if k % 2 else 1.3) * MS) for k in range(10)])
-    m = LatencyStats.from_samples(moving)
+    m = Latency.from_samples(moving)
     assert any(w.startswith("unstable: the median moved") and "--threads" in w for w in m.warnings)
     assert window_median_spread(moving / MS) == pytest.approx(1.4826 * 0.15 / 1.15, rel=1e-6)
     assert window_median_spread(np.ones(100)) is None             # windows too small for a median
 
 
 def test_drift_warning_first_vs_last_third():
-    drift = LatencyStats.from_samples(np.concatenate([np.full(300, 1 * MS), np.full(300, 1 * MS), np.full(300, 2 * MS)]))
+    drift = Latency.from_samples(np.concatenate([np.full(300, 1 * MS), np.full(300, 1 * MS), np.full(300, 2 * MS)]))
     assert any(w.startswith("drift: the run got slower") for w in drift.warnings)
     assert drift.first_third_p50 == 1.0 and drift.last_third_p50 == 2.0
-    flat = LatencyStats.from_samples(np.full(900, 1 * MS))
+    flat = Latency.from_samples(np.full(900, 1 * MS))
     assert not any(w.startswith("drift") for w in flat.warnings)
 
 
 def test_to_dict_contract_keys():
-    d = LatencyStats.from_samples(np.arange(1, 700) * 1000).to_dict()
+    d = Latency.from_samples(np.arange(1, 700) * 1000).to_dict()
     for k in ("mean", "std", "min", "max", "p50", "p90", "p95", "p99", "p999", "samples", "p99_valid", "qps"):
         assert k in d
     assert d["samples"] == 699 and d["p99_valid"] is True
 
 
 def test_frozen():
-    s = LatencyStats.from_samples([MS])
+    s = Latency.from_samples([MS])
     with pytest.raises(AttributeError):
         s.p99 = 0.0  # type: ignore[misc]
 
@@ -110,7 +115,7 @@ def test_frozen():
 @pytest.mark.parametrize("bad", [[], [float("nan")], [-5]])
 def test_bad_samples(bad):
     with pytest.raises(BadInput):
-        LatencyStats.from_samples(bad)
+        Latency.from_samples(bad)
 
 
 def test_linear_slowdown_is_a_drift():
@@ -118,19 +123,19 @@ def test_linear_slowdown_is_a_drift():
     rng = np.random.default_rng(0)
     n = 3000
     ms = np.linspace(1.0, 1.15, n) * rng.lognormal(0, 0.01, n)
-    s = LatencyStats.from_samples(ms * MS)
+    s = Latency.from_samples(ms * MS)
     assert abs(s.last_third_p50 - s.first_third_p50) / s.p50 < 0.10   # the old rule alone misses it
     assert s.trend == pytest.approx(0.15 / 1.075, abs=0.02)
     assert any(w.startswith("drift: the run got slower") for w in s.warnings)
     assert s.to_dict()["trend"] == s.trend
-    flat = LatencyStats.from_samples(rng.lognormal(0, 0.05, n) * MS)
+    flat = Latency.from_samples(rng.lognormal(0, 0.05, n) * MS)
     assert abs(flat.trend) < 0.02 and not flat.drifting
     assert trend_change(np.ones(10)) is None
 
 
 def test_mad_beside_cv():
     ms = np.r_[np.full(990, 1.0), np.full(10, 100.0)] + np.tile([0.0, 0.01], 500)
-    s = LatencyStats.from_samples(ms * MS)
+    s = Latency.from_samples(ms * MS)
     assert s.cv > 1.0                                 # ten outliers blow up the CV ...
     assert s.mad == pytest.approx(0.01, abs=1e-6)     # ... not the median absolute deviation
     assert s.rmad == pytest.approx(1.4826 * 0.01 / s.p50, rel=1e-3)
@@ -146,10 +151,10 @@ def test_loadgen_early_stopping_estimate_matches_loadgen():
         assert early_stopping_estimate(srt, 90.0) == n - discard
     assert early_stopping_estimate(np.arange(1, 662, dtype=float), 99.0) is None
     assert early_stopping_estimate(np.arange(1, 663, dtype=float), 99.0) == 662.0
-    d = LatencyStats.from_samples(np.arange(1, 2001) * MS).to_dict()
+    d = Latency.from_samples(np.arange(1, 2001) * MS).to_dict()
     assert d["p99_early_stopping"] >= d["p99"] and d["p90_early_stopping"] >= d["p90"]
     assert d["p99_valid"] is True and d["early_stopping_confidence"] == 0.99
-    small = LatencyStats.from_samples(np.arange(1, 201) * MS).to_dict()
+    small = Latency.from_samples(np.arange(1, 201) * MS).to_dict()
     assert small["p99_early_stopping"] is None and small["p99_valid"] is False
 
 
@@ -164,8 +169,8 @@ def test_p99_ci_widens_with_autocorrelated_samples():
     bursty = bursty.reshape(-1, 20)[order].ravel()
     tau = autocorrelation_time(bursty > np.percentile(bursty, 99))
     assert tau > 5
-    a = LatencyStats.from_samples(iid * MS)
-    b = LatencyStats.from_samples(bursty * MS)
+    a = Latency.from_samples(iid * MS)
+    b = Latency.from_samples(bursty * MS)
     assert a.p99 == pytest.approx(b.p99)            # same values, same point estimate ...
     wa = a.p99_ci[1] - a.p99_ci[0]
     wb = b.p99_ci[1] - b.p99_ci[0]
@@ -173,3 +178,52 @@ def test_p99_ci_widens_with_autocorrelated_samples():
     assert b.p99_ci_n_eff < n / 5 and a.p99_ci_n_eff > n / 1.3
     # the widened ranks still bracket the estimate
     assert b.p99_ci[0] <= b.p99 <= b.p99_ci[1]
+
+
+# --- one type, one field list: the JSON of today's latency_ms, byte for byte ----------------------
+
+FROZEN = json.loads((Path(__file__).parent / "fixtures" / "latency" / "latency_ms.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("case", FROZEN["cases"], ids=[c["name"] for c in FROZEN["cases"]])
+def test_latency_ms_json_is_byte_identical_to_the_two_type_code(case):
+    """tests/fixtures/latency/record.py froze, before the merge, what ``Latency.from_samples(x).to_dict()``
+    (the rows' ``latency_ms``) and ``LatencyStats.from_samples(x).to_dict()`` wrote for ten sample
+    arrays (n = 1, 4, 100, 662, 5000, constant, zeros, outliers, drift, bursty). The rows' object is
+    matched byte for byte; the old ``LatencyStats`` one (concurrency/server ``latency_ms``) had the same
+    keys and values with ``qps`` in the middle: now it is last there too."""
+    lat = Latency.from_samples(case["samples_ns"])
+    assert json.dumps(lat.to_dict()) == json.dumps(case["latency_row"])
+    assert lat.to_dict() == case["latency_stats"]
+    assert [k for k in case["latency_stats"] if k != "qps"] == [k for k in lat.to_dict() if k != "qps"]
+    again = Latency.from_dict(json.loads(json.dumps(lat.to_dict())))
+    assert again == lat and json.dumps(again.to_dict()) == json.dumps(case["latency_row"])
+
+
+@pytest.mark.parametrize("doc", FROZEN["documents"], ids=[d["name"] for d in FROZEN["documents"]])
+def test_stored_documents_round_trip_with_unknown_keys(doc):
+    """Documents the samples did not produce here (benchmark_model summary with p5/source/p99_note, a
+    training step_time_ms with steps_per_s, a store row with sorted keys, a minimal hand-made one):
+    every key and value comes back; keys no field knows sit in ``extra``, before ``qps``. The order is
+    the field order (a sorted or foreign document comes back in the order a measurement writes)."""
+    lat = Latency.from_dict(doc["input"])
+    out = lat.to_dict()
+    assert out == doc["to_dict"] and set(out) >= set(doc["input"])
+    assert set(lat.extra) == set(doc["input"]) - {f.name for f in fields(Latency)}
+    assert list(out)[-1] == "qps"
+    assert Latency.from_dict(out).to_dict() == out
+    if doc["name"] in ("train_step_time", "hand_made"):
+        assert json.dumps(out) == json.dumps(doc["to_dict"])
+
+
+def test_typed_fields_and_absent_keys():
+    d = FROZEN["documents"][0]["input"]                     # benchmark_model summary: no valid map, no CI
+    lat = Latency.from_dict(d)
+    assert lat.p90_valid is False and lat.valid is None and lat.p99_ci is None and lat.cv == d["cv"]
+    assert "valid" not in lat.to_dict() and "p99_ci" not in lat.details and lat.details["source"] == d["source"]
+    only_map = Latency.from_dict({"p50": 1.0, "valid": {"p90": True, "p99": False}})
+    assert only_map.p90_valid is True and "p90_valid" not in only_map.to_dict()
+    s = Latency.from_samples(np.arange(1, 101) * MS)
+    assert s.p99_ci == tuple(s.to_dict()["p99_ci"]) and s.min_samples["p99"] == 662 and s.valid["p50"] is True
+    assert s.details["p99_ci"] == list(s.p99_ci) and "qps" not in s.details and "p99_valid" not in s.details
+    assert replace(s, warnings=("w",)).to_dict()["warnings"] == ["w"]

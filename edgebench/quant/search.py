@@ -15,9 +15,9 @@ from typing import Any, Callable
 from edgebench import compare as cmp
 from edgebench.data import DEFAULT_PREPROCESS, cast_to_signature
 from edgebench.errors import BadInput, InfraError
-from edgebench.measure import LatencyStats
 from edgebench.quant.keep_float import keep_float_nodes, quantize_keep_float
 from edgebench.quant.layers import rank_layers, run_worker
+from edgebench.rows import Latency
 from edgebench.savedmodel import run_tf
 from edgebench.sources import sample_set
 from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl
@@ -144,8 +144,8 @@ def search_keep_float(src, calibrated: bytes, calibrated_path: Path, graph: dict
         cand.update(psnr_db=cmp.worst(drift)["psnr_db"], top1=acc.top1 if acc else None,
                     top1_drop_pp=acc.top1_drop_pp if acc else None)
         if timed:
-            lat = LatencyStats.from_samples(run.samples_ns).to_dict()
-            cand.update(p50_ms=lat.get("p50"), p99_ms=lat.get("p99"), p99_valid=lat.get("p99_valid"))
+            lat = Latency.from_samples(run.samples_ns)
+            cand.update(p50_ms=lat.p50, p99_ms=lat.p99, p99_valid=lat.p99_valid)
         cand["meets_goal"] = goal.meets(cand)
         return cand
 

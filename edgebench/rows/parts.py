@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 import numpy as np
@@ -13,60 +13,169 @@ from edgebench.rows._json import _f, _freeze, _i
 # ------------------------------------------------------------------------------------ parts
 
 
+# How a statistic is read from and written to JSON: (reader of the stored value, writer of the field).
+def _same(v: Any) -> Any:
+    return v
+
+
+def _bool(v: Any) -> bool:
+    return bool(v)
+
+
+def _text(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def _texts(v: Any) -> tuple[str, ...]:
+    return tuple(str(x) for x in v) if isinstance(v, (list, tuple)) else ()
+
+
+def _flags(v: Any) -> Mapping[str, bool] | None:
+    return _freeze({str(k): bool(x) for k, x in v.items()}) if isinstance(v, Mapping) else None
+
+
+def _counts(v: Any) -> Mapping[str, int | None] | None:
+    return _freeze({str(k): _i(x) for k, x in v.items()}) if isinstance(v, Mapping) else None
+
+
+def _pair(v: Any) -> tuple[float | None, float | None] | None:
+    return (_f(v[0]), _f(v[1])) if isinstance(v, (list, tuple)) and len(v) == 2 else None
+
+
+def _dict_or_none(v: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if v is None else dict(v)
+
+
+def _list_or_none(v: tuple | None) -> list | None:
+    return None if v is None else list(v)
+
+
+FLOAT, INT, BOOL, TEXT = (_f, _same), (_i, _same), (_bool, _same), (_text, _same)
+TEXTS, FLAGS, COUNTS, PAIR = (_texts, list), (_flags, _dict_or_none), (_counts, _dict_or_none), (_pair, _list_or_none)
+
+
+def stat(kind: tuple[Any, Any], default: Any = None, *, contract: bool = False) -> Any:
+    """A statistic of ``Latency``: a JSON key of ``latency_ms`` (the field's name) read and written
+    as ``kind``. ``contract`` keys (ARCHITECTURE.md) are always written; the others are written
+    unless the document they were read from lacked them."""
+    return field(default=default, metadata={"read": kind[0], "write": kind[1], "contract": contract})
+
+
 @dataclass(frozen=True)
 class Latency:
-    """The ``latency_ms`` object. Contract keys are typed; the rest (validity per percentile,
-    p99 CI, CV, warnings, where a summary came from ...) is kept as measured in ``details``.
+    """The ``latency_ms`` object: per-inference latency statistics in milliseconds.
 
-    Built from raw samples with :meth:`from_samples` (``measure.LatencyStats``); only a
-    summary-only source (a captured benchmark_model log) builds one without samples, and then
+    One type from producer to store: :meth:`from_samples` derives every statistic from the raw
+    per-inference samples (definitions: ``edgebench.measure``), :meth:`to_dict` / :meth:`from_dict`
+    write and read the JSON object, driven by the one list of fields below (field name = JSON key,
+    in the order written). A new statistic is one ``stat(...)`` field and its line in
+    :meth:`from_samples`. Keys a stored document has that no field knows (older or foreign
+    documents: a benchmark_model summary's ``p5``/``source``, a training ``steps_per_s``) are kept
+    in ``extra`` and written back before ``qps``, which closes the object.
+
+    Only a summary-only source (a captured benchmark_model log) builds one without samples, and then
     ``p99`` is None and ``p99_valid`` False.
     """
 
-    mean: float | None
-    p50: float | None
-    p99: float | None
-    samples: int | None
-    p99_valid: bool
-    qps: float | None
-    std: float | None = None
-    min: float | None = None
-    max: float | None = None
-    p90: float | None = None
-    p95: float | None = None
-    p999: float | None = None
-    details: Mapping[str, Any] = field(default_factory=dict)
-
-    _TYPED = ("mean", "std", "min", "max", "p50", "p90", "p95", "p99", "p999", "samples", "p99_valid", "qps")
+    mean: float | None = stat(FLOAT, contract=True)
+    std: float | None = stat(FLOAT, contract=True)
+    min: float | None = stat(FLOAT, contract=True)
+    max: float | None = stat(FLOAT, contract=True)
+    p50: float | None = stat(FLOAT, contract=True)
+    p90: float | None = stat(FLOAT, contract=True)
+    p95: float | None = stat(FLOAT, contract=True)
+    p99: float | None = stat(FLOAT, contract=True)
+    p999: float | None = stat(FLOAT, contract=True)
+    samples: int | None = stat(INT, contract=True)
+    p99_valid: bool = stat(BOOL, False, contract=True)   # n >= MIN_SAMPLES["p99"] (662)
+    p90_valid: bool = stat(BOOL, False)
+    valid: Mapping[str, bool] | None = stat(FLAGS)       # per percentile: n >= MIN_SAMPLES[name]
+    min_samples: Mapping[str, int | None] | None = stat(COUNTS)
+    p99_ci: tuple[float | None, float | None] | None = stat(PAIR)
+    p99_ci_confidence: float | None = stat(FLOAT)
+    p99_ci_n_eff: float | None = stat(FLOAT)
+    p99_ci_method: str | None = stat(TEXT)
+    p90_early_stopping: float | None = stat(FLOAT)
+    p99_early_stopping: float | None = stat(FLOAT)
+    early_stopping_confidence: float | None = stat(FLOAT)
+    cv: float | None = stat(FLOAT)
+    mad: float | None = stat(FLOAT)
+    rmad: float | None = stat(FLOAT)
+    first_third_p50: float | None = stat(FLOAT)
+    last_third_p50: float | None = stat(FLOAT)
+    trend: float | None = stat(FLOAT)                    # Theil-Sen relative change over the run
+    percentile_method: str | None = stat(TEXT)
+    warnings: tuple[str, ...] = stat(TEXTS, ())
+    qps: float | None = stat(FLOAT, contract=True)       # last: unknown keys are written before it
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    absent: frozenset[str] = frozenset()                 # statistics the document read had no key for
 
     @classmethod
     def from_samples(cls, samples_ns: Any, *, what: str = "run") -> "Latency":
-        from edgebench.measure import LatencyStats
+        """Derive the statistics from raw per-inference latencies in nanoseconds (run order)."""
+        from edgebench import measure as m
 
-        return cls.from_dict(LatencyStats.from_samples(samples_ns, what=what).to_dict())
+        ms = m.validated_ms(samples_ns, what)
+        n = int(ms.size)
+        srt = np.sort(ms)
+        pct = {name: float(np.percentile(srt, p)) for name, p in m.PERCENTILES.items()}
+        mean = float(ms.mean())
+        std = float(ms.std(ddof=1)) if n > 1 else 0.0
+        valid = {name: n >= m.MIN_SAMPLES[name] for name in m.PERCENTILES}
+        tau = m.autocorrelation_time(ms > pct["p99"]) if n >= m.DRIFT_MIN_SAMPLES else 1.0
+        mad = float(np.median(np.abs(ms - pct["p50"])))
+        first, last = m.thirds_medians(ms)
+        trend = m.trend_change(ms)
+        return cls(
+            **pct, mean=mean, std=std, min=float(srt[0]), max=float(srt[-1]), samples=n,
+            p99_valid=valid["p99"], p90_valid=valid["p90"], valid=_freeze(valid),
+            min_samples=_freeze(m.MIN_SAMPLES),
+            p99_ci=m.order_stat_ci(srt, m.PERCENTILES["p99"], n_eff=n / tau),
+            p99_ci_confidence=m.CI_CONFIDENCE, p99_ci_n_eff=n / tau, p99_ci_method=m.P99_CI_METHOD,
+            p90_early_stopping=m.early_stopping_estimate(srt, m.PERCENTILES["p90"]),
+            p99_early_stopping=m.early_stopping_estimate(srt, m.PERCENTILES["p99"]),
+            early_stopping_confidence=m.EARLY_STOPPING_CONFIDENCE,
+            cv=std / mean if mean > 0 else 0.0, mad=mad,
+            rmad=m.MAD_TO_SD * mad / pct["p50"] if pct["p50"] > 0 else 0.0,
+            first_third_p50=first, last_third_p50=last, trend=trend, percentile_method=m.PERCENTILE_METHOD,
+            warnings=tuple(m.latency_warnings(n, pct["p50"], m.window_median_spread(ms), first, last, trend, what)),
+            qps=(1000.0 / mean) if mean > 0 else None,
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Latency":
-        return cls(mean=_f(d.get("mean")), std=_f(d.get("std")), min=_f(d.get("min")), max=_f(d.get("max")),
-                   p50=_f(d.get("p50")), p90=_f(d.get("p90")), p95=_f(d.get("p95")), p99=_f(d.get("p99")),
-                   p999=_f(d.get("p999")), samples=_i(d.get("samples")), p99_valid=bool(d.get("p99_valid")),
-                   qps=_f(d.get("qps")),
-                   details=_freeze({k: v for k, v in d.items() if k not in cls._TYPED}))
+        kw = {f.name: f.metadata["read"](d.get(f.name)) for f in _STATS if f.name in d or f.metadata["contract"]}
+        if "p90_valid" not in d:   # documents that kept only the per-percentile map
+            kw["p90_valid"] = bool((d.get("valid") or {}).get("p90", False))
+        return cls(**kw, extra=_freeze({k: v for k, v in d.items() if k not in _KEYS}),
+                   absent=frozenset(f.name for f in _STATS if f.name not in d and not f.metadata["contract"]))
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in ("mean", "std", "min", "max", "p50", "p90", "p95", "p99", "p999",
-                                              "samples", "p99_valid")}
-        out.update(self.details)
-        out["qps"] = self.qps
+        """The ``latency_ms`` JSON object (ARCHITECTURE.md contract keys first, ``qps`` last)."""
+        out: dict[str, Any] = {}
+        for f in _STATS:
+            if f.name == "qps":
+                out.update(self.extra)
+            if f.metadata["contract"] or f.name not in self.absent:
+                out[f.name] = f.metadata["write"](getattr(self, f.name))
         return out
 
     @property
-    def warnings(self) -> tuple[str, ...]:
-        return tuple(self.details.get("warnings") or ())
+    def details(self) -> Mapping[str, Any]:
+        """Read-only view of the JSON object without the contract keys (what the renderers written
+        against the older two-type design read, e.g. ``details.get("p99_ci")``); new code reads the
+        typed fields."""
+        return _freeze({k: v for k, v in self.to_dict().items() if k not in _CONTRACT})
 
     @property
-    def p90_valid(self) -> bool:
-        return bool(self.details.get("p90_valid", (self.details.get("valid") or {}).get("p90", False)))
+    def drifting(self) -> bool:
+        """True when the drift rule fired (first vs last third, or the fitted trend; ``measure``)."""
+        return any(w.startswith("drift:") for w in self.warnings)
+
+
+_STATS = tuple(f for f in fields(Latency) if "read" in f.metadata)
+_KEYS = frozenset(f.name for f in _STATS)
+_CONTRACT = frozenset(f.name for f in _STATS if f.metadata["contract"])
 
 
 @dataclass(frozen=True)

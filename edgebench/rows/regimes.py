@@ -108,7 +108,7 @@ COLD_START_PHASES = ("process_start_ms", "init_ms", "first_inference_ms", "other
 
 @dataclass(frozen=True)
 class ColdStart(_Summary):
-    """N fresh processes: LatencyStats of each phase over the starts without a weight cache."""
+    """N fresh processes: the ``Latency`` of each phase over the starts without a weight cache."""
 
     count: int | None = None
     xnnpack_cache: bool | None = None

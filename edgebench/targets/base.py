@@ -346,7 +346,7 @@ class RunResult:
         replicates ``results compare`` tests changes against) and ``extra["repeat_warnings"]``
         (each process's own latency warnings, then the run-to-run spread of p50). A failed
         process makes the whole result that failure."""
-        from edgebench.measure import LatencyStats
+        from edgebench.rows import Latency
 
         bad = next((r for r in results if r.status != "ok"), None)
         if bad is not None or len(results) == 1:
@@ -354,7 +354,7 @@ class RunResult:
         first = results[0]
         reps, warnings = [], []
         for k, r in enumerate(results):
-            st = LatencyStats.from_samples(r.samples_ns, what=f"process {k + 1} of {what}")
+            st = Latency.from_samples(r.samples_ns, what=f"process {k + 1} of {what}")
             reps.append({"process": k + 1, "pid": r.extra.get("pid"), "samples": st.samples, "p50": st.p50,
                          "p90": st.p90, "p99": st.p99, "mean": st.mean, "qps": st.qps, "p99_valid": st.p99_valid,
                          "peak_rss_bytes": r.peak_rss_bytes})

@@ -95,14 +95,15 @@ def _peak_device_memory(gpus: list, reset: bool = False) -> int | None:
 
 
 def _step_stats(samples_ns: list[int]) -> dict[str, Any]:
-    """Step-time statistics with edgebench's one set of definitions (``measure.LatencyStats``).
+    """Step-time statistics with edgebench's one set of definitions (``rows.Latency``).
 
     ``qps`` becomes ``steps_per_s``; the warnings are rephrased for training (the bench ones name
     bench options).
     """
-    from edgebench.measure import MEDIAN_WARN, MIN_SAMPLES, LatencyStats, window_median_spread
+    from edgebench.measure import MEDIAN_WARN, MIN_SAMPLES, window_median_spread
+    from edgebench.rows import Latency
 
-    st = LatencyStats.from_samples(samples_ns, what="training run")
+    st = Latency.from_samples(samples_ns, what="training run")
     out = st.to_dict()
     out["steps_per_s"] = out.pop("qps")
     warnings = []
