@@ -174,3 +174,41 @@ def test_listens_on_loopback_only_unless_unsafe(h, tmp_path):
     finally:
         dev.kill()
     assert SimDevice(tmp_path / "d", host="::1").host == "::1"
+
+
+def _sim_import_graph() -> dict[str, set[str]]:
+    """Which edgebench.sim modules each one imports: every import statement, at top level, inside
+    functions and under TYPE_CHECKING (a cycle hidden in a function is still a cycle)."""
+    import ast
+    from pathlib import Path
+
+    import edgebench.sim
+
+    folder = Path(edgebench.sim.__file__).parent
+    mods = {("edgebench.sim" if p.stem == "__init__" else f"edgebench.sim.{p.stem}"): p for p in folder.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                assert node.level == 0, f"{path.name}: relative import"
+                deps |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in mods else node.module
+                         for a in node.names}
+        graph[name] = {d for d in deps if d in mods and d != name}
+    return graph
+
+
+def test_no_import_cycle_among_the_simulator_modules():
+    graph = _sim_import_graph()
+    assert "edgebench.sim.streams" in graph["edgebench.sim.adbd"]
+    assert "edgebench.sim.adbd" not in graph["edgebench.sim.streams"]          # streams see a Transport protocol
+
+    def reaches(start: str, node: str, seen: set[str]) -> bool:
+        for d in graph[node]:
+            if d == start or (d not in seen and reaches(start, d, seen | {d})):
+                return True
+        return False
+
+    assert [m for m in sorted(graph) if reaches(m, m, {m})] == []
