@@ -34,6 +34,9 @@ def test_shell_v2_exit_codes_and_separate_streams(h, adb_server, make_sim):
     assert r.stdout == "out\n" and r.stderr == "err\n"
     r = h.adb(adb_server, "-s", dev.serial, "shell", "getprop ro.product.model; getprop ro.build.version.sdk")
     assert r.returncode == 0 and r.stdout.splitlines() == ["Pixel 8", "34"]
+    # it says it is an emulator, as Android's emulator does (Android <= 11, and 12+)
+    r = h.adb(adb_server, "-s", dev.serial, "shell", "getprop ro.kernel.qemu; getprop ro.boot.qemu")
+    assert r.returncode == 0 and r.stdout.splitlines() == ["1", "1"]
     # shell runs with the device's own PATH: no python unless configured
     assert h.adb(adb_server, "-s", dev.serial, "shell", "command -v python3").returncode != 0
 
@@ -101,6 +104,7 @@ def test_module_entry_point(h, adb_server, tmp_path):
         line = proc.stdout.readline()
         assert "listening on 127.0.0.1:" in line, line + proc.stderr.read()
         serial = line.split("listening on ", 1)[1].split(";", 1)[0]
+        assert "it says it is an emulator (ro.kernel.qemu=1)" in line
         h.adb(adb_server, "connect", serial)
         assert h.wait_state(adb_server, serial, "device") == "device"
         r = h.adb(adb_server, "-s", serial, "shell", "getprop ro.product.model; python3 -c 'print(6*7)'")
