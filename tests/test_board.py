@@ -51,7 +51,8 @@ def test_devices_shows_the_board_as_arm64_with_its_emulated_cpu(run_cli, make_bo
     row = {r["serial"]: r for r in json.loads(out)["rows"]}[dev.serial]
     assert row["state"] == "device" and row["abi"] == "arm64-v8a"
     assert row["model"] == "arm64 board (qemu cortex-a76) (emulated)" and row["soc"] == "QEMU cortex-a76 (emulated)"
-    assert row["emulated"] is True and row["emulation"] == "ro.kernel.qemu=1, ro.boot.qemu=1, ro.hardware=qemu-cortex-a76"
+    assert row["emulated"] is True
+    assert row["emulation"] == "ro.kernel.qemu=1, ro.boot.qemu=1, ro.hardware=qemu-cortex-a76"
     assert row["cpu_cores"] == 4 and row["hardware"] == "qemu-cortex-a76"
     assert row["has_python_runtime"] is True and row["tflite_runtime"].startswith("ai_edge_litert ")
     assert row["python3"] == "/system/bin/python3" and row["timeout_tool"] == "/system/bin/timeout"
