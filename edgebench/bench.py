@@ -26,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from edgebench.errors import BadInput, EdgebenchError, InfraError
-from edgebench.fingerprint import host_fingerprint, sha256_file
+from edgebench.fingerprint import emulation_warning, host_fingerprint, sha256_file
 from edgebench.rows import Cost, Document, InferenceRow, Latency
 from edgebench import sustain
 from edgebench.energy import EnergySettings
@@ -154,6 +154,9 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
                             f"before {wanted}; raise --max-time")
         where_parts, where_warnings = runtime_row_parts(res.extra, lat, f"{name} on {target.name}")
         warnings.extend(where_warnings)
+        emulated = emulation_warning(res.fingerprint)
+        if emulated:
+            warnings.append(emulated)
         if info["flops"] and lat.p50:
             # p50, not mean: the kernel's typical speed, robust to background-load spikes
             achieved = info["flops"] / (lat.p50 / 1e3) / 1e9

@@ -26,7 +26,10 @@ Validity (a figure is reported either way, ``valid`` says whether to trust it):
   was suspended): on USB power the battery current says little about what the SoC draws;
 * the current does not change sign during the readings (a charger connecting mid-run);
 * net energy > 1% of the gross (else the run drew no more than idle: too short, or the gauge too
-  coarse).
+  coarse);
+* the device is not emulated (``emulation``: the properties by which it says it is an emulator,
+  e.g. ``ro.kernel.qemu=1``): an emulator's or simulator's battery counters are modelled, not
+  measured, so their figure says how the model works, never what a phone draws.
 
 Unit detection (Android's HAL contract is uA/uV, but kernels differ): voltage by magnitude --
 2.5-5.5 V of a Li-ion cell reads 2.5e6-5.5e6 in uV or 2500-5500 in mV; current by the median
@@ -142,10 +145,17 @@ def _result(source: str, method: str, *, gross_j: float, idle_w: float, run_s: f
     }
 
 
+def emulated_reason(emulation: str) -> str:
+    """Why an emulated device's energy is not valid (EMULATION: what the device reports)."""
+    return (f"emulated device ({emulation}): its battery counters are modelled, not measured, so the figure "
+            "says nothing about a real phone's draw; measure energy on a physical device")
+
+
 def battery_energy(readings: Sequence[PowerReading], idle_span: tuple[float, float], run_span: tuple[float, float],
-                   inferences: int, *, source: str = "battery sysfs", facts: Mapping[str, Any] | None = None
-                   ) -> dict[str, Any]:
-    """The energy object from battery readings (see the module docstring for the method)."""
+                   inferences: int, *, source: str = "battery sysfs", facts: Mapping[str, Any] | None = None,
+                   emulation: str | None = None) -> dict[str, Any]:
+    """The energy object from battery readings (see the module docstring for the method).
+    EMULATION (an emulated device's evidence, e.g. ``ro.kernel.qemu=1``) makes it never valid."""
     facts = dict(facts or {})
     usable = [r for r in readings if r.current is not None and r.voltage is not None]
     t = np.array([r.t for r in usable], np.float64)
@@ -153,7 +163,7 @@ def battery_energy(readings: Sequence[PowerReading], idle_span: tuple[float, flo
     volt = np.array([r.voltage for r in usable], np.float64)
     in_run = (t >= run_span[0]) & (t <= run_span[1])
     in_idle = (t >= idle_span[0]) & (t <= idle_span[1])
-    reasons: list[str] = []
+    reasons: list[str] = [emulated_reason(emulation)] if emulation else []
     units = detect_units(cur[in_run] if in_run.any() else cur, volt)
     if units["current"] is None or units["voltage"] is None:
         reasons.append(f"battery units unknown ({units['note']}); cannot scale the readings")

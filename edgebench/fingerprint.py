@@ -196,6 +196,16 @@ def host_fingerprint(*, with_tf: bool = False, **extra: Any) -> dict[str, Any]:
     return fp
 
 
+def emulation_warning(fp: dict[str, Any] | None) -> str | None:
+    """A row's warning when its device is emulated (``emulated``/``emulation``, which the device
+    target records from what the device reports), else None."""
+    fp = fp or {}
+    if not fp.get("emulated"):
+        return None
+    return (f"emulated device ({fp.get('emulation') or 'it says so'}): its latency is the host CPU's under "
+            "emulation and its battery is modelled, so these are not a phone's numbers; measure on a physical device")
+
+
 def diff_fingerprints(a: dict[str, Any], b: dict[str, Any],
                       fields: tuple[str, ...] = KEY_FIELDS) -> list[tuple[str, Any, Any]]:
     """Key fields that differ between two fingerprints: [(field, a_value, b_value)]."""

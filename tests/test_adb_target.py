@@ -34,18 +34,23 @@ def phone(make_sim):
     return make_sim(has_python=True)
 
 
-def test_devices_json_lists_props(run_cli, make_sim):
+def test_devices_json_lists_props(run_cli, make_sim, monkeypatch):
     a = make_sim(has_python=True)
-    b = make_sim(model="Galaxy S23", name="dm1qxx", board="kalama", soc_manufacturer="QTI",
+    # b says nothing of an emulator (advertise_emulator off): the real-phone path
+    b = make_sim(model="Galaxy S23", name="dm1qxx", board="kalama", hardware="qcom", soc_manufacturer="QTI",
                  soc_model="SM8550", cpu_max_khz=(2016000,) * 3 + (2803000,) * 4 + (3360000,),
-                 mem_total_kb=8 * 1024 * 1024, release="13", sdk=33, thermal_zones={"cpuss-0": 41.5})
+                 mem_total_kb=8 * 1024 * 1024, release="13", sdk=33, thermal_zones={"cpuss-0": 41.5},
+                 advertise_emulator=False)
     code, out, err = run_cli("devices", "--json", "-", "--props")
     assert code == 0, err
     doc = json.loads(out)
     assert doc["kind"] == "devices" and doc["schema_version"] >= 1
     rows = {r["serial"]: r for r in doc["rows"]}
     ra, rb = rows[a.serial], rows[b.serial]
-    assert ra["state"] == "device" and ra["model"] == "Pixel 8" and ra["soc"] == "Google Tensor G3"
+    assert ra["state"] == "device" and ra["soc"] == "Google Tensor G3"
+    # the simulator says it is an emulator (ro.kernel.qemu=1, ro.boot.qemu=1), so its identity says so
+    assert ra["model"] == "Pixel 8 (emulated)" and ra["product_model"] == "Pixel 8"
+    assert ra["emulated"] is True and ra["emulation"] == "ro.kernel.qemu=1, ro.boot.qemu=1"
     assert ra["board"] == "zuma" and ra["abi"] == "arm64-v8a"
     assert ra["android_version"] == "14" and ra["sdk"] == 34
     assert ra["cpu_cores"] == 9 and ra["cpu_max_khz"] == [1704000] * 4 + [2367000] * 4 + [2913000]
@@ -55,10 +60,13 @@ def test_devices_json_lists_props(run_cli, make_sim):
     assert ra["has_python_runtime"] is True and ra["tflite_runtime"].startswith("ai_edge_litert ")
     assert ra["props"]["ro.build.version.sdk"] == "34"
     assert rb["model"] == "Galaxy S23" and rb["soc"] == "QTI SM8550" and rb["sdk"] == 33
+    assert rb["emulated"] is False and rb["emulation"] is None and "ro.kernel.qemu" not in rb["props"]
     assert rb["cpu_cores"] == 8 and rb["thermal_c"] == {"cpuss-0": 41.5}
     assert rb["has_python_runtime"] is False and rb["python3"] is None
+    monkeypatch.setenv("COLUMNS", "260")      # one line per device: the table's cells are not folded
     code, out, err = run_cli("devices")
-    assert code == 0 and "Galaxy S23" in out and "Pixel 8" in out and "benchmark_model" in out
+    assert code == 0 and "benchmark_model" in out
+    assert "Pixel 8 (emulated)" in out and "Galaxy S23 " in out and "Galaxy S23 (emulated)" not in out
 
 
 def test_run_through_edgebench_runner_equals_host(phone, tiny_tflite, tmp_path):
@@ -83,7 +91,8 @@ def test_run_through_edgebench_runner_equals_host(phone, tiny_tflite, tmp_path):
     worker = {p.stem for p in WORKER_FILES}
     assert r.extra["pushed"] == {**dict.fromkeys(worker, True), "model": True, "inputs": True}
     fp = r.fingerprint
-    assert fp["device_model"] == "Pixel 8" and fp["soc"] == "Google Tensor G3" and fp["os"] == "Android 14 (SDK 34)"
+    assert fp["device_model"] == "Pixel 8 (emulated)" and fp["soc"] == "Google Tensor G3"
+    assert fp["os"] == "Android 14 (SDK 34)" and fp["emulated"] is True and "ro.kernel.qemu=1" in fp["emulation"]
     th = r.extra["thermal"]
     assert th["cooldown"]["reached"] is True and th["before"]["zones_c"]["cpu-big"] == 38.0
     assert th["after"]["cpus"][8]["max_khz"] == 2913000
@@ -296,7 +305,7 @@ def test_bench_adb_all_both_runners_and_a_lost_device(make_sim, tiny_tflite, sta
     assert set(rows) == {f"adb:{d.serial}" for d in (py, stock, lost)}
     assert rows[f"adb:{py.serial}"]["status"] == "ok" and rows[f"adb:{py.serial}"]["latency_ms"]["samples"] == 8
     assert rows[f"adb:{stock.serial}"]["status"] == "ok"
-    assert rows[f"adb:{stock.serial}"]["fingerprint"]["device_model"] == "Galaxy S24"
+    assert rows[f"adb:{stock.serial}"]["fingerprint"]["device_model"] == "Galaxy S24 (emulated)"
     assert rows[f"adb:{stock.serial}"]["runtime"] == "benchmark_model"
     bad = rows[f"adb:{lost.serial}"]
     assert bad["status"] == "failed" and bad["exit_code"] == 3 and lost.serial in bad["error"]
@@ -328,6 +337,31 @@ def test_parse_probe_tolerates_real_phone_quirks():
     assert f["has_python_runtime"] is False and f["timeout_tool"] == "/system/bin/timeout"
     assert f["probe_complete"] is True
     assert parse_probe(text.replace("@@end", ""))["probe_complete"] is False
+    # a phone reports none of the emulator's properties: it is what it says it is
+    assert f["emulated"] is False and f["emulation"] is None
+
+
+@pytest.mark.parametrize("props, cpuinfo, evidence", [
+    # Android's emulator on Android 12+: ro.boot.qemu and the ranchu kernel (no ro.kernel.qemu)
+    ({"ro.boot.qemu": "1", "ro.hardware": "ranchu"}, "Hardware\t: ranchu", "ro.boot.qemu=1, ro.hardware=ranchu, "
+     "/proc/cpuinfo Hardware ranchu"),
+    # an older emulator image: ro.kernel.qemu and goldfish
+    ({"ro.kernel.qemu": "1", "ro.hardware": "goldfish"}, "model name\t: Intel Xeon", "ro.kernel.qemu=1, "
+     "ro.hardware=goldfish"),
+    # a board under qemu names it in its hardware
+    ({"ro.hardware": "qemu-cortex-a76"}, "", "ro.hardware=qemu-cortex-a76"),
+    # what a phone reports: nothing of it (ro.kernel.qemu=0 is not 1)
+    ({"ro.kernel.qemu": "0", "ro.hardware": "qcom", "ro.boot.hardware": "qcom"}, "Hardware\t: Qualcomm", None),
+])
+def test_probe_tells_emulators_by_what_they_report(props, cpuinfo, evidence):
+    from edgebench.targets.adb import parse_probe
+
+    text = "\n".join(["@@props", "[ro.product.model]: [sdk_gphone64_x86_64]",
+                      *(f"[{k}]: [{v}]" for k, v in props.items()), "@@cpuinfo", cpuinfo, "@@end"])
+    f = parse_probe(text)
+    assert f["emulation"] == evidence and f["emulated"] is (evidence is not None)
+    assert f["product_model"] == "sdk_gphone64_x86_64"
+    assert f["model"] == ("sdk_gphone64_x86_64 (emulated)" if evidence else "sdk_gphone64_x86_64")
 
 
 def test_matching_profile_sets_threads_and_affinity_and_devices_shows_it(run_cli, make_sim, tiny_tflite, tmp_path):

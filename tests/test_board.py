@@ -50,7 +50,9 @@ def test_devices_shows_the_board_as_arm64_with_its_emulated_cpu(run_cli, make_bo
     assert code == 0, err
     row = {r["serial"]: r for r in json.loads(out)["rows"]}[dev.serial]
     assert row["state"] == "device" and row["abi"] == "arm64-v8a"
-    assert row["model"] == "arm64 board (qemu cortex-a76)" and row["soc"] == "QEMU cortex-a76 (emulated)"
+    assert row["model"] == "arm64 board (qemu cortex-a76) (emulated)" and row["soc"] == "QEMU cortex-a76 (emulated)"
+    assert row["emulated"] is True
+    assert row["emulation"] == "ro.kernel.qemu=1, ro.boot.qemu=1, ro.hardware=qemu-cortex-a76"
     assert row["cpu_cores"] == 4 and row["hardware"] == "qemu-cortex-a76"
     assert row["has_python_runtime"] is True and row["tflite_runtime"].startswith("ai_edge_litert ")
     assert row["python3"] == "/system/bin/python3" and row["timeout_tool"] == "/system/bin/timeout"
@@ -257,7 +259,11 @@ def test_sustained_energy_run_on_board(run_cli, make_board, tiny_tflite):
     row = json.loads(out)["rows"][0]
     assert len(row["timeline"]) == 5 and row["sustained"]["max_thermal_status"] == 1
     e = row["energy"]
-    assert e is not None and e["valid"] is True, (row.get("energy_reason"), e and e["invalid_reasons"])
+    assert e is not None, row.get("energy_reason")
+    # the board is emulated (it says so): its battery is modelled, so the figure is never valid; every
+    # other rule (readings, units, discharging, net > idle) passed
+    assert e["valid"] is False and len(e["invalid_reasons"]) == 1, e["invalid_reasons"]
+    assert e["invalid_reasons"][0].startswith("emulated device (ro.kernel.qemu=1, ro.boot.qemu=1, ro.hardware=qemu-")
     assert e["samples"]["run"] >= 5 and e["run_power_w"] > 0
     assert e["battery"]["unplugged"] is True and e["battery"]["reset"] is True
     assert not (dev.root / ".sim" / "battery_unplugged").exists()

@@ -39,7 +39,7 @@ def test_without_a_phone_line_of_the_readme_works_as_written(adbh, adb_server, t
         assert code == 0, err
         (row,) = json.loads(out)["rows"]
         assert row["status"] == "ok" and row["runtime"].startswith("ai_edge_litert")   # the edgebench runner
-        assert row["fingerprint"]["device_model"] == "Pixel 8"
+        assert row["fingerprint"]["device_model"] == "Pixel 8 (emulated)"      # the simulator says what it is
     finally:
         adbh.adb(adb_server, "disconnect", serial)
         sim.terminate()

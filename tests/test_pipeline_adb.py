@@ -79,7 +79,7 @@ def test_env_lock_with_adb_devices(run_cli, make_sim, tmp_path):
     code, _, err = run_cli("env", "--no-tf", "--lock", str(lock), "--targets", "adb:all")
     assert code == 0, err
     doc = yaml.safe_load(lock.read_text())
-    assert doc["devices"][dev.serial]["device_model"] == "Pixel 8"
+    assert doc["devices"][dev.serial]["device_model"] == "Pixel 8 (emulated)"
     code, _, err = run_cli("env", "--no-tf", "--check-lock", str(lock), "--targets", "adb:all", "--strict")
     assert code == 0, err
     doc["devices"][dev.serial]["device_model"] = "Pixel 7"

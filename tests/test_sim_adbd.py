@@ -34,6 +34,9 @@ def test_shell_v2_exit_codes_and_separate_streams(h, adb_server, make_sim):
     assert r.stdout == "out\n" and r.stderr == "err\n"
     r = h.adb(adb_server, "-s", dev.serial, "shell", "getprop ro.product.model; getprop ro.build.version.sdk")
     assert r.returncode == 0 and r.stdout.splitlines() == ["Pixel 8", "34"]
+    # it says it is an emulator, as Android's emulator does (Android <= 11, and 12+)
+    r = h.adb(adb_server, "-s", dev.serial, "shell", "getprop ro.kernel.qemu; getprop ro.boot.qemu")
+    assert r.returncode == 0 and r.stdout.splitlines() == ["1", "1"]
     # shell runs with the device's own PATH: no python unless configured
     assert h.adb(adb_server, "-s", dev.serial, "shell", "command -v python3").returncode != 0
 
@@ -101,6 +104,7 @@ def test_module_entry_point(h, adb_server, tmp_path):
         line = proc.stdout.readline()
         assert "listening on 127.0.0.1:" in line, line + proc.stderr.read()
         serial = line.split("listening on ", 1)[1].split(";", 1)[0]
+        assert "it says it is an emulator (ro.kernel.qemu=1)" in line
         h.adb(adb_server, "connect", serial)
         assert h.wait_state(adb_server, serial, "device") == "device"
         r = h.adb(adb_server, "-s", serial, "shell", "getprop ro.product.model; python3 -c 'print(6*7)'")
@@ -174,3 +178,41 @@ def test_listens_on_loopback_only_unless_unsafe(h, tmp_path):
     finally:
         dev.kill()
     assert SimDevice(tmp_path / "d", host="::1").host == "::1"
+
+
+def _sim_import_graph() -> dict[str, set[str]]:
+    """Which edgebench.sim modules each one imports: every import statement, at top level, inside
+    functions and under TYPE_CHECKING (a cycle hidden in a function is still a cycle)."""
+    import ast
+    from pathlib import Path
+
+    import edgebench.sim
+
+    folder = Path(edgebench.sim.__file__).parent
+    mods = {("edgebench.sim" if p.stem == "__init__" else f"edgebench.sim.{p.stem}"): p for p in folder.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                assert node.level == 0, f"{path.name}: relative import"
+                deps |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in mods else node.module
+                         for a in node.names}
+        graph[name] = {d for d in deps if d in mods and d != name}
+    return graph
+
+
+def test_no_import_cycle_among_the_simulator_modules():
+    graph = _sim_import_graph()
+    assert "edgebench.sim.streams" in graph["edgebench.sim.adbd"]
+    assert "edgebench.sim.adbd" not in graph["edgebench.sim.streams"]          # streams see a Transport protocol
+
+    def reaches(start: str, node: str, seen: set[str]) -> bool:
+        for d in graph[node]:
+            if d == start or (d not in seen and reaches(start, d, seen | {d})):
+                return True
+        return False
+
+    assert [m for m in sorted(graph) if reaches(m, m, {m})] == []

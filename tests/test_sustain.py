@@ -72,6 +72,17 @@ def test_battery_energy_validity_rules_each_fire():
     assert any("no more than the idle" in r for r in flat["invalid_reasons"])
 
 
+def test_an_emulated_device_is_never_valid_and_says_why():
+    """Perfect readings from an emulator (what it reports: ro.kernel.qemu=1) are a model of a battery:
+    the figure is kept, never valid; the same readings from a device that reports no emulator are."""
+    emu = battery_energy(_readings(), (0.0, 5.0), (6.0, 16.0), 2000, emulation="ro.kernel.qemu=1")
+    assert emu["valid"] is False and emu["invalid_reasons"] == [
+        "emulated device (ro.kernel.qemu=1): its battery counters are modelled, not measured, so the figure "
+        "says nothing about a real phone's draw; measure energy on a physical device"]
+    assert emu["mj_per_inference"] == pytest.approx(7.8, rel=1e-3)          # reported, not trusted
+    assert battery_energy(_readings(), (0.0, 5.0), (6.0, 16.0), 2000, emulation=None)["valid"] is True
+
+
 def test_rapl_counter_wraps_and_energy():
     assert list(unwrap_counter([90, 95, 3, 10], 100)) == [90, 95, 103, 110]
     t = np.arange(0.0, 12.01, 0.5)

@@ -68,15 +68,25 @@ def test_paced_and_cold_starts_on_device(run_cli, make_sim, tiny_tflite):
     assert not list((sim.root / "data/local/tmp/edgebench").glob("run-*"))
 
 
-def test_energy_on_device_is_valid_and_follows_load(run_cli, make_sim, tiny_tflite):
+def test_simulated_phone_says_so_everywhere_and_its_energy_is_never_valid(run_cli, make_sim, tiny_tflite,
+                                                                          tmp_path):
+    """The simulator reports ro.kernel.qemu=1 like Android's emulator; edgebench reads that and
+    labels the device, every output and the store 'emulated', and never calls its modelled battery
+    energy valid (every other energy rule still ran and passed)."""
     sim = make_sim(has_python=True)
-    code, doc, err = _bench(run_cli, str(tiny_tflite), "--targets", f"adb:{sim.serial}", "--duration", "3",
-                            "--report-every", "1", "--energy", "--energy-idle", "2", *FAST)
+    db, out_json = str(tmp_path / "r.db"), tmp_path / "r.json"
+    code, out, err = run_cli("bench", str(tiny_tflite), "--targets", f"adb:{sim.serial}", "--duration", "3",
+                             "--report-every", "1", "--energy", "--energy-idle", "2", "--warmup-runs", "2",
+                             "--min-runs", "50", "--min-time", "0.1", "--db", db, "--json", str(out_json))
     assert code == 0, err
+    doc = json.loads(out_json.read_text())
     row = doc["rows"][0]
     e = row["energy"]
     assert e is not None, row.get("energy_reason")
-    assert e["valid"] is True, e["invalid_reasons"]
+    assert e["valid"] is False
+    assert e["invalid_reasons"] == [
+        "emulated device (ro.kernel.qemu=1, ro.boot.qemu=1): its battery counters are modelled, not measured, so "
+        "the figure says nothing about a real phone's draw; measure energy on a physical device"]
     assert e["source"] == "battery" and e["units"] == {"current": "uA", "voltage": "uV", "assumed": False}
     assert e["samples"]["run"] >= 10 and e["samples"]["idle"] >= 5
     # the simulated gauge follows the real CPU load of the runner: the run draws more than idle
@@ -85,6 +95,42 @@ def test_energy_on_device_is_valid_and_follows_load(run_cli, make_sim, tiny_tfli
     assert e["inferences"] == row["latency_ms"]["samples"]
     assert e["battery"]["unplugged"] is True and e["battery"]["reset"] is True
     assert not (sim.root / ".sim" / "battery_unplugged").exists()        # reset undid the unplug
+    # the identity: JSON row and fingerprint, a row warning the terminal table prints
+    fp = row["fingerprint"]
+    assert row["device_model"] == fp["device_model"] == "Pixel 8 (emulated)"
+    assert fp["emulated"] is True and fp["emulation"] == "ro.kernel.qemu=1, ro.boot.qemu=1"
+    assert any(w.startswith("emulated device (ro.kernel.qemu=1, ro.boot.qemu=1): its latency is the host CPU's")
+               for w in row["warnings"])
+    flat = " ".join(out.split())
+    assert "emulated device (ro.kernel.qemu=1, ro.boot.qemu=1): its latency" in flat
+    assert "not valid" in flat and "modelled, not measured" in flat
+    # the store and every report built from it
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT device_model FROM results").fetchall() == [("Pixel 8 (emulated)",)]
+    code, shown, err = run_cli("results", "show", doc["run_id"], "--db", db, "--json", "-")
+    assert code == 0 and json.loads(shown)["rows"][0]["fingerprint"]["emulated"] is True, err
+    code, md, err = run_cli("report", "--latest", "--db", db, "--markdown", "-")
+    assert code == 0 and "Pixel 8 (emulated)" in md, err
+    code, _, err = run_cli("report", "--latest", "--db", db, "--html", str(tmp_path / "r.html"))
+    assert code == 0 and "Pixel 8 (emulated)" in (tmp_path / "r.html").read_text(), err
+    code, prom, err = run_cli("export", "prometheus", "--latest", "--db", db)
+    assert code == 0 and 'device_model="Pixel 8 (emulated)"' in prom, err
+    assert 'device_model="Pixel 8"' not in prom
+
+
+def test_a_phone_that_reports_no_emulator_can_be_valid(make_sim, tiny_tflite):
+    """The rule reads what the device reports, it is not "the simulator is never valid": with the
+    emulator properties off the same modelled battery passes as a phone's, and its energy is valid."""
+    sim = make_sim(has_python=True, advertise_emulator=False)
+    job = make_job(str(tiny_tflite), warmup_runs=2, schedule=Schedule(duration_s=3.0, report_every_s=1.0),
+                   energy=EnergySettings(idle_s=2.0))
+    res = AdbTarget(sim.serial, thermal=NO_COOL).run(job)
+    e = res.extra["energy"]
+    assert res.fingerprint["device_model"] == "Pixel 8" and res.fingerprint["emulated"] is False
+    assert e["valid"] is True, e["invalid_reasons"]
+    assert e["run_power_w"] > e["idle_power_w"] > 0
 
 
 def test_energy_mA_units_and_positive_discharge_are_detected(make_sim, tiny_tflite):
@@ -94,7 +140,8 @@ def test_energy_mA_units_and_positive_discharge_are_detected(make_sim, tiny_tfli
     res = AdbTarget(sim.serial, thermal=NO_COOL).run(job)
     e = res.extra["energy"]
     assert e["units"]["current"] == "mA" and e["units"]["voltage"] == "mV"
-    assert e["valid"] is True, e["invalid_reasons"]
+    assert e["valid"] is False and len(e["invalid_reasons"]) == 1, e["invalid_reasons"]
+    assert e["invalid_reasons"][0].startswith("emulated device (ro.kernel.qemu=1")   # the units rule passed
 
 
 def test_charging_over_usb_is_invalid_even_after_unplug(make_sim, tiny_tflite):
@@ -110,14 +157,16 @@ def test_charging_over_usb_is_invalid_even_after_unplug(make_sim, tiny_tflite):
     assert e["battery"]["reset"] is True
 
 
-def test_suspend_input_on_a_debuggable_build_makes_it_valid(make_sim, tiny_tflite):
+def test_suspend_input_on_a_debuggable_build_clears_the_charging_reason(make_sim, tiny_tflite):
     sim = make_sim(has_python=True, battery={"usb_online": True, "debuggable": True})
     job = make_job(str(tiny_tflite), warmup_runs=2, schedule=Schedule(duration_s=3.0, report_every_s=1.0),
                    energy=EnergySettings(idle_s=2.0))
     res = AdbTarget(sim.serial, thermal=NO_COOL).run(job)
     e = res.extra["energy"]
     assert e["battery"]["input_suspended"] is True
-    assert e["valid"] is True, e["invalid_reasons"]
+    # suspending charging made the charging rule pass: only the emulation is left
+    assert e["valid"] is False and len(e["invalid_reasons"]) == 1, e["invalid_reasons"]
+    assert e["invalid_reasons"][0].startswith("emulated device (ro.kernel.qemu=1")
     assert not (sim.root / ".sim" / "battery_input_suspended").exists()   # charging resumed afterwards
 
 

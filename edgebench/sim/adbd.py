@@ -499,7 +499,9 @@ def main(argv: list[str] | None = None,
         dev = SimDevice(args.sandbox, cfg, port=args.port, host=args.host, unsafe_listen=args.unsafe_listen).start()
     except (ValueError, BadInput, InfraError) as exc:
         ap.exit(2, f"{exc}\n")
-    print(f"simulated device {cfg.model!r} listening on {dev.serial}; sandbox {dev.root}; "
+    says = ("it says it is an emulator (ro.kernel.qemu=1), so edgebench labels it and its results 'emulated'"
+            if cfg.advertise_emulator else "advertise_emulator is off: it passes as a real phone")
+    print(f"simulated device {cfg.model!r} listening on {dev.serial}; sandbox {dev.root}; {says}; "
           f"now run: adb connect {dev.serial}", flush=True)
     if on_ready:
         on_ready(dev)

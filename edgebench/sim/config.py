@@ -12,6 +12,11 @@ from typing import Any
 from edgebench.sim import board as _board
 
 
+# What Android's emulator reports about itself (ro.kernel.qemu up to Android 11, ro.boot.qemu
+# from Android 12); the simulator reports the same, because it is no more a real phone than it.
+EMULATOR_PROPS = {"ro.kernel.qemu": "1", "ro.boot.qemu": "1"}
+
+
 @dataclass
 class SimConfig:
     """What the simulated device looks like. Every field can be changed while it runs."""
@@ -48,6 +53,11 @@ class SimConfig:
     thermal_status: int = 0                                               # dumpsys thermalservice
     thermal_status_script: list[int] = field(default_factory=list)        # next statuses, one per command
     extra_props: dict[str, str] = field(default_factory=dict)
+    # Say what it is, as Android's emulator does (ro.kernel.qemu=1, ro.boot.qemu=1): edgebench (and
+    # any tool that reads those properties) then labels the device and its results "emulated" and
+    # never calls its modelled battery energy valid. False makes it pass as a real phone; only tests
+    # of the real-phone path should turn it off.
+    advertise_emulator: bool = True
     features: str | None = None              # adb features the banner announces (None: adbd.FEATURES); drop shell_v2 to test v1
     # Board mode: a built arm64 root filesystem (python -m edgebench.sim.board build); the sandbox
     # becomes a clone of it and shell commands run inside it, emulated as this qemu CPU model.
@@ -86,6 +96,8 @@ class SimConfig:
             "ro.build.type": "user",
             "ro.debuggable": "1" if self.battery.get("debuggable") else "0",
         }
+        if self.advertise_emulator:
+            p.update(EMULATOR_PROPS)
         p.update(self.extra_props)
         return p
 

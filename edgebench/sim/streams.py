@@ -4,6 +4,10 @@
 next); ``_ShellStream`` runs a device command (``SimDevice.shell_argv``: plain host process or
 confined board command) and speaks shell v2 packets; ``_SyncStream`` is ``sync:`` v1 on the
 device's ``DeviceFS`` (links resolved inside the root, pushes replace, never write through).
+
+Streams see the daemon only through ``Transport`` (the connection) and ``Device`` (the
+simulated device behind it), two ``typing.Protocol``s written here: this module never imports
+``edgebench.sim.adbd``, which imports it.
 """
 
 from __future__ import annotations
@@ -13,10 +17,10 @@ import signal
 import struct
 import subprocess
 import threading
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from edgebench.sim.adbd import _Connection
+from edgebench.sim.devicefs import DeviceFS
 
 A_CLSE = 0x45534C43
 A_WRTE = 0x45545257
@@ -25,6 +29,54 @@ SYNC_DATA_MAX = 64 * 1024
 
 class _Closed(Exception):
     """The stream or the connection went away."""
+
+
+class Device(Protocol):
+    """What the services need from the simulated device (``edgebench.sim.adbd.SimDevice``)."""
+
+    root: Path                  # the sandbox folder: shell commands run there
+    fs: DeviceFS                # the sync service's confined view of it
+    pushes: list[str]           # every sync SEND destination, for tests
+
+    def tick(self) -> None:
+        """Advance the scripted temperatures/frequencies (one step per shell command)."""
+
+    def should_die(self, command: str) -> bool:
+        """Record COMMAND; True when the daemon must die on it (the kill switch)."""
+
+    def kill(self) -> None:
+        """Drop every connection and kill every running command."""
+
+    def shell_argv(self, command: str) -> list[str]:
+        """The host argv that runs one device shell command."""
+
+    def shell_env(self) -> dict[str, str]:
+        """The environment of a device shell command."""
+
+    def track(self, proc: subprocess.Popen) -> None:
+        """A command started (killed with the device)."""
+
+    def untrack(self, proc: subprocess.Popen) -> None:
+        """A command ended."""
+
+    def reserve(self, n: int) -> bool:
+        """Take N bytes of the storage quota; False when the device is full."""
+
+    def release(self, n: int) -> None:
+        """Give N bytes back (a failed push)."""
+
+
+class Transport(Protocol):
+    """What a stream needs from the connection it runs on (``edgebench.sim.adbd._Connection``)."""
+
+    device: Device
+    max_payload: int            # the largest WRTE the host accepts
+
+    def send(self, cmd: int, arg0: int, arg1: int, data: bytes = b"") -> None:
+        """Send one transport message; raises ``_Closed`` when the connection is gone."""
+
+    def forget(self, local_id: int) -> None:
+        """The stream LOCAL_ID is closed: drop it from the connection's table."""
 
 
 class _Inbox:
@@ -69,7 +121,7 @@ class _Inbox:
 class _Stream:
     """One OPENed service: device->host writes wait for the host's OKAY (one WRTE in flight)."""
 
-    def __init__(self, conn: "_Connection", local_id: int, remote_id: int) -> None:
+    def __init__(self, conn: Transport, local_id: int, remote_id: int) -> None:
         self.conn = conn
         self.local_id = local_id
         self.remote_id = remote_id
@@ -142,7 +194,8 @@ class _Stream:
 class _ShellStream(_Stream):
     """``shell:``, ``shell,v2,...:`` and ``exec:`` services."""
 
-    def __init__(self, conn, local_id, remote_id, command: str, v2: bool, raw_exec: bool) -> None:
+    def __init__(self, conn: Transport, local_id: int, remote_id: int, command: str, v2: bool,
+                 raw_exec: bool) -> None:
         super().__init__(conn, local_id, remote_id)
         self.command = command
         self.v2 = v2

@@ -14,7 +14,9 @@
    then waits the idle window; the run follows.
 3. ``finish()`` stops the sampler (a stop file), parses its readings and always undoes
    ``unplug``/``suspend_input`` with ``dumpsys battery reset``.
-4. ``energy(span, inferences)`` -> ``(energy object, None)`` or ``(None, reason)``.
+4. ``energy(span, inferences)`` -> ``(energy object, None)`` or ``(None, reason)``. On an emulated
+   device (``emulation``: what it reports, ``facts.emulation_evidence``) the figure is never valid:
+   its battery is a model, not a gauge.
 """
 
 from __future__ import annotations
@@ -98,8 +100,10 @@ def parse_sampler(text: str) -> list[PowerReading]:
 class BatteryMonitor:
     """Battery readings on one device around one run (see the module docstring)."""
 
-    def __init__(self, device: AdbDevice, settings: EnergySettings, run_dir: str, deadline_s: float) -> None:
+    def __init__(self, device: AdbDevice, settings: EnergySettings, run_dir: str, deadline_s: float,
+                 emulation: str | None = None) -> None:
         self.dev, self.settings, self.deadline_s = device, settings, deadline_s
+        self.emulation = emulation
         self.stop_file = f"{run_dir}/battery.stop"
         self.facts: dict[str, Any] = {}
         self.reason: str | None = None
@@ -203,4 +207,4 @@ class BatteryMonitor:
         idle = (t0, t0 + self.settings.idle_s)
         source = "battery " + "/".join(f"{k} {v}" for k, v in self.sources.items())
         return battery_energy(self.readings, idle, (float(span[0]), float(span[1])), inferences, source=source,
-                              facts=self.facts), None
+                              facts=self.facts, emulation=self.emulation), None

@@ -1,6 +1,13 @@
 """Device facts from shell output (pure; unit-tested on their own): sections of a
 ``RemoteCommand.PROBE``/``THERMAL`` run -> props, CPU frequencies, thermal zones, battery,
-python3 + TFLite runtime."""
+python3 + TFLite runtime, and whether the device is emulated.
+
+Emulated devices are told by what they report, the way Android's own tools tell them: the
+emulator sets ``ro.kernel.qemu=1`` (up to Android 11) or ``ro.boot.qemu=1`` (Android 12 on) and
+its hardware is ``goldfish`` (the old kernel) or ``ranchu`` (the current one); a board under
+qemu names ``qemu`` in its hardware. edgebench's own simulated device advertises itself the same
+way. An emulated device's model carries ``EMULATED_SUFFIX`` wherever it is shown or stored, and
+its facts say ``emulated`` with the evidence (``emulation``)."""
 
 from __future__ import annotations
 
@@ -66,6 +73,33 @@ def parse_thermal(lines: list[str]) -> dict[str, float]:
     return zones
 
 
+EMULATOR_HARDWARE = ("goldfish", "ranchu")          # Android emulator kernels (ro.hardware, /proc/cpuinfo)
+EMULATED_SUFFIX = " (emulated)"
+
+
+def emulation_evidence(props: dict[str, str], cpuinfo_hardware: str | None = None) -> str | None:
+    """What the device reports that makes it an emulator (``"ro.kernel.qemu=1, ro.hardware=ranchu"``),
+    or None for a device that reports none of it (see the module docstring)."""
+    found = [f"{k}=1" for k in ("ro.kernel.qemu", "ro.boot.qemu") if (props.get(k) or "").strip() == "1"]
+    for k in ("ro.hardware", "ro.boot.hardware"):
+        v = (props.get(k) or "").strip()
+        if v.lower() in EMULATOR_HARDWARE or v.lower().startswith("qemu"):
+            found.append(f"{k}={v}")
+    hw = (cpuinfo_hardware or "").strip()
+    if hw.lower() in EMULATOR_HARDWARE:
+        found.append(f"/proc/cpuinfo Hardware {hw}")
+    return ", ".join(found) or None
+
+
+def device_label(model: str | None, emulation: str | None) -> str | None:
+    """The device's name as edgebench shows and stores it: ``ro.product.model``, with
+    ``EMULATED_SUFFIX`` when the device is emulated (so no table, export or store row can pass an
+    emulated "Pixel 8" off as the phone)."""
+    if emulation is None:
+        return model
+    return (model or "unknown model") + EMULATED_SUFFIX
+
+
 def parse_probe(text: str) -> dict[str, Any]:
     """The output of ``RemoteCommand.PROBE`` -> device facts (pure; tested on its own)."""
     s = _sections(text)
@@ -109,8 +143,12 @@ def parse_probe(text: str) -> dict[str, Any]:
     timeout_tool = next((ln.strip() for ln in s.get("timeout", []) if ln.strip()), None)
     soc = " ".join(x for x in (props.get("ro.soc.manufacturer"), props.get("ro.soc.model")) if x) or \
         props.get("ro.board.platform") or props.get("ro.hardware") or hardware
+    emulation = emulation_evidence(props, hardware)
     return {
-        "model": props.get("ro.product.model"),
+        "model": device_label(props.get("ro.product.model"), emulation),
+        "product_model": props.get("ro.product.model"),
+        "emulated": emulation is not None,
+        "emulation": emulation,
         "manufacturer": props.get("ro.product.manufacturer"),
         "product": props.get("ro.product.name"),
         "soc": soc,

@@ -127,7 +127,9 @@ class AdbTarget:
         return {
             "target": self.name,
             "serial": self.serial,
-            "device_model": f["model"],
+            "device_model": f["model"],          # "... (emulated)" on an emulator (facts.device_label)
+            "emulated": f["emulated"],
+            "emulation": f["emulation"],         # the properties that say so, or None
             "manufacturer": f["manufacturer"],
             "soc": f["soc"],
             "board": f["board"],
@@ -229,7 +231,7 @@ class AdbTarget:
         dev.check(RemoteCommand.mkdir(REMOTE_FILES, run_dir), what="creating the run folder")
         local_tmp = Path(tempfile.mkdtemp(prefix="edgebench-adb-"))
         thermal: dict[str, Any] = {}
-        battery = (BatteryMonitor(dev, job.energy, run_dir, job.deadline_s)
+        battery = (BatteryMonitor(dev, job.energy, run_dir, job.deadline_s, emulation=self.facts()["emulation"])
                    if job.energy is not None and load is None else None)
         try:
             runner_dir = self._stage_runner(pushed)
