@@ -19,7 +19,7 @@ from edgebench import compare as cmp
 from edgebench.convert import DEFAULT_PRECISIONS
 from edgebench.data import DEFAULT_PREPROCESS, InputSet, cast_to_signature, load_data, range_warnings, value_ranges
 from edgebench.errors import BadInput, EdgebenchError
-from edgebench.fingerprint import host_fingerprint, sha256_file
+from edgebench.fingerprint import emulation_warning, host_fingerprint, sha256_file
 from edgebench.gate import Thresholds, evaluate, thresholds_for
 from edgebench.outcome import error_sources, no_integer16_kernels, slower_reason
 from edgebench.quant.search import KeepFloatGoal
@@ -119,6 +119,9 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
     if run.extra.get("repeats"):
         row = row.replace(warnings=tuple(run.extra["repeat_warnings"]))
     parts, warnings = runtime_row_parts(run.extra, row.latency, where)
+    emulated = emulation_warning(run.fingerprint)     # as bench: an emulator's numbers are not a phone's
+    if emulated:
+        warnings.append(emulated)
     cause = no_integer16_kernels(row.replace(delegation=parts.get("delegation"), precision=precision))
     if cause:      # not "left on the CPU: SOFTMAX, SHAPE ...": there are no 16x8 kernels at all
         warnings = [w for w in warnings if " left on the CPU interpreter: " not in w] + [cause]
