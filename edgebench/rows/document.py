@@ -9,7 +9,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from edgebench import SCHEMA_VERSION
 from edgebench.rows._json import _freeze, _i
-from edgebench.rows.row import InferenceRow, Row, row_from_dict
+from edgebench.rows.row import UNTYPABLE, InferenceRow, Row, row_from_dict, typed_row
 
 
 # ------------------------------------------------------------------------------------ document
@@ -65,6 +65,20 @@ class Document:
                    schema_version=SCHEMA_VERSION,
                    reference=InferenceRow.from_dict(ref, ver) if isinstance(ref, Mapping) else None,
                    meta=_freeze({k: v for k, v in d.items() if k not in reserved}))
+
+    @classmethod
+    def read(cls, d: Mapping[str, Any]) -> "Document":
+        """``from_dict`` for a document edgebench may not have written (imported, hand-edited): a
+        row (or reference) too malformed to type is left out (``typed_row``) instead of failing the
+        whole document, so a renderer shows what can be read."""
+        try:
+            return cls.from_dict(d)
+        except UNTYPABLE:
+            pass
+        envelope = cls.from_dict({k: v for k, v in d.items() if k not in ("rows", "reference")})
+        rows = tuple(r for r in (typed_row(x, kind=envelope.kind) for x in (d.get("rows") or ())) if r is not None)
+        ref = typed_row(d.get("reference"), kind="reference")
+        return dataclasses.replace(envelope, rows=rows, reference=ref if isinstance(ref, InferenceRow) else None)
 
     def with_meta(self, **meta: Any) -> "Document":
         return dataclasses.replace(self, meta=_freeze({**self.meta, **meta}))
