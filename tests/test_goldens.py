@@ -289,10 +289,14 @@ def foreign_docs() -> list[dict[str, Any]]:
 
 
 def prometheus_cases() -> dict[str, Callable[[], str]]:
-    from conftest_report import make_bench_doc, make_compare_doc, make_train_doc
-    from edgebench.report.prometheus import render_prometheus
+    def render_prometheus(*args: Any, **kw: Any) -> str:
+        from edgebench.report.prometheus import render_prometheus
+
+        return render_prometheus(*args, **kw)
 
     def fixtures() -> str:
+        from conftest_report import make_bench_doc, make_compare_doc, make_train_doc   # imported when run, not collected
+
         evil = make_compare_doc(model='<script>alert("x")</script> m\\o|d\nel ünï/códe', run_id="run/with/slashes")
         evil["rows"][0]["drift"]['out"put\\1'] = json.loads(json.dumps(evil["rows"][0]["drift"]["logits"]))
         evil["rows"][1]["device_model"] = 'Pixel "7" Pro\\a/b'
