@@ -231,12 +231,15 @@ def _created_epoch(created: Any) -> float | None:
     return t.timestamp()
 
 
-def _row_labels(row: Row, base: dict[str, Any], doc: Document) -> dict[str, Any]:
+def _row_labels(row: Row, run: dict[str, Any]) -> dict[str, Any]:
+    """The labels of a row's series: ``run``'s (the run_id, if any), then model, precision, target
+    and device model (the row's, else the document's: ``run["model"]``, ``run["device_model"]``),
+    then the configuration identity."""
     device_model = (isinstance(row, InferenceRow) and row.device_model) or row.fingerprint.get("device_model") \
-        or doc.fingerprint.get("device_model")
-    out = dict(base)
+        or run["device_model"]
+    out = dict(run["base"])
     out.update({
-        "model": row.model or doc.meta.get("model") or "",
+        "model": row.model or run["model"] or "",
         "precision": row.precision or "",
         "target": row.target or "",
         "device_model": device_model or "",
@@ -304,10 +307,9 @@ def _add_registry_gauges(reg: _Registry, labels: dict[str, Any], row: Row) -> No
         reg.fam(m.prometheus, "gauge", m.help).add(labels, None if v is None else v * m.prometheus_scale)
 
 
-def _add_inference_row(reg: _Registry, doc: Document, row: InferenceRow, base: dict[str, Any],
-                       gate: Mapping[str, Any] | None) -> None:
-    labels = _row_labels(row, base, doc)
-    v = row_verdict(row, gate)
+def _add_inference_row(reg: _Registry, run: dict[str, Any], row: InferenceRow) -> None:
+    labels = _row_labels(row, run)
+    v = row_verdict(row, run["gate"])
     reg.fam("edgebench_row_ok", "gauge", "1 when the row's verdict is ok; 0 when it failed, was skipped, "
             "had NaN/Inf outputs, a silent failure or a failed gate check."
             ).add(labels, 1.0 if v.ok else 0.0)
@@ -396,8 +398,8 @@ def _add_regimes(reg: _Registry, labels: dict[str, Any], row: InferenceRow) -> N
                 ).add(el, 1.0 if e.valid else 0.0)
 
 
-def _add_train_row(reg: _Registry, doc: Document, row: TrainRow, base: dict[str, Any]) -> None:
-    labels = _row_labels(row, base, doc)
+def _add_train_row(reg: _Registry, run: dict[str, Any], row: TrainRow) -> None:
+    labels = _row_labels(row, run)
     labels.update({
         "batch_size": row.batch_size,
         "xla": "" if row.xla is None else str(bool(row.xla)).lower(),
@@ -452,8 +454,9 @@ def render_prometheus(docs: Document | Mapping[str, Any] | Iterable[Document | M
         reg.fam("edgebench_run_info", "gauge", "Facts about a result run; the value is always 1.").add(info, 1.0)
         reg.fam("edgebench_run_timestamp_seconds", "gauge", "When the run was created (unix time)."
                 ).add({**base, "kind": doc.kind}, _created_epoch(doc.created))
+        doc_model = doc.meta.get("model")
         models = dict.fromkeys(str(r.model) for r in doc.rows if r.model)
-        run_labels = {**base, "kind": doc.kind, "model": str(doc.meta.get("model") or ",".join(models))}
+        run_labels = {**base, "kind": doc.kind, "model": str(doc_model or ",".join(models))}
         reg.fam("edgebench_run_ok", "gauge", "1 when every row's verdict is ok and no gate check failed, else 0."
                 ).add(run_labels, 1.0 if verdict.state == "ok" and verdict.gate != "failed" else 0.0)
         if verdict.gate is not None:
@@ -461,15 +464,18 @@ def render_prometheus(docs: Document | Mapping[str, Any] | Iterable[Document | M
                     ).add(run_labels, 1.0 if verdict.gate == "passed" else 0.0)
             reg.fam("edgebench_gate_failed_checks", "gauge", "Number of gate checks that missed their threshold."
                     ).add(run_labels, float(len(verdict.failing)))
+        # what every row's series share: the document's free-form envelope (meta: run_id, model, gate)
+        # and fingerprint supply the fallbacks the rows leave open
         gate = doc.meta.get("gate")
-        gate = gate if isinstance(gate, Mapping) else None
+        run = {"base": base, "model": doc_model, "device_model": doc.fingerprint.get("device_model"),
+               "gate": gate if isinstance(gate, Mapping) else None}
         rows: list[Row] = list(doc.rows)
         if doc.reference is not None and doc.kind != "train":
             ref = doc.reference
             rows.insert(0, ref if ref.precision is not None else ref.replace(precision="reference"))
         for row in rows:
             if isinstance(row, TrainRow):
-                _add_train_row(reg, doc, row, base)
+                _add_train_row(reg, run, row)
             else:
-                _add_inference_row(reg, doc, row, base, gate)
+                _add_inference_row(reg, run, row)
     return reg.render()
