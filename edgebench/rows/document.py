@@ -8,7 +8,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 
 from edgebench import SCHEMA_VERSION
-from edgebench.rows._json import _freeze, _i
+from edgebench.rows._json import STATUSES, _freeze, _i
 from edgebench.rows.row import UNTYPABLE, InferenceRow, Row, row_from_dict, typed_row
 
 
@@ -68,15 +68,17 @@ class Document:
 
     @classmethod
     def read(cls, d: Mapping[str, Any]) -> "Document":
-        """``from_dict`` for a document edgebench may not have written (imported, hand-edited): a
-        row (or reference) too malformed to type is left out (``typed_row``) instead of failing the
-        whole document, so a renderer shows what can be read."""
+        """``from_dict`` for a document edgebench may not have written (imported, hand-edited): of a
+        row too malformed to type only its identity and outcome are kept (``_outcome_only``), and
+        such a reference is left out, instead of failing the whole document; a renderer shows what
+        can be read."""
         try:
             return cls.from_dict(d)
         except UNTYPABLE:
             pass
         envelope = cls.from_dict({k: v for k, v in d.items() if k not in ("rows", "reference")})
-        rows = tuple(r for r in (typed_row(x, kind=envelope.kind) for x in (d.get("rows") or ())) if r is not None)
+        rows = tuple(r for r in (typed_row(x, kind=envelope.kind) or _outcome_only(x, envelope.kind)
+                                 for x in (d.get("rows") or ())) if r is not None)
         ref = typed_row(d.get("reference"), kind="reference")
         return dataclasses.replace(envelope, rows=rows, reference=ref if isinstance(ref, InferenceRow) else None)
 
@@ -88,3 +90,13 @@ class Document:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.meta.get(key, default)
+
+
+def _outcome_only(d: Any, kind: str) -> Row | None:
+    """What can be read of a row too malformed to type: who/what/where and its outcome (a status
+    that is not one of STATUSES is a failure, as ``outcome.row_verdict_of`` reads it)."""
+    if not isinstance(d, Mapping):
+        return None
+    status = str(d.get("status") or "ok")
+    keep = {k: d[k] for k in ("model", "precision", "target", "device_model", "error") if isinstance(d.get(k), str)}
+    return typed_row({**keep, "status": status if status in STATUSES else "failed"}, kind=kind)
