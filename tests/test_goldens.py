@@ -194,11 +194,140 @@ def test_html_report_of_several_runs_golden():
     check(render_html([load(n) for n in ("compare", "bench", "sustained")]), GOLDENS / "html" / "report.html")
 
 
+# --- Prometheus: the exposition (textfile and push form) of every frozen input, the report tests'
+# fixtures, a typed document with every regime, and foreign/malformed input -----------------------
+
+PROMETHEUS_INPUTS = ("compare", "keep-float", "gate-failed", "bench", "sustained", "diagnose", "results-show-cell")
+
+
+def _lat(ms: float, n: int, step: float = 0.01) -> Any:
+    from edgebench.rows import Latency
+
+    return Latency.from_samples([int((ms + step * (i % 7)) * 1e6) for i in range(n)])
+
+
+def regimes_doc() -> Any:
+    """A typed bench document with every regime (sustained, paced, cold starts with and without the
+    XNNPACK cache, valid and unmeasurable energy) and a concurrency sweep under each alias key."""
+    from edgebench.rows import ColdStart, Document, Energy, InferenceRow, Paced, Sustained, Window
+
+    lat = _lat(2.0, 50)
+    wins = (Window(index=0, t_start_s=0.0, t_end_s=1.0, samples=40, latency=_lat(1.0, 40),
+                   thermal={"hottest_c": 41.5, "cpu_cur_khz": [1800000, None], "cpu_cap_khz": [2000000, 0],
+                            "thermal_status": 0}),
+            Window(index=1, t_start_s=1.0, t_end_s=2.0, samples=40, latency=_lat(1.3, 40),
+                   thermal={"hottest_c": 47.0, "cpu_cur_khz": [1500000], "cpu_cap_khz": [1500000],
+                            "thermal_status": 2}),
+            Window(index=2, t_start_s=2.0, t_end_s=3.0, samples=0, latency=None, thermal=None,
+                   thermal_reason="no thermal reading fell in or before this window"))
+    phases = {k: _lat(v, 3, 0.5) for k, v in (("process_start_ms", 30.0), ("init_ms", 12.0),
+                                                ("first_inference_ms", 4.0), ("other_ms", 1.0), ("total_ms", 47.0))}
+    warm = {k: v.to_dict() for k, v in {**phases, "init_ms": _lat(3.0, 3, 0.5)}.items()}
+    full = InferenceRow(
+        target="adb:S1", model="m<x>", precision="int8", device_model="Pixel 7", model_sha256="ab" * 32,
+        threads=2, delegate="xnnpack", latency=lat, timeline=wins,
+        sustained=Sustained(duration_s=3.0, report_every_s=1.0, steady_state_ratio=1.3, time_to_throttle_s=2.0,
+                            throttle_reason="a CPU frequency cap fell below its value in the first window"),
+        period_ms=5.0,
+        paced=Paced(period_ms=5.0, achieved_period_ms=5.1, late_starts=2, p50_ratio=1.4, back_to_back_ms=_lat(1.4, 50),
+                    details={"capacity_qps": 480.5, "start_lag_ms": {"p50": 0.02, "p99": 0.4, "max": 0.9}}),
+        cold_start=ColdStart(count=3, xnnpack_cache=True, **phases,
+                             details={"runtime": "ai_edge_litert 2.3.0", "cache_bytes": 123456,
+                                      "cache_build": {k: 10.0 + i for i, k in enumerate(phases)}, "warm_cache": warm,
+                                      "warm_vs_no_cache_init_ratio": 0.25, "note": "fresh processes"}),
+        energy=Energy(source="rapl", valid=True, mj_per_inference=2.5, inferences_per_j=400.0, joules=1.0,
+                      details={"run_power_w": 12.5, "idle_power_w": 8.0, "run_s": 10.0,
+                               "samples": {"run": 40, "idle": 20}}),
+        concurrency=({"level": 1, "qps": 500.0, "latency_ms": {"p99": 2.5}},
+                     {"concurrency": 2, "latency_ms": {"qps": 900.0, "p99": 3.0}},
+                     {"streams": 3, "qps": 1200, "p99_ms": 4.0},
+                     {"threads": 4, "qps": None, "latency_ms": {"qps": 1.0}},
+                     {"qps": 7.0}))
+    plain = InferenceRow(target="host", model="m<x>", precision="fp32", latency=_lat(3.0, 700),
+                         energy_reason="no RAPL package zones: not an Intel/AMD host",
+                         cold_start=ColdStart(count=2, xnnpack_cache=False, init_ms=_lat(9.0, 2),
+                                              total_ms=_lat(20.0, 2), details={"runtime": "tflite_runtime"}),
+                         energy=Energy(source="battery", valid=False, mj_per_inference=None,
+                                       invalid_reasons=("the battery was <charging>",)))
+    return Document(kind="bench", rows=(full, plain), fingerprint={"hostname": "h", "device_model": "Pixel 7"},
+                    created="2026-12-03T08:00:00+00:00", edgebench_version="0.3.0", meta={"run_id": "r-regimes"})
+
+
+def foreign_docs() -> list[dict[str, Any]]:
+    """Documents edgebench did not write: tests/test_prometheus.py's malformed one, a kind-less one
+    (rows told apart by their fields), a compare whose reference names no precision."""
+    malformed = {
+        "kind": "compare", "created": "not a date", "fingerprint": None,
+        "rows": [
+            {},
+            {"model": "m", "precision": "int8", "target": "host", "status": "failed", "error": "worker crashed"},
+            {"model": "m", "precision": "fp16", "target": "host", "status": "ok",
+             "latency_ms": {"p50": None, "p99": 3.0}, "accuracy": {}, "drift": {"out": {"psnr_db": "inf", "nan": 0},
+                                                                               "bad": "not-a-dict"},
+             "concurrency": [{"qps": 5.0}, "x"]},
+            "not a row",
+        ],
+    }
+    kindless = {
+        "created": "2026-12-01T00:00:00Z", "model": "doc-model", "run_id": "r-foreign",
+        "rows": [{"model": "t", "examples_per_s": 10.0, "batch_size": 8, "xla": 1, "status": "ok",
+                  "step_time_ms": {"mean": 100.0, "p50": 99.0, "steps": 20}},
+                 {"model": "t", "examples_per_s": 11.0, "batch_size": 16, "step_time_ms": 90.0, "status": "skipped"},
+                 {"precision": "int8", "target": "host", "status": "ok", "fingerprint": {"device_model": "row-fp"},
+                  "latency_ms": {"p50": "1.5", "p99": "inf", "mean": 1.6, "samples": 100, "p99_valid": False},
+                  "accuracy": {"top1": 0.5, "top5": 0.9, "top1_agreement": 0.8}}],
+    }
+    ref_unnamed = {
+        "kind": "compare", "created": "2026-12-01T00:00:00+00:00", "edgebench_version": "0.1.0",
+        "fingerprint": {"device_model": "doc-fp", "hostname": "h"}, "run_id": "r-ref",
+        "reference": {"model": "m", "target": "tf", "status": "ok", "latency_ms": {"p50": 9.0, "mean": 9.5,
+                                                                                   "samples": 10, "p99_valid": False}},
+        "rows": [{"model": "m", "precision": "int8", "target": "host", "status": "ok",
+                  "drift": {"y": {"psnr_db": 30.0, "cosine": 0.99, "nan": 0, "inf": 0}}}],
+    }
+    return [malformed, kindless, ref_unnamed]
+
+
+def prometheus_cases() -> dict[str, Callable[[], str]]:
+    def render_prometheus(*args: Any, **kw: Any) -> str:
+        from edgebench.report.prometheus import render_prometheus
+
+        return render_prometheus(*args, **kw)
+
+    def fixtures() -> str:
+        from conftest_report import make_bench_doc, make_compare_doc, make_train_doc   # imported when run, not collected
+
+        evil = make_compare_doc(model='<script>alert("x")</script> m\\o|d\nel ünï/códe', run_id="run/with/slashes")
+        evil["rows"][0]["drift"]['out"put\\1'] = json.loads(json.dumps(evil["rows"][0]["drift"]["logits"]))
+        evil["rows"][1]["device_model"] = 'Pixel "7" Pro\\a/b'
+        return render_prometheus([make_compare_doc(), make_bench_doc(), make_train_doc(), evil])
+
+    cases: dict[str, Callable[[], str]] = {name: functools.partial(lambda n: render_prometheus(load(n)), name)
+                                           for name in PROMETHEUS_INPUTS}
+    cases["fixtures"] = fixtures
+    cases["push-compare"] = lambda: render_prometheus(load("compare"), run_id_label=False)
+    cases["several-runs"] = lambda: render_prometheus([load(n) for n in ("compare", "bench", "sustained")])
+    cases["regimes"] = lambda: render_prometheus(regimes_doc())
+    for i, name in enumerate(("malformed", "kindless", "reference-unnamed")):
+        cases[name] = functools.partial(lambda k: render_prometheus(foreign_docs()[k]), i)
+    return cases
+
+
+PROMETHEUS = tuple(prometheus_cases())
+
+
+@pytest.mark.parametrize("name", PROMETHEUS)
+def test_prometheus_golden(name):
+    """The exposition (``export prometheus``, the Pushgateway body), pinned before the renderer moved
+    from raw JSON dicts to typed rows (issue 23)."""
+    check(prometheus_cases()[name](), GOLDENS / "prometheus" / f"{name}.prom")
+
+
 def test_every_golden_file_is_checked():
     """A golden whose case was renamed or removed is stale: delete it (none is left behind)."""
     expected = {f"terminal/{n}-{w}.txt" for n, (_, ws) in TERMINAL.items() for w in ws}
     expected |= {f"markdown/{n}.md" for n in DOCUMENTS} | {f"html/{n}.html" for n in DOCUMENTS}
-    expected |= {"html/report.html"}
+    expected |= {"html/report.html"} | {f"prometheus/{n}.prom" for n in PROMETHEUS}
     present = {p.relative_to(GOLDENS).as_posix() for p in GOLDENS.rglob("*") if p.is_file()
                and p.parent != INPUTS}
     assert present == expected, {"stale (delete)": sorted(present - expected), "missing": sorted(expected - present)}

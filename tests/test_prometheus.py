@@ -157,6 +157,27 @@ def test_missing_keys_and_non_finite_values():
     assert render_prometheus([]) == ""
 
 
+def test_rows_too_malformed_to_type_keep_their_outcome():
+    """A foreign row the typed rows cannot read (an unknown status, an accuracy that is not an
+    object) keeps its identity and outcome (row_ok, verdict, the run verdict); its numbers are left
+    out; the rows that type are drawn in full."""
+    doc = {"kind": "bench", "created": "2026-12-01T00:00:00Z", "run_id": "r-u",
+           "rows": [{"model": "m", "precision": "int8", "target": "host", "status": "crashed",
+                     "latency_ms": {"p50": 1.0, "mean": 1.0, "samples": 10, "p99_valid": False}},
+                    {"model": "m", "precision": "fp16", "target": "host", "status": "ok", "accuracy": "x",
+                     "latency_ms": {"p50": 2.0}},
+                    {"model": "m", "precision": "fp32", "target": "host", "status": "ok", "latency_ms": {"p50": 3.0}}]}
+    text = render_prometheus(doc)
+    samples = parse_exposition(text)
+    assert [v for _, v in _find(samples, "edgebench_row_ok", precision="int8")] == ["0"]
+    assert [lb["verdict"] for lb, _ in _find(samples, "edgebench_row_verdict", precision="int8")] == ["failed"]
+    assert [v for _, v in _find(samples, "edgebench_row_ok", precision="fp16")] == ["1"]
+    assert [v for _, v in _find(samples, "edgebench_run_ok")] == ["0"]
+    lat = _find(samples, "edgebench_inference_latency_seconds")
+    assert [(lb["precision"], v) for lb, v in lat] == [("fp32", "0.003")]
+    promtool_check(text)
+
+
 def test_promtool_accepts_every_kind(compare_doc, bench_doc, train_doc, evil_doc):
     promtool_check(render_prometheus([compare_doc, bench_doc, train_doc, evil_doc]))
     promtool_check(render_prometheus(compare_doc, run_id_label=False))

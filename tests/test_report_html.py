@@ -248,13 +248,13 @@ def test_matrix_pivot_rows_model_precision_columns_each_axis_value():
     from edgebench.report.pivot import matrix_pivots
     from edgebench.rows import Document
 
-    (p,) = matrix_pivots([Document.from_foreign(d) for d in _matrix_docs()])
+    (p,) = matrix_pivots([Document.read(d) for d in _matrix_docs()])
     assert p["axes"] == ["threads"] and p["columns"] == ["threads=1", "threads=2", "threads=4"]
     assert [r["precision"] for r in p["rows"]] == ["fp32", "fp16", "int8", "dynamic"]
     int8 = next(r for r in p["rows"] if r["precision"] == "int8")["cells"]
     assert int8[0]["ratio"] == pytest.approx(1.0) and int8[2]["ratio"] == pytest.approx(0.4, rel=0.15)
     assert all(c["p50"] and c["p99"] and c["accuracy"] == 0.6975 for c in int8)
-    assert matrix_pivots([Document.from_foreign(make_compare_doc())]) == []   # not a matrix: nothing to pivot
+    assert matrix_pivots([Document.read(make_compare_doc())]) == []   # not a matrix: nothing to pivot
 
 
 def test_matrix_report_shows_the_axis_as_columns_in_html_and_markdown():

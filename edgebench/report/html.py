@@ -492,7 +492,7 @@ def render_html(docs: dict[str, Any] | Sequence[dict[str, Any]], *,
     if isinstance(docs, dict) or hasattr(docs, "to_dict"):
         docs = [docs]
     docs = [d.to_dict() if hasattr(d, "to_dict") else d for d in docs]   # the stored (JSON) form
-    pairs = [(d, Document.from_foreign(d)) for d in docs]               # ... read once, typed
+    pairs = [(d, Document.read(d)) for d in docs]               # ... read once, typed
     if title is None:
         kinds = sorted({t.kind or "?" for _, t in pairs})
         models = list(dict.fromkeys(str(r.model) for _, t in pairs for r in t.rows if r.model))

@@ -239,7 +239,7 @@ def _pivot_tables(docs: Sequence[Document | Mapping[str, Any]]) -> list[str]:
     from edgebench.report.pivot import SUBCOLUMNS, cell_values, matrix_pivots
 
     out: list[str] = []
-    for p in matrix_pivots([d if isinstance(d, Document) else Document.from_foreign(d) for d in docs]):
+    for p in matrix_pivots([d if isinstance(d, Document) else Document.read(d) for d in docs]):
         subs = SUBCOLUMNS[p["kind"]]
         headers = ["precision"] + [f"{c} {sc}" for c in p["columns"] for sc in subs]
         body = [[md_escape(r["precision"])] + [md_escape(v) for cell in r["cells"] for v in cell_values(p, cell)]

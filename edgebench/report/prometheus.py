@@ -61,12 +61,13 @@ import datetime as _dt
 import json
 import math
 import re
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from edgebench.identity import series_key
 from edgebench.metrics import REGISTRY
-from edgebench.outcome import row_verdict_of, run_verdict_of
-from edgebench.rows import typed_row
+from edgebench.outcome import RunVerdict, row_verdict, run_verdict, run_verdict_of
+from edgebench.rows import Document, InferenceRow, Latency, Row, TrainRow, concurrency_levels
+from edgebench.rows.row import UNTYPABLE
 from edgebench.targets.base import P99_MIN_SAMPLES
 
 # ---------------------------------------------------------------------------------------------
@@ -187,17 +188,18 @@ class _Family:
 _LATENCY_QUANTILES = (("p50", "0.5"), ("p90", "0.9"), ("p95", "0.95"), ("p99", "0.99"), ("p999", "0.999"))
 
 _DRIFT_STATS = (
-    ("max_abs", "edgebench_drift_max_abs", "Largest absolute difference from the reference output."),
-    ("mean_abs", "edgebench_drift_mean_abs", "Mean absolute difference from the reference output."),
-    ("rmse", "edgebench_drift_rmse", "Root mean squared difference from the reference output."),
-    ("rel_l2", "edgebench_drift_rel_l2_ratio", "Relative L2 error ||y - ref|| / ||ref||."),
-    ("cosine", "edgebench_drift_cosine_similarity", "Cosine similarity with the reference output."),
-    ("psnr_db", "edgebench_drift_psnr_db", "Peak signal-to-noise ratio against the reference output, in decibels."),
-    ("nan", "edgebench_drift_nan_values", "NaN values in the output."),
-    ("inf", "edgebench_drift_inf_values", "Infinite values in the output."),
+    (lambda d: d.max_abs, "edgebench_drift_max_abs", "Largest absolute difference from the reference output."),
+    (lambda d: d.mean_abs, "edgebench_drift_mean_abs", "Mean absolute difference from the reference output."),
+    (lambda d: d.rmse, "edgebench_drift_rmse", "Root mean squared difference from the reference output."),
+    (lambda d: d.rel_l2, "edgebench_drift_rel_l2_ratio", "Relative L2 error ||y - ref|| / ||ref||."),
+    (lambda d: d.cosine, "edgebench_drift_cosine_similarity", "Cosine similarity with the reference output."),
+    (lambda d: d.psnr_db, "edgebench_drift_psnr_db",
+     "Peak signal-to-noise ratio against the reference output, in decibels."),
+    (lambda d: d.nan, "edgebench_drift_nan_values", "NaN values in the output."),
+    (lambda d: d.inf, "edgebench_drift_inf_values", "Infinite values in the output."),
 )
 
-_INFO_FIELDS = ("edgebench_version", "tensorflow", "litert", "python", "os", "cpu_model", "gpu", "hostname")
+_INFO_FINGERPRINT = ("tensorflow", "litert", "python", "os", "cpu_model", "gpu", "hostname")
 
 
 class _Registry:
@@ -229,26 +231,24 @@ def _created_epoch(created: Any) -> float | None:
     return t.timestamp()
 
 
-def _doc_model(doc: dict[str, Any]) -> str:
-    models = dict.fromkeys(str(r.get("model")) for r in doc.get("rows") or [] if isinstance(r, dict) and r.get("model"))
-    return str(doc.get("model") or ",".join(models))
-
-
-def _row_labels(row: dict[str, Any], base: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
-    fp = row.get("fingerprint") or {}
-    device_model = row.get("device_model") or fp.get("device_model") or (doc.get("fingerprint") or {}).get("device_model")
-    out = dict(base)
+def _row_labels(row: Row, run: dict[str, Any]) -> dict[str, Any]:
+    """The labels of a row's series: ``run``'s (the run_id, if any), then model, precision, target
+    and device model (the row's, else the document's: ``run["model"]``, ``run["device_model"]``),
+    then the configuration identity."""
+    device_model = (isinstance(row, InferenceRow) and row.device_model) or row.fingerprint.get("device_model") \
+        or run["device_model"]
+    out = dict(run["base"])
     out.update({
-        "model": row.get("model") or doc.get("model") or "",
-        "precision": row.get("precision") or "",
-        "target": row.get("target") or "",
+        "model": row.model or run["model"] or "",
+        "precision": row.precision or "",
+        "target": row.target or "",
         "device_model": device_model or "",
     })
     # the configuration identity (identity.series_key) beyond the four above: two rows that differ in
     # it are two series, never one (a --delegate none run, int8 with tensors kept float ...)
-    ident = series_key(row)
+    ident = series_key(row.to_dict())
     for name in _IDENTITY_LABELS:
-        v = ident.get(name)
+        v = ident[name]
         if v is None or v is False:
             continue
         if name == "model_sha256":
@@ -267,213 +267,196 @@ _IDENTITY_LABELS = ("model_sha256", "keep_float", "threads", "delegate", "runtim
                     "gpu_precision", "period_ms", "sustained")
 
 
-def _add_latency(reg: _Registry, labels: dict[str, Any], lat: dict[str, Any]) -> None:
-    summ = reg.fam("edgebench_inference_latency_seconds", "summary",
-                   "Per-inference latency over the timed runs (warmup excluded).")
-    for key, q in _LATENCY_QUANTILES:
-        v = _num(lat.get(key))
-        if v is not None:
-            summ.add({**labels, "quantile": q}, v / 1e3)
-    mean, count = _num(lat.get("mean")), _num(lat.get("samples"))
+def _add_quantiles(fam: _Family, labels: dict[str, Any], lat: Latency | None,
+                   quantiles: Iterable[tuple[str, str]]) -> None:
+    for key, q in quantiles:
+        v = None if lat is None else _num(getattr(lat, key))
+        fam.add({**labels, "quantile": q}, None if v is None else v / 1e3)
+
+
+def _add_summary(fam: _Family, labels: dict[str, Any], lat: Latency | None,
+                 quantiles: Iterable[tuple[str, str]] = _LATENCY_QUANTILES) -> None:
+    """A latency (ms) as a summary in seconds: its quantiles, and ``_sum``/``_count`` when its mean
+    and sample count are known."""
+    _add_quantiles(fam, labels, lat, quantiles)
+    mean, count = (None, None) if lat is None else (_num(lat.mean), _num(lat.samples))
     if mean is not None and count is not None:
-        summ.add(labels, mean / 1e3 * count, suffix="_sum")
-        summ.add(labels, count, suffix="_count")
-    for key, stat in (("mean", "mean"), ("std", "stddev"), ("min", "min"), ("max", "max")):
-        v = _num(lat.get(key))
+        fam.add(labels, mean / 1e3 * count, suffix="_sum")
+        fam.add(labels, count, suffix="_count")
+
+
+def _add_latency(reg: _Registry, labels: dict[str, Any], lat: Latency) -> None:
+    _add_summary(reg.fam("edgebench_inference_latency_seconds", "summary",
+                         "Per-inference latency over the timed runs (warmup excluded)."), labels, lat)
+    for stat, v in (("mean", lat.mean), ("stddev", lat.std), ("min", lat.min), ("max", lat.max)):
+        v = _num(v)
         reg.fam(f"edgebench_inference_latency_{stat}_seconds", "gauge",
                 f"Per-inference latency {stat} over the timed runs.").add(labels, None if v is None else v / 1e3)
-    if "p99_valid" in lat:
-        reg.fam("edgebench_inference_latency_p99_valid", "gauge",
-                f"1 when the run had enough samples for a trustworthy p99 (>= {P99_MIN_SAMPLES}), else 0."
-                ).add(labels, 1.0 if lat.get("p99_valid") else 0.0)
+    reg.fam("edgebench_inference_latency_p99_valid", "gauge",
+            f"1 when the run had enough samples for a trustworthy p99 (>= {P99_MIN_SAMPLES}), else 0."
+            ).add(labels, 1.0 if lat.p99_valid else 0.0)
 
 
-def _add_registry_gauges(reg: _Registry, labels: dict[str, Any], typed: Any) -> None:
-    if typed is None:     # a malformed foreign row: its raw-dict families above still draw what they can
-        return
+def _add_registry_gauges(reg: _Registry, labels: dict[str, Any], row: Row) -> None:
     """One gauge per registry metric that names a Prometheus series (``metrics.REGISTRY``), in its
     base unit; a metric the row does not have (another kind of row, a part not measured) is left out."""
     for m in REGISTRY:
         if m.prometheus is None:
             continue
-        v = m.value(typed)
+        v = m.value(row)
         reg.fam(m.prometheus, "gauge", m.help).add(labels, None if v is None else v * m.prometheus_scale)
 
 
-def _add_inference_row(reg: _Registry, doc: dict[str, Any], row: dict[str, Any], base: dict[str, Any]) -> None:
-    labels = _row_labels(row, base, doc)
-    if row.get("status") is not None:
-        v = row_verdict_of(doc, row)
-        reg.fam("edgebench_row_ok", "gauge", "1 when the row's verdict is ok; 0 when it failed, was skipped, "
-                "had NaN/Inf outputs, a silent failure or a failed gate check."
-                ).add(labels, 1.0 if v.ok else 0.0)
-        reg.fam("edgebench_row_verdict", "gauge", "1 for the row's verdict (label verdict: ok, gate-failed, "
-                "silent, nonfinite, failed, skipped)."
-                ).add({**labels, "verdict": v.state}, 1.0)
-    lat = row.get("latency_ms")
-    if isinstance(lat, dict):
-        _add_latency(reg, labels, lat)
-    _add_registry_gauges(reg, labels, typed_row(row, kind=doc.get("kind")))
-    acc = row.get("accuracy")
-    if isinstance(acc, dict):
+def _add_inference_row(reg: _Registry, run: dict[str, Any], row: InferenceRow) -> None:
+    labels = _row_labels(row, run)
+    v = row_verdict(row, run["gate"])
+    reg.fam("edgebench_row_ok", "gauge", "1 when the row's verdict is ok; 0 when it failed, was skipped, "
+            "had NaN/Inf outputs, a silent failure or a failed gate check."
+            ).add(labels, 1.0 if v.ok else 0.0)
+    reg.fam("edgebench_row_verdict", "gauge", "1 for the row's verdict (label verdict: ok, gate-failed, "
+            "silent, nonfinite, failed, skipped)."
+            ).add({**labels, "verdict": v.state}, 1.0)
+    if row.latency is not None:
+        _add_latency(reg, labels, row.latency)
+    _add_registry_gauges(reg, labels, row)
+    acc = row.accuracy
+    if acc is not None:
         reg.fam("edgebench_accuracy_top5_ratio", "gauge", "Top-5 accuracy on the labelled input set."
-                ).add(labels, _num(acc.get("top5")))
+                ).add(labels, _num(acc.details.get("top5")))   # compare.accuracy writes it; Accuracy keeps it untyped
         reg.fam("edgebench_accuracy_top1_agreement_ratio", "gauge",
                 "Share of inputs whose top-1 class matches the reference."
-                ).add(labels, _num(acc.get("top1_agreement")))
+                ).add(labels, _num(acc.top1_agreement))
         reg.fam("edgebench_accuracy_top5_agreement_ratio", "gauge",
                 "Share of inputs whose top-5 classes match the reference."
-                ).add(labels, _num(acc.get("top5_agreement")))
-    drift = row.get("drift")
-    if isinstance(drift, dict):
-        for output, stats in drift.items():
-            if not isinstance(stats, dict):
-                continue
-            dl = {**labels, "output": output}
-            for key, name, help_text in _DRIFT_STATS:
-                reg.fam(name, "gauge", help_text).add(dl, _num(stats.get(key)))
+                ).add(labels, _num(acc.top5_agreement))
+    for output, drift in (row.drift or {}).items():
+        dl = {**labels, "output": output}
+        for read, name, help_text in _DRIFT_STATS:
+            reg.fam(name, "gauge", help_text).add(dl, _num(read(drift)))
     _add_regimes(reg, labels, row)
-    conc = row.get("concurrency")
-    if isinstance(conc, list):
-        for item in conc:
-            if not isinstance(item, dict):
-                continue
-            n = item.get("level", item.get("concurrency", item.get("streams", item.get("threads"))))
-            if n is None:
-                continue
-            cl = {**labels, "concurrency": n}
-            lat_c = item.get("latency_ms") if isinstance(item.get("latency_ms"), dict) else {}
-            reg.fam("edgebench_inference_concurrent_queries_per_second", "gauge",
-                    "Inferences per second with N concurrent streams."
-                    ).add(cl, _num(item.get("qps", lat_c.get("qps"))))
-            p99 = _num(lat_c.get("p99", item.get("p99_ms")))
-            reg.fam("edgebench_inference_concurrent_latency_p99_seconds", "gauge",
-                    "p99 per-inference latency with N concurrent streams."
-                    ).add(cl, None if p99 is None else p99 / 1e3)
-
-
-def _add_regimes(reg: _Registry, labels: dict[str, Any], row: dict[str, Any]) -> None:
-    """Sustained timeline, paced, cold-start and energy families (edgebench.sustain)."""
-    for w in row.get("timeline") or []:
-        if not isinstance(w, dict):
+    for c in concurrency_levels(row.concurrency):
+        if c.level is None:
             continue
-        wl = {**labels, "window": (w.get("index") or 0) + 1}
-        lat = w.get("latency_ms") if isinstance(w.get("latency_ms"), dict) else {}
+        cl = {**labels, "concurrency": c.level}
+        reg.fam("edgebench_inference_concurrent_queries_per_second", "gauge",
+                "Inferences per second with N concurrent streams.").add(cl, c.qps)
+        reg.fam("edgebench_inference_concurrent_latency_p99_seconds", "gauge",
+                "p99 per-inference latency with N concurrent streams."
+                ).add(cl, None if c.p99_ms is None else c.p99_ms / 1e3)
+
+
+def _add_regimes(reg: _Registry, labels: dict[str, Any], row: InferenceRow) -> None:
+    """Sustained timeline, paced, cold-start and energy families (edgebench.sustain)."""
+    for w in row.timeline or ():
+        wl = {**labels, "window": w.index + 1}
         fam = reg.fam("edgebench_timeline_latency_seconds", "summary",
                       "Per-inference latency in one window of a sustained run.")
-        for key, q in _LATENCY_QUANTILES[:4]:
-            v = _num(lat.get(key))
-            if v is not None:
-                fam.add({**wl, "quantile": q}, v / 1e3)
-        mean, count = _num(lat.get("mean")), _num(w.get("samples"))
-        if count is not None:
-            fam.add(wl, (mean or 0.0) / 1e3 * count, suffix="_sum")
-            fam.add(wl, count, suffix="_count")
+        _add_quantiles(fam, wl, w.latency, _LATENCY_QUANTILES[:4])
+        mean = None if w.latency is None else w.latency.mean
+        fam.add(wl, (mean or 0.0) / 1e3 * w.samples, suffix="_sum")     # a window without samples: 0 and 0
+        fam.add(wl, w.samples, suffix="_count")
         reg.fam("edgebench_timeline_window_end_seconds", "gauge", "End of the window, seconds into the sustained run."
-                ).add(wl, _num(w.get("t_end_s")))
-        th = w.get("thermal") if isinstance(w.get("thermal"), dict) else {}
+                ).add(wl, w.t_end_s)
         reg.fam("edgebench_timeline_hottest_celsius", "gauge", "Hottest CPU/SoC thermal zone at the window's end."
-                ).add(wl, _num(th.get("hottest_c")))
+                ).add(wl, w.hottest_c)
         reg.fam("edgebench_timeline_thermal_status", "gauge", "Android thermal status at the window's end (0 none .. 6)."
-                ).add(wl, _num(th.get("thermal_status")))
-    s = row.get("sustained") if isinstance(row.get("sustained"), dict) else {}
+                ).add(wl, w.thermal_status)
+    s = row.sustained
     reg.fam("edgebench_sustained_steady_state_ratio", "gauge", "Last window p50 / first window p50 of a sustained run."
-            ).add(labels, _num(s.get("steady_state_ratio")))
+            ).add(labels, None if s is None else _num(s.steady_state_ratio))
     reg.fam("edgebench_sustained_time_to_throttle_seconds", "gauge",
             "Seconds into a sustained run when throttling was first seen (absent: never)."
-            ).add(labels, _num(s.get("time_to_throttle_s")))
-    p = row.get("paced") if isinstance(row.get("paced"), dict) else {}
-    if p:
-        per, ach = _num(row.get("period_ms")), _num(p.get("achieved_period_ms"))
+            ).add(labels, None if s is None else _num(s.time_to_throttle_s))
+    p = row.paced
+    if p is not None:
+        per, ach = _num(row.period_ms), _num(p.achieved_period_ms)
         reg.fam("edgebench_paced_period_seconds", "gauge", "Requested period between paced invokes."
                 ).add(labels, None if per is None else per / 1e3)
         reg.fam("edgebench_paced_achieved_period_seconds", "gauge", "Achieved period between paced invokes."
                 ).add(labels, None if ach is None else ach / 1e3)
-        b2b = p.get("back_to_back_ms") if isinstance(p.get("back_to_back_ms"), dict) else {}
-        fam = reg.fam("edgebench_paced_back_to_back_latency_seconds", "summary",
-                      "Back-to-back latency of the same model next to a paced run.")
-        for key, q in _LATENCY_QUANTILES[:4]:
-            v = _num(b2b.get(key))
-            fam.add({**labels, "quantile": q}, None if v is None else v / 1e3)
-        mean, count = _num(b2b.get("mean")), _num(b2b.get("samples"))
-        if mean is not None and count is not None:
-            fam.add(labels, mean / 1e3 * count, suffix="_sum")
-            fam.add(labels, count, suffix="_count")
-        reg.fam("edgebench_paced_p50_ratio", "gauge", "Paced p50 / back-to-back p50.").add(labels, _num(p.get("p50_ratio")))
-    c = row.get("cold_start") if isinstance(row.get("cold_start"), dict) else {}
-    for cache, src in (("none", c), ("warm", c.get("warm_cache") if isinstance(c.get("warm_cache"), dict) else {})):
+        _add_summary(reg.fam("edgebench_paced_back_to_back_latency_seconds", "summary",
+                             "Back-to-back latency of the same model next to a paced run."),
+                     labels, p.back_to_back_ms, _LATENCY_QUANTILES[:4])
+        reg.fam("edgebench_paced_p50_ratio", "gauge", "Paced p50 / back-to-back p50.").add(labels, _num(p.p50_ratio))
+    c = row.cold_start
+    for cache, starts in (("none", c), ("warm", None if c is None else c.warm)):
         for phase in ("process_start", "init", "first_inference", "total"):
-            v = _num((src.get(f"{phase}_ms") or {}).get("p50")) if isinstance(src.get(f"{phase}_ms"), dict) else None
+            lat = None if starts is None else getattr(starts, f"{phase}_ms")
+            v = None if lat is None else _num(lat.p50)
             reg.fam("edgebench_cold_start_seconds", "gauge", "Median over fresh processes of one cold-start phase."
                     ).add({**labels, "phase": phase, "cache": cache}, None if v is None else v / 1e3)
-    e = row.get("energy")
-    if isinstance(e, dict):
-        el = {**labels, "source": e.get("source") or ""}
-        mj = _num(e.get("mj_per_inference"))
+    e = row.energy
+    if e is not None:
+        el = {**labels, "source": e.source or ""}
+        mj = _num(e.mj_per_inference)
         reg.fam("edgebench_energy_joules_per_inference", "gauge",
                 "Net energy per inference (run minus idle baseline); see edgebench_energy_valid."
                 ).add(el, None if mj is None else mj / 1e3)
         reg.fam("edgebench_energy_inferences_per_joule", "gauge", "Inferences per joule of net energy."
-                ).add(el, _num(e.get("inferences_per_j")))
+                ).add(el, _num(e.inferences_per_j))
         reg.fam("edgebench_energy_valid", "gauge", "1 when the energy figure passed every validity check, else 0."
-                ).add(el, 1.0 if e.get("valid") else 0.0)
+                ).add(el, 1.0 if e.valid else 0.0)
 
 
-def _add_train_row(reg: _Registry, doc: dict[str, Any], row: dict[str, Any], base: dict[str, Any]) -> None:
-    labels = _row_labels(row, base, doc)
+def _add_train_row(reg: _Registry, run: dict[str, Any], row: TrainRow) -> None:
+    labels = _row_labels(row, run)
     labels.update({
-        "batch_size": row.get("batch_size", ""),
-        "xla": "" if row.get("xla") is None else str(bool(row.get("xla"))).lower(),
-        "strategy": row.get("strategy") or "",
-        "input_pipeline": row.get("input_pipeline") or "",
+        "batch_size": row.batch_size,
+        "xla": "" if row.xla is None else str(bool(row.xla)).lower(),
+        "strategy": row.strategy or "",
+        "input_pipeline": row.input_pipeline or "",
     })
-    status = row.get("status")
-    if status is not None:
-        reg.fam("edgebench_training_cell_ok", "gauge", "1 when the training cell's status is ok, else 0."
-                ).add(labels, 1.0 if status == "ok" else 0.0)
-    _add_registry_gauges(reg, labels, typed_row(row, kind="train"))
-    st = row.get("step_time_ms")
-    if isinstance(st, dict):
-        fam = reg.fam("edgebench_training_step_time_seconds", "summary", "Training step time (warmup steps excluded).")
-        for key, q in _LATENCY_QUANTILES:
-            v = _num(st.get(key))
-            if v is not None:
-                fam.add({**labels, "quantile": q}, v / 1e3)
-        mean, count = _num(st.get("mean")), _num(st.get("samples", st.get("steps")))
-        if mean is not None and count is not None:
-            fam.add(labels, mean / 1e3 * count, suffix="_sum")
-            fam.add(labels, count, suffix="_count")
-    elif _num(st) is not None:
-        reg.fam("edgebench_training_step_time_mean_seconds", "gauge", "Mean training step time."
-                ).add(labels, _num(st) / 1e3)
+    reg.fam("edgebench_training_cell_ok", "gauge", "1 when the training cell's status is ok, else 0."
+            ).add(labels, 1.0 if row.ok else 0.0)
+    _add_registry_gauges(reg, labels, row)
+    if row.step_time is not None:
+        _add_summary(reg.fam("edgebench_training_step_time_seconds", "summary",
+                             "Training step time (warmup steps excluded)."), labels, row.step_time)
 
 
-def render_prometheus(docs: dict[str, Any] | Iterable[dict[str, Any]], *, run_id_label: bool = True) -> str:
+def _typed(doc: Document | Mapping[str, Any]) -> tuple[Document, RunVerdict]:
+    """A result document read once into its typed form, with the run's verdict. A document
+    edgebench did not write may hold rows too malformed to type: they are left out of the
+    exposition (``Document.read``) but still count in the run's verdict by their status
+    (``outcome.run_verdict_of``)."""
+    if isinstance(doc, Document):
+        return doc, run_verdict(doc)
+    try:
+        typed = Document.from_dict(doc)
+    except UNTYPABLE:
+        return Document.read(doc), run_verdict_of(doc)
+    return typed, run_verdict(typed)
+
+
+def render_prometheus(docs: Document | Mapping[str, Any] | Iterable[Document | Mapping[str, Any]], *,
+                      run_id_label: bool = True) -> str:
     """Result document(s) -> Prometheus text exposition (ends with a newline; '' for no data).
 
     ``run_id_label``: add a ``run_id`` label (from ``doc["run_id"]``) to every series, so several
     runs can share one textfile. Pushes turn it off: the Pushgateway adds ``run_id`` from the
     grouping key.
     """
-    if isinstance(docs, dict) or hasattr(docs, "to_dict"):
+    if isinstance(docs, (Mapping, Document)):
         docs = [docs]
-    docs = [d.to_dict() if hasattr(d, "to_dict") else d for d in docs]   # the stored (JSON) form
     reg = _Registry()
-    for doc in docs:
+    for doc, verdict in map(_typed, docs):
         base: dict[str, Any] = {}
-        if run_id_label and doc.get("run_id"):
-            base["run_id"] = doc["run_id"]
-        fp = doc.get("fingerprint") or {}
-        info = {**base, "kind": doc.get("kind") or ""}
-        for f in _INFO_FIELDS:
-            v = doc.get(f) if f == "edgebench_version" else fp.get(f)
+        run_id = doc.meta.get("run_id")
+        if run_id_label and run_id:
+            base["run_id"] = run_id
+        info = {**base, "kind": doc.kind}
+        if doc.edgebench_version:
+            info["edgebench_version"] = doc.edgebench_version
+        for f in _INFO_FINGERPRINT:
+            v = doc.fingerprint.get(f)
             if v is not None:
                 info[f] = v
         reg.fam("edgebench_run_info", "gauge", "Facts about a result run; the value is always 1.").add(info, 1.0)
         reg.fam("edgebench_run_timestamp_seconds", "gauge", "When the run was created (unix time)."
-                ).add({**base, "kind": doc.get("kind") or ""}, _created_epoch(doc.get("created")))
-        verdict = run_verdict_of(doc)
-        run_labels = {**base, "kind": doc.get("kind") or "", "model": _doc_model(doc)}
+                ).add({**base, "kind": doc.kind}, _created_epoch(doc.created))
+        doc_model = doc.meta.get("model")
+        models = dict.fromkeys(str(r.model) for r in doc.rows if r.model)
+        run_labels = {**base, "kind": doc.kind, "model": str(doc_model or ",".join(models))}
         reg.fam("edgebench_run_ok", "gauge", "1 when every row's verdict is ok and no gate check failed, else 0."
                 ).add(run_labels, 1.0 if verdict.state == "ok" and verdict.gate != "failed" else 0.0)
         if verdict.gate is not None:
@@ -481,20 +464,18 @@ def render_prometheus(docs: dict[str, Any] | Iterable[dict[str, Any]], *, run_id
                     ).add(run_labels, 1.0 if verdict.gate == "passed" else 0.0)
             reg.fam("edgebench_gate_failed_checks", "gauge", "Number of gate checks that missed their threshold."
                     ).add(run_labels, float(len(verdict.failing)))
-        kind = doc.get("kind")
-        rows = [r for r in (doc.get("rows") or []) if isinstance(r, dict)]
-        if kind == "train":
-            for row in rows:
-                _add_train_row(reg, doc, row, base)
-            continue
-        ref = doc.get("reference")
-        if isinstance(ref, dict):
-            ref = dict(ref)
-            ref.setdefault("precision", "reference")
-            rows = [ref, *rows]
+        # what every row's series share: the document's free-form envelope (meta: run_id, model, gate)
+        # and fingerprint supply the fallbacks the rows leave open
+        gate = doc.meta.get("gate")
+        run = {"base": base, "model": doc_model, "device_model": doc.fingerprint.get("device_model"),
+               "gate": gate if isinstance(gate, Mapping) else None}
+        rows: list[Row] = list(doc.rows)
+        if doc.reference is not None and doc.kind != "train":
+            ref = doc.reference
+            rows.insert(0, ref if ref.precision is not None else ref.replace(precision="reference"))
         for row in rows:
-            if "examples_per_s" in row and "latency_ms" not in row:
-                _add_train_row(reg, doc, row, base)
+            if isinstance(row, TrainRow):
+                _add_train_row(reg, run, row)
             else:
-                _add_inference_row(reg, doc, row, base)
+                _add_inference_row(reg, run, row)
     return reg.render()

@@ -29,6 +29,6 @@ data.
 from edgebench.rows._json import STATUSES  # noqa: F401
 from edgebench.rows.document import Document  # noqa: F401
 from edgebench.rows.parts import Accuracy, Cost, Drift, Latency, Warmup, Worst, drifts_from_dict  # noqa: F401
-from edgebench.rows.regimes import (COLD_START_PHASES, ColdStart, Delegation, Energy, OpEntry, Paced, Sustained,  # noqa: F401
-                                     Verdict, Window)
+from edgebench.rows.regimes import (COLD_START_PHASES, ColdStart, ConcurrencyLevel, Delegation, Energy,  # noqa: F401
+                                     EnergyUnits, OpEntry, Paced, Sustained, Verdict, Window, concurrency_levels)
 from edgebench.rows.row import ENERGY_NOT_ASKED, InferenceRow, Row, TrainRow, row_from_dict, sample_class_of, typed_row  # noqa: F401

@@ -8,8 +8,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 
 from edgebench import SCHEMA_VERSION
-from edgebench.rows._json import _freeze, _i
-from edgebench.rows.row import InferenceRow, Row, row_from_dict, typed_row
+from edgebench.rows._json import STATUSES, _freeze, _i
+from edgebench.rows.row import UNTYPABLE, InferenceRow, Row, row_from_dict, typed_row
 
 
 # ------------------------------------------------------------------------------------ document
@@ -67,17 +67,23 @@ class Document:
                    meta=_freeze({k: v for k, v in d.items() if k not in reserved}))
 
     @classmethod
-    def from_foreign(cls, d: Mapping[str, Any]) -> "Document":
-        """``from_dict`` for a document edgebench may not have written (an imported or hand-edited
-        file): a row or reference that cannot be typed is left out rather than failing a report."""
-        kind = str(d.get("kind") or "")
-        rows = tuple(t for t in (typed_row(r, kind=kind) for r in (d.get("rows") or ())) if t is not None)
-        ref = typed_row(d.get("reference"), kind="compare")
+    def read(cls, d: Mapping[str, Any]) -> "Document":
+        """``from_dict`` for a document edgebench may not have written (imported, hand-edited): of a
+        row too malformed to type only its identity and outcome are kept (``_outcome_only``), and
+        such a reference is left out, instead of failing the whole document; a renderer shows what
+        can be read."""
+        try:
+            return cls.from_dict(d)
+        except UNTYPABLE:
+            pass
         safe = {k: v for k, v in d.items() if k not in ("rows", "reference")}
         if not isinstance(safe.get("fingerprint"), Mapping):
             safe["fingerprint"] = {}
-        doc = cls.from_dict(safe)
-        return dataclasses.replace(doc, rows=rows, reference=ref if isinstance(ref, InferenceRow) else None)
+        envelope = cls.from_dict(safe)
+        rows = tuple(r for r in (typed_row(x, kind=envelope.kind) or _outcome_only(x, envelope.kind)
+                                 for x in (d.get("rows") or ())) if r is not None)
+        ref = typed_row(d.get("reference"), kind="reference")
+        return dataclasses.replace(envelope, rows=rows, reference=ref if isinstance(ref, InferenceRow) else None)
 
     def with_meta(self, **meta: Any) -> "Document":
         return dataclasses.replace(self, meta=_freeze({**self.meta, **meta}))
@@ -123,3 +129,12 @@ class Document:
         """A matrix cell's axis values, None outside matrices."""
         v = self.meta.get("cell")
         return v if isinstance(v, Mapping) else None
+
+def _outcome_only(d: Any, kind: str) -> Row | None:
+    """What can be read of a row too malformed to type: who/what/where and its outcome (a status
+    that is not one of STATUSES is a failure, as ``outcome.row_verdict_of`` reads it)."""
+    if not isinstance(d, Mapping):
+        return None
+    status = str(d.get("status") or "ok")
+    keep = {k: d[k] for k in ("model", "precision", "target", "device_model", "error") if isinstance(d.get(k), str)}
+    return typed_row({**keep, "status": status if status in STATUSES else "failed"}, kind=kind)

@@ -1,5 +1,9 @@
 """Typed parts of a row from the other regimes and diagnostics: sustained windows, paced and
-cold-start summaries, energy, delegation, op profiles, silent-failure verdicts."""
+cold-start summaries, energy, concurrency sweeps, delegation, op profiles, silent-failure verdicts.
+
+The summaries keep what they measured beyond their headline fields in ``details``; the facts a
+renderer shows from there are read through the typed properties below (``Window.hottest_c``,
+``ColdStart.warm``, ``Energy.units`` ...), so no renderer reads ``details`` by key."""
 
 from __future__ import annotations
 
@@ -41,6 +45,25 @@ class Window:
                    samples=_i(d.get("samples")) or 0, latency=_lat(d.get("latency_ms")),
                    thermal=_freeze(d["thermal"]) if isinstance(d.get("thermal"), Mapping) else None,
                    thermal_reason=d.get("thermal_reason"))
+
+    # the thermal state at the window's end (edgebench.sustain: hottest zone, per-CPU current
+    # frequency and cap, Android thermal status); None / empty without a reading
+    @property
+    def hottest_c(self) -> float | None:
+        return _f((self.thermal or {}).get("hottest_c"))
+
+    @property
+    def thermal_status(self) -> int | None:
+        """Android thermal status 0 (none) .. 6 (shutdown)."""
+        return _i((self.thermal or {}).get("thermal_status"))
+
+    @property
+    def cpu_cur_khz(self) -> tuple[int | None, ...]:
+        return tuple((self.thermal or {}).get("cpu_cur_khz") or ())
+
+    @property
+    def cpu_cap_khz(self) -> tuple[int | None, ...]:
+        return tuple((self.thermal or {}).get("cpu_cap_khz") or ())
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "t_start_s": self.t_start_s, "t_end_s": self.t_end_s, "samples": self.samples,
@@ -100,6 +123,16 @@ class Paced(_Summary):
     _TYPED = ("period_ms", "achieved_period_ms", "late_starts", "p50_ratio")
     _LAT = ("back_to_back_ms",)
 
+    @property
+    def capacity_qps(self) -> float | None:
+        """1 / mean of the paced latencies: what back-to-back would do (the row's QPS is the offered rate)."""
+        return _f(self.details.get("capacity_qps"))
+
+    @property
+    def start_lag(self) -> Latency | None:
+        """How late invokes started against the schedule, ms (``p50``, ``p99``, ``max``)."""
+        return _lat(self.details.get("start_lag_ms"))
+
 
 # The phases of one cold start, in order; they add up to total_ms (other_ms holds what none of
 # the named phases does: reading the job and the inputs).
@@ -120,6 +153,36 @@ class ColdStart(_Summary):
     _TYPED = ("count", "xnnpack_cache")
     _LAT = COLD_START_PHASES
 
+    @property
+    def runtime(self) -> str | None:
+        v = self.details.get("runtime")
+        return None if v is None else str(v)
+
+    @property
+    def note(self) -> str | None:
+        v = self.details.get("note")
+        return None if v is None else str(v)
+
+    @property
+    def cache_bytes(self) -> int | None:
+        """Size of the XNNPACK weight-cache file the first cached start wrote."""
+        return _i(self.details.get("cache_bytes"))
+
+    @property
+    def cache_build(self) -> Mapping[str, float | None] | None:
+        """The start that wrote the weight cache: ms per phase (every key of COLD_START_PHASES)."""
+        b = self.details.get("cache_build")
+        return _freeze({k: _f(b.get(k)) for k in COLD_START_PHASES}) if isinstance(b, Mapping) and b else None
+
+    @property
+    def warm(self) -> "ColdStart | None":
+        """The starts that read the weight cache: their phases (``count`` is not recorded)."""
+        return ColdStart.from_dict(self.details.get("warm_cache"))
+
+    @property
+    def warm_vs_no_cache_init_ratio(self) -> float | None:
+        return _f(self.details.get("warm_vs_no_cache_init_ratio"))
+
 
 @dataclass(frozen=True)
 class Energy(_Summary):
@@ -132,6 +195,74 @@ class Energy(_Summary):
     joules: float | None = None
     invalid_reasons: tuple[str, ...] = ()
     _TYPED = ("source", "valid", "mj_per_inference", "inferences_per_j", "joules", "invalid_reasons")
+
+    @property
+    def run_power_w(self) -> float | None:
+        return _f(self.details.get("run_power_w"))
+
+    @property
+    def idle_power_w(self) -> float | None:
+        return _f(self.details.get("idle_power_w"))
+
+    @property
+    def run_s(self) -> float | None:
+        return _f(self.details.get("run_s"))
+
+    @property
+    def run_readings(self) -> int | None:
+        """Power readings taken during the run (battery gauge / RAPL counter)."""
+        return self._readings("run")
+
+    @property
+    def idle_readings(self) -> int | None:
+        return self._readings("idle")
+
+    def _readings(self, span: str) -> int | None:
+        n = self.details.get("samples")
+        return _i(n.get(span)) if isinstance(n, Mapping) else None
+
+    @property
+    def units(self) -> "EnergyUnits | None":
+        """The battery gauge's units as detected (None when the source has none, e.g. RAPL)."""
+        u = self.details.get("units")
+        return EnergyUnits.from_dict(u) if isinstance(u, Mapping) and u else None
+
+
+@dataclass(frozen=True)
+class EnergyUnits:
+    """Units of a battery gauge's current and voltage readings (``edgebench.energy.detect_units``);
+    ``assumed`` when the current's magnitude fitted both and the voltage's unit was taken."""
+
+    current: str | None
+    voltage: str | None
+    assumed: bool = False
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "EnergyUnits":
+        return cls(current=d.get("current"), voltage=d.get("voltage"), assumed=bool(d.get("assumed")))
+
+
+@dataclass(frozen=True)
+class ConcurrencyLevel:
+    """One level of a concurrency sweep (JSON ``concurrency[i]``, ``edgebench.load.concurrency``):
+    ``level`` streams, their total ``qps`` and p99 latency (ms). Rows that name the level
+    ``concurrency``, ``streams`` or ``threads``, or keep qps/p99 only in ``latency_ms``, are read too."""
+
+    level: int | None
+    qps: float | None
+    p99_ms: float | None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ConcurrencyLevel":
+        lat = d.get("latency_ms") if isinstance(d.get("latency_ms"), Mapping) else {}
+        level = next((d[k] for k in ("level", "concurrency", "streams", "threads") if k in d), None)
+        return cls(level=_i(level), qps=_f(d["qps"] if "qps" in d else lat.get("qps")),
+                   p99_ms=_f(lat["p99"] if "p99" in lat else d.get("p99_ms")))
+
+
+def concurrency_levels(items: Any) -> tuple[ConcurrencyLevel, ...]:
+    """A row's ``concurrency`` sweep (its mappings), typed."""
+    return tuple(ConcurrencyLevel.from_dict(c) for c in items or () if isinstance(c, Mapping))
 
 
 @dataclass(frozen=True)

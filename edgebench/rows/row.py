@@ -237,7 +237,7 @@ class InferenceRow(_RowMixin):
         kw["accuracy"] = Accuracy.from_dict(d.get("accuracy"))
         kw["cost"] = Cost.from_row(d)
         conc = d.get("concurrency")
-        kw["concurrency"] = tuple(_freeze(c) for c in conc) if isinstance(conc, list) else None
+        kw["concurrency"] = tuple(_freeze(c) for c in conc if isinstance(c, Mapping)) if isinstance(conc, list) else None
         kw["delegation"] = Delegation.from_dict(d.get("delegation"))
         ops = d.get("op_profile")
         kw["op_profile"] = (tuple(OpEntry.from_dict(e) for e in ops if isinstance(e, Mapping))

@@ -16,8 +16,8 @@ def _ms(lat: Latency | None, key: str) -> str:
     return fmt_value(getattr(lat, key) if lat is not None else None, ".4g")
 
 
-def _mhz(khz: list) -> str:
-    vals = [k for k in khz or [] if k]
+def _mhz(khz: tuple) -> str:
+    vals = [k for k in khz if k]
     return "-" if not vals else f"{max(vals) / 1000:.0f}"
 
 
@@ -28,12 +28,11 @@ def timeline_table(r: InferenceRow) -> list:
               "min CPU cap MHz", "thermal status"):
         numeric_column(t, c)
     for w in r.timeline or ():
-        th = w.thermal or {}
-        caps = [c for c in th.get("cpu_cap_khz") or [] if c]
-        st = th.get("thermal_status")
+        caps = [c for c in w.cpu_cap_khz if c]
+        st = w.thermal_status
         t.add_row(str(w.index + 1), fmt_value(w.t_end_s, ".1f"), str(w.samples), _ms(w.latency, "p50"),
                   _ms(w.latency, "p90"), _ms(w.latency, "p99") + ("" if w.latency is None or w.latency.p99_valid else "*"),
-                  fmt_value(th.get("hottest_c"), ".1f"), _mhz(th.get("cpu_cur_khz")),
+                  fmt_value(w.hottest_c, ".1f"), _mhz(w.cpu_cur_khz),
                   "-" if not caps else f"{min(caps) / 1000:.0f}",
                   "-" if st is None else f"{st} ({STATUS_NAMES.get(st, '?')})")
     s = r.sustained
@@ -57,20 +56,20 @@ def paced_table(r: InferenceRow) -> list:
     for label, lat in (("paced", r.latency), ("back-to-back", p.back_to_back_ms if p else None)):
         t.add_row(label, _ms(lat, "p50"), _ms(lat, "p90"), _ms(lat, "p99"), _ms(lat, "mean"),
                   fmt_value(lat.samples if lat else None, "d"))
-    lag = (p.details.get("start_lag_ms") or {}) if p else {}
-    capacity = p.details.get("capacity_qps") if p else None
+    lag = p.start_lag if p else None
+    capacity = p.capacity_qps if p else None
     return [t, Text(f"paced / back-to-back p50: {fmt_value(p.p50_ratio if p else None, '.2f')}x; QPS "
                     f"{fmt_value(r.latency.qps if r.latency else None, '.1f')} achieved (capacity 1/mean "
                     f"{fmt_value(capacity, '.1f')}); achieved period "
                     f"{fmt_value(p.achieved_period_ms if p else None, '.4g')} ms; late starts "
                     f"{fmt_value(p.late_starts if p else None, 'd')}; start lag p50/p99 "
-                    f"{fmt_value(lag.get('p50'), '.3g')}/{fmt_value(lag.get('p99'), '.3g')} ms")]
+                    f"{fmt_value(None if lag is None else lag.p50, '.3g')}/"
+                    f"{fmt_value(None if lag is None else lag.p99, '.3g')} ms")]
 
 
 def cold_start_table(r: InferenceRow) -> list:
     c = r.cold_start
-    d = c.details
-    t = Table(title=f"{e(r.model)} @ {e(r.target)}: cold starts ({e(d.get('runtime'))})", header_style="bold")
+    t = Table(title=f"{e(r.model)} @ {e(r.target)}: cold starts ({e(c.runtime)})", header_style="bold")
     t.add_column("")
     for col in ("starts", "process start ms", "load + allocate ms", "first inference ms", "other ms",
                 "spawn to result ms"):
@@ -82,16 +81,17 @@ def cold_start_table(r: InferenceRow) -> list:
     label = "no cache (p50)" if c.xnnpack_cache else "p50"
     row(label, c.count, *(getattr(c, k).p50 if getattr(c, k) else None for k in COLD_START_PHASES))
     if c.xnnpack_cache:
-        b = d.get("cache_build") or {}
-        row("writes cache", 1 if b else 0, *(b.get(k) for k in COLD_START_PHASES))
-        w = d.get("warm_cache") or {}
-        n = ((w.get("init_ms") or {}).get("samples"))
-        row("warm cache (p50)", n, *((w.get(k) or {}).get("p50") for k in COLD_START_PHASES))
+        b = c.cache_build
+        row("writes cache", 1 if b else 0, *(b[k] if b else None for k in COLD_START_PHASES))
+        w = c.warm
+        n = w.init_ms.samples if w and w.init_ms else None
+        row("warm cache (p50)", n, *(getattr(w, k).p50 if w and getattr(w, k) else None for k in COLD_START_PHASES))
     out: list = [t]
-    note = d.get("note")
-    if c.xnnpack_cache and d.get("warm_vs_no_cache_init_ratio") is not None:
-        out.append(Text(f"warm-cache / no-cache load + allocate p50: {d['warm_vs_no_cache_init_ratio']:.2f}x; "
-                        f"cache file {fmt_value(d.get('cache_bytes'), 'd')} bytes"))
+    note = c.note
+    ratio = c.warm_vs_no_cache_init_ratio
+    if c.xnnpack_cache and ratio is not None:
+        out.append(Text(f"warm-cache / no-cache load + allocate p50: {ratio:.2f}x; "
+                        f"cache file {fmt_value(c.cache_bytes, 'd')} bytes"))
     if note:
         out.append(Text(note, style="dim"))
     return out
@@ -101,15 +101,12 @@ def energy_lines(r: InferenceRow) -> list:
     if r.energy is None:
         return [Text(f"energy ({r.model} @ {r.target}): not measured: {r.energy_reason}", style="yellow")]
     en = r.energy
-    d = en.details
-    units = d.get("units") or {}
-    unit_txt = f"; units {units.get('current')}/{units.get('voltage')}" + (" (assumed)" if units.get("assumed") else "") \
-        if units else ""
+    units = en.units
+    unit_txt = f"; units {units.current}/{units.voltage}" + (" (assumed)" if units.assumed else "") if units else ""
     head = (f"energy ({r.model} @ {r.target}, {en.source}): {fmt_value(en.mj_per_inference, '.4g')} mJ/inference, "
-            f"{fmt_value(en.inferences_per_j, '.4g')} inferences/J; run {fmt_value(d.get('run_power_w'), '.3g')} W vs "
-            f"idle {fmt_value(d.get('idle_power_w'), '.3g')} W over {fmt_value(d.get('run_s'), '.3g')} s; readings "
-            f"run/idle {fmt_value((d.get('samples') or {}).get('run'), 'd')}/"
-            f"{fmt_value((d.get('samples') or {}).get('idle'), 'd')}{unit_txt}; "
+            f"{fmt_value(en.inferences_per_j, '.4g')} inferences/J; run {fmt_value(en.run_power_w, '.3g')} W vs "
+            f"idle {fmt_value(en.idle_power_w, '.3g')} W over {fmt_value(en.run_s, '.3g')} s; readings "
+            f"run/idle {fmt_value(en.run_readings, 'd')}/{fmt_value(en.idle_readings, 'd')}{unit_txt}; "
             + ("valid" if en.valid else "NOT VALID"))
     out: list = [Text(head, style=None if en.valid else "yellow")]
     for why in en.invalid_reasons:
