@@ -3,43 +3,120 @@ candidates (the size/latency/accuracy trade-off to choose from)."""
 
 from __future__ import annotations
 
+import re
+import shlex
 from typing import Any, Mapping
 
 from rich.table import Table
 
 from edgebench.outcome import TOP1_CHANGE, top1_change
 from edgebench.formats import fmt_bytes, num
-from edgebench.report.diagnose import (LAYER_COLUMNS, TOP, accuracy_text, _layer_cells, _n, _notes, _short,
-                                       commands)
-from edgebench.report.terminal._cells import WholeLine, e
+from edgebench.report.diagnose import (LAYER_COLUMNS, TOP, _layer_cells, _n, _notes, _short, accuracy_text, commands,
+                                       diagnosed_rows, diagnosis, document)
+from edgebench.report.terminal._cells import WholeLine, e, fit_columns
 from edgebench.rows import Document
 
+# The layer table's columns (LAYER_COLUMNS, then "finding"): header as drawn (a header of two words
+# takes two lines, so a column is as wide as its numbers) and priority (0 = always shown, higher =
+# hidden first when the terminal is narrow). Kept at any width: which layer (rank, op#node, tensor),
+# the number the ranking used (iso ch SNR), the accumulated error (SNR dB) and whether it is a finding.
+_HEADERS = {"rmse/scale": "rmse/\nscale", "SNR dB": "SNR\ndB", "iso SNR": "iso\nSNR", "iso ch SNR": "iso ch\nSNR"}
+_PRIORITY = {"rank": 0, "op#node": 0, "tensor": 0, "iso ch SNR": 0, "finding": 0, "SNR dB": 1, "rmse/scale": 2,
+             "iso SNR": 3, "scale": 4, "cosine": 5, "outliers": 6}
+_TEXT = ("op#node", "tensor", "finding")
+TENSOR_MIN = 20     # the tensor column (names fold there) is counted this wide; it takes what is left
 
-def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP) -> list:
-    """One table per diagnosed precision: the ``top`` worst layers, findings in red, advice under
-    it; then the commands that prove the fix, each whole on a line of its own (``WholeLine``: never
-    cropped or wrapped mid-word, so copy and paste runs it)."""
-    doc = doc.to_dict() if isinstance(doc, Document) else doc
-    out = []
-    for row in doc.get("rows", []):
-        t = Table(title=f"edgebench diagnose: {e(str(doc.get('model')))} {e(str(row.get('precision')))}"
-                        f"  ({row.get('samples', '-')} samples; {e(accuracy_text(row))})", header_style="bold",
+
+def _layer_table_columns(rows: list[list[str]], width: int | None, wide: bool) -> tuple[list[int], list[str]]:
+    names = [*LAYER_COLUMNS, "finding"]
+    flex = {i: TENSOR_MIN if n == "tensor" else max(len(line) for line in _HEADERS[n].split("\n"))
+            for i, n in enumerate(names) if n == "tensor" or n in _HEADERS}
+    # a two-line header is counted at its wider line, unless a number is wider
+    flex.update({i: max([w] + [len(r[i]) for r in rows]) for i, w in flex.items() if names[i] != "tensor"})
+    return fit_columns([(n, _PRIORITY[n]) for n in names], rows, width, wide, flex=flex)
+
+
+def _header_width(name: str) -> int:
+    return max(len(line) for line in _HEADERS.get(name, name).split("\n"))
+
+
+def _tensor_width(names: list[str], keep: list[int], rows: list[list[str]], width: int | None) -> int | None:
+    """What is left for the tensor column once the other shown columns have their full width
+    (None: no width to fit, or no tensor column)."""
+    if not width or names.index("tensor") not in keep:
+        return None
+    others = sum(max([_header_width(names[i])] + [len(r[i]) for r in rows]) + 3 for i in keep
+                 if names[i] != "tensor")
+    return max(width - 1 - others - 3, TENSOR_MIN)
+
+
+def wrap_path(name: str, width: int | None) -> str:
+    """A tensor name in lines of at most ``width``, broken after a "/" or before a ":" (a part
+    longer than a line is folded), so "a/b/MatMul" is never drawn as "a/b/M" over "atMul"."""
+    if not width or len(name) <= width:
+        return name
+    lines, line = [], ""
+    for part in (p for p in re.split(r"(?<=/)|(?=:)", name) if p):     # after a "/", before a ":"
+        while len(part) > width:                   # a part longer than a line: fold it
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(part[:width])
+            part = part[width:]
+        if len(line) + len(part) > width:
+            lines.append(line)
+            line = ""
+        line += part
+    if line:
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP, *, width: int | None = None,
+                    wide: bool = False) -> list:
+    """One table per diagnosed precision: the ``top`` worst layers, findings in red; at a narrow
+    ``width`` the least important columns are hidden (and named; ``wide`` keeps them all) rather
+    than a number split over two lines. Under it, each finding's advice and the commands that prove
+    the fix, each whole on a line of its own (``WholeLine``: never cropped or wrapped mid-word, so
+    copy and paste runs a command or a --keep-float name as printed)."""
+    doc = document(doc)
+    out: list = []
+    for row in diagnosed_rows(doc):
+        d = diagnosis(row)
+        samples = "-" if d.samples is None else d.samples
+        t = Table(title=f"edgebench diagnose: {e(str(doc.get('model')))} {e(str(row.precision))}"
+                        f"  ({samples} samples; {e(accuracy_text(row))})", header_style="bold",
                   caption_justify="left")
-        if row.get("status") != "ok":
+        if row.status != "ok":
             t.add_column("status")
-            t.add_row(e(f"{row.get('status')}: {row.get('error')}"))
+            t.add_row(e(f"{row.status}: {row.error}"))
             out.append(t)
             continue
-        for c in (*LAYER_COLUMNS, "finding"):
-            t.add_column(c, overflow="fold", justify="left" if c in ("op#node", "tensor", "finding") else "right",
-                         min_width=28 if c == "tensor" else None)
-        shown = (row.get("layers") or [])[:top]
-        for l in shown:
-            t.add_row(*(e(c) for c in _layer_cells(l)), "yes" if l.get("finding") else "",
-                      style="red" if l.get("finding") else None)
-        advice = [f"#{l['rank']} {_short(l.get('tensor'))}: {l.get('advice')}" for l in shown if l.get("finding")]
-        t.caption = "\n".join(e(x) for x in advice + _notes(row))
+        shown = d.layers[:top]
+        cells = [_layer_cells(l) + ["yes" if l.finding else ""] for l in shown]
+        names = [*LAYER_COLUMNS, "finding"]
+        keep, dropped = _layer_table_columns(cells, width, wide)
+        tw = _tensor_width(names, keep, cells, width)
+        for i in keep:
+            n = names[i]
+            if n == "tensor":
+                t.add_column(n, overflow="fold", min_width=min(TENSOR_MIN, max([len(n)] + [len(c[i]) for c in cells])))
+            else:
+                t.add_column(_HEADERS.get(n, n), no_wrap=True, justify="left" if n in _TEXT else "right")
+        for l, c in zip(shown, cells):
+            t.add_row(*(e(wrap_path(c[i], tw) if names[i] == "tensor" else c[i]) for i in keep),
+                      style="red" if l.finding else None)
+        notes = [e(x) for x in _notes(row, suggested=False)]
+        if dropped:
+            notes.append(f"hidden to fit the terminal: {e(', '.join(dropped))} (--wide shows every column)")
+        t.caption = "\n".join(notes)
         out.append(t)
+        advice = [WholeLine(f"#{l.rank} {_short(l.tensor)}: {l.advice}") for l in shown if l.finding]
+        if advice:
+            out.append("advice:")
+            out.extend(advice)
+        if d.suggested_keep_float:
+            out.append(WholeLine("suggested: --keep-float " + shlex.quote(",".join(d.suggested_keep_float))))
         if commands(row):
             out.append("prove it:")
             out.extend(WholeLine(c) for c in commands(row))
