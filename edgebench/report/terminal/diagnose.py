@@ -19,44 +19,49 @@ from edgebench.rows import Document
 # The layer table's columns (LAYER_COLUMNS, then "finding"): header as drawn (a header of two words
 # takes two lines, so a column is as wide as its numbers) and priority (0 = always shown, higher =
 # hidden first when the terminal is narrow). Kept at any width: which layer (rank, op#node, tensor),
-# the number the ranking used (iso ch SNR), the accumulated error (SNR dB) and whether it is a finding.
+# the number the ranking used (iso ch SNR) and whether it is a finding; then the accumulated error.
+_NAMES = (*LAYER_COLUMNS, "finding")
 _HEADERS = {"rmse/scale": "rmse/\nscale", "SNR dB": "SNR\ndB", "iso SNR": "iso\nSNR", "iso ch SNR": "iso ch\nSNR"}
 _PRIORITY = {"rank": 0, "op#node": 0, "tensor": 0, "iso ch SNR": 0, "finding": 0, "SNR dB": 1, "rmse/scale": 2,
              "iso SNR": 3, "scale": 4, "cosine": 5, "outliers": 6}
-_TEXT = ("op#node", "tensor", "finding")
-TENSOR_MIN = 20     # the tensor column (names fold there) is counted this wide; it takes what is left
+# The two name columns take what the others leave, their names broken into lines where a name
+# has parts (never a number: those columns never wrap). Each is counted at least this wide.
+_BREAKS = {"op#node": r"(?<=_)|(?=#)", "tensor": r"(?<=/)|(?=:)"}    # after "_" / before "#"; after "/" / before ":"
+_NAME_MIN = {"op#node": 18, "tensor": 20}
 
 
-def _layer_table_columns(rows: list[list[str]], width: int | None, wide: bool) -> tuple[list[int], list[str]]:
-    names = [*LAYER_COLUMNS, "finding"]
-    flex = {i: TENSOR_MIN if n == "tensor" else max(len(line) for line in _HEADERS[n].split("\n"))
-            for i, n in enumerate(names) if n == "tensor" or n in _HEADERS}
-    # a two-line header is counted at its wider line, unless a number is wider
-    flex.update({i: max([w] + [len(r[i]) for r in rows]) for i, w in flex.items() if names[i] != "tensor"})
-    return fit_columns([(n, _PRIORITY[n]) for n in names], rows, width, wide, flex=flex)
+def _header(name: str) -> str:
+    return _HEADERS[name] if name in _HEADERS else name
 
 
-def _header_width(name: str) -> int:
-    return max(len(line) for line in _HEADERS.get(name, name).split("\n"))
+def _natural(i: int, rows: list[list[str]]) -> int:
+    """Column i's width unwrapped: its widest cell or header line."""
+    return max([len(line) for line in _header(_NAMES[i]).split("\n")] + [len(r[i]) for r in rows])
 
 
-def _tensor_width(names: list[str], keep: list[int], rows: list[list[str]], width: int | None) -> int | None:
-    """What is left for the tensor column once the other shown columns have their full width
-    (None: no width to fit, or no tensor column)."""
-    if not width or names.index("tensor") not in keep:
-        return None
-    others = sum(max([_header_width(names[i])] + [len(r[i]) for r in rows]) + 3 for i in keep
-                 if names[i] != "tensor")
-    return max(width - 1 - others - 3, TENSOR_MIN)
+def _layout(rows: list[list[str]], width: int | None, wide: bool) -> tuple[list[int], list[str], dict[str, int | None]]:
+    """The columns shown (and the names of those hidden) and the width of each name column."""
+    flex = {i: min(_natural(i, rows), _NAME_MIN.get(n, 10 ** 6)) for i, n in enumerate(_NAMES)}
+    keep, dropped = fit_columns([(n, _PRIORITY[n]) for n in _NAMES], rows, width, wide, flex=flex)
+    if not width or wide:
+        return keep, dropped, {n: None for n in _BREAKS}
+    fixed = sum(_natural(i, rows) + 3 for i in keep if _NAMES[i] not in _BREAKS)
+    left = width - 1 - fixed - 3 * sum(1 for i in keep if _NAMES[i] in _BREAKS)
+    op, tensor = _NAMES.index("op#node"), _NAMES.index("tensor")
+    op_w = min(_natural(op, rows), max(_NAME_MIN["op#node"], left - min(_natural(tensor, rows), _NAME_MIN["tensor"])))
+    op_w = max([len("op#node")] + [len(line) for r in rows
+                                     for line in wrap_name(r[op], op_w, _BREAKS["op#node"]).split("\n")])
+    return keep, dropped, {"op#node": op_w, "tensor": max(left - op_w, _NAME_MIN["tensor"])}
 
 
-def wrap_path(name: str, width: int | None) -> str:
-    """A tensor name in lines of at most ``width``, broken after a "/" or before a ":" (a part
-    longer than a line is folded), so "a/b/MatMul" is never drawn as "a/b/M" over "atMul"."""
+def wrap_name(name: str, width: int | None, breaks: str) -> str:
+    """A name in lines of at most ``width``, broken only where ``breaks`` (a zero-width regex)
+    matches -- a tensor after "/", an op after "_" -- so "a/b/MatMul" is never drawn as "a/b/M"
+    over "atMul"; a part longer than a line is folded."""
     if not width or len(name) <= width:
         return name
     lines, line = [], ""
-    for part in (p for p in re.split(r"(?<=/)|(?=:)", name) if p):     # after a "/", before a ":"
+    for part in (p for p in re.split(breaks, name) if p):
         while len(part) > width:                   # a part longer than a line: fold it
             if line:
                 lines.append(line)
@@ -94,18 +99,14 @@ def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP, *, width:
             continue
         shown = d.layers[:top]
         cells = [_layer_cells(l) + ["yes" if l.finding else ""] for l in shown]
-        names = [*LAYER_COLUMNS, "finding"]
-        keep, dropped = _layer_table_columns(cells, width, wide)
-        tw = _tensor_width(names, keep, cells, width)
+        keep, dropped, name_w = _layout(cells, width, wide)
         for i in keep:
-            n = names[i]
-            if n == "tensor":
-                t.add_column(n, overflow="fold", min_width=min(TENSOR_MIN, max([len(n)] + [len(c[i]) for c in cells])))
-            else:
-                t.add_column(_HEADERS.get(n, n), no_wrap=True, justify="left" if n in _TEXT else "right")
+            n = _NAMES[i]
+            t.add_column(_header(n), no_wrap=n not in _BREAKS, overflow="fold",
+                         justify="left" if n in ("op#node", "tensor", "finding") else "right")
         for l, c in zip(shown, cells):
-            t.add_row(*(e(wrap_path(c[i], tw) if names[i] == "tensor" else c[i]) for i in keep),
-                      style="red" if l.finding else None)
+            t.add_row(*(e(wrap_name(c[i], name_w[_NAMES[i]], _BREAKS[_NAMES[i]]) if _NAMES[i] in _BREAKS else c[i])
+                        for i in keep), style="red" if l.finding else None)
         notes = [e(x) for x in _notes(row, suggested=False)]
         if dropped:
             notes.append(f"hidden to fit the terminal: {e(', '.join(dropped))} (--wide shows every column)")
