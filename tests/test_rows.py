@@ -191,3 +191,16 @@ def test_rows_without_layers_have_no_diagnosis_and_a_misspelt_layer_field_fails(
     d = built.to_dict()
     assert d["layers"][0]["tensor"] == "t" and d["findings"] == 1 and "verdict" not in d
     assert InferenceRow.from_dict(d) == built and InferenceRow.from_dict(d).to_dict() == d
+
+
+def test_a_stored_keep_float_search_round_trips_through_its_typed_form():
+    import json
+
+    from edgebench.results import dumps
+    from edgebench.rows import KeepFloatSearch
+
+    stored = json.loads((DIAGNOSE_INPUT.parent / "keep-float.json").read_text(encoding="utf-8"))["keep_float_search"]
+    search = KeepFloatSearch.from_dict(stored)
+    assert search.candidates and search.candidates[0].bytes == stored["candidates"][0]["bytes"]
+    assert sum(1 for c in search.candidates if c.chosen) == 1 and set(search.unknown) == {"inputs"}
+    assert dumps(search.to_dict()) == dumps(stored)

@@ -269,3 +269,57 @@ class Diagnosis(_Keyed):
     @property
     def finding_layers(self) -> tuple[Layer, ...]:
         return tuple(l for l in self.layers if l.finding)
+
+
+# ------------------------------------------------------------------ the --keep-float auto search
+
+
+@dataclass(frozen=True)
+class Candidate(_Keyed):
+    """One model the ``--keep-float auto`` search measured: int8 with ``keep_float`` tensors float."""
+
+    keep_float: tuple[str, ...] = ()
+    ops: tuple[int, ...] | None = None
+    bytes: int | None = None
+    size_reduction_pct: float | None = None
+    psnr_db: float | None = None
+    top1: float | None = None
+    top1_drop_pp: float | None = None
+    meets_goal: bool | None = None
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    p99_valid: bool | None = None
+    chosen: bool | None = None
+    keys: tuple[str, ...] | None = _META["keys"]
+    unknown: Mapping[str, Any] = _META["unknown"]
+
+    _KINDS: ClassVar[dict[str, Any]] = {
+        "keep_float": _tuple_of(_str), "ops": _tuple_of(_int), "bytes": _int, "size_reduction_pct": _real,
+        "psnr_db": _real, "top1": _real, "top1_drop_pp": _real, "meets_goal": _bool, "p50_ms": _real,
+        "p99_ms": _real, "p99_valid": _bool, "chosen": _bool}
+
+
+@dataclass(frozen=True)
+class KeepFloatSearch(_Keyed):
+    """The ``--keep-float auto`` search (``quant.search``; a convert / convert-and-compare
+    document's ``keep_float_search``): the goal, whether it was met, the candidates measured
+    (``chosen`` marks the one kept) and the ranked layers it drew from (a :class:`Layer`'s
+    ``rank``, ``tensor``, ``float_tensor``, ``op``, ``ranking_snr_db``, ``finding``)."""
+
+    method: str | None = None
+    goal: str | None = None
+    met: bool | None = None
+    stopped_early: str | None = None
+    chosen: tuple[str, ...] = ()
+    candidates: tuple[Candidate, ...] = ()
+    evaluated: int | None = None
+    ranking: tuple[Layer, ...] = ()
+    reference_top1: float | None = None
+    seconds: float | None = None
+    keys: tuple[str, ...] | None = _META["keys"]
+    unknown: Mapping[str, Any] = _META["unknown"]      # inputs {source, samples, sha256} and newer keys
+
+    _KINDS: ClassVar[dict[str, Any]] = {
+        "method": _str, "goal": _str, "met": _bool, "stopped_early": _str, "chosen": _tuple_of(_str),
+        "candidates": _tuple_of(_record(Candidate)), "evaluated": _int, "ranking": _tuple_of(_record(Layer)),
+        "reference_top1": _real, "seconds": _real}

@@ -10,11 +10,11 @@ from typing import Any, Mapping
 from rich.table import Table
 
 from edgebench.outcome import TOP1_CHANGE, top1_change
-from edgebench.formats import fmt_bytes, num
+from edgebench.formats import fmt_bytes
 from edgebench.report.diagnose import (LAYER_COLUMNS, TOP, _layer_cells, _n, _notes, _short, accuracy_text, commands,
                                        diagnosed_rows, diagnosis, document)
 from edgebench.report.terminal._cells import WholeLine, e, fit_columns
-from edgebench.rows import Document
+from edgebench.rows import Document, KeepFloatSearch
 
 # The layer table's columns (LAYER_COLUMNS, then "finding"): header as drawn (a header of two words
 # takes two lines, so a column is as wide as its numbers) and priority (0 = always shown, higher =
@@ -41,7 +41,7 @@ def _natural(i: int, rows: list[list[str]]) -> int:
 
 def _layout(rows: list[list[str]], width: int | None, wide: bool) -> tuple[list[int], list[str], dict[str, int | None]]:
     """The columns shown (and the names of those hidden) and the width of each name column."""
-    flex = {i: min(_natural(i, rows), _NAME_MIN.get(n, 10 ** 6)) for i, n in enumerate(_NAMES)}
+    flex = {i: min(_natural(i, rows), _NAME_MIN[n] if n in _NAME_MIN else 10 ** 6) for i, n in enumerate(_NAMES)}
     keep, dropped = fit_columns([(n, _PRIORITY[n]) for n in _NAMES], rows, width, wide, flex=flex)
     if not width or wide:
         return keep, dropped, {n: None for n in _BREAKS}
@@ -124,23 +124,23 @@ def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP, *, width:
     return out
 
 
-def render_keep_float_table(search: Mapping[str, Any] | None) -> list[Table]:
+def render_keep_float_table(search: KeepFloatSearch | Mapping[str, Any] | None) -> list[Table]:
     """The ``--keep-float auto`` candidates: kept-float layers, size, latency, accuracy ([] without a search)."""
     if not search:
         return []
-    t = Table(title=f"keep-float search (goal: {e(str(search.get('goal')))}; "
-                    f"{'met' if search.get('met') else 'NOT met'}; {search.get('evaluated')} models evaluated)",
+    s = search if isinstance(search, KeepFloatSearch) else KeepFloatSearch.from_dict(search)
+    t = Table(title=f"keep-float search (goal: {e(str(s.goal))}; "
+                    f"{'met' if s.met else 'NOT met'}; {s.evaluated} models evaluated)",
               header_style="bold", caption_justify="left")
     for c in ("kept float", "size", "size red.", "p50 ms", "p99 ms", "top-1", TOP1_CHANGE, "PSNR dB", "goal"):
         t.add_column(c, overflow="fold", justify="left" if c == "kept float" else "right")
-    for c in search.get("candidates", []):
-        kept = ", ".join(_short(x, 40) for x in c.get("keep_float") or []) or "(none: plain int8)"
-        top1 = num(c.get("top1"))
-        p99 = _n(c.get("p99_ms"), 3) + ("" if c.get("p99_valid", True) else "*")
-        t.add_row(e(kept), fmt_bytes(c.get("bytes")), _n(c.get("size_reduction_pct"), 1) + "%",
-                  _n(c.get("p50_ms"), 3), p99, "-" if top1 is None else f"{top1 * 100:.2f}%",
-                  top1_change(num(c.get("top1_drop_pp"))), _n(c.get("psnr_db")),
-                  ("chosen" if c.get("chosen") else "") + (" meets" if c.get("meets_goal") else " misses"),
-                  style="green" if c.get("chosen") else None)
-    t.caption = e("\n".join(x for x in (search.get("stopped_early"), str(search.get("method") or "")) if x))
+    for c in s.candidates:
+        kept = ", ".join(_short(x, 40) for x in c.keep_float) or "(none: plain int8)"
+        p99 = _n(c.p99_ms, 3) + ("" if c.p99_valid is not False else "*")
+        t.add_row(e(kept), fmt_bytes(c.bytes), _n(c.size_reduction_pct, 1) + "%",
+                  _n(c.p50_ms, 3), p99, "-" if c.top1 is None else f"{c.top1 * 100:.2f}%",
+                  top1_change(c.top1_drop_pp), _n(c.psnr_db),
+                  ("chosen" if c.chosen else "") + (" meets" if c.meets_goal else " misses"),
+                  style="green" if c.chosen else None)
+    t.caption = e("\n".join(x for x in (s.stopped_early, str(s.method or "")) if x))
     return [t]
