@@ -99,7 +99,7 @@ def results_show(name: str) -> Callable[[int], Any]:
 def diagnose(width: int):
     from edgebench.report.terminal.diagnose import render_diagnose
 
-    return render_diagnose(load("diagnose"))
+    return render_diagnose(load("diagnose"), width=width)
 
 
 def matrix(width: int):

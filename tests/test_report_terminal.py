@@ -147,3 +147,78 @@ def test_per_process_rows_are_named_under_the_tables():
     cmp_doc = Document.new("compare", rows[:2], {}, inputs={"samples": 10, "sha256": "0" * 64})
     text = render(render_compare(cmp_doc, width=200), width=200)
     assert "latency on adb:SIM1: per-process samples" in text
+
+
+# --- diagnose (issue 23) ---------------------------------------------------------------------------
+
+LONG = "functional_1/block_12_expand_relu/Relu6;functional_1/block_12_expand_bn/FusedBatchNormV3"
+
+
+def _draw(parts, width: int) -> str:
+    """As cli._common.deliver prints: a WholeLine (a command) whole, without wrapping."""
+    from edgebench.report.terminal._cells import WholeLine
+
+    con = Console(record=True, width=width, force_terminal=False, color_system=None)
+    for p in parts:
+        if isinstance(p, WholeLine):
+            con.print(p, soft_wrap=True, markup=False, highlight=False)
+        else:
+            con.print(p)
+    return con.export_text()
+
+
+def _diagnose_doc_with_a_finding() -> dict:
+    import json
+    from pathlib import Path
+
+    doc = json.loads((Path(__file__).parent / "goldens" / "inputs" / "diagnose.json").read_text(encoding="utf-8"))
+    row = doc["rows"][0]
+    top = row["layers"][0]
+    top.update(tensor=LONG, float_tensor=LONG, op="UNIDIRECTIONAL_SEQUENCE_LSTM", finding=True, isolated_channel_snr_db=3.14159,
+               advice=f"activation outliers in channel 27: range 3,210x the typical channel's 99.9th percentile "
+                      f"(~12 of 8 bits spent on them): keep float (--keep-float {LONG.split(';')[0]}), or int16x8")
+    row.update(findings=1, suggested_keep_float=[LONG, "functional_1/block_13/conv/Conv2D"])
+    row.pop("verdict")
+    row["fix_commands"] = [f"edgebench convert-and-compare mobilenet_v2 --precision fp32,int8 --keep-float "
+                           f"'{LONG},functional_1/block_13/conv/Conv2D' --max-accuracy-drop 1"] + row["fix_commands"]
+    return doc
+
+
+def test_diagnose_layer_table_at_80_100_120_columns_never_splits_a_number():
+    from edgebench.report.diagnose import LAYER_COLUMNS, _layer_cells
+    from edgebench.report.terminal.diagnose import render_diagnose
+
+    doc = Document.from_dict(_diagnose_doc_with_a_finding())
+    for width in (80, 100, 120):
+        text = _draw(render_diagnose(doc, width=width), width)
+        table = [ln for ln in text.splitlines() if ln.startswith(("│", "┃"))]
+        assert table and max(len(ln) for ln in table) <= width
+        caption = " ".join(ln.strip() for ln in text.splitlines())
+        hidden = caption.partition("hidden to fit the terminal: ")[2].partition(" (--wide shows every column)")[0]
+        assert hidden, caption                 # the fixture is wider than 120 columns: something is hidden
+        blocks = text.split("┏")[1:]                     # one table per diagnosed precision, in order
+        assert len(blocks) == len(doc.rows)
+        for row, block in zip(doc.rows, blocks):
+            for layer in row.diagnosis.layers:
+                line = next(ln for ln in block.splitlines() if ln.startswith(f"│ {layer.rank:>4} │"))
+                for name, cell in zip(LAYER_COLUMNS, _layer_cells(layer)):
+                    if name not in hidden.split(", ") and name not in ("tensor", "op#node"):   # names may wrap
+                        assert f" {cell} " in line, (width, name, cell, line)     # whole, on the layer's line
+        assert "iso ch" in text and "3.1" in text           # the ranking number is always shown
+        assert not any(frag in text for frag in ("scal\n", "0.00\n", "op#n ", "rmse/s ")), text
+    wide = _draw(render_diagnose(doc, width=80, wide=True), 300)
+    assert "hidden to fit" not in wide and "outliers" in wide and "cosine" in wide
+
+
+def test_diagnose_commands_and_keep_float_names_are_never_cropped():
+    from edgebench.report.terminal.diagnose import render_diagnose
+
+    doc = _diagnose_doc_with_a_finding()
+    for width in (80, 100, 120):
+        lines = _draw(render_diagnose(doc, width=width), width).splitlines()
+        for cmd in doc["rows"][0]["fix_commands"][:2]:
+            assert cmd in lines                                        # a line of its own, whole
+        assert f"suggested: --keep-float '{LONG},functional_1/block_13/conv/Conv2D'" in lines
+        advice = doc["rows"][0]["layers"][0]["advice"]
+        assert any(ln.startswith("#1 ") and ln.endswith(advice) for ln in lines)
+        assert f"--keep-float {LONG.split(';')[0]})" in "\n".join(lines)

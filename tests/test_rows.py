@@ -133,3 +133,74 @@ def test_sample_class_is_written_and_read_for_rows_that_predate_it():
     assert sample_class_of({"method": "per-inference perf_counter_ns around invoke()", "latency_ms": {}}) \
         == "steady-state"
     assert sample_class_of({"target": "host", "status": "failed"}) is None
+
+
+# --- diagnose rows (issue 23): the diagnose keys typed as InferenceRow.diagnosis -------------------
+
+DIAGNOSE_INPUT = Path(__file__).parent / "goldens" / "inputs" / "diagnose.json"
+
+
+def test_a_stored_diagnose_document_round_trips_byte_identically_through_the_typed_rows():
+    import json
+
+    from edgebench.results import dumps, to_jsonable
+    from edgebench.rows import Diagnosis, Layer
+
+    stored = json.loads(DIAGNOSE_INPUT.read_text(encoding="utf-8"))
+    doc = Document.from_dict(stored)
+    row = doc.rows[0]
+    assert isinstance(row.diagnosis, Diagnosis) and row.unknown == {}      # every diagnose key is typed
+    top = row.diagnosis.layers[0]
+    assert isinstance(top, Layer) and top.rank == 1 and top.op == "CONV_2D" and top.unknown == {}
+    assert row.diagnosis.fix_commands[0].startswith("edgebench convert-and-compare")
+    assert doc.rows[1].diagnosis.layers[-1].isolated_snr_db == float("inf")   # stored as "inf"
+    assert to_jsonable(doc.to_dict()) == stored
+    assert dumps(doc.to_dict()) == dumps(stored)                             # key order too
+
+
+def test_diagnose_keys_the_types_do_not_know_are_written_back_in_place():
+    import json
+
+    from edgebench.results import dumps
+
+    stored = json.loads(DIAGNOSE_INPUT.read_text(encoding="utf-8"))
+    row = stored["rows"][0]
+    layer = row["layers"][0]
+    # a newer edgebench's keys, and values a field cannot hold, anywhere in the order
+    row["layers"][0] = {"from_newer": {"x": 1}, **{k: ("n/a" if k == "scale" else v) for k, v in layer.items()}}
+    row["unmatched"] = None
+    row["intermediates"]["new_mode"] = "x"
+    row["from_newer_row_key"] = [1, 2]
+    back = Document.from_dict(stored)
+    d = back.rows[0].diagnosis
+    assert d.layers[0].scale is None and d.layers[0].unknown == {"from_newer": {"x": 1}, "scale": "n/a"}
+    assert d.unmatched == () and d.intermediates.unknown == {"new_mode": "x"}
+    assert back.rows[0].unknown == {"from_newer_row_key": [1, 2]}
+    assert dumps(back.to_dict()) == dumps(stored)
+
+
+def test_rows_without_layers_have_no_diagnosis_and_a_misspelt_layer_field_fails():
+    from edgebench.rows import Diagnosis, Layer
+
+    skipped = InferenceRow.from_dict({"precision": "fp32", "target": "host", "status": "skipped", "samples": 3})
+    assert skipped.diagnosis is None and skipped.unknown == {"samples": 3}   # another row's "samples" stays its own
+    with pytest.raises(AttributeError):
+        Layer(tensor="t").isolated_snr  # noqa: B018 -- the field is isolated_snr_db
+    built = InferenceRow(target="host", diagnosis=Diagnosis(layers=(Layer(tensor="t", rank=1, finding=True),),
+                                                            findings=1))
+    d = built.to_dict()
+    assert d["layers"][0]["tensor"] == "t" and d["findings"] == 1 and "verdict" not in d
+    assert InferenceRow.from_dict(d) == built and InferenceRow.from_dict(d).to_dict() == d
+
+
+def test_a_stored_keep_float_search_round_trips_through_its_typed_form():
+    import json
+
+    from edgebench.results import dumps
+    from edgebench.rows import KeepFloatSearch
+
+    stored = json.loads((DIAGNOSE_INPUT.parent / "keep-float.json").read_text(encoding="utf-8"))["keep_float_search"]
+    search = KeepFloatSearch.from_dict(stored)
+    assert search.candidates and search.candidates[0].bytes == stored["candidates"][0]["bytes"]
+    assert sum(1 for c in search.candidates if c.chosen) == 1 and set(search.unknown) == {"inputs"}
+    assert dumps(search.to_dict()) == dumps(stored)

@@ -16,6 +16,7 @@ from edgebench.cli._options import (
     NoStoreOpt,
     SignatureOpt,
     StaticBatchOpt,
+    WideOpt,
 )
 
 
@@ -51,12 +52,13 @@ def register(app: typer.Typer) -> None:
         static_batch: StaticBatchOpt = False,
         dynamic_batch: DynamicBatchOpt = False,
         imports: ImportOpt = None,
+        wide: WideOpt = False,
     ) -> None:
         """Per-layer quantization error (accumulated and isolated), ranked worst first with advice.
 
         Exit codes: 0 diagnosed (findings or not), 2 bad input, 3 the worker crashed or hung.
         """
-        from edgebench.cli._common import deliver, progress_reporter, split_csv
+        from edgebench.cli._common import console, deliver, progress_reporter, split_csv
         from edgebench.cli._options import publish_options, source_options
         from edgebench.cli.convert import check_size
         from edgebench.diagnose import diagnose
@@ -77,7 +79,8 @@ def register(app: typer.Typer) -> None:
         check_store(opts)
         with progress_reporter("diagnose") as say:
             doc = diagnose(settings, progress=say)
-        deliver(doc, opts, lambda d: render_diagnose(d, top=top), json_path=json_path)
+        width = console().width
+        deliver(doc, opts, lambda d: render_diagnose(d, top=top, width=width, wide=wide), json_path=json_path)
 
 
 def _extra_files(html_path: str | None, me_path: str | None) -> tuple:
@@ -104,11 +107,11 @@ def _node_data(doc, me_path: str) -> dict[str, str]:
 
     from edgebench.report.diagnose import model_explorer
 
-    rows = [r for r in doc.to_dict()["rows"] if r.get("status") == "ok"]
+    rows = [r for r in doc.rows if r.ok]
     out = {}
     for r in rows:
         p = Path(me_path)
         if len(rows) > 1:
-            p = p.with_name(f"{p.stem}.{r['precision']}{p.suffix}")
+            p = p.with_name(f"{p.stem}.{r.precision}{p.suffix}")
         out[str(p)] = json.dumps(model_explorer(r), indent=1) + "\n"
     return out

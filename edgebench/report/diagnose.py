@@ -1,22 +1,27 @@
-"""Renderers of ``edgebench diagnose`` results (pure; the stored/JSON form of the document in).
+"""Renderers of ``edgebench diagnose`` results (pure; a ``Document`` or its stored/JSON form in).
 
 ``markdown_lines``   GitHub Markdown for a PR comment (called by report.markdown)
 ``html_section``     HTML: error along the graph order + the top layers (called by report.html)
 ``model_explorer``   node data for google-ai-edge/model-explorer (per op value and colour)
 The terminal tables (layers, keep-float candidates) are in ``report.terminal.diagnose``.
 
-Every number is read with ``formats.num`` (stored documents hold infinities as "inf").
+Each entry point types its input once (``Document.from_dict`` / ``InferenceRow.from_dict``) and
+reads the diagnose keys as ``InferenceRow.diagnosis`` (``rows.diagnosis``): a misspelt field
+fails instead of printing "-". The one mapping read by key is ``InferenceRow.memory``, which every
+producer fills with its own facts (free-form on the row; the diagnose worker writes its peak and
+its bound there).
 """
 
 from __future__ import annotations
 
 import html
 import math
-from typing import Any
+from typing import Any, Callable, Mapping, Sequence
 
 from edgebench.formats import fmt_bytes, num
 from edgebench.outcome import top1_change
 from edgebench.report.html_parts import svg_lines
+from edgebench.rows import Diagnosis, Document, InferenceRow, Layer
 
 TOP = 10
 # Model Explorer colours nodes by value; SNR is clipped so "no error" (inf) stays a number.
@@ -46,54 +51,85 @@ def _short(name: Any, limit: int = 48) -> str:
     return s if len(s) <= limit else "…" + s[-(limit - 1):]
 
 
-def _layer_cells(l: dict[str, Any]) -> list[str]:
-    return [str(l.get("rank")), f"{l.get('op')}#{l.get('node')}", _short(l.get("tensor")), _g(l.get("scale")),
-            _n(l.get("rmse_over_scale"), 2), _n(l.get("snr_db")), _n(l.get("isolated_snr_db")),
-            _n(l.get("isolated_channel_snr_db")), _n(l.get("cosine"), 4), _n(l.get("outlier_ratio"), 0)]
+def _layer_cells(l: Layer) -> list[str]:
+    return [str(l.rank), f"{l.op}#{l.node}", _short(l.tensor), _g(l.scale), _n(l.rmse_over_scale, 2), _n(l.snr_db),
+            _n(l.isolated_snr_db), _n(l.isolated_channel_snr_db), _n(l.cosine, 4), _n(l.outlier_ratio, 0)]
 
 
 LAYER_COLUMNS = ("rank", "op#node", "tensor", "scale", "rmse/scale", "SNR dB", "iso SNR", "iso ch SNR",
                  "cosine", "outliers")
 
 
-def accuracy_text(row: dict[str, Any]) -> str:
-    acc = row.get("accuracy") or {}
-    worst = row.get("worst") or {}
+# --------------------------------------------------------------------------- typed once, at the entry
+
+
+def document(doc: Document | Mapping[str, Any]) -> Document:
+    """A diagnose document typed (the stored/JSON form is read once, here)."""
+    return doc if isinstance(doc, Document) else Document.from_dict(doc)
+
+
+def as_row(row: InferenceRow | Mapping[str, Any]) -> InferenceRow:
+    """One diagnosed row typed (report.html hands its rows over in their JSON form)."""
+    return row if isinstance(row, InferenceRow) else InferenceRow.from_dict(row)
+
+
+def diagnosis(row: InferenceRow) -> Diagnosis:
+    """The row's diagnosis; an empty one for a row without (no layers were compared)."""
+    return row.diagnosis if row.diagnosis is not None else Diagnosis()
+
+
+def diagnosed_rows(doc: Document) -> list[InferenceRow]:
+    return [r for r in doc.rows if isinstance(r, InferenceRow)]
+
+
+# --------------------------------------------------------------------------- shared text
+
+
+def accuracy_text(row: InferenceRow | Mapping[str, Any]) -> str:
+    row = as_row(row)
+    acc, worst = row.accuracy, row.worst
     parts = []
-    if acc.get("top1") is not None:
-        drop = num(acc.get("top1_drop_pp"))
-        parts.append(f"top-1 {num(acc['top1']) * 100:.2f}%" + ("" if drop is None else
-                                                              f" ({top1_change(drop)} pp vs TF)"))
-    if acc.get("top1_agreement") is not None:
-        parts.append(f"agreement {num(acc['top1_agreement']) * 100:.1f}%")
-    if worst.get("psnr_db") is not None:
-        parts.append(f"output PSNR {_n(worst['psnr_db'])} dB")
+    if acc is not None and acc.top1 is not None:
+        drop = acc.top1_drop_pp
+        parts.append(f"top-1 {acc.top1 * 100:.2f}%" + ("" if drop is None else f" ({top1_change(drop)} pp vs TF)"))
+    if acc is not None and acc.top1_agreement is not None:
+        parts.append(f"agreement {acc.top1_agreement * 100:.1f}%")
+    if worst is not None and worst.psnr_db is not None:
+        parts.append(f"output PSNR {_n(worst.psnr_db)} dB")
     return ", ".join(parts) or "no task metric"
 
 
-def commands(row: dict[str, Any]) -> list[str]:
+def commands(row: InferenceRow) -> list[str]:
     """The commands that prove the fix (each runs as printed; shown whole, on lines of their own)."""
-    return [str(c) for c in (row.get("fix_commands") or [])[:2]]
+    return list(diagnosis(row).fix_commands[:2])
 
 
-def _notes(row: dict[str, Any]) -> list[str]:
-    notes = [f"{row.get('findings', 0)} finding(s) among {len(row.get('layers') or [])} layers; "
+def suggested_note(d: Diagnosis) -> str | None:
+    return ("suggested --keep-float: " + ", ".join(_short(x) for x in d.suggested_keep_float)
+            if d.suggested_keep_float else None)
+
+
+def _notes(row: InferenceRow, suggested: bool = True) -> list[str]:
+    """The notes under a precision's table; ``suggested=False`` leaves out the suggested
+    --keep-float names (the terminal prints them whole, on a line of their own)."""
+    d = diagnosis(row)
+    notes = [f"{d.findings or 0} finding(s) among {len(d.layers)} layers; "
              "iso = the op alone fed the float model's values; rounding alone gives rmse/scale 0.289"]
-    if row.get("verdict"):
-        notes.append(row["verdict"])
-    if row.get("suggested_keep_float"):
-        notes.append("suggested --keep-float: " + ", ".join(_short(x) for x in row["suggested_keep_float"]))
-    inter = row.get("intermediates") or {}
-    if inter and (inter.get("float") != "preserve_all_tensors" or inter.get("quantized") != "preserve_all_tensors"):
-        notes.append(f"LiteRT#413: preserving intermediates changed outputs; read them as: float {inter.get('float')}, "
-                     f"quantized {inter.get('quantized')}")
-    dep = num(inter.get("deployed_vs_builtin_max_diff"))
+    if d.verdict:
+        notes.append(d.verdict)
+    if suggested and d.suggested_keep_float:
+        notes.append(suggested_note(d))
+    inter = d.intermediates
+    if inter is not None and not inter.preserved:
+        notes.append(f"LiteRT#413: preserving intermediates changed outputs; read them as: float {inter.float}, "
+                     f"quantized {inter.quantized}")
+    dep = None if inter is None else inter.deployed_vs_builtin_max_diff
     if dep:
         notes.append(f"per-layer numbers use the builtin kernels; the deployed run (default delegate, whose accuracy "
                      f"is shown) differs from them by up to {dep:.3g} on the final outputs")
-    if row.get("unmatched"):
-        notes.append(f"{len(row['unmatched'])} quantized tensor(s) without a float counterpart (listed in the JSON)")
-    mem = row.get("memory") or {}
+    if d.unmatched:
+        notes.append(f"{len(d.unmatched)} quantized tensor(s) without a float counterpart (listed in the JSON)")
+    mem = row.memory or {}      # free-form on InferenceRow: each producer's own memory facts
     if mem.get("peak_rss_bytes"):
         notes.append(f"worker peak RSS {fmt_bytes(mem['peak_rss_bytes'])} (bound {fmt_bytes(mem.get('bound_bytes'))})")
     return notes
@@ -102,20 +138,20 @@ def _notes(row: dict[str, Any]) -> list[str]:
 # --------------------------------------------------------------------------- markdown
 
 
-def markdown_lines(doc: dict[str, Any], escape_cell, top: int = TOP) -> list[str]:
+def markdown_lines(doc: Document | Mapping[str, Any], escape_cell: Callable[[Any], str], top: int = TOP) -> list[str]:
     """Diagnose section for a PR comment; ``escape_cell`` is report.markdown's cell escaper."""
     out: list[str] = []
-    for row in doc.get("rows", []):
-        out += ["", f"**{escape_cell(row.get('precision'))}**: {escape_cell(accuracy_text(row))}", ""]
-        if row.get("status") != "ok":
-            out.append(f"_{escape_cell(row.get('status'))}: {escape_cell(row.get('error'))}_")
+    for row in diagnosed_rows(document(doc)):
+        out += ["", f"**{escape_cell(row.precision)}**: {escape_cell(accuracy_text(row))}", ""]
+        if row.status != "ok":
+            out.append(f"_{escape_cell(row.status)}: {escape_cell(row.error)}_")
             continue
         head = [*LAYER_COLUMNS, "advice"]
         out += ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i in (1, 2, 10) else "---:"
                                                              for i in range(len(head))) + "|"]
-        for l in (row.get("layers") or [])[:top]:
-            cells = [escape_cell(c) for c in _layer_cells(l)] + [escape_cell(l.get("advice"))]
-            if l.get("finding"):
+        for l in diagnosis(row).layers[:top]:
+            cells = [escape_cell(c) for c in _layer_cells(l)] + [escape_cell(l.advice)]
+            if l.finding:
                 cells[0] = f"**{cells[0]}**"
             out.append("| " + " | ".join(cells) + " |")
         out += [""] + [f"- {escape_cell(n)}" for n in _notes(row)]
@@ -126,23 +162,26 @@ def markdown_lines(doc: dict[str, Any], escape_cell, top: int = TOP) -> list[str
 
 # --------------------------------------------------------------------------- html
 
+_SERIES: tuple[tuple[str, Callable[[Layer], float | None]], ...] = (
+    ("accumulated SNR", lambda l: l.snr_db), ("isolated SNR", lambda l: l.isolated_snr_db),
+    ("isolated median-channel SNR", lambda l: l.isolated_channel_snr_db))
 
-def html_section(docs: list[dict[str, Any]]) -> str:
+
+def html_section(docs: Sequence[Document | Mapping[str, Any]]) -> str:
     """Per diagnosed precision: SNR along the graph order (accumulated and isolated) and the top layers."""
 
     parts = []
-    for doc in docs:
-        for row in doc.get("rows", []):
-            layers = [l for l in (row.get("layers") or []) if l.get("node") is not None]
-            title = f"{doc.get('model')} {row.get('precision')}: {accuracy_text(row)}"
+    for doc in (document(d) for d in docs):
+        for row in diagnosed_rows(doc):
+            layers = [l for l in diagnosis(row).layers if l.node is not None]
+            title = f"{doc.get('model')} {row.precision}: {accuracy_text(row)}"   # Document.get: the envelope's meta
             parts.append(f"<h3>{html.escape(title)}</h3>")
-            if row.get("status") != "ok" or not layers:
-                parts.append(f'<p class="note">{html.escape(str(row.get("error") or "no layers"))}</p>')
+            if row.status != "ok" or not layers:
+                parts.append(f'<p class="note">{html.escape(str(row.error or "no layers"))}</p>')
                 continue
             series = []
-            for label, key in (("accumulated SNR", "snr_db"), ("isolated SNR", "isolated_snr_db"),
-                               ("isolated median-channel SNR", "isolated_channel_snr_db")):
-                pts = [(float(l["node"]), _clip(num(l.get(key)))) for l in layers if num(l.get(key)) is not None]
+            for label, value in _SERIES:
+                pts = [(float(l.node), _clip(value(l))) for l in layers if value(l) is not None]
                 if pts:
                     series.append((label, [p[0] for p in pts], [p[1] for p in pts]))
             if series:
@@ -150,10 +189,10 @@ def html_section(docs: list[dict[str, Any]]) -> str:
                                        title="error along the graph", y0=False))
             head = "".join(f"<th>{html.escape(c)}</th>" for c in (*LAYER_COLUMNS, "advice"))
             body = []
-            for l in (row.get("layers") or [])[:TOP]:
-                cls = ' class="bad"' if l.get("finding") else ""
+            for l in diagnosis(row).layers[:TOP]:
+                cls = ' class="bad"' if l.finding else ""
                 cells = "".join(f"<td>{html.escape(c)}</td>" for c in _layer_cells(l))
-                body.append(f"<tr{cls}>{cells}<td class=\"l\">{html.escape(str(l.get('advice') or ''))}</td></tr>")
+                body.append(f"<tr{cls}>{cells}<td class=\"l\">{html.escape(str(l.advice or ''))}</td></tr>")
             parts.append(f'<div class="tw"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody>'
                          "</table></div>")
             parts += [f'<p class="note">{html.escape(n)}</p>' for n in _notes(row)]
@@ -169,16 +208,16 @@ def _clip(v: float | None) -> float:
 # --------------------------------------------------------------------------- model explorer
 
 
-def model_explorer(row: dict[str, Any]) -> dict[str, Any]:
+def model_explorer(row: InferenceRow | Mapping[str, Any]) -> dict[str, Any]:
     """Node data for google-ai-edge/model-explorer (``GraphNodeData``, as ``report.model_explorer``
     writes for op profiles): ``results`` keyed by each op's output tensor name (how Model Explorer
     matches a node through its ``tensor_name`` output metadata), ``value`` = the layer's ranking SNR
     in dB (isolated median-channel SNR, see edgebench.diagnose) clipped to [-20, 100], and a gradient
     from red (worst) to green. Load it in Model Explorer next to the quantized .tflite
-    (``row["model_path"]``) with "Add per-node data"."""
+    (``row.model_path``) with "Add per-node data"."""
     results = {}
-    for l in row.get("layers") or []:
-        if l.get("node") is None:
+    for l in diagnosis(as_row(row)).layers:
+        if l.node is None:
             continue
-        results[str(l["tensor"])] = {"value": round(_clip(num(l.get("ranking_snr_db"))), 2)}
+        results[str(l.tensor)] = {"value": round(_clip(l.ranking_snr_db), 2)}
     return {"results": results, "gradient": ME_GRADIENT}

@@ -10,6 +10,7 @@ import numpy as np
 
 from edgebench import SCHEMA_VERSION
 from edgebench.rows._json import STATUSES, _f, _freeze, _i
+from edgebench.rows.diagnosis import Diagnosis
 from edgebench.rows.parts import Accuracy, Cost, Drift, Latency, Warmup, Worst, drifts_from_dict
 from edgebench.rows.regimes import ColdStart, Delegation, Energy, OpEntry, Paced, Sustained, Verdict, Window
 
@@ -139,6 +140,7 @@ class InferenceRow(_RowMixin):
     memory: Mapping[str, Any] | None = None         # what the peak RSS holds (runtime, model, arenas ...)
     gc: Mapping[str, Any] | None = None             # Python's collector around the timed loop (frozen, collections)
     repeats: tuple[Mapping[str, Any], ...] | None = None  # bench --repeats: one summary per worker process
+    diagnosis: Diagnosis | None = None              # diagnose rows: layers, findings ... (flat keys, Diagnosis.KEYS)
     unknown: Mapping[str, Any] = field(default_factory=dict)
 
     kind = "inference"
@@ -210,6 +212,8 @@ class InferenceRow(_RowMixin):
         out["fingerprint"] = dict(self.fingerprint)
         if self.warnings or self.status == "ok":
             out["warnings"] = list(self.warnings)
+        if self.diagnosis is not None:
+            out.update(self.diagnosis.to_dict())
         out.update(self.unknown)
         return out
 
@@ -261,6 +265,9 @@ class InferenceRow(_RowMixin):
             kw[k] = _freeze(d[k]) if isinstance(d.get(k), Mapping) else None
         reps = d.get("repeats")
         kw["repeats"] = tuple(_freeze(r) for r in reps if isinstance(r, Mapping)) if isinstance(reps, list) else None
+        kw["diagnosis"] = Diagnosis.from_row(d)
+        if kw["diagnosis"] is not None:
+            known |= set(Diagnosis.KEYS)
         kw["unknown"] = _freeze({k: v for k, v in d.items() if k not in known})
         return cls(**kw)
 

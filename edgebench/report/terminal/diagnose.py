@@ -3,66 +3,144 @@ candidates (the size/latency/accuracy trade-off to choose from)."""
 
 from __future__ import annotations
 
+import re
+import shlex
 from typing import Any, Mapping
 
 from rich.table import Table
 
 from edgebench.outcome import TOP1_CHANGE, top1_change
-from edgebench.formats import fmt_bytes, num
-from edgebench.report.diagnose import (LAYER_COLUMNS, TOP, accuracy_text, _layer_cells, _n, _notes, _short,
-                                       commands)
-from edgebench.report.terminal._cells import WholeLine, e
-from edgebench.rows import Document
+from edgebench.formats import fmt_bytes
+from edgebench.report.diagnose import (LAYER_COLUMNS, TOP, _layer_cells, _n, _notes, _short, accuracy_text, commands,
+                                       diagnosed_rows, diagnosis, document)
+from edgebench.report.terminal._cells import WholeLine, e, fit_columns
+from edgebench.rows import Document, KeepFloatSearch
+
+# The layer table's columns (LAYER_COLUMNS, then "finding"): header as drawn (a header of two words
+# takes two lines, so a column is as wide as its numbers) and priority (0 = always shown, higher =
+# hidden first when the terminal is narrow). Kept at any width: which layer (rank, op#node, tensor),
+# the number the ranking used (iso ch SNR) and whether it is a finding; then the accumulated error.
+_NAMES = (*LAYER_COLUMNS, "finding")
+_HEADERS = {"rmse/scale": "rmse/\nscale", "SNR dB": "SNR\ndB", "iso SNR": "iso\nSNR", "iso ch SNR": "iso ch\nSNR"}
+_PRIORITY = {"rank": 0, "op#node": 0, "tensor": 0, "iso ch SNR": 0, "finding": 0, "SNR dB": 1, "rmse/scale": 2,
+             "iso SNR": 3, "scale": 4, "cosine": 5, "outliers": 6}
+# The two name columns take what the others leave, their names broken into lines where a name
+# has parts (never a number: those columns never wrap). Each is counted at least this wide.
+_BREAKS = {"op#node": r"(?<=_)|(?=#)", "tensor": r"(?<=/)|(?=:)"}    # after "_" / before "#"; after "/" / before ":"
+_NAME_MIN = {"op#node": 18, "tensor": 20}
 
 
-def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP) -> list:
-    """One table per diagnosed precision: the ``top`` worst layers, findings in red, advice under
-    it; then the commands that prove the fix, each whole on a line of its own (``WholeLine``: never
-    cropped or wrapped mid-word, so copy and paste runs it)."""
-    doc = doc.to_dict() if isinstance(doc, Document) else doc
-    out = []
-    for row in doc.get("rows", []):
-        t = Table(title=f"edgebench diagnose: {e(str(doc.get('model')))} {e(str(row.get('precision')))}"
-                        f"  ({row.get('samples', '-')} samples; {e(accuracy_text(row))})", header_style="bold",
+def _header(name: str) -> str:
+    return _HEADERS[name] if name in _HEADERS else name
+
+
+def _natural(i: int, rows: list[list[str]]) -> int:
+    """Column i's width unwrapped: its widest cell or header line."""
+    return max([len(line) for line in _header(_NAMES[i]).split("\n")] + [len(r[i]) for r in rows])
+
+
+def _layout(rows: list[list[str]], width: int | None, wide: bool) -> tuple[list[int], list[str], dict[str, int | None]]:
+    """The columns shown (and the names of those hidden) and the width of each name column."""
+    flex = {i: min(_natural(i, rows), _NAME_MIN[n] if n in _NAME_MIN else 10 ** 6) for i, n in enumerate(_NAMES)}
+    keep, dropped = fit_columns([(n, _PRIORITY[n]) for n in _NAMES], rows, width, wide, flex=flex)
+    if not width or wide:
+        return keep, dropped, {n: None for n in _BREAKS}
+    fixed = sum(_natural(i, rows) + 3 for i in keep if _NAMES[i] not in _BREAKS)
+    left = width - 1 - fixed - 3 * sum(1 for i in keep if _NAMES[i] in _BREAKS)
+    op, tensor = _NAMES.index("op#node"), _NAMES.index("tensor")
+    op_w = min(_natural(op, rows), max(_NAME_MIN["op#node"], left - min(_natural(tensor, rows), _NAME_MIN["tensor"])))
+    op_w = max([len("op#node")] + [len(line) for r in rows
+                                     for line in wrap_name(r[op], op_w, _BREAKS["op#node"]).split("\n")])
+    return keep, dropped, {"op#node": op_w, "tensor": max(left - op_w, _NAME_MIN["tensor"])}
+
+
+def wrap_name(name: str, width: int | None, breaks: str) -> str:
+    """A name in lines of at most ``width``, broken only where ``breaks`` (a zero-width regex)
+    matches -- a tensor after "/", an op after "_" -- so "a/b/MatMul" is never drawn as "a/b/M"
+    over "atMul"; a part longer than a line is folded."""
+    if not width or len(name) <= width:
+        return name
+    lines, line = [], ""
+    for part in (p for p in re.split(breaks, name) if p):
+        while len(part) > width:                   # a part longer than a line: fold it
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(part[:width])
+            part = part[width:]
+        if len(line) + len(part) > width:
+            lines.append(line)
+            line = ""
+        line += part
+    if line:
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP, *, width: int | None = None,
+                    wide: bool = False) -> list:
+    """One table per diagnosed precision: the ``top`` worst layers, findings in red; at a narrow
+    ``width`` the least important columns are hidden (and named; ``wide`` keeps them all) rather
+    than a number split over two lines. Under it, each finding's advice and the commands that prove
+    the fix, each whole on a line of its own (``WholeLine``: never cropped or wrapped mid-word, so
+    copy and paste runs a command or a --keep-float name as printed)."""
+    doc = document(doc)
+    out: list = []
+    for row in diagnosed_rows(doc):
+        d = diagnosis(row)
+        samples = "-" if d.samples is None else d.samples
+        t = Table(title=f"edgebench diagnose: {e(str(doc.get('model')))} {e(str(row.precision))}"
+                        f"  ({samples} samples; {e(accuracy_text(row))})", header_style="bold",
                   caption_justify="left")
-        if row.get("status") != "ok":
+        if row.status != "ok":
             t.add_column("status")
-            t.add_row(e(f"{row.get('status')}: {row.get('error')}"))
+            t.add_row(e(f"{row.status}: {row.error}"))
             out.append(t)
             continue
-        for c in (*LAYER_COLUMNS, "finding"):
-            t.add_column(c, overflow="fold", justify="left" if c in ("op#node", "tensor", "finding") else "right",
-                         min_width=28 if c == "tensor" else None)
-        shown = (row.get("layers") or [])[:top]
-        for l in shown:
-            t.add_row(*(e(c) for c in _layer_cells(l)), "yes" if l.get("finding") else "",
-                      style="red" if l.get("finding") else None)
-        advice = [f"#{l['rank']} {_short(l.get('tensor'))}: {l.get('advice')}" for l in shown if l.get("finding")]
-        t.caption = "\n".join(e(x) for x in advice + _notes(row))
+        shown = d.layers[:top]
+        cells = [_layer_cells(l) + ["yes" if l.finding else ""] for l in shown]
+        keep, dropped, name_w = _layout(cells, width, wide)
+        for i in keep:
+            n = _NAMES[i]
+            t.add_column(_header(n), no_wrap=n not in _BREAKS, overflow="fold",
+                         justify="left" if n in ("op#node", "tensor", "finding") else "right")
+        for l, c in zip(shown, cells):
+            t.add_row(*(e(wrap_name(c[i], name_w[_NAMES[i]], _BREAKS[_NAMES[i]]) if _NAMES[i] in _BREAKS else c[i])
+                        for i in keep), style="red" if l.finding else None)
+        notes = [e(x) for x in _notes(row, suggested=False)]
+        if dropped:
+            notes.append(f"hidden to fit the terminal: {e(', '.join(dropped))} (--wide shows every column)")
+        t.caption = "\n".join(notes)
         out.append(t)
+        advice = [WholeLine(f"#{l.rank} {_short(l.tensor)}: {l.advice}") for l in shown if l.finding]
+        if advice:
+            out.append("advice:")
+            out.extend(advice)
+        if d.suggested_keep_float:
+            out.append(WholeLine("suggested: --keep-float " + shlex.quote(",".join(d.suggested_keep_float))))
         if commands(row):
             out.append("prove it:")
             out.extend(WholeLine(c) for c in commands(row))
     return out
 
 
-def render_keep_float_table(search: Mapping[str, Any] | None) -> list[Table]:
+def render_keep_float_table(search: KeepFloatSearch | Mapping[str, Any] | None) -> list[Table]:
     """The ``--keep-float auto`` candidates: kept-float layers, size, latency, accuracy ([] without a search)."""
     if not search:
         return []
-    t = Table(title=f"keep-float search (goal: {e(str(search.get('goal')))}; "
-                    f"{'met' if search.get('met') else 'NOT met'}; {search.get('evaluated')} models evaluated)",
+    s = search if isinstance(search, KeepFloatSearch) else KeepFloatSearch.from_dict(search)
+    t = Table(title=f"keep-float search (goal: {e(str(s.goal))}; "
+                    f"{'met' if s.met else 'NOT met'}; {s.evaluated} models evaluated)",
               header_style="bold", caption_justify="left")
     for c in ("kept float", "size", "size red.", "p50 ms", "p99 ms", "top-1", TOP1_CHANGE, "PSNR dB", "goal"):
         t.add_column(c, overflow="fold", justify="left" if c == "kept float" else "right")
-    for c in search.get("candidates", []):
-        kept = ", ".join(_short(x, 40) for x in c.get("keep_float") or []) or "(none: plain int8)"
-        top1 = num(c.get("top1"))
-        p99 = _n(c.get("p99_ms"), 3) + ("" if c.get("p99_valid", True) else "*")
-        t.add_row(e(kept), fmt_bytes(c.get("bytes")), _n(c.get("size_reduction_pct"), 1) + "%",
-                  _n(c.get("p50_ms"), 3), p99, "-" if top1 is None else f"{top1 * 100:.2f}%",
-                  top1_change(num(c.get("top1_drop_pp"))), _n(c.get("psnr_db")),
-                  ("chosen" if c.get("chosen") else "") + (" meets" if c.get("meets_goal") else " misses"),
-                  style="green" if c.get("chosen") else None)
-    t.caption = e("\n".join(x for x in (search.get("stopped_early"), str(search.get("method") or "")) if x))
+    for c in s.candidates:
+        kept = ", ".join(_short(x, 40) for x in c.keep_float) or "(none: plain int8)"
+        p99 = _n(c.p99_ms, 3) + ("" if c.p99_valid is not False else "*")
+        t.add_row(e(kept), fmt_bytes(c.bytes), _n(c.size_reduction_pct, 1) + "%",
+                  _n(c.p50_ms, 3), p99, "-" if c.top1 is None else f"{c.top1 * 100:.2f}%",
+                  top1_change(c.top1_drop_pp), _n(c.psnr_db),
+                  ("chosen" if c.chosen else "") + (" meets" if c.meets_goal else " misses"),
+                  style="green" if c.chosen else None)
+    t.caption = e("\n".join(x for x in (s.stopped_early, str(s.method or "")) if x))
     return [t]
