@@ -104,9 +104,9 @@ def _verdict_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
         models = ", ".join(dict.fromkeys(str(r.model) for r, _ in _rows_of(t) if r.model)) or "-"
         rid = (t.run_id or "")[:12]
         if t.kind == "diagnose":       # its verdict is the diagnosis: findings per precision
-            said = "; ".join(f"{r.get('precision')}: {r.get('findings', 0)} finding(s), {diagnose_accuracy(r)}"
-                             if r.get("status") == "ok" else f"{r.get('precision')}: {r.get('status')} "
-                             f"({r.get('error')})" for r in d.get("rows") or [] if isinstance(r, dict))
+            said = "; ".join(f"{r.precision}: {(r.diagnosis.findings if r.diagnosis else None) or 0} finding(s), "
+                             f"{diagnose_accuracy(r)}" if r.status == "ok" else f"{r.precision}: {r.status} ({r.error})"
+                             for r in t.rows if isinstance(r, InferenceRow))
             lines.append(f"<li><strong>{esc(t.model or '-')}</strong>" + (f" (run {esc(rid)})" if rid else "")
                          + f": diagnosed — {esc(said)}</li>")
             continue
@@ -447,7 +447,7 @@ def _training_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
 
 
 def _diagnose_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
-    diag = [d for d, t in docs if t.kind == "diagnose"]
+    diag = [t for _d, t in docs if t.kind == "diagnose"]
     if not diag:
         return ""
     return section_html("diagnose", "Quantization diagnosis", html_section(diag))

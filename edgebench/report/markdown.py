@@ -266,7 +266,7 @@ def render_markdown(docs: Document | Mapping[str, Any] | Sequence[Document | Map
         if doc.kind == "diagnose":
             from edgebench.report.diagnose import markdown_lines
 
-            out += markdown_lines(doc.to_dict(), md_escape)
+            out += markdown_lines(doc, md_escape)
             continue
         inf = inference_rows(doc)
         legend: list[str] = []
