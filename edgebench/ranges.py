@@ -72,6 +72,7 @@ RANGES: dict[str, Range] = {
     "--min-size-reduction": Range(None, 100), "--min-cosine": _ge(-1, 1), "--min-delegated": _ge(0, 100),
     # results, reports
     "--alpha": Range(0, 1, lo_open=True, hi_open=True), "--min-ratio": _gt(1, 1000),
+    "--accuracy-pp": _gt(0, 100), "--psnr-db": _gt(0, 1000), "--cosine": _gt(0, 2),   # changes that count
     "--limit": _ge(0, COUNT_MAX),                  # 0 = all runs
     "--top": _ge(1, 1_000_000), "--top-ops": _ge(0, 1_000_000),
     # training baselines

@@ -95,9 +95,6 @@ def register(app: typer.Typer) -> None:
         if not 0 < alpha < 1:
             raise BadInput(f"--alpha {alpha}: must be between 0 and 1 (e.g. 0.002)")
         given = {"top1": accuracy_pp, "psnr_db": psnr_db, "cosine": cosine}
-        for flag, v in (("--accuracy-pp", accuracy_pp), ("--psnr-db", psnr_db), ("--cosine", cosine)):
-            if v is not None and not v > 0:
-                raise BadInput(f"{flag} {v}: must be a positive change (e.g. --accuracy-pp 1)")
         with Store(db) as st:
             rep = compare_stored(st, a, b, min_ratio=min_ratio, alpha=alpha, thresholds=given)
         if json_path:

@@ -41,11 +41,11 @@ from edgebench.fingerprint import KEY_FIELDS, diff_fingerprints
 from edgebench.outcome import RowVerdict, precision_label, row_verdict, run_verdict_of
 from edgebench.report.diagnose import accuracy_text as diagnose_accuracy
 from edgebench.report.diagnose import html_section
-from edgebench.report.html_parts import (PALETTE, Plot, esc, fmt, fmt_ms, fmt_pct, note_html, section_html, svg_cdf,
-                                         svg_histogram, svg_lines, table_html)
+from edgebench.report.html_parts import (PALETTE, Plot, esc, fmt, fmt_ms, fmt_pct, inference_of, note_html, row_title,
+                                         rows_of, section_html, svg_cdf, svg_histogram, svg_lines, table_html)
 from edgebench.report.html_sustain import sustained_section
 from edgebench.report.tables import inference_table
-from edgebench.rows import Document, Drift, InferenceRow, Row, TrainRow
+from edgebench.rows import Document, Drift, InferenceRow, TrainRow
 from edgebench.metrics import BY_KEY
 from edgebench.report.pivot import SUBCOLUMNS, cell_values, matrix_pivots, short_value, varying_axes
 
@@ -72,36 +72,11 @@ svg text{font-family:system-ui,sans-serif;font-size:11px;fill:#333}
 # small helpers
 
 
-def _rows_of(t: Document) -> list[tuple[Row, bool]]:
-    """(row, is_reference) of a typed document, the reference first (diagnose documents: none --
-    their rows are per-layer analyses, drawn by the diagnose section)."""
-    if t.kind == "diagnose":
-        return []
-    rows = [(r, False) for r in t.rows]
-    if t.reference is not None and t.kind != "train":
-        rows = [(t.reference, True), *rows]
-    return rows
-
-
-def _inference(t: Document) -> list[tuple[InferenceRow, bool]]:
-    return [(r, ref) for r, ref in _rows_of(t) if isinstance(r, InferenceRow) and t.kind != "train"]
-
-
-def _name(r: Row, is_ref: bool = False) -> str:
-    """model / precision / target [/ device] of a row (the reference's precision: its own, else
-    "reference")."""
-    prec = precision_label(r) if r.precision else ("reference" if is_ref else precision_label(r))
-    parts = [r.model or "?", prec, r.target or "-"]
-    if getattr(r, "device_model", None):
-        parts.append(str(r.device_model))
-    return " / ".join(str(p) for p in parts)
-
-
 def _verdict_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     lines = []
     for d, t in docs:
         v = run_verdict_of(d)         # the JSON form: a malformed foreign row still counts by its status
-        models = ", ".join(dict.fromkeys(str(r.model) for r, _ in _rows_of(t) if r.model)) or "-"
+        models = ", ".join(dict.fromkeys(str(r.model) for r, _ in rows_of(t) if r.model)) or "-"
         rid = (t.run_id or "")[:12]
         if t.kind == "diagnose":       # its verdict is the diagnosis: findings per precision
             said = "; ".join(f"{r.precision}: {(r.diagnosis.findings if r.diagnosis else None) or 0} finding(s), "
@@ -183,7 +158,7 @@ def _results_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
                            "is to the row's first column (p50 for inference, examples/s for training); "
                            "† p99 from too few samples"))
     pivoted = {p["model"] for p in pivots}
-    inf_rows = [(t, r) for _d, t in docs for r, _ in _inference(t)]
+    inf_rows = [(t, r) for _d, t in docs for r, _ in inference_of(t)]
     if not inf_rows:
         return section_html("results", "Precision × target", "".join(parts)) if parts else ""
     # precision x target grid per model (a matrix model is shown by its pivot above)
@@ -237,7 +212,7 @@ def _results_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
 
 def _where_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     """Delegation, silent-failure verdicts and the top ops of every row that has them (issue 15)."""
-    rows = [r for _d, t in docs for r, _ in _inference(t) if r.delegation or r.verdicts or r.op_profile]
+    rows = [r for _d, t in docs for r, _ in inference_of(t) if r.delegation or r.verdicts or r.op_profile]
     if not rows:
         return ""
     body = []
@@ -263,9 +238,9 @@ def _latency_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     parts = []
     any_rows = False
     for _d, t in docs:
-        for r, is_ref in _inference(t):
+        for r, is_ref in inference_of(t):
             any_rows = True
-            name = _name(r, is_ref)
+            name = row_title(r, is_ref)
             if len(docs) > 1 and t.run_id:
                 name += f" (run {t.run_id[:12]})"
             parts.append(f"<h3>{esc(name)}</h3>")
@@ -307,11 +282,11 @@ def _pareto_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     pts, excluded = [], []
     size_m, p99_m, top1_m = BY_KEY["size_bytes"], BY_KEY["p99_ms"], BY_KEY["top1"]
     for _d, t in docs:
-        for r, is_ref in _inference(t):
+        for r, is_ref in inference_of(t):
             v = row_verdict(r, t.gate)
             if not v.ok:       # a failed gate, a silent failure or a crash is never a trade-off
                 if r.status in (None, "ok"):
-                    excluded.append([_name(r, is_ref), esc(v.text)])
+                    excluded.append([row_title(r, is_ref), esc(v.text)])
                 continue
             size, p99 = size_m.value(r), p99_m.value(r)
             if size is None or p99 is None:
@@ -345,9 +320,9 @@ def _pareto_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
         axis = " ".join(f"{k}={short_value(cell.get(k))}" for k in axes) if cell is not None else ""
         label = " ".join(x for x in (precision_label(r), axis) if x) + (
             "" if a is None else f" {a * 100:.1f}%")
-        plot.point(s / 2**20, p, color, filled=opt, r=5.0, tip=f"{_name(r, is_ref)} {axis}".strip())
+        plot.point(s / 2**20, p, color, filled=opt, r=5.0, tip=f"{row_title(r, is_ref)} {axis}".strip())
         items.append((s / 2**20, p, label, color))
-        rows.append([_name(r, is_ref) + (f" ({axis})" if axis else ""), fmt_bytes(s), fmt_ms(p), fmt_pct(a),
+        rows.append([row_title(r, is_ref) + (f" ({axis})" if axis else ""), fmt_bytes(s), fmt_ms(p), fmt_pct(a),
                      "yes" if opt else "no"])
     for row, shown in zip(rows, plot.labels(items)):
         row.append("yes" if shown else "no (crowded: see this row)")
@@ -396,7 +371,7 @@ def _drift_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     detection rows add their box agreement."""
     rows, det_rows = [], []
     for _d, t in docs:
-        for r, is_ref in _inference(t):
+        for r, is_ref in inference_of(t):
             name = [r.model or "-", r.precision or ("reference" if is_ref else "-"), r.target or "-"]
             for against, drift in (("reference", r.drift), ("host", r.drift_vs_host)):
                 for out, stats in (drift or {}).items():

@@ -10,6 +10,7 @@ import math
 from typing import Any, Iterable, Sequence
 
 from edgebench.outcome import precision_label
+from edgebench.rows import Document, InferenceRow, Row
 from edgebench.formats import num
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
@@ -70,40 +71,29 @@ def note_html(text: str) -> str:
     return f'<p class="note">{esc(text)}</p>'
 
 
-def doc_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """Inference rows of a doc: the reference row first (if any), then ``rows`` (none for a
-    diagnose document: its rows are per-layer analyses, drawn by the diagnose section)."""
-    if doc.get("kind") == "diagnose":
+def rows_of(doc: Document) -> list[tuple[Row, bool]]:
+    """(row, is_reference) of a typed document, the reference first (diagnose documents: none --
+    their rows are per-layer analyses, drawn by the diagnose section)."""
+    if doc.kind == "diagnose":
         return []
-    rows = [r for r in (doc.get("rows") or []) if isinstance(r, dict)]
-    ref = doc.get("reference")
-    if isinstance(ref, dict) and doc.get("kind") != "train":
-        ref = dict(ref)
-        ref.setdefault("precision", "reference")
-        ref["_is_reference"] = True
-        rows = [ref, *rows]
+    rows = [(r, False) for r in doc.rows]
+    if doc.reference is not None and doc.kind != "train":
+        rows = [(doc.reference, True), *rows]
     return rows
 
 
-def is_train_row(doc: dict[str, Any], row: dict[str, Any]) -> bool:
-    return doc.get("kind") == "train" or ("examples_per_s" in row and "latency_ms" not in row)
+def inference_of(doc: Document) -> list[tuple[InferenceRow, bool]]:
+    """The inference rows of ``rows_of`` (none in a training document)."""
+    return [(r, ref) for r, ref in rows_of(doc) if isinstance(r, InferenceRow) and doc.kind != "train"]
 
 
-def row_name(row: dict[str, Any]) -> str:
-    parts = [row.get("model") or "?", precision_label(row), row.get("target") or "-"]
-    if row.get("device_model"):
-        parts.append(str(row["device_model"]))
+def row_title(r: Row, is_ref: bool = False) -> str:
+    """model / precision / target [/ device] of a row (a reference without a precision: "reference")."""
+    prec = precision_label(r) if r.precision or not is_ref else "reference"
+    parts = [r.model or "?", prec, r.target or "-"]
+    if getattr(r, "device_model", None):
+        parts.append(str(r.device_model))
     return " / ".join(str(p) for p in parts)
-
-
-def lat_of(row: dict[str, Any]) -> dict[str, Any]:
-    lat = row.get("latency_ms")
-    return lat if isinstance(lat, dict) else {}
-
-
-def acc_of(row: dict[str, Any]) -> dict[str, Any]:
-    acc = row.get("accuracy")
-    return acc if isinstance(acc, dict) else {}
 
 
 # ---------------------------------------------------------------------------------------------

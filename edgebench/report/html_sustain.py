@@ -10,30 +10,16 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from edgebench.outcome import precision_label
-from edgebench.report.html_parts import esc, fmt, fmt_ms, note_html, section_html, svg_lines, table_html
+from edgebench.report.html_parts import (esc, fmt, fmt_ms, inference_of, note_html, row_title, section_html, svg_lines,
+                                         table_html)
 from edgebench.rows import Document, InferenceRow
 
 
 def _rows(doc: Document | Mapping[str, Any]) -> list[InferenceRow]:
-    """Inference rows of a document, the reference first (as ``html_parts.doc_rows``; a diagnose
-    document's rows are per-layer analyses, drawn by the diagnose section)."""
+    """Inference rows of a document, the reference first (``html_parts.inference_of``)."""
     d = doc if isinstance(doc, Document) else Document.read(doc)
-    if d.kind in ("diagnose", "train"):
-        return []
-    rows = [r for r in d.rows if isinstance(r, InferenceRow)]
-    if d.reference is not None:
-        ref = d.reference
-        rows.insert(0, ref if ref.precision is not None else ref.replace(precision="reference"))
-    return rows
-
-
-def _name(r: InferenceRow) -> str:
-    """``model / precision / target [/ device]`` (as ``html_parts.row_name``)."""
-    parts = [r.model or "?", precision_label(r), r.target or "-"]
-    if r.device_model:
-        parts.append(str(r.device_model))
-    return " / ".join(str(p) for p in parts)
+    return [r if r.precision is not None or not ref else r.replace(precision="reference")
+            for r, ref in inference_of(d)]
 
 
 def _timeline_plots(r: InferenceRow) -> str:
@@ -67,7 +53,7 @@ def sustained_section(docs: list[Document | Mapping[str, Any]]) -> str:
     paced, cold, energy = [], [], []
     for d in docs:
         for r in _rows(d):
-            name = _name(r)
+            name = row_title(r)
             if r.timeline:
                 duration = None if r.sustained is None else r.sustained.duration_s
                 parts.append(f"<h3>{esc(name)}: sustained {esc(fmt(duration, 0))} s</h3>" + _timeline_plots(r))

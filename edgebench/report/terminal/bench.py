@@ -31,19 +31,20 @@ def _p99(r: InferenceRow) -> str:
     lat = r.latency
     if lat is None:
         return "-"
-    flag = "" if lat.p99_valid else f" (not valid: {lat.samples} < {(lat.details.get('min_samples') or {}).get('p99')})"
+    need = (lat.min_samples or {}).get("p99")
+    flag = "" if lat.p99_valid else f" (not valid: {lat.samples} < {need})"
     return fmt_value(lat.p99, ".4g") + flag
 
 
 def _ci(r: InferenceRow) -> str:
     if r.latency is None:
         return "-"
-    lo, hi = (r.latency.details.get("p99_ci") or [None, None])
+    lo, hi = r.latency.p99_ci or (None, None)
     return f"[{fmt_value(lo, '.4g')}, {fmt_value(hi, '.4g') if hi is not None else 'unbounded'}]"
 
 
 def _detail(r: InferenceRow, k: str) -> str:
-    return fmt_value(r.latency.details.get(k) if r.latency else None, ".4g")
+    return fmt_value(getattr(r.latency, k) if r.latency else None, ".4g")
 
 
 def _pct(r: InferenceRow) -> str:
