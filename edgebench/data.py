@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import warnings
 import zipfile
 from dataclasses import dataclass, field
@@ -76,6 +77,10 @@ class Signature:
     outputs: tuple[TensorSpec, ...]
     # Optional declared value ranges per input name, e.g. {"input_ids": (0, 30521)}.
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # The model's own positional order of its inputs, when the file records one (a Keras model's
+    # inputs; a SavedModel's serving function; a .tflite's subgraph inputs). ``inputs`` is sorted
+    # by name where the file keeps a map (SignatureDef), so positional data needs this order.
+    order: tuple[str, ...] | None = None
 
     @property
     def input_names(self) -> list[str]:
@@ -93,6 +98,9 @@ class InputSet:
     labels: np.ndarray | None = None
     source: str = "unknown"
     synthetic: bool = False
+    # How a file's arrays were bound to the model's inputs when not by name: {"how": ..., "pairs":
+    # {data key: input name}} (printed and stored by every command that reads --data); None by name.
+    binding: dict[str, Any] | None = None
 
     @property
     def n(self) -> int:
@@ -121,6 +129,7 @@ class InputSet:
             None if self.labels is None else self.labels[:n],
             self.source,
             self.synthetic,
+            self.binding,
         )
 
     def sample(self, i: int, spec: TensorSpec | None = None) -> dict[str, np.ndarray]:
@@ -219,14 +228,20 @@ def _from_arrays(arrays: dict[str, np.ndarray], signature: Signature, source: st
         labels = arrays.pop("y")
     names = signature.input_names
     out: dict[str, np.ndarray] = {}
+    binding = None
     if all(n in arrays for n in names):
         out = {n: arrays[n] for n in names}
     else:
-        positional = sorted(k for k in arrays if k.startswith("arr_"))
-        if len(positional) == len(names) and len(arrays) == len(names):
-            out = {n: arrays[k] for n, k in zip(names, sorted(positional, key=lambda s: int(s[4:])))}
+        positional = sorted((k for k in arrays if re.fullmatch(r"arr_\d+", k)), key=lambda s: int(s[4:]))
+        if len(positional) == len(names) == len(arrays) and len(names) > 1:
+            pairs = _bind_positional(positional, arrays, signature, source)
+            out = {n: arrays[k] for k, n in pairs.items()}
+            binding = {"how": "position (the model's input order)" if signature.order else "shape",
+                       "pairs": pairs}
         elif len(arrays) == 1 and len(names) == 1:
-            out = {names[0]: next(iter(arrays.values()))}
+            key = next(iter(arrays))
+            out = {names[0]: arrays[key]}
+            binding = None if key == names[0] else {"how": "single input", "pairs": {key: names[0]}}
         else:
             missing = [n for n in names if n not in arrays]
             raise BadInput(f"--data {source}: missing input(s) {', '.join(missing)} (file has "
@@ -242,7 +257,35 @@ def _from_arrays(arrays: dict[str, np.ndarray], signature: Signature, source: st
                 labels = labels.astype(np.int64)
             else:
                 raise BadInput(f"--data {source}: 'labels' must be integer class ids")
-    return InputSet(out, labels, source)
+    return InputSet(out, labels, source, binding=binding)
+
+
+def _fits(a: np.ndarray, spec: TensorSpec) -> bool:
+    """Could array ``a`` (samples first) feed ``spec``: same per-sample rank and fixed dimensions, and
+    integer data for an integer input (float data can feed an integer input only by accident)."""
+    shape = tuple(np.shape(a)[1:])
+    want = spec.sample_shape
+    if len(shape) != len(want) or any(w is not None and w != s for w, s in zip(want, shape)):
+        return False
+    return not spec.is_integer or np.issubdtype(np.asarray(a).dtype, np.integer)
+
+
+def _bind_positional(keys: list[str], arrays: dict[str, np.ndarray], signature: Signature,
+                     source: str) -> dict[str, str]:
+    """``arr_0, arr_1 ...`` -> input names: in the model's own input order when the file records it
+    (``Signature.order``), else by shape when that tells every input apart; refused when two inputs
+    could take the same array and no order is known (binding them alphabetically, as the
+    SignatureDef lists them, fed swapped data to TF and TFLite alike: drift looked perfect)."""
+    if signature.order and set(signature.order) == set(signature.input_names):
+        return dict(zip(keys, signature.order))
+    specs = {s.name: s for s in signature.inputs}
+    options = {k: [n for n, s in specs.items() if _fits(arrays[k], s)] for k in keys}
+    if all(len(v) == 1 for v in options.values()) and len({v[0] for v in options.values()}) == len(keys):
+        return {k: v[0] for k, v in options.items()}
+    names = ", ".join(signature.input_names)
+    raise BadInput(f"--data {source}: positional arrays ({', '.join(keys)}) but the model records no input "
+                   f"order and its inputs ({names}) could take the same array; save the arrays by input "
+                   f"name: np.savez(PATH, {'=..., '.join(signature.input_names)}=...)")
 
 
 def _load_images(folder: Path, signature: Signature, preprocess: str) -> InputSet:
@@ -405,7 +448,7 @@ def range_warnings(calibration: dict[str, list[float]], evaluation: dict[str, li
 def cast_to_signature(ds: InputSet, signature: Signature) -> InputSet:
     """Cast every input to the signature's dtype (validated data only)."""
     arrays = {t.name: np.ascontiguousarray(ds.arrays[t.name].astype(t.dtype, copy=False)) for t in signature.inputs}
-    return InputSet(arrays, ds.labels, ds.source, ds.synthetic)
+    return InputSet(arrays, ds.labels, ds.source, ds.synthetic, ds.binding)
 
 
 def calibration_generator(ds: InputSet, signature: Signature, n: int) -> Iterator[dict[str, np.ndarray]]:

@@ -354,7 +354,8 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
         model=src.name,
         source=_source_record(settings, src, manifest, task),
         inputs={"path": str(inputs_path), "sha256": inputs_sha, "content_sha256": ds.sha256, "samples": ds.n,
-                "source": ds.source, "synthetic": ds.synthetic, "labels": ds.labels is not None},
+                "source": ds.source, "synthetic": ds.synthetic, "labels": ds.labels is not None,
+                "binding": ds.binding},
         manifest=str(out_dir / "manifest.json"),
         conversion={p: {k: v.get(k) for k in ("status", "error", "bytes", "size_reduction_pct", "seconds",
                                                "float_ops", "quantization")}
@@ -472,7 +473,8 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
                         output_mapping=rows[1].output_mapping,
                         gate=evaluate(rows, Thresholds()).to_dict(),   # no thresholds: NaN/Inf outputs still fail
                         inputs={"path": str(inputs_path), "sha256": inputs_sha, "samples": ds.n, "source": ds.source,
-                                "synthetic": ds.synthetic, "labels": ds.labels is not None})
+                                "synthetic": ds.synthetic, "labels": ds.labels is not None,
+                                "binding": ds.binding})
 
 
 def raise_for_compare(doc: Document) -> None:

@@ -89,7 +89,32 @@ def read_signature(p: Path, key: str = DEFAULT_SIGNATURE):
         raise BadInput(f"{p}: SavedModel has no '{key}' signature (has: {', '.join(keys)}); pick one with "
                        f"--signature {keys[0]}")
     sd = mg.signature_def[key]
-    return Signature(tensor_specs(sd.inputs, p, key), tensor_specs(sd.outputs, p, key)), mg, sd
+    sig = Signature(tensor_specs(sd.inputs, p, key), tensor_specs(sd.outputs, p, key),
+                    order=positional_order(mg, set(sd.inputs)))
+    return sig, mg, sd
+
+
+def positional_order(mg, names: set[str]) -> tuple[str, ...] | None:
+    """The positional order of a signature's inputs, from the functions saved with it: a function
+    whose positional arguments are TensorSpecs named exactly the signature's inputs (a Keras
+    export's ``serve``/``__call__``) gives it; None when none does, or two disagree."""
+    if len(names) < 2:
+        return tuple(names) or None
+    try:
+        from tensorflow.python.saved_model import nested_structure_coder
+    except ImportError:           # pragma: no cover -- TF without the private coder
+        return None
+    found = set()
+    for fn in mg.object_graph_def.concrete_functions.values():
+        try:
+            args, _kwargs = nested_structure_coder.decode_proto(fn.canonicalized_input_signature)
+        except Exception:  # noqa: BLE001 -- an input signature this TF cannot decode tells nothing
+            continue
+        flat = list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else list(args)
+        got = tuple(getattr(s, "name", None) for s in flat)
+        if len(got) == len(names) and set(got) == names:
+            found.add(got)
+    return next(iter(found)) if len(found) == 1 else None
 
 
 def saved_model_signature(saved_model_dir: str | Path, signature_key: str = DEFAULT_SIGNATURE) -> Signature:

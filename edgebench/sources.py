@@ -196,7 +196,7 @@ def _reference_source(name: str, size: str, seed: int, opts: SourceOptions) -> S
     src = saved_model_source(Path(built.saved_model_dir), opts, kind="reference", name=f"{name}-{size}",
                              path=name)
     ranges = {i["name"]: tuple(i["range"]) for i in built.info.get("inputs", []) if i.get("range")}
-    sig = Signature(src.signature.inputs, src.signature.outputs, ranges)
+    sig = Signature(src.signature.inputs, src.signature.outputs, ranges, order=src.signature.order)
     cal = InputSet.load(built.calibration_npz, f"{name} calibration split")
     ev = InputSet.load(built.evaluation_npz, f"{name} evaluation split")
     return replace(src, signature=sig, calibration=cal, evaluation=ev, info={**src.info, **built.info})
@@ -361,7 +361,7 @@ def fix_shapes(sig: Signature, given: tuple[tuple[str, tuple[int, ...]], ...], w
                              "how": "batch fixed to 1 for latency" + (_STATIC_NOTE if static_batch else _DYNAMIC_NOTE)}
             needs_fixing = needs_fixing or (static_batch and not dynamic)
         inputs.append(t)
-    eff_sig = Signature(tuple(inputs), sig.outputs, sig.ranges)
+    eff_sig = Signature(tuple(inputs), sig.outputs, sig.ranges, order=sig.order)
     fixed = {t.name: tuple(notes[t.name]["used"]) if t.name in notes else tuple(t.shape)
              for t in sig.inputs} if needs_fixing else {}
     return eff_sig, fixed, notes
@@ -681,10 +681,15 @@ def tflite_signature(path: str) -> Signature:
         return TensorSpec(d["name"], tuple(int(x) if x >= 0 else None for x in d["shape_signature"]), dt.name)
 
     if meta.get("has_signature"):
+        # the subgraph's inputs are in the model's positional order; the signature names them
+        position = {d["index"]: k for k, d in enumerate(meta["tensor_inputs"])}
+        named = sorted(meta["inputs"], key=lambda d: position.get(d["index"], len(position)))
         return Signature(tuple(spec(d) for d in sorted(meta["inputs"], key=lambda d: d["name"])),
-                         tuple(spec(d) for d in sorted(meta["outputs"], key=lambda d: d["name"])))
+                         tuple(spec(d) for d in sorted(meta["outputs"], key=lambda d: d["name"])),
+                         order=tuple(d["name"] for d in named))
     # No signature (e.g. written by the TF1 converter): tensor names, in the model's order.
-    return Signature(tuple(spec(d) for d in meta["tensor_inputs"]), tuple(spec(d) for d in meta["tensor_outputs"]))
+    return Signature(tuple(spec(d) for d in meta["tensor_inputs"]), tuple(spec(d) for d in meta["tensor_outputs"]),
+                     order=tuple(d["name"] for d in meta["tensor_inputs"]))
 
 
 def tflite_variants(paths: list[str], out_dir: Path) -> dict[str, Any]:

@@ -26,10 +26,22 @@ def test_npz_keyed_by_name_with_labels(tmp_path):
 
 
 def test_npz_positional_multi_input(tmp_path):
+    """arr_0, arr_1 go to the model's own input order (issue 24.3: not the signature's alphabetical
+    one); with no order recorded and two inputs that could take the same array: refused."""
+    import dataclasses
+
     a, b = np.ones((4, 6), np.float32), np.zeros((4, 6), np.float32)
     np.savez(tmp_path / "p.npz", a, b)
-    ds = load_data(str(tmp_path / "p.npz"), TWO)
-    assert set(ds.arrays) == {"a", "b"} and ds.arrays["a"].sum() == 24 and ds.arrays["b"].sum() == 0
+    ds = load_data(str(tmp_path / "p.npz"), dataclasses.replace(TWO, order=("b", "a")))
+    assert ds.arrays["b"].sum() == 24 and ds.arrays["a"].sum() == 0
+    assert ds.binding == {"how": "position (the model's input order)", "pairs": {"arr_0": "b", "arr_1": "a"}}
+    with pytest.raises(BadInput, match=r"records no input order.*np.savez\(PATH, a=..., b=...\)"):
+        load_data(str(tmp_path / "p.npz"), TWO)
+    # shapes that tell the inputs apart bind without an order
+    odd = Signature((TensorSpec("a", (None, 6), "float32"), TensorSpec("b", (None, 3), "float32")), TWO.outputs)
+    np.savez(tmp_path / "q.npz", np.zeros((4, 3), np.float32), np.ones((4, 6), np.float32))
+    ds = load_data(str(tmp_path / "q.npz"), odd)
+    assert ds.arrays["a"].sum() == 24 and ds.binding["how"] == "shape"
 
 
 def test_npy_single_input_and_multi_input_refused(tmp_path):

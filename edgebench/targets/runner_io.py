@@ -241,7 +241,11 @@ def io_details(it):
         # Signature order is the SavedModel order; keep it, but fall back to positional
         # details if the signature refers to tensors outside subgraph 0.
         if all(i in by_index_in for _, i in ins) and all(i in by_index_out for _, i in outs):
-            return ([_detail(n, by_index_in[i]) for n, i in ins], [_detail(n, by_index_out[i]) for n, i in outs])
+            # the subgraph's input order is the model's positional order (the signature lists names
+            # alphabetically): positional data (arr_0, arr_1 ...) is bound in it (pair_inputs)
+            position = {i: k for k, i in enumerate(by_index_in)}
+            return ([{**_detail(n, by_index_in[i]), "position": position[i]} for n, i in ins],
+                    [_detail(n, by_index_out[i]) for n, i in outs])
     return ([_detail(d["name"], d) for d in it.get_input_details()],
             [_detail(d["name"], d) for d in it.get_output_details()])
 
@@ -343,7 +347,8 @@ def _bijection(data: list[str], names: list[str], fits) -> dict[str, str] | None
 def pair_inputs(data: dict[str, np.ndarray], inputs: list[dict], path: str) -> tuple[dict[str, str], str]:
     """(model input name -> data key, how). Tried in order: exact names ("name"); a single input
     ("single input"); names as a converter without a signature writes them, ``serving_default_x:0``
-    for data key ``x`` ("converter names"); ``arr_0``.. in model order ("order"); one sample's shape
+    for data key ``x`` ("converter names"); ``arr_0``.. in the model's positional order -- the subgraph's
+    inputs, ``position`` -- not the signature's alphabetical one ("order"); one sample's shape
     when it tells every input apart ("shape"). JobError when none pairs every input."""
     names = [d["name"] for d in inputs]
     keys = list(data)
@@ -355,7 +360,8 @@ def pair_inputs(data: dict[str, np.ndarray], inputs: list[dict], path: str) -> t
     if pairs is not None:
         return pairs, "converter names"
     if len(keys) == len(names) and {f"arr_{i}" for i in range(len(names))} == set(keys):
-        return {n: f"arr_{i}" for i, n in enumerate(names)}, "order"
+        ordered = [d["name"] for d in sorted(inputs, key=lambda d: d.get("position", names.index(d["name"])))]
+        return {n: f"arr_{i}" for i, n in enumerate(ordered)}, "order"
     shapes = {d["name"]: list(d["shape"][1:]) for d in inputs}
     pairs = _bijection(keys, names, lambda k, n: np.ndim(data[k]) >= 1 and list(np.shape(data[k])[1:]) == shapes[n])
     if pairs is not None:

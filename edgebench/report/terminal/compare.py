@@ -152,6 +152,10 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
             notes.append(f"[bold red]GATE FAILED[/] {e(c.get('message'))}")
     if gate.get("checks") and gate.get("passed"):
         notes.append(f"[green]gate passed[/] ({len(gate['checks'])} checks)")
+    binding = inputs.get("binding")
+    if binding:        # positional arrays: say which input each went to (issue 24.3)
+        pairs = ", ".join(f"{k} -> {n}" for k, n in (binding.get("pairs") or {}).items())
+        notes.append(f"--data arrays bound to the model's inputs by {e(binding.get('how'))}: {e(pairs)}")
     if inputs.get("synthetic"):
         notes.append("[bold yellow]warning:[/] synthetic inputs: drift only, accuracy is meaningless")
     notes.extend(source_notes(doc.get("source") or {}))
