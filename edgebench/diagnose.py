@@ -78,6 +78,7 @@ class DiagnoseSettings:
     isolated: bool = True
     deadline_s: float = WORKER_DEADLINE_S
     source: SourceOptions = field(default_factory=SourceOptions)   # --signature/--input-shape/--import
+    reference: str | None = None   # SRC is a vendor's quantized .tflite: its float .tflite (--reference)
 
 
 # --------------------------------------------------------------------------- the command
@@ -114,6 +115,8 @@ def diagnose_command(src: str, precisions: list[str], *, data: str | None = None
 def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None = None) -> Document:
     """Convert, run the per-tensor comparison for each quantized precision, rank. Returns the
     result document (kind "diagnose"); see the module docstring for every definition."""
+    if str(settings.src).endswith(".tflite") or settings.reference:
+        return diagnose_tflite(settings, progress)
     say = progress or (lambda _m: None)
     settings = replace(settings, source=settings.source.for_measuring(settings.src))   # as convert-and-compare
     quantized, skipped = _precisions(tuple(settings.precisions))
@@ -194,6 +197,93 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
                 "noise_ratio": f"rmse_over_scale ~ 1/sqrt(12) = {NOISE_RATIO:.4f} for rounding alone",
                 "outlier_ratio": next((r.get("outlier_ratio_method") for r in rows if r.get("outlier_ratio_method")), None),
                 "float_reference": FLOAT_REFERENCE},
+        timings={"total_s": time.perf_counter() - t0},
+    )
+
+
+TFLITE_PAIR_NOTE = ("a quantized .tflite made elsewhere, against its float .tflite (--reference): tensors are "
+                    "matched by name, then by op type and shape; the fixes edgebench can prove (--keep-float, "
+                    "int16x8) need the float source model, so none is offered")
+
+
+def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] | None = None) -> Document:
+    """``diagnose INT8.tflite --reference FP32.tflite``: the per-layer error of a quantized file
+    against its float counterpart when both came from someone else (no SavedModel to convert).
+    The same worker, matching, metrics and ranking as ``diagnose``; accuracy and drift are against
+    the float file's outputs; tensors that could not be matched are listed."""
+    from edgebench.convert import run_tflite_inprocess
+    from edgebench.data import cast_to_signature, load_data
+    from edgebench.fingerprint import sha256_file
+    from edgebench.sources import tflite_signature
+    from edgebench.tflite_model import inspect
+    from edgebench.tflite_model import precision as file_precision
+
+    say = progress or (lambda _m: None)
+    quant, ref = Path(settings.src), settings.reference
+    if not str(quant).endswith(".tflite"):
+        raise BadInput(f"--reference {ref}: a float .tflite reference is for diagnosing a quantized .tflite; "
+                       f"{quant} is not one (give SRC as INT8.tflite, or drop --reference to convert {quant})")
+    if not ref:
+        raise BadInput(f"{quant}: diagnosing a .tflite needs its float counterpart to compare every tensor "
+                       "with: pass --reference FP32.tflite (the float model it was quantized from)")
+    ref_path = Path(ref)
+    if ref_path.suffix != ".tflite":
+        raise BadInput(f"--reference {ref}: give the float .tflite the quantized file was made from")
+    for pth in (quant, ref_path):
+        inspect(str(pth))                      # missing / not a flatbuffer: one line naming the file
+    ref_prec, prec = file_precision(inspect(str(ref_path))), file_precision(inspect(str(quant)))
+    if ref_prec != "fp32":
+        raise BadInput(f"--reference {ref}: the file is {ref_prec}, not float; give the fp32 .tflite")
+    if prec == "fp32":
+        raise BadInput(f"{quant}: the file is fp32, so there is no quantization error to diagnose; give the "
+                       "quantized .tflite as SRC")
+    if settings.eval_samples <= 0:
+        raise BadInput(f"--samples {settings.eval_samples}: must be positive")
+    if not settings.data:
+        raise BadInput(f"{quant}: no evaluation data for a .tflite; pass --data PATH (real samples; a 'labels' "
+                       "array adds top-1) or --data synthetic (misleading for int8 activations)")
+    t0 = time.perf_counter()
+    out_dir = Path(settings.out_dir) if settings.out_dir else Path("edgebench-out") / quant.stem / "diagnose"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sig = tflite_signature(str(ref_path))
+    say("evaluation inputs")
+    ds = cast_to_signature(load_data(settings.data, sig, preprocess=settings.preprocess, seed=settings.seed),
+                           sig).take(settings.eval_samples)
+    inputs_path = out_dir / "diagnose_inputs.npz"
+    inputs_sha = ds.save(inputs_path)
+    say("float reference (the --reference .tflite)")
+    ref_out = run_tflite_inprocess(ref_path, ds, sig)
+    class_out = cmp.pick_class_output(ref_out, settings.class_output)
+    ref_acc = (cmp.classification(ref_out[class_out], ref_out[class_out], ds.labels)
+               if class_out is not None and ds.labels is not None else None)
+    say(f"{prec}: per-tensor comparison ({ds.n} samples)")
+    t_w = time.perf_counter()
+    meta, arrays = run_worker(ref_path, quant, inputs_path, samples=ds.n, isolated=settings.isolated,
+                              deadline_s=settings.deadline_s)
+    meta["worker_seconds"] = round(time.perf_counter() - t_w, 3)
+    size, ref_size = quant.stat().st_size, ref_path.stat().st_size
+    v = {"path": str(quant), "sha256": sha256_file(quant), "bytes": size,
+         "size_reduction_pct": round(100.0 * (1 - size / ref_size), 2) if ref_size else None}
+    say(f"{prec}: ranking")
+    row = _row(prec, v, quant.stem, meta, arrays, ref_out, ds.labels, class_out, ref_acc, str(ref_path),
+               time.perf_counter() - t0)
+    row["suggested_keep_float"] = []          # keep-float re-quantizes from the float source: not here
+    row["fix_commands"] = []
+    reference = InferenceRow(role="reference", precision="fp32", target="host", model=ref_path.stem,
+                             model_path=str(ref_path), model_sha256=sha256_file(ref_path),
+                             accuracy=None if ref_acc is None else Accuracy.from_dict({**ref_acc, "output": class_out}))
+    return Document.new(
+        "diagnose", [InferenceRow.from_dict(row)], host_fingerprint(),
+        reference=reference, model=quant.stem,
+        source={"path": str(quant), "sha256": v["sha256"], "kind": "tflite", "reference": str(ref_path),
+                "note": TFLITE_PAIR_NOTE},
+        inputs={"path": str(inputs_path), "sha256": inputs_sha, "content_sha256": ds.sha256, "samples": ds.n,
+                "source": ds.source, "synthetic": ds.synthetic, "labels": ds.labels is not None,
+                "binding": ds.binding},
+        method={"matching": MATCHING_RULE, "isolated": ISOLATION_RULE, "ranking": RANKING_RULE,
+                "noise_ratio": f"rmse_over_scale ~ 1/sqrt(12) = {NOISE_RATIO:.4f} for rounding alone",
+                "outlier_ratio": row.get("outlier_ratio_method"),
+                "float_reference": {prec: "the --reference .tflite"}},
         timings={"total_s": time.perf_counter() - t0},
     )
 

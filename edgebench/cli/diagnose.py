@@ -28,7 +28,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command("diagnose")
     def diagnose_cmd(
-        src: str = typer.Argument(..., help="SavedModel folder, .keras file, or reference model name."),
+        src: str = typer.Argument(..., help="SavedModel folder, .keras file, reference model name, or a quantized .tflite (with --reference)."),
+        reference: Optional[str] = typer.Option(None, "--reference", help="With a quantized .tflite as SRC: the float .tflite it was made from (per-layer error by matching tensors)."),
         precision: str = typer.Option(",".join(d.precisions), "--precision", "-p", help=f"Comma-separated: {','.join(QUANTIZED)}."),
         data: Optional[str] = typer.Option(None, "--data", help="Evaluation data, as for convert-and-compare (.npz with optional 'labels', .npy, image folder, 'synthetic'); also calibrates unless --calibration-data."),
         calibration_data: Optional[str] = typer.Option(None, "--calibration-data", help="Separate calibration data for int8/int16x8."),
@@ -72,7 +73,7 @@ def register(app: typer.Typer) -> None:
             src=src, precisions=tuple(split_csv(precision, option="--precision")), data=data,
             calibration_data=calibration_data, eval_samples=samples, calibration_samples=calibration_samples,
             int8_io=int8_io, out_dir=out, preprocess=preprocess, size=check_size(size), class_output=class_output,
-            isolated=not no_isolated, source=source_options(signature, input_shape, imports, static_batch=static_batch,
+            isolated=not no_isolated, reference=reference, source=source_options(signature, input_shape, imports, static_batch=static_batch,
                                                  dynamic_batch=dynamic_batch))
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, markdown=markdown,
                                extra_files=_extra_files(html_path, model_explorer))

@@ -30,6 +30,9 @@ ME_GRADIENT = [{"stop": 0, "bgColor": "#d62728"}, {"stop": 0.35, "bgColor": "#ff
                {"stop": 0.6, "bgColor": "#ffe066"}, {"stop": 1, "bgColor": "#a7e08f"}]
 
 
+UNMATCHED_SHOWN = 5      # unmatched tensors named in a note (the JSON lists every one)
+
+
 def _n(v: Any, digits: int = 1) -> str:
     f = num(v)
     if f is None:
@@ -128,7 +131,10 @@ def _notes(row: InferenceRow, suggested: bool = True) -> list[str]:
         notes.append(f"per-layer numbers use the builtin kernels; the deployed run (default delegate, whose accuracy "
                      f"is shown) differs from them by up to {dep:.3g} on the final outputs")
     if d.unmatched:
-        notes.append(f"{len(d.unmatched)} quantized tensor(s) without a float counterpart (listed in the JSON)")
+        names = ", ".join(f"{u.tensor} ({u.op}{': ' + u.reason if u.reason else ''})" for u in d.unmatched[:UNMATCHED_SHOWN])
+        more = f" and {len(d.unmatched) - UNMATCHED_SHOWN} more (all in the JSON)" if len(d.unmatched) > UNMATCHED_SHOWN else ""
+        notes.append(f"{len(d.unmatched)} quantized tensor(s) could not be matched to a float tensor, so they have no "
+                     f"layer row: {names}{more}")
     mem = row.memory or {}      # free-form on InferenceRow: each producer's own memory facts
     if mem.get("peak_rss_bytes"):
         notes.append(f"worker peak RSS {fmt_bytes(mem['peak_rss_bytes'])} (bound {fmt_bytes(mem.get('bound_bytes'))})")
