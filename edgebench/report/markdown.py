@@ -116,12 +116,12 @@ def _verdict_lines(doc: Document) -> list[str]:
     elif v.state != "ok":
         out = [f"**❌ {md_escape(v.text)}**"]
     else:
-        checks = len((doc.gate or {}).get("checks") or ())
+        checks = len(doc.gate_result.checks) if doc.gate_result is not None else 0
         out = [f"**✅ gate passed** ({checks} check{'s' * (checks != 1)})"]
     if v.diagnose:
         out += ["", "Find the layer that breaks it:", "", "```", v.diagnose, "```"]
-    if (doc.get("error_sources") or {}).get("text"):
-        out += ["", md_escape(doc.get("error_sources")["text"])]
+    if doc.error_sources_text:
+        out += ["", md_escape(doc.error_sources_text)]
     return out + [""]
 
 
@@ -187,11 +187,10 @@ def _where_the_time_goes(rows: list[tuple[InferenceRow, bool]]) -> list[str]:
     for r, _ in rows:
         if not r.op_profile:
             continue
-        info = r.op_profile_info or {}
         body = [[md_escape(e.node), md_escape(e.op), _f(e.ms, 4), _f(e.share, 1, scale=100, suffix="%"),
                  "delegate partition" if e.delegated else "CPU interpreter", md_escape((e.name or "")[:60])]
                 for e in prof.top_ops(r.op_profile, 10)]
-        cover = info.get("coverage")
+        cover = r.op_summary.coverage
         note = f" · listed ops cover {100 * cover:.0f}% of the profiled Invoke" if cover is not None else ""
         out += ["", f"<details><summary>where the time goes: {md_escape(r.precision or r.model)} on "
                     f"{md_escape(r.target)}{note}</summary>", ""]

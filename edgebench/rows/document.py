@@ -9,6 +9,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from edgebench import SCHEMA_VERSION
 from edgebench.rows._json import STATUSES, _freeze, _i
+from edgebench.rows.envelope import Gate, InputsRecord, SourceRecord
 from edgebench.rows.row import UNTYPABLE, InferenceRow, Row, row_from_dict, typed_row
 
 
@@ -122,6 +123,40 @@ class Document:
     def report_source(self) -> str | None:
         """Why this run is in a report (``edgebench report``), None outside reports."""
         v = self.meta.get("report_source")
+        return None if v is None else str(v)
+
+    @property
+    def gate_result(self) -> Gate | None:
+        """The gate, typed (its checks as ``GateCheck``); None when no gate ran."""
+        return Gate.of(self.meta.get("gate"))
+
+    @property
+    def source_record(self) -> SourceRecord:
+        return SourceRecord.of(self.meta.get("source"))
+
+    @property
+    def inputs_record(self) -> InputsRecord:
+        return InputsRecord.of(self.meta.get("inputs"))
+
+    @property
+    def saved_models(self) -> tuple[SourceRecord, ...]:
+        """``compare A B``: how each SavedModel was read."""
+        return tuple(SourceRecord.of(x) for x in self.meta.get("saved_models") or () if isinstance(x, Mapping))
+
+    @property
+    def error_sources_text(self) -> str | None:
+        """The one line that says whether int8 error comes from weights or activations, if any."""
+        v = self.meta.get("error_sources")
+        return str(v["text"]) if isinstance(v, Mapping) and v.get("text") else None
+
+    @property
+    def data_warnings(self) -> tuple[str, ...]:
+        return tuple(str(w) for w in self.meta.get("data_warnings") or ())
+
+    @property
+    def manifest(self) -> str | None:
+        """The convert manifest this run's files are described by."""
+        v = self.meta.get("manifest")
         return None if v is None else str(v)
 
     @property

@@ -13,6 +13,7 @@ from edgebench.rows._json import STATUSES, _f, _freeze, _i
 from edgebench.rows.diagnosis import Diagnosis
 from edgebench.rows.parts import Accuracy, Cost, Drift, Latency, Warmup, Worst, drifts_from_dict
 from edgebench.rows.regimes import ColdStart, Delegation, Energy, OpEntry, Paced, Sustained, Verdict, Window
+from edgebench.rows.envelope import Binding, OpProfileSummary, StateRecord
 
 # ------------------------------------------------------------------------------------ rows
 
@@ -144,6 +145,19 @@ class InferenceRow(_RowMixin):
     unknown: Mapping[str, Any] = field(default_factory=dict)
 
     kind = "inference"
+
+    @property
+    def binding(self) -> Binding | None:
+        """``input_mapping`` typed: how the data's arrays were paired with the model's inputs."""
+        return Binding.of(self.input_mapping)
+
+    @property
+    def state_record(self) -> StateRecord | None:
+        return StateRecord.of(self.state)
+
+    @property
+    def op_summary(self) -> OpProfileSummary:
+        return OpProfileSummary.of(self.op_profile_info)
 
     # Keys written flat at the top level, straight from same-named fields.
     _PLAIN = ("target", "status", "model", "precision", "precision_found", "precision_detail", "role", "model_path", "model_sha256", "device_model",

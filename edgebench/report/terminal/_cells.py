@@ -86,9 +86,9 @@ def state_notes(rows) -> list[str]:
     int8: state reset before every sample's outputs ...' (rich markup, escaped)."""
     groups: dict[tuple[str, str], list[str]] = {}
     for r in rows:
-        st = getattr(r, "state", None)
-        if st:
-            key = (", ".join(st.get("ops") or ()) or str(st.get("kind")), str(st.get("handling") or "not reset"))
+        st = r.state_record if isinstance(r, InferenceRow) else None
+        if st is not None:
+            key = (", ".join(st.ops) or str(st.kind), str(st.handling or "not reset"))
             groups.setdefault(key, []).append(str(r.precision or r.model))
     return [f"stateful graph ({e(ops)}) in {e(', '.join(who))}: {e(how)}" for (ops, how), who in groups.items()]
 
@@ -96,8 +96,8 @@ def state_notes(rows) -> list[str]:
 def input_mapping_note(r: InferenceRow) -> list[str]:
     """'inputs of int8 matched to the data by converter names: img -> serving_default_img' when a
     model's inputs were not paired with the data's arrays by name (rich markup, escaped)."""
-    mp = r.input_mapping
-    if not mp or mp.get("how") in (None, "name", "single input"):
+    mp = r.binding
+    if mp is None or mp.how in (None, "name", "single input"):
         return []
-    pairs = ", ".join(f"{k} -> {n}" for k, n in (mp.get("pairs") or {}).items())
-    return [f"inputs of {e(r.precision or r.model)} matched to the data by {e(mp['how'])}: {e(pairs)}"]
+    pairs = ", ".join(f"{k} -> {n}" for k, n in mp.pairs.items())
+    return [f"inputs of {e(r.precision or r.model)} matched to the data by {e(mp.how)}: {e(pairs)}"]

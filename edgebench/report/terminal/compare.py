@@ -11,6 +11,7 @@ from edgebench.report.terminal._cells import as_document, e, fit_columns, input_
 from edgebench.report.terminal.warnings import lines as grouped_warnings
 from edgebench.outcome import precision_label, row_verdict, top1_change  # noqa: F401 -- top1_change re-exported
 from edgebench.rows import Document, InferenceRow
+from edgebench.rows.envelope import Binding, SourceRecord
 from edgebench.formats import fmt_bytes
 from edgebench.report.tables import Table as ResultTable
 from edgebench.report.tables import inference_table
@@ -71,7 +72,7 @@ def headline_lines(doc: Document) -> list[str]:
     ``int8: 73% smaller, p50 3.3x faster than fp32, top-1 -0.00 pp — gate passed`` (each check
     that failed in the caption and the GATE FAILED lines)."""
     rows = [r for r in doc.rows if isinstance(r, InferenceRow) and not r.is_reference]
-    gate = doc.gate or {}
+    gate, gate_result = doc.gate, doc.gate_result
     fp32 = {r.target: r for r in rows if r.precision == "fp32" and r.ok and r.latency}
     out = []
     for r in rows:
@@ -96,8 +97,7 @@ def headline_lines(doc: Document) -> list[str]:
             bits.append(f"top-1 {top1_change(acc.top1_drop_pp)} pp")
         elif worst is not None and worst.psnr_db is not None:
             bits.append(f"PSNR {_psnr(worst.psnr_db)} dB")
-        checks = [c for c in gate.get("checks") or () if c.get("precision") == (r.precision or "?")
-                  and c.get("target") == (r.target or "?")]
+        checks = gate_result.for_row(r.precision, r.target) if gate_result is not None else ()
         if not v.ok:
             tail = f"[bold red]{e(v.text)}[/]"
         else:
@@ -109,7 +109,7 @@ def headline_lines(doc: Document) -> list[str]:
 def footer_lines(doc: Document) -> list[str]:
     """Where the files went and which run was stored (rich markup)."""
     out = []
-    manifest = doc.get("manifest")
+    manifest = doc.manifest
     if manifest:
         out.append(f"files: {e(str(manifest).rsplit('/', 1)[0])}/")
     rid = doc.run_id
@@ -123,13 +123,13 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
     """A headline per candidate, the table (reference first) and its notes, the warnings of every
     row grouped by cause, then where the files went and the run id."""
     doc = as_document(doc)
-    inputs = doc.inputs
+    inputs = doc.inputs_record
     table = compare_table(doc)
     cells = [list(row) for row in table.cells]
     status = len(table.columns) - 1
     keep, dropped = fit_columns(_priorities(table), cells, width, wide, flex={status: _FLEX_CHARS})
-    t = Table(title=f"edgebench: {e(doc.get('model'))}  ({inputs.get('samples')} samples, inputs sha256 "
-                    f"{str(inputs.get('sha256'))[:12]})", header_style="bold")
+    t = Table(title=f"edgebench: {e(doc.model)}  ({inputs.samples} samples, inputs sha256 "
+                    f"{str(inputs.sha256)[:12]})", header_style="bold")
     for i in keep:
         col = table.columns[i]
         if col.text:
@@ -146,32 +146,31 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
         notes.append(f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)")
     if any(isinstance(r, InferenceRow) and r.keep_float for r in doc.rows):
         notes.append("+N float = int8 with N tensors kept float (--keep-float; names in the JSON row's keep_float)")
-    gate = doc.gate or {}
-    for c in gate.get("checks", []):
-        if not c.get("passed"):
-            notes.append(f"[bold red]GATE FAILED[/] {e(c.get('message'))}")
-    if gate.get("checks") and gate.get("passed"):
-        notes.append(f"[green]gate passed[/] ({len(gate['checks'])} checks)")
-    binding = inputs.get("binding")
-    if binding:        # positional arrays: say which input each went to (issue 24.3)
-        pairs = ", ".join(f"{k} -> {n}" for k, n in (binding.get("pairs") or {}).items())
-        notes.append(f"--data arrays bound to the model's inputs by {e(binding.get('how'))}: {e(pairs)}")
-    if inputs.get("synthetic"):
+    gate = doc.gate_result
+    for c in gate.checks if gate is not None else ():
+        if not c.passed:
+            notes.append(f"[bold red]GATE FAILED[/] {e(c.message)}")
+    if gate is not None and gate.checks and gate.passed:
+        notes.append(f"[green]gate passed[/] ({len(gate.checks)} checks)")
+    if inputs.binding:        # positional arrays: say which input each went to (issue 24.3)
+        pairs = ", ".join(f"{k} -> {n}" for k, n in inputs.binding.pairs.items())
+        notes.append(f"--data arrays bound to the model's inputs by {e(inputs.binding.how)}: {e(pairs)}")
+    if inputs.synthetic:
         notes.append("[bold yellow]warning:[/] synthetic inputs: drift only, accuracy is meaningless")
-    notes.extend(source_notes(doc.get("source") or {}))
-    for sm in doc.get("saved_models") or ():   # compare A B: how each SavedModel was read
-        if sm.get("loader") == "graph":
-            notes.append(f"{e(sm.get('path'))}: loader graph ({e(sm.get('loader_reason'))})")
+    notes.extend(source_notes(doc.source_record))
+    for sm in doc.saved_models:   # compare A B: how each SavedModel was read
+        if sm.loader == "graph":
+            notes.append(f"{e(sm.path)}: loader graph ({e(sm.loader_reason)})")
     for r in compare_rows(doc):
-        mp = r.output_mapping
-        if mp and mp.get("how") != "name":
-            pairs = ", ".join(f"{g} -> {k}" for k, g in mp.get("pairs", {}).items() if g != k)
-            notes.append(f"outputs of {e(r.precision or r.model)} matched to the reference by {e(mp['how'])}: "
+        mp = Binding.of(r.output_mapping)
+        if mp is not None and mp.how != "name":
+            pairs = ", ".join(f"{g} -> {k}" for k, g in mp.pairs.items() if g != k)
+            notes.append(f"outputs of {e(r.precision or r.model)} matched to the reference by {e(mp.how)}: "
                          f"{e(pairs)}")
         notes.extend(input_mapping_note(r))
     notes.extend(state_notes(compare_rows(doc)))
-    if (doc.get("error_sources") or {}).get("text"):
-        notes.append(e(doc.get("error_sources")["text"]))
+    if doc.error_sources_text:
+        notes.append(e(doc.error_sources_text))
     per_process = sorted({str(r.target) for r in compare_rows(doc) if r.sample_class == "per-process"})
     if per_process:
         notes.append(f"[yellow]latency on {e(', '.join(per_process))}: per-process samples (benchmark_model: "
@@ -183,7 +182,7 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
     out: list = [*headline_lines(doc), t]
     out.extend(verdict_lines(compare_rows(doc)))
     out.extend(render_where([r for r in compare_rows(doc)]))
-    items = [("data", w) for w in doc.get("data_warnings") or ()]
+    items = [("data", w) for w in doc.data_warnings]
     for r in compare_rows(doc):
         where = row_where(r, compare_rows(doc), doc.reference)
         # with --repeats the row's own warnings are each process's (a pooled check would read
@@ -238,20 +237,22 @@ def render_manifest(m: dict[str, Any]) -> Table:
     return t
 
 
-def source_notes(src: Mapping[str, Any]) -> list[str]:
-    """How a source was read when it was not the plain TF2 path: loader, signature, fixed shapes."""
+def source_notes(src: SourceRecord | Mapping[str, Any]) -> list[str]:
+    """How a source was read when it was not the plain TF2 path: loader, signature, fixed shapes
+    (a result's ``source`` or a convert manifest's, typed once here)."""
+    src = src if isinstance(src, SourceRecord) else SourceRecord.of(src)
     out = []
-    if src.get("loader") == "graph":
-        out.append(f"loader: graph ({e(src.get('loader_reason'))})")
-    if src.get("signature_key") not in (None, "serving_default"):
-        out.append(f"signature: {e(src['signature_key'])}")
-    for name, n in (src.get("input_shapes") or {}).items():
-        out.append(f"input {e(name)}: {e(n.get('used'))} ({e(n.get('how'))})")
-    if src.get("reference_reason"):
-        out.append(f"[yellow]reference: {e(src['reference_reason'])}[/]")
-    if src.get("static_batch_fallback"):
+    if src.loader == "graph":
+        out.append(f"loader: graph ({e(src.loader_reason)})")
+    if src.signature_key not in (None, "serving_default"):
+        out.append(f"signature: {e(src.signature_key)}")
+    for name, n in src.input_shapes.items():
+        out.append(f"input {e(name)}: {e(n.used)} ({e(n.how)})")
+    if src.reference_reason:
+        out.append(f"[yellow]reference: {e(src.reference_reason)}[/]")
+    if src.static_batch_fallback:
         out.append(f"[yellow]converted with a dynamic batch: the converter could not take a static batch of 1 "
-                   f"({e(src['static_batch_fallback'])})[/]")
+                   f"({e(src.static_batch_fallback)})[/]")
     return out
 
 

@@ -86,9 +86,9 @@ def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP, *, width:
     copy and paste runs a command or a --keep-float name as printed)."""
     doc = document(doc)
     out: list = []
-    src = doc.get("source")
-    if isinstance(src, Mapping) and src.get("note"):     # a vendor .tflite against its float .tflite
-        out.append(f"{e(str(src.get('path')))} against --reference {e(str(src.get('reference')))}: {e(str(src['note']))}")
+    src = doc.source_record
+    if src.note:     # a vendor .tflite against its float .tflite
+        out.append(f"{e(str(src.path))} against --reference {e(str(src.reference))}: {e(src.note)}")
     for row in diagnosed_rows(doc):
         d = diagnosis(row)
         samples = "-" if d.samples is None else d.samples

@@ -27,22 +27,22 @@ def _pct(v: float | None) -> str:
 
 def coverage_line(r: InferenceRow) -> str:
     """'listed ops cover 62% of the profiled Invoke (0.041 ms); profiling cost 1.10 x the timed p50'."""
-    info = r.op_profile_info or {}
+    info = r.op_summary
     parts = []
-    if info.get("coverage") is not None:
-        parts.append(f"listed ops cover {_pct(info['coverage'])} of the profiled Invoke "
-                     f"({info['invoke_ms']:.4g} ms mean; the rest is work between ops and events under 1 us)")
-    if info.get("profiler_overhead") is not None:
-        parts.append(f"profiled Invoke median = {info['profiler_overhead']:.2f} x the timed p50 (profiler overhead)")
+    if info.coverage is not None:
+        parts.append(f"listed ops cover {_pct(info.coverage)} of the profiled Invoke "
+                     f"({info.invoke_ms:.4g} ms mean; the rest is work between ops and events under 1 us)")
+    if info.profiler_overhead is not None:
+        parts.append(f"profiled Invoke median = {info.profiler_overhead:.2f} x the timed p50 (profiler overhead)")
     return "; ".join(parts)
 
 
 def render_op_profile(r: InferenceRow) -> list:
     """Top ops, op types and the coverage line for one profiled row."""
-    info = r.op_profile_info or {}
+    info = r.op_summary
     entries = list(r.op_profile or ())
-    t = Table(title=f"where the time goes: {e(_label(r))}  ({info.get('source', 'profile')}, "
-                    f"{info.get('runs', '?')} runs)", header_style="bold")
+    t = Table(title=f"where the time goes: {e(_label(r))}  ({info.source or 'profile'}, "
+                    f"{'?' if info.runs is None else info.runs} runs)", header_style="bold")
     for c in ("node",):
         numeric_column(t, c)
     text_column(t, "op")
@@ -57,8 +57,8 @@ def render_op_profile(r: InferenceRow) -> list:
     notes = [coverage_line(r)] if coverage_line(r) else []
     if len(entries) > TOP_OPS:
         notes.append(f"top {TOP_OPS} of {len(entries)} entries (all of them are in --json)")
-    if info.get("note"):
-        notes.append(str(info["note"]))
+    if info.note:
+        notes.append(info.note)
     notes.append("a delegate partition is one entry: its inner ops are timed by the delegate itself "
                  "(the op-type table splits them)")
     t.caption = e("\n".join(notes))

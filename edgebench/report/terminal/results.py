@@ -123,7 +123,7 @@ def render_show(doc: dict[str, Any], *, width: int | None = None, wide: bool = F
     columns = [(lbl, _ROW_PRIORITY.get(k, 1)) for k, lbl in used] + [("notes", 0)]
     keep, dropped = fit_columns(columns, cells, width, wide, flex={len(used): 20})
     verdict = run_verdict(typed)
-    t = Table(title=f"run {doc.get('run_id', '?')[:12]}  {doc.get('kind')}  created {doc.get('created')}")
+    t = Table(title=f"run {(typed.run_id or '?')[:12]}  {typed.kind}  created {typed.created}")
     for i in keep:
         if i == len(used) or used[i][0] == "status":
             t.add_column(columns[i][0], overflow="fold")
@@ -133,7 +133,7 @@ def render_show(doc: dict[str, Any], *, width: int | None = None, wide: bool = F
         t.add_row(*[_e(row[i]) for i in keep])
     if dropped:
         t.caption = f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)"
-    fp = doc.get("fingerprint") or {}
+    fp = typed.fingerprint       # free-form: the environment's own keys
     env = Table(title="environment (key fields)")
     env.add_column("field")
     env.add_column("value", overflow="fold")
@@ -145,8 +145,8 @@ def render_show(doc: dict[str, Any], *, width: int | None = None, wide: bool = F
     if verdict.diagnose:
         parts.append(f"find the layer: {_e(verdict.diagnose)}")
     parts.append(t)
-    if doc.get("cell"):
-        parts.append(f"matrix {str(doc.get('matrix_hash'))[:12]} cell {_e(doc['cell'].get('key'))}")
+    if typed.cell is not None:
+        parts.append(f"matrix {str(typed.get('matrix_hash'))[:12]} cell {_e(typed.cell.get('key'))}")
     parts.append(env)
     return parts
 

@@ -1,0 +1,151 @@
+"""Typed views of the parts of a result document and row that producers keep as small JSON
+objects -- the gate's checks, how the source was read, how data was bound to inputs, stateful-graph
+handling, the op profile's summary -- so a renderer reads attributes (a misspelt one fails loudly)
+and never ``.get("…")`` on a result. Each is built from the stored mapping with ``of``; the
+document keeps the mapping itself, so the JSON does not change."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from edgebench.rows._json import _f, _i
+
+
+def _m(v: Any) -> Mapping[str, Any]:
+    return v if isinstance(v, Mapping) else {}
+
+
+def _s(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    """One check of the CI gate (``gate.Check.to_dict``)."""
+
+    precision: str | None
+    target: str | None
+    metric: str | None
+    value: Any
+    threshold: Any
+    passed: bool
+    message: str
+
+    @classmethod
+    def of(cls, d: Any) -> "GateCheck":
+        d = _m(d)
+        return cls(_s(d.get("precision")), _s(d.get("target")), _s(d.get("metric")), d.get("value"),
+                   d.get("threshold"), bool(d.get("passed", True)), str(d.get("message") or d.get("metric") or ""))
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The gate's result: whether it passed and its checks (empty: no threshold was set)."""
+
+    passed: bool | None
+    checks: tuple[GateCheck, ...] = ()
+
+    @classmethod
+    def of(cls, d: Any) -> "Gate | None":
+        if not isinstance(d, Mapping):
+            return None
+        checks = tuple(GateCheck.of(c) for c in d.get("checks") or () if isinstance(c, Mapping))
+        return cls(None if d.get("passed") is None else bool(d.get("passed")), checks)
+
+    def for_row(self, precision: str | None, target: str | None) -> tuple[GateCheck, ...]:
+        return tuple(c for c in self.checks if c.precision == (precision or "?") and c.target == (target or "?"))
+
+
+@dataclass(frozen=True)
+class InputShape:
+    used: Any
+    how: str | None
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """How a run's source model was read (the document's ``source`` object)."""
+
+    path: str | None = None
+    kind: str | None = None
+    loader: str | None = None
+    loader_reason: str | None = None
+    signature_key: str | None = None
+    input_shapes: Mapping[str, InputShape] = field(default_factory=dict)
+    reference_reason: str | None = None
+    static_batch_fallback: str | None = None
+    reference: str | None = None           # diagnose INT8.tflite --reference FP32.tflite
+    note: str | None = None
+
+    @classmethod
+    def of(cls, d: Any) -> "SourceRecord":
+        d = _m(d)
+        shapes = {str(k): InputShape(_m(v).get("used"), _s(_m(v).get("how"))) for k, v in _m(d.get("input_shapes")).items()}
+        return cls(_s(d.get("path")), _s(d.get("kind")), _s(d.get("loader")), _s(d.get("loader_reason")),
+                   _s(d.get("signature_key")), shapes, _s(d.get("reference_reason")),
+                   _s(d.get("static_batch_fallback")), _s(d.get("reference")), _s(d.get("note")))
+
+
+@dataclass(frozen=True)
+class Binding:
+    """How data arrays were paired with model inputs (``inputs.binding`` / a row's ``input_mapping``)."""
+
+    how: str | None
+    pairs: Mapping[str, str]
+
+    @classmethod
+    def of(cls, d: Any) -> "Binding | None":
+        if not isinstance(d, Mapping):
+            return None
+        return cls(_s(d.get("how")), {str(k): str(v) for k, v in _m(d.get("pairs")).items()})
+
+
+@dataclass(frozen=True)
+class InputsRecord:
+    """What the rows ran on (the document's ``inputs`` object)."""
+
+    samples: int | None = None
+    sha256: str | None = None
+    synthetic: bool = False
+    binding: Binding | None = None
+
+    @classmethod
+    def of(cls, d: Any) -> "InputsRecord":
+        d = _m(d)
+        return cls(_i(d.get("samples")), _s(d.get("sha256")), bool(d.get("synthetic")), Binding.of(d.get("binding")))
+
+
+@dataclass(frozen=True)
+class StateRecord:
+    """A stateful graph and how its state was handled (a row's ``state``)."""
+
+    kind: str | None
+    ops: tuple[str, ...]
+    handling: str | None
+
+    @classmethod
+    def of(cls, d: Any) -> "StateRecord | None":
+        if not isinstance(d, Mapping):
+            return None
+        return cls(_s(d.get("kind")), tuple(str(o) for o in d.get("ops") or ()), _s(d.get("handling")))
+
+
+@dataclass(frozen=True)
+class OpProfileSummary:
+    """The op profile's own summary (a row's ``op_profile_info``): source, runs, how much of the
+    profiled Invoke the listed ops cover, what profiling cost, a note."""
+
+    source: str | None = None
+    runs: int | None = None
+    invoke_ms: float | None = None
+    coverage: float | None = None
+    coverage_p50: float | None = None
+    profiler_overhead: float | None = None
+    note: str | None = None
+
+    @classmethod
+    def of(cls, d: Any) -> "OpProfileSummary":
+        d = _m(d)
+        return cls(_s(d.get("source")), _i(d.get("runs")), _f(d.get("invoke_ms")), _f(d.get("coverage")),
+                   _f(d.get("coverage_p50")), _f(d.get("profiler_overhead")), _s(d.get("note")))
