@@ -441,7 +441,7 @@ def render_prometheus(docs: Document | Mapping[str, Any] | Iterable[Document | M
     reg = _Registry()
     for doc, verdict in map(_typed, docs):
         base: dict[str, Any] = {}
-        run_id = doc.meta.get("run_id")
+        run_id = doc.run_id
         if run_id_label and run_id:
             base["run_id"] = run_id
         info = {**base, "kind": doc.kind}
@@ -454,7 +454,7 @@ def render_prometheus(docs: Document | Mapping[str, Any] | Iterable[Document | M
         reg.fam("edgebench_run_info", "gauge", "Facts about a result run; the value is always 1.").add(info, 1.0)
         reg.fam("edgebench_run_timestamp_seconds", "gauge", "When the run was created (unix time)."
                 ).add({**base, "kind": doc.kind}, _created_epoch(doc.created))
-        doc_model = doc.meta.get("model")
+        doc_model = doc.model
         models = dict.fromkeys(str(r.model) for r in doc.rows if r.model)
         run_labels = {**base, "kind": doc.kind, "model": str(doc_model or ",".join(models))}
         reg.fam("edgebench_run_ok", "gauge", "1 when every row's verdict is ok and no gate check failed, else 0."
@@ -466,9 +466,8 @@ def render_prometheus(docs: Document | Mapping[str, Any] | Iterable[Document | M
                     ).add(run_labels, float(len(verdict.failing)))
         # what every row's series share: the document's free-form envelope (meta: run_id, model, gate)
         # and fingerprint supply the fallbacks the rows leave open
-        gate = doc.meta.get("gate")
         run = {"base": base, "model": doc_model, "device_model": doc.fingerprint.get("device_model"),
-               "gate": gate if isinstance(gate, Mapping) else None}
+               "gate": doc.gate}
         rows: list[Row] = list(doc.rows)
         if doc.reference is not None and doc.kind != "train":
             ref = doc.reference
