@@ -36,6 +36,7 @@ layer beats any int8 layer), or its SNR is below ``SNR_FLOOR_DB``, or it produce
 
 from __future__ import annotations
 
+import math
 import shlex
 import time
 from dataclasses import dataclass, field, replace
@@ -178,8 +179,11 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
         meta["worker_seconds"] = round(time.perf_counter() - t_w, 3)
         say(f"{prec}: ranking")
         row = _row(prec, v, src.name, meta, arrays, ref_out, ds.labels, class_out, ref_acc,
-                   str(float_path), time.perf_counter() - t_p)
-        row["fix_commands"] = fix_commands(settings, row)
+                   str(float_path), time.perf_counter() - t_p, keep_float=not src.qat)
+        if src.qat:       # convert-and-compare refuses --keep-float for QAT: nothing to suggest or prove here
+            row["suggested_keep_float"] = []
+            row["verdict"] = ((row.get("verdict") + "; ") if row.get("verdict") else "") + QAT_NOTE
+        row["fix_commands"] = fix_commands(settings, row, qat=bool(src.qat))
         rows.append(row)
     reference = InferenceRow(role="reference", precision="tf", target="tf", model=src.name,
                              model_path=str(src.saved_model_dir), model_sha256=src.sha256,
@@ -201,6 +205,9 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
     )
 
 
+QAT_NOTE = ("a quantization-aware-trained model: its int8 ranges come from training, so the fix for a "
+            "layer named here is in training (keep it float in the QAT model, or train longer with "
+            "representative data); convert-and-compare cannot re-quantize it with tensors kept float")
 TFLITE_PAIR_NOTE = ("a quantized .tflite made elsewhere, against its float .tflite (--reference): tensors are "
                     "matched by name, then by op type and shape; the fixes edgebench can prove (--keep-float, "
                     "int16x8) need the float source model, so none is offered")
@@ -266,7 +273,7 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
          "size_reduction_pct": round(100.0 * (1 - size / ref_size), 2) if ref_size else None}
     say(f"{prec}: ranking")
     row = _row(prec, v, quant.stem, meta, arrays, ref_out, ds.labels, class_out, ref_acc, str(ref_path),
-               time.perf_counter() - t0)
+               time.perf_counter() - t0, keep_float=False)
     row["suggested_keep_float"] = []          # keep-float re-quantizes from the float source: not here
     row["fix_commands"] = []
     reference = InferenceRow(role="reference", precision="fp32", target="host", model=ref_path.stem,
@@ -290,9 +297,9 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
 
 def _row(prec: str, v: dict[str, Any], model: str, meta: dict[str, Any], arrays: dict[str, np.ndarray],
          ref_out: dict[str, np.ndarray], labels, class_out: str | None, ref_acc, float_path: str,
-         seconds: float) -> dict[str, Any]:
+         seconds: float, keep_float: bool = True) -> dict[str, Any]:
     outputs = {k.split("::", 1)[1]: a for k, a in arrays.items() if k.startswith("out::")}
-    layers = rank_layers(meta["tensors"], prec)
+    layers = rank_layers(meta["tensors"], prec, keep_float=keep_float)
     drift = cmp.compare_outputs(ref_out, outputs) if outputs else {}
     suggested = suggest_keep_float(layers, prec)
     row: dict[str, Any] = {
@@ -322,9 +329,31 @@ def _acc_dict(acc: Accuracy | None) -> dict[str, Any] | None:
     return None if acc is None else acc.to_dict()
 
 
-def fix_commands(settings: DiagnoseSettings, row: dict[str, Any]) -> list[str]:
-    """Commands that prove a fix for one diagnosed precision (convert-and-compare measures it)."""
-    if row.get("status") != "ok" or row["precision"] != "int8":
+def proof_goal(row: dict[str, Any]) -> list[str] | None:
+    """The goal a "prove it" command sets: stricter than what plain int8 already reaches, or the
+    command proves nothing -- half the top-1 points lost (with labels, when at least 0.2 are lost),
+    else 6 dB more worst-output PSNR (4x less noise power); None when int8 is already float-exact."""
+    drop = (row.get("accuracy") or {}).get("top1_drop_pp")
+    if drop is not None and drop >= 0.2:
+        return ["--max-accuracy-drop", f"{max(0.1, round(drop / 2, 1)):g}"]
+    psnr = (row.get("worst") or {}).get("psnr_db")
+    try:
+        psnr = float(psnr)
+    except (TypeError, ValueError):
+        return None
+    if math.isinf(psnr) or psnr >= 100.0:
+        return None
+    return ["--min-psnr", f"{math.floor(psnr) + 6:g}"]
+
+
+def fix_commands(settings: DiagnoseSettings, row: dict[str, Any], *, qat: bool = False) -> list[str]:
+    """Commands that prove a fix for one diagnosed precision (convert-and-compare measures it),
+    each with a goal plain int8 does not already meet. None for a QAT model: its int8 ranges come
+    from training, and convert-and-compare refuses --keep-float for it (the fix is in training)."""
+    if row.get("status") != "ok" or row["precision"] != "int8" or qat:
+        return []
+    goal = proof_goal(row)
+    if goal is None:
         return []
     base = ["edgebench", "convert-and-compare", settings.src]
     for flag, value in (("--data", settings.data), ("--calibration-data", settings.calibration_data),
@@ -335,8 +364,7 @@ def fix_commands(settings: DiagnoseSettings, row: dict[str, Any]) -> list[str]:
             base += [flag, str(value)]
     if not settings.source.static_batch and not str(settings.src).endswith(".tflite"):
         base.append("--dynamic-batch")      # convert as diagnose did
-    drop = ["--max-accuracy-drop", "1"] if row.get("accuracy") and row["accuracy"].get("top1_drop_pp") is not None \
-        else ["--min-psnr", "30"]
+    drop = goal
     out = []
     if row.get("suggested_keep_float"):
         out.append(base + ["--precision", "fp32,int8", "--keep-float", ",".join(row["suggested_keep_float"])] + drop)

@@ -471,3 +471,37 @@ def test_keep_float_search_stops_when_no_candidate_moves_the_metric(digits_model
     psnr = [c["psnr_db"] for c in search["candidates"]]
     assert all(abs(p - psnr[-1]) < 0.5 for p in psnr[-3:]) and steps >= 2      # two stalled steps, then stop
     assert "stopped after" in out
+
+
+# --------------------------------------------------------------------------- issue 24.10: advice that runs
+
+
+def test_advice_names_whole_float_tensors_and_only_keepable_ones():
+    """A --keep-float in advice names the whole float tensor, quoted (a …-shortened name is refused
+    by --keep-float); an int8-only tensor (a final SOFTMAX's output) and a non-int8 precision get no
+    --keep-float at all, nor does a source that cannot be re-quantized (QAT)."""
+    import shlex
+
+    from edgebench.quant.layers import advice
+
+    long_name = "functional_1/" + "block_" * 20 + "conv/Relu;functional_1/other/BiasAdd"
+    layer = {"tensor": "q", "float_tensor": long_name, "op": "CONV_2D", "finding": True, "scale": 0.1, "dtype": "int8",
+             "zero_point": 0, "ranking_snr_db": 10.0, "isolated_rmse_over_scale": 3.0, "float_min": -1.0,
+             "float_max": 1.0}
+    text = advice(layer, precision="int8")
+    assert f"--keep-float {shlex.quote(long_name)}" in text and "…" not in text
+    assert "--keep-float" not in advice({**layer, "float_tensor": None}, precision="int8")      # int8-only tensor
+    assert "--keep-float" not in advice(layer, precision="dynamic")
+    assert "--keep-float" not in advice(layer, precision="int8", keep_float=False)
+
+
+def test_prove_it_goals_are_stricter_than_plain_int8_and_qat_gets_none():
+    from edgebench.diagnose import DiagnoseSettings, fix_commands, proof_goal
+
+    assert proof_goal({"accuracy": {"top1_drop_pp": 0.8}}) == ["--max-accuracy-drop", "0.4"]
+    assert proof_goal({"accuracy": {"top1_drop_pp": 0.0}, "worst": {"psnr_db": 55.2}}) == ["--min-psnr", "61"]
+    assert proof_goal({"worst": {"psnr_db": "inf"}}) is None           # float-exact: nothing to prove
+    row = {"status": "ok", "precision": "int8", "worst": {"psnr_db": 31.0}, "suggested_keep_float": ["t"]}
+    cmds = fix_commands(DiagnoseSettings(src="m"), row)
+    assert cmds and all("--min-psnr 37" in c for c in cmds)          # BERT: plain int8 met the old fixed 30 dB
+    assert fix_commands(DiagnoseSettings(src="m"), row, qat=True) == []

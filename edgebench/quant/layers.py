@@ -133,7 +133,8 @@ def _input_names(layers: list[dict[str, Any]]) -> None:
         l["input_tensors"] = [by_index[i] for i in l["_inputs"] if i in by_index]
 
 
-def rank_layers(tensors: list[dict[str, Any]], precision: str | None = None) -> list[dict[str, Any]]:
+def rank_layers(tensors: list[dict[str, Any]], precision: str | None = None, *,
+                keep_float: bool = True) -> list[dict[str, Any]]:
     """Worker tensor entries -> layer rows, worst first (the rule in this module's docstring)."""
     layers = [_layer(e) for e in tensors if e.get("op") != "INPUT"]
     _input_names(layers)
@@ -166,7 +167,7 @@ def rank_layers(tensors: list[dict[str, Any]], precision: str | None = None) -> 
                 _place(l, out, placed, {})
     for i, l in enumerate(out, 1):
         l["rank"] = i
-        l["advice"] = advice(l, by_tensor={x["tensor"]: x for x in out}, precision=precision)
+        l["advice"] = advice(l, by_tensor={x["tensor"]: x for x in out}, precision=precision, keep_float=keep_float)
         l.pop("_index", None)
         l.pop("_inputs", None)
     return out
@@ -186,14 +187,15 @@ def _place(l: dict[str, Any], out: list, placed: set, waiting: dict) -> None:
 
 
 def advice(l: dict[str, Any], by_tensor: dict[str, dict[str, Any]] | None = None,
-           precision: str | None = None) -> str:
-    """One sentence per layer: what the numbers say and what to do."""
+           precision: str | None = None, keep_float: bool = True) -> str:
+    """One sentence per layer: what the numbers say and what to do (``keep_float`` False: the source
+    cannot be re-quantized with tensors kept float -- a QAT model -- so that fix is not offered)."""
     q = l.get("ranking_snr_db")
     bits = _bits(l.get("dtype"))
     scale = l.get("scale")
-    name = l.get("float_tensor") or l["tensor"]
+    keep = _keep_float_option(l, precision) if keep_float else ""
     if l.get("nonfinite"):
-        return f"NaN/Inf in the quantized output ({l['nonfinite']} values): keep float (--keep-float {_short(name)})"
+        return f"NaN/Inf in the quantized output ({l['nonfinite']} values): {keep or 'use fp32 for this model'}"
     if not l.get("finding"):
         r = l.get("isolated_rmse_over_scale")
         rounding = f", {r:.2f} steps rms (rounding alone: {NOISE_RATIO:.3f})" if r is not None and bits == 8 else ""
@@ -208,16 +210,15 @@ def advice(l: dict[str, Any], by_tensor: dict[str, dict[str, Any]] | None = None
         ch = l.get("outlier_channel")
         where = f"channel {ch}" if ch is not None else "a few values"
         return (f"activation outliers in {where}: range {ratio:,.0f}x the typical channel's 99.9th percentile "
-                f"(~{math.log2(ratio):.0f} of {bits or 8} bits spent on them): keep float "
-                f"(--keep-float {_short(name)}), or int16x8, or fix the model's range (rescale that channel "
-                "into the next layer)")
+                f"(~{math.log2(ratio):.0f} of {bits or 8} bits spent on them): {keep + ', or ' if keep else ''}"
+                "int16x8, or fix the model's range (rescale that channel into the next layer)")
     if scale and bits and l.get("float_max") is not None:
         zp = l.get("zero_point") or 0
         lo_q, hi_q = (-(2 ** (bits - 1)) - zp) * scale, ((2 ** (bits - 1)) - 1 - zp) * scale
         if l["float_max"] > hi_q + CLIPPED_STEPS * scale or l["float_min"] < lo_q - CLIPPED_STEPS * scale:
             return (f"clipping: float range [{_num(l['float_min'], 3)}, {_num(l['float_max'], 3)}] exceeds the "
                     f"quantized range [{_num(lo_q, 3)}, {_num(hi_q, 3)}] fitted on the calibration data: calibrate "
-                    f"on representative data (--calibration-data) or keep float (--keep-float {_short(name)})")
+                    f"on representative data (--calibration-data){' or ' + keep if keep else ''}")
     hot = [x for x in ((by_tensor or {}).get(i) for i in l.get("input_tensors") or []) if x is not None
            and (x.get("outlier_ratio") or 0) >= OUTLIER_RATIO_FINDING]
     if hot and not scale:   # hybrid (dynamic-range) kernels quantize their float input per tensor at run time
@@ -233,8 +234,8 @@ def advice(l: dict[str, Any], by_tensor: dict[str, dict[str, Any]] | None = None
             return (f"range far wider than the values: the {bits}-bit grid spans {_num(grid, 3)} but the float values "
                     f"span [{_num(lo, 3)}, {_num(hi, 3)}] ({grid / max(used, 1e-30):,.0f}x), so most round to one "
                     "level; the converter gave this tensor a range it does not use (often shared through a SELECT/"
-                    "CONCATENATION/ADD input such as an attention-mask constant): keep float "
-                    f"(--keep-float {_short(name)}), or int16x8, or give the mask a value near the data's range")
+                    f"CONCATENATION/ADD input such as an attention-mask constant): {keep + ', or ' if keep else ''}"
+                    "int16x8, or give the mask a value near the data's range")
     if precision == "fp16" and not scale and lo is not None and max(abs(lo), abs(hi or 0.0)) > FLOAT16_MAX:
         return (f"float range [{_num(lo, 3)}, {_num(hi, 3)}] exceeds float16's ±65504: a constant stored as "
                 "float16 saturates (e.g. an attention-mask value of -1e9); harmless when a softmax follows -- check "
@@ -242,10 +243,10 @@ def advice(l: dict[str, Any], by_tensor: dict[str, dict[str, Any]] | None = None
     r = l.get("isolated_rmse_over_scale")
     if r is not None and r > 2 * NOISE_RATIO:
         return (f"{r:.1f} steps rms in isolation (rounding alone gives {NOISE_RATIO:.3f}): the integer kernel "
-                f"loses precision here: keep float (--keep-float {_short(name)}) or int16x8")
+                f"loses precision here: {keep + ' or ' if keep else ''}int16x8")
     if bits:
-        return (f"{bits}-bit steps too coarse here (SNR {_num(q)} dB from rounding alone): keep float "
-                f"(--keep-float {_short(name)}) or int16x8")
+        return (f"{bits}-bit steps too coarse here (SNR {_num(q)} dB from rounding alone): "
+                f"{keep + ' or ' if keep else ''}int16x8")
     return (f"error above the rest of the model (SNR {_num(q)} dB): this precision hurts this op; use int8 "
             "with --keep-float for it, or fp32")
 
@@ -257,6 +258,16 @@ def _num(v: Any, digits: int = 1) -> str:
     if math.isinf(f):
         return "inf" if f > 0 else "-inf"
     return f"{f:.{digits}f}" if abs(f) >= 10 ** -digits or f == 0 else f"{f:.2g}"
+
+
+def _keep_float_option(l: dict[str, Any], precision: str | None) -> str:
+    """``keep float (--keep-float 'NAME')`` with the whole float tensor name, runnable as printed --
+    or "" when the layer has no float tensor to keep (an int8-only tensor such as a final SOFTMAX's
+    output) or the precision is not int8 (``--keep-float`` re-quantizes int8 only)."""
+    ft = l.get("float_tensor")
+    if not ft or precision not in (None, "int8"):
+        return ""
+    return f"keep float (--keep-float {shlex.quote(str(ft))})"
 
 
 def _short(name: str, limit: int = 60) -> str:
