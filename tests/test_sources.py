@@ -356,6 +356,24 @@ def test_qat_model_converts_to_int8_from_fake_quant_ranges(run_cli, wild, tmp_pa
     assert code == 0, err
 
 
+def test_diagnose_of_a_qat_model_reads_its_float_model_as_values(run_cli, wild, tmp_path):
+    """Issue 24.10: the QAT model's first conv read 0.5 dB isolated against 29 dB accumulated -- the
+    float model keeps the fake-quant as QUANTIZE -> uint8 -> DEQUANTIZE, and the raw uint8 codes
+    were fed to the isolated op as if they were values. Now a first layer's isolated error is no
+    worse than its accumulated one, and no keep-float fix is offered for a QAT model."""
+    rng = np.random.default_rng(7)
+    data = _npz(tmp_path / "d.npz", image=rng.uniform(0, 1, (32, 8, 8, 1)).astype(np.float32))
+    code, out, err = run_cli("diagnose", wild["qat"], "--data", data, "--samples", "16", "--out", str(tmp_path / "o"),
+                             "--no-store", "--json", str(tmp_path / "d.json"))
+    assert code == 0, err
+    row = _json(tmp_path / "d.json")["rows"][0]
+    conv = next(l for l in row["layers"] if l["op"] == "CONV_2D")
+    assert conv["isolated_snr_db"] >= conv["snr_db"] - 3.0, conv
+    assert row["fix_commands"] == [] and row["suggested_keep_float"] == []
+    assert all("--keep-float" not in l["advice"] for l in row["layers"])
+    assert "quantization-aware-trained" in out
+
+
 # --------------------------------------------------------------------------- .tflite sources
 
 
