@@ -349,7 +349,7 @@ _DRIFT_COLS = (("max_abs", "max |Δ|"), ("mean_abs", "mean |Δ|"), ("rmse", "RMS
 
 def _drift_cells(d: Drift) -> list[str]:
     cells: list[str] = []
-    bad = any((x or 0) > 0 for x in (d.nan, d.inf, num(d.details.get("ref_nonfinite"))))
+    bad = any((x or 0) > 0 for x in (d.nan, d.inf, d.ref_nonfinite))
     for key, _ in _DRIFT_COLS:
         v = getattr(d, key)
         if bad and key not in ("nan", "inf"):
@@ -376,10 +376,11 @@ def _drift_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
             for against, drift in (("reference", r.drift), ("host", r.drift_vs_host)):
                 for out, stats in (drift or {}).items():
                     rows.append([*name, against, out, *_drift_cells(stats)])
-            det = r.detection
+            det = r.detection_record
             if det is not None:
-                det_rows.append([*name, fmt_pct(num(det.get("box_agreement"))), str(det.get("matched", "-")),
-                                 str(det.get("reference_detections", "-")), fmt(det.get("score_mae"), 4)])
+                det_rows.append([*name, fmt_pct(det.box_agreement), "-" if det.matched is None else str(det.matched),
+                                 "-" if det.reference_detections is None else str(det.reference_detections),
+                                 fmt(det.score_mae, 4)])
     if not rows:
         return ""
     body = table_html(["model", "precision", "target", "vs", "output", *[h for _, h in _DRIFT_COLS]], rows, left=5)

@@ -203,7 +203,7 @@ def _drift_table(rows: list[tuple[InferenceRow, bool]]) -> list[str]:
     body = []
     for r, _ in rows:
         for out, d in (r.drift or {}).items():
-            if d.nonfinite or (_num(d.details.get("ref_nonfinite")) or 0) > 0:
+            if d.nonfinite or d.ref_nonfinite > 0:
                 values = ["n/a"] * 6     # NaN/Inf outputs: no drift number is honest
             else:
                 values = [_g(d.max_abs), _g(d.mean_abs), _g(d.rmse), _g(d.rel_l2), _f(d.cosine, 6), _f(d.psnr_db, 1)]

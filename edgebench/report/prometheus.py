@@ -322,7 +322,7 @@ def _add_inference_row(reg: _Registry, run: dict[str, Any], row: InferenceRow) -
     acc = row.accuracy
     if acc is not None:
         reg.fam("edgebench_accuracy_top5_ratio", "gauge", "Top-5 accuracy on the labelled input set."
-                ).add(labels, _num(acc.details.get("top5")))   # compare.accuracy writes it; Accuracy keeps it untyped
+                ).add(labels, acc.top5)   # compare.accuracy writes it; Accuracy keeps it untyped
         reg.fam("edgebench_accuracy_top1_agreement_ratio", "gauge",
                 "Share of inputs whose top-1 class matches the reference."
                 ).add(labels, _num(acc.top1_agreement))

@@ -64,8 +64,8 @@ def _p99(r: InferenceRow, _c: Context) -> str:
 
 def _agree(r: InferenceRow, _c: Context) -> str:
     v = r.accuracy.top1_agreement if r.accuracy else None
-    if v is None and r.detection:
-        v = r.detection.get("box_agreement")
+    if v is None and r.detection_record is not None:
+        v = r.detection_record.box_agreement
     return fmt_metric("fraction", v)
 
 

@@ -149,3 +149,20 @@ class OpProfileSummary:
         d = _m(d)
         return cls(_s(d.get("source")), _i(d.get("runs")), _f(d.get("invoke_ms")), _f(d.get("coverage")),
                    _f(d.get("coverage_p50")), _f(d.get("profiler_overhead")), _s(d.get("note")))
+
+
+@dataclass(frozen=True)
+class DetectionRecord:
+    """Detection outputs against the reference (a row's ``detection``, ``compare.detection``)."""
+
+    box_agreement: float | None = None
+    matched: int | None = None
+    reference_detections: int | None = None
+    score_mae: float | None = None
+
+    @classmethod
+    def of(cls, d: Any) -> "DetectionRecord | None":
+        if not isinstance(d, Mapping):
+            return None
+        return cls(_f(d.get("box_agreement")), _i(d.get("matched")), _i(d.get("reference_detections")),
+                   _f(d.get("score_mae")))

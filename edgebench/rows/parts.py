@@ -246,6 +246,11 @@ class Drift:
                    elements=_i(d.get("elements")),
                    details=_freeze({k: v for k, v in d.items() if k not in cls._TYPED}))
 
+    @property
+    def ref_nonfinite(self) -> int:
+        """NaN/Inf values in the reference's output (``compare.compare_outputs``; kept in ``details``)."""
+        return _i(self.details.get("ref_nonfinite")) or 0
+
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self._TYPED}
         out.update(self.details)
@@ -331,6 +336,11 @@ class Accuracy:
                    reference_top1=_f(d.get("reference_top1")), top1_drop_pp=_f(d.get("top1_drop_pp")),
                    samples=_i(d.get("samples")),
                    details=_freeze({k: v for k, v in d.items() if k not in cls._TYPED and k != "top1_accuracy"}))
+
+    @property
+    def top5(self) -> float | None:
+        """Task top-5 accuracy (``compare.classification`` writes it; kept in ``details``)."""
+        return _f(self.details.get("top5"))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: getattr(self, k) for k in self._TYPED if getattr(self, k) is not None

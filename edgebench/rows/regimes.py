@@ -340,6 +340,11 @@ class OpEntry:
 
     _TYPED = ("node", "op", "name", "ms", "share", "delegated")
 
+    @property
+    def p50_ms(self) -> float | None:
+        """The op's median time per inference (profilers that report one; kept in ``details``)."""
+        return _f(self.details.get("p50_ms"))
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "OpEntry":
         if "op" not in d and "node_type" in d:    # schema 2 import-log rows: benchmark_model's "Run Order"

@@ -13,7 +13,7 @@ from edgebench.rows._json import STATUSES, _f, _freeze, _i
 from edgebench.rows.diagnosis import Diagnosis
 from edgebench.rows.parts import Accuracy, Cost, Drift, Latency, Warmup, Worst, drifts_from_dict
 from edgebench.rows.regimes import ColdStart, Delegation, Energy, OpEntry, Paced, Sustained, Verdict, Window
-from edgebench.rows.envelope import Binding, OpProfileSummary, StateRecord
+from edgebench.rows.envelope import Binding, DetectionRecord, OpProfileSummary, StateRecord
 
 # ------------------------------------------------------------------------------------ rows
 
@@ -150,6 +150,10 @@ class InferenceRow(_RowMixin):
     def binding(self) -> Binding | None:
         """``input_mapping`` typed: how the data's arrays were paired with the model's inputs."""
         return Binding.of(self.input_mapping)
+
+    @property
+    def detection_record(self) -> DetectionRecord | None:
+        return DetectionRecord.of(self.detection)
 
     @property
     def state_record(self) -> StateRecord | None:

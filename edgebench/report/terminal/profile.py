@@ -52,7 +52,7 @@ def render_op_profile(r: InferenceRow) -> list:
     text_column(t, "name")
     for x in prof.top_ops(entries, TOP_OPS):
         where = "delegate partition (one entry)" if x.delegated else "CPU interpreter"
-        t.add_row(fmt_value(x.node, "d"), e(x.op), fmt_value(x.ms, ".4f"), fmt_value(x.details.get("p50_ms"), ".4f"),
+        t.add_row(fmt_value(x.node, "d"), e(x.op), fmt_value(x.ms, ".4f"), fmt_value(x.p50_ms, ".4f"),
                   _pct(x.share), where, e((x.name or "")[:70]))
     notes = [coverage_line(r)] if coverage_line(r) else []
     if len(entries) > TOP_OPS:
