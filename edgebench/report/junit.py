@@ -30,6 +30,8 @@ def render_junit(verdict: Verdict, failed_rows: Sequence[InferenceRow] = (), sui
 
 def render_document_junit(doc: Document) -> str:
     """A compare document's gate checks and failed rows as JUnit XML."""
-    checks = tuple(Check(**c) for c in (doc.gate or {}).get("checks", []))
+    gate = doc.gate_result
+    checks = tuple(Check(c.precision or "?", c.target or "?", c.metric or "?", c.value, c.threshold, c.passed, c.message)
+                   for c in (gate.checks if gate is not None else ()))
     failed = [r for r in doc.rows if isinstance(r, InferenceRow) and not r.ok]
     return render_junit(Verdict(checks), failed, suite=f"edgebench.{doc.model or 'run'}")
