@@ -5,33 +5,17 @@ InputSet, and for every requested precision compares each tensor of the quantize
 with its float counterpart (in an isolated worker, ``edgebench.diagnose_worker``): accumulated error
 (the whole quantized model) and isolated error (the op alone, fed the float model's values), the
 float range and its outlier ratio, then ranks the layers worst first and says what to do.
-``search_keep_float`` (``--keep-float auto`` on ``convert`` / ``convert-and-compare``) proves a fix:
-it keeps a few ranked tensors float until the accuracy goal is met.
+``quant.search.search_keep_float`` (``--keep-float auto`` on ``convert`` / ``convert-and-compare``)
+proves a fix: it keeps a few ranked tensors float until the accuracy goal is met.
 
 **Float counterpart.** int8 / int16x8: the converter's calibrated float model (the graph the
 quantizer starts from, so tensor names carry over); fp16 / dynamic: the FP32 ``.tflite``. Tensors
 are matched by name, then QUANTIZE/DEQUANTIZE outputs inherit their input's match, then by op type
 and order (``edgebench.diagnose_worker.match_tensors``); unmatched tensors are listed.
 
-**Metrics** per quantized tensor (``got`` dequantized, ``ref`` float): ``rmse_over_scale`` =
-RMSE / quantization step: a healthy layer whose error is rounding only sits near 1/sqrt(12) = 0.289
-(a rounding error uniform on [-step/2, step/2] has that rms: Bennett 1948; Widrow & Kollar,
-"Quantization Noise", 2008); well above it means clipping or an inherited error. ``snr_db`` =
-10 log10(sum ref^2 / sum (got-ref)^2); ``channel_snr_db`` = the median channel's SNR (last axis): a
-per-tensor scale shared by a dominant channel crushes the others, which a tensor-wide SNR hides;
-``cosine`` (per sample, averaged), ``max_abs``; the same for the isolated run (``isolated_*``);
-``outlier_ratio`` = max|x| / the median channel's 99.9th percentile of |x| of the float tensor
-(log2 of it ~ bits of the integer range spent on outliers).
-
-**Ranking rule.** Worst first by the layer's *isolated* median-channel SNR (isolated tensor SNR
-when the tensor has no channels; accumulated when the op cannot run alone): isolated error is what
-the op adds given exact inputs, so a layer that only inherits error is not blamed. One exception
-keeps the cause first: a layer whose isolated SNR is within ``INHERIT_MARGIN_DB`` of (or worse
-than) the quantization error of an input that is itself a finding is ranked right after that
-input's producer (its integer input grid is the cause). A layer is a *finding* when its modified
-z-score over the model's layers is >= 3.5 (0.6745 (x - median) / MAD of the noise -SNR: Iglewicz &
-Hoaglin 1993) and its SNR is below ``SNR_CEILING_DB`` (an ideal 8-bit quantizer's 49.9 dB: past it a
-layer beats any int8 layer), or its SNR is below ``SNR_FLOOR_DB``, or it produced NaN/Inf.
+The metrics per quantized tensor, the ranking rule and what makes a layer a *finding* are defined
+once, in ``edgebench.quant.layers`` (which the keep-float search shares). ``diagnose_tflite`` does
+the same for a vendor's quantized ``.tflite`` against its float ``.tflite`` (``--reference``).
 """
 
 from __future__ import annotations

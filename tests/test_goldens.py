@@ -256,18 +256,11 @@ def regimes_doc() -> Any:
 def foreign_docs() -> list[dict[str, Any]]:
     """Documents edgebench did not write: tests/test_prometheus.py's malformed one, a kind-less one
     (rows told apart by their fields), a compare whose reference names no precision."""
-    malformed = {
-        "kind": "compare", "created": "not a date", "fingerprint": None,
-        "rows": [
-            {},
-            {"model": "m", "precision": "int8", "target": "host", "status": "failed", "error": "worker crashed"},
-            {"model": "m", "precision": "fp16", "target": "host", "status": "ok",
-             "latency_ms": {"p50": None, "p99": 3.0}, "accuracy": {}, "drift": {"out": {"psnr_db": "inf", "nan": 0},
-                                                                               "bad": "not-a-dict"},
-             "concurrency": [{"qps": 5.0}, "x"]},
-            "not a row",
-        ],
-    }
+    import copy
+
+    from test_prometheus import MALFORMED
+
+    malformed = copy.deepcopy(MALFORMED)
     kindless = {
         "created": "2026-12-01T00:00:00Z", "model": "doc-model", "run_id": "r-foreign",
         "rows": [{"model": "t", "examples_per_s": 10.0, "batch_size": 8, "xla": 1, "status": "ok",

@@ -132,19 +132,26 @@ def test_escape_and_sanitise_helpers():
         assert not out.startswith("__") and all(c.isalnum() and c.isascii() or c == "_" for c in out)
 
 
+# A document edgebench did not write: an empty row, a string row, bad drift entries, a bad
+# concurrency item (tests/test_goldens.py pins its exposition too).
+MALFORMED = {
+    "kind": "compare", "created": "not a date", "fingerprint": None,
+    "rows": [
+        {},
+        {"model": "m", "precision": "int8", "target": "host", "status": "failed", "error": "worker crashed"},
+        {"model": "m", "precision": "fp16", "target": "host", "status": "ok",
+         "latency_ms": {"p50": None, "p99": 3.0}, "accuracy": {}, "drift": {"out": {"psnr_db": "inf", "nan": 0},
+                                                                           "bad": "not-a-dict"},
+         "concurrency": [{"qps": 5.0}, "x"]},
+        "not a row",
+    ],
+}
+
+
 def test_missing_keys_and_non_finite_values():
-    doc = {
-        "kind": "compare", "created": "not a date", "fingerprint": None,
-        "rows": [
-            {},
-            {"model": "m", "precision": "int8", "target": "host", "status": "failed", "error": "worker crashed"},
-            {"model": "m", "precision": "fp16", "target": "host", "status": "ok",
-             "latency_ms": {"p50": None, "p99": 3.0}, "accuracy": {}, "drift": {"out": {"psnr_db": "inf", "nan": 0},
-                                                                               "bad": "not-a-dict"},
-             "concurrency": [{"qps": 5.0}, "x"]},
-            "not a row",
-        ],
-    }
+    import copy
+
+    doc = copy.deepcopy(MALFORMED)
     text = render_prometheus(doc)
     samples = parse_exposition(text)
     (_, v), = _find(samples, "edgebench_drift_psnr_db", output="out")

@@ -1,18 +1,10 @@
 """Per-layer quantization analysis: the worker that compares every tensor of a quantized
 ``.tflite`` with its float counterpart, and the ranking that names the layer to blame and what to
 do about it. ``diagnose`` (the command) and the keep-float search (``quant.search``) both use it.
-``diagnose(settings)`` converts SRC exactly as ``convert-and-compare`` does, builds the same
-InputSet, and for every requested precision compares each tensor of the quantized ``.tflite``
-with its float counterpart (in an isolated worker, ``edgebench.diagnose_worker``): accumulated error
-(the whole quantized model) and isolated error (the op alone, fed the float model's values), the
-float range and its outlier ratio, then ranks the layers worst first and says what to do.
-``search_keep_float`` (``--keep-float auto`` on ``convert`` / ``convert-and-compare``) proves a fix:
-it keeps a few ranked tensors float until the accuracy goal is met.
-
-**Float counterpart.** int8 / int16x8: the converter's calibrated float model (the graph the
-quantizer starts from, so tensor names carry over); fp16 / dynamic: the FP32 ``.tflite``. Tensors
-are matched by name, then QUANTIZE/DEQUANTIZE outputs inherit their input's match, then by op type
-and order (``edgebench.diagnose_worker.match_tensors``); unmatched tensors are listed.
+Each tensor of the quantized model is compared with its float counterpart (matched by tensor name,
+then QUANTIZE/DEQUANTIZE outputs inherit their input's match, then by op type and order:
+``edgebench.diagnose_worker.match_tensors``): accumulated error (the whole quantized model) and
+isolated error (the op alone, fed the float model's values), the float range and its outlier ratio.
 
 **Metrics** per quantized tensor (``got`` dequantized, ``ref`` float): ``rmse_over_scale`` =
 RMSE / quantization step: a healthy layer whose error is rounding only sits near 1/sqrt(12) = 0.289
