@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from edgebench.metrics import REGISTRY
+
 import typer
 
 from edgebench.cli._common import escape_markup
@@ -112,7 +114,8 @@ def register(app: typer.Typer) -> None:
 
     @results.command("history")
     def history_cmd(
-        metric: str = typer.Option(..., "--metric", help="p50, p90, p99, mean, qps, size, top1, psnr, cosine, throughput, step_time (or a column name)."),
+        metric: str = typer.Option(..., "--metric", help="A metric of the registry, by name or key: " + ", ".join(
+            m.aliases[0] if m.aliases else m.key for m in REGISTRY) + "."),
         model: str = typer.Option(..., "--model", help="Model name as stored."),
         precision: Optional[str] = typer.Option(None, "--precision", help="Only this precision."),
         target: Optional[str] = typer.Option(None, "--target", help="Only this target."),
