@@ -166,3 +166,67 @@ class DetectionRecord:
             return None
         return cls(_f(d.get("box_agreement")), _i(d.get("matched")), _i(d.get("reference_detections")),
                    _f(d.get("score_mae")))
+
+
+@dataclass(frozen=True)
+class LoadLevel:
+    """One level of a concurrency sweep (a row's ``concurrency[i]``, ``edgebench.load.concurrency``)."""
+
+    level: int | None = None
+    qps: float | None = None
+    speedup_vs_first: float | None = None
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    samples: int | None = None
+    p99_valid: bool | None = None
+
+    @classmethod
+    def of(cls, d: Any) -> "LoadLevel":
+        d = _m(d)
+        return cls(_i(d.get("level")), _f(d.get("qps")), _f(d.get("speedup_vs_first")), _f(d.get("p50_ms")),
+                   _f(d.get("p99_ms")), _i(d.get("samples")),
+                   None if d.get("p99_valid") is None else bool(d.get("p99_valid")))
+
+
+@dataclass(frozen=True)
+class ServerRun:
+    """A Poisson server run (a row's ``server``, ``edgebench.load.server``)."""
+
+    target_qps: float | None = None
+    achieved_qps: float | None = None
+    workers: int | None = None
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    samples: int | None = None
+    p99_valid: bool | None = None
+    overloaded: bool | None = None
+    latency_lower_bound: bool = False   # backlog at the stop: the latencies are lower bounds
+
+    @classmethod
+    def of(cls, d: Any) -> "ServerRun | None":
+        if not isinstance(d, Mapping):
+            return None
+        return cls(_f(d.get("target_qps")), _f(d.get("achieved_qps")), _i(d.get("workers")), _f(d.get("p50_ms")),
+                   _f(d.get("p99_ms")), _i(d.get("samples")),
+                   None if d.get("p99_valid") is None else bool(d.get("p99_valid")),
+                   None if d.get("overloaded") is None else bool(d.get("overloaded")),
+                   bool(d.get("latency_lower_bound")))
+
+
+@dataclass(frozen=True)
+class SlaSearch:
+    """The highest QPS that kept a p99 target (a row's ``sla``, ``edgebench.load.sla_search``)."""
+
+    met: bool = False
+    sla_p99_ms: float | None = None
+    max_qps: float | None = None
+    p99_at_max_ms: float | None = None
+    resolution_qps: float | None = None
+    reason: str | None = None
+
+    @classmethod
+    def of(cls, d: Any) -> "SlaSearch | None":
+        if not isinstance(d, Mapping):
+            return None
+        return cls(bool(d.get("met")), _f(d.get("sla_p99_ms")), _f(d.get("max_qps")), _f(d.get("p99_at_max_ms")),
+                   _f(d.get("resolution_qps")), _s(d.get("reason")))

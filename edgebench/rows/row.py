@@ -13,7 +13,8 @@ from edgebench.rows._json import STATUSES, _f, _freeze, _i
 from edgebench.rows.diagnosis import Diagnosis
 from edgebench.rows.parts import Accuracy, Cost, Drift, Latency, Warmup, Worst, drifts_from_dict
 from edgebench.rows.regimes import ColdStart, Delegation, Energy, OpEntry, Paced, Sustained, Verdict, Window
-from edgebench.rows.envelope import Binding, DetectionRecord, OpProfileSummary, StateRecord
+from edgebench.rows.envelope import (Binding, DetectionRecord, LoadLevel, OpProfileSummary, ServerRun, SlaSearch,
+                                     StateRecord)
 
 # ------------------------------------------------------------------------------------ rows
 
@@ -150,6 +151,19 @@ class InferenceRow(_RowMixin):
     def binding(self) -> Binding | None:
         """``input_mapping`` typed: how the data's arrays were paired with the model's inputs."""
         return Binding.of(self.input_mapping)
+
+    @property
+    def load_levels(self) -> tuple[LoadLevel, ...]:
+        """The concurrency sweep, typed (empty without --concurrency)."""
+        return tuple(LoadLevel.of(c) for c in self.concurrency or ())
+
+    @property
+    def server_run(self) -> ServerRun | None:
+        return ServerRun.of(self.server)
+
+    @property
+    def sla_search(self) -> SlaSearch | None:
+        return SlaSearch.of(self.sla)
 
     @property
     def detection_record(self) -> DetectionRecord | None:

@@ -154,34 +154,34 @@ def render_bench(doc: Document | Mapping[str, Any], *, width: int | None = None)
                         "process) are slower than steady-state ones; do not compare the two directly", style="yellow"))
     for r in rows:
         name = e(r.model if one_target else f"{r.model} @ {r.target}")
-        if r.concurrency:
+        if r.load_levels:
             ct = Table(title=f"{name}: concurrency", header_style="bold")
             for c in ("level", "QPS", "x vs first", "p50 ms", "p99 ms", "samples", "p99 valid"):
                 ct.add_column(c, justify="right", no_wrap=True)
-            for c in r.concurrency:
-                ct.add_row(str(c["level"]), fmt_value(c["qps"], ".1f"), fmt_value(c.get("speedup_vs_first"), ".2f"),
-                           fmt_value(c["p50_ms"], ".4g"), fmt_value(c["p99_ms"], ".4g"), str(c["samples"]),
-                           fmt_value(c["p99_valid"]))
+            for c in r.load_levels:
+                ct.add_row(fmt_value(c.level, "d"), fmt_value(c.qps, ".1f"), fmt_value(c.speedup_vs_first, ".2f"),
+                           fmt_value(c.p50_ms, ".4g"), fmt_value(c.p99_ms, ".4g"), fmt_value(c.samples, "d"),
+                           fmt_value(c.p99_valid))
             out.append(ct)
-        if r.server:
-            s = r.server
+        s = r.server_run
+        if s is not None:
             st = Table(title=f"{name}: server (Poisson arrivals, latency incl. queueing)", header_style="bold")
             for c in ("target QPS", "achieved QPS", "workers", "p50 ms", "p99 ms", "samples", "p99 valid",
                       "overloaded"):
                 st.add_column(c, justify="right", no_wrap=True)
-            lb = "> " if s.get("latency_lower_bound") else ""   # backlog at the stop: a lower bound only
-            st.add_row(fmt_value(s["target_qps"], ".1f"), fmt_value(s["achieved_qps"], ".1f"), str(s["workers"]),
-                       lb + fmt_value(s["p50_ms"], ".4g"), lb + fmt_value(s["p99_ms"], ".4g"), str(s["samples"]),
-                       fmt_value(s["p99_valid"]), fmt_value(s["overloaded"]))
+            lb = "> " if s.latency_lower_bound else ""   # backlog at the stop: a lower bound only
+            st.add_row(fmt_value(s.target_qps, ".1f"), fmt_value(s.achieved_qps, ".1f"), fmt_value(s.workers, "d"),
+                       lb + fmt_value(s.p50_ms, ".4g"), lb + fmt_value(s.p99_ms, ".4g"), fmt_value(s.samples, "d"),
+                       fmt_value(s.p99_valid), fmt_value(s.overloaded))
             out.append(st)
-        if r.sla:
-            s = r.sla
-            if s.get("met"):
-                out.append(Text(f"{r.model}: highest QPS with p99 <= {s['sla_p99_ms']:g} ms: "
-                                f"{s['max_qps']:.1f} (p99 {s['p99_at_max_ms']:.3f} ms, "
-                                f"resolution {s['resolution_qps']:.1f} QPS)"))
+        sla = r.sla_search
+        if sla is not None:
+            if sla.met:
+                out.append(Text(f"{r.model}: highest QPS with p99 <= {sla.sla_p99_ms:g} ms: "
+                                f"{sla.max_qps:.1f} (p99 {sla.p99_at_max_ms:.3f} ms, "
+                                f"resolution {sla.resolution_qps:.1f} QPS)"))
             else:
-                out.append(Text(f"{r.model}: SLA p99 <= {s['sla_p99_ms']:g} ms not met: {s.get('reason')}"))
+                out.append(Text(f"{r.model}: SLA p99 <= {sla.sla_p99_ms:g} ms not met: {sla.reason}"))
         out.extend(render_regimes(r))
         out.extend(Text.from_markup(n, style="dim") for n in input_mapping_note(r) + state_notes([r]))
         for w in r.warnings:
