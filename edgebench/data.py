@@ -132,6 +132,13 @@ class InputSet:
             self.binding,
         )
 
+    def record(self, path: str | Path, file_sha256: str) -> dict[str, Any]:
+        """The result document's ``inputs`` object for this set saved at ``path``: where, both
+        hashes, how many samples, where they came from, and how arrays were bound to inputs."""
+        return {"path": str(path), "sha256": file_sha256, "content_sha256": self.sha256, "samples": self.n,
+                "source": self.source, "synthetic": self.synthetic, "labels": self.labels is not None,
+                "binding": self.binding}
+
     def sample(self, i: int, spec: TensorSpec | None = None) -> dict[str, np.ndarray]:
         """Sample ``i`` as a batch of one (for batched inputs)."""
         return {k: v[i : i + 1] for k, v in self.arrays.items()}

@@ -353,9 +353,7 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
         reference=ref_row,
         model=src.name,
         source=_source_record(settings, src, manifest, task),
-        inputs={"path": str(inputs_path), "sha256": inputs_sha, "content_sha256": ds.sha256, "samples": ds.n,
-                "source": ds.source, "synthetic": ds.synthetic, "labels": ds.labels is not None,
-                "binding": ds.binding},
+        inputs=ds.record(inputs_path, inputs_sha),
         manifest=str(out_dir / "manifest.json"),
         conversion={p: {k: v.get(k) for k in ("status", "error", "bytes", "size_reduction_pct", "seconds",
                                                "float_ops", "quantization")}
