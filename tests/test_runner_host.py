@@ -461,3 +461,25 @@ def test_worker_stops_on_a_valid_answer(bench_models):
     assert res.extra["stop_reason"] == "answer_valid" and res.extra["timed_wall_s"] < 30.0
     n = len(res.samples_ns)
     assert n >= 662 and answer_checkpoint(n, 662) and p99_answered(res.samples_ns, 0.99)
+
+
+def test_wait_exit_wakes_at_exit_and_times_out():
+    """The worker wait returns the exit status as the process exits (no 50 ms polling tail) and
+    raises TimeoutExpired at its deadline, as Popen.wait did."""
+    import subprocess
+    import sys
+    import time
+
+    from edgebench.targets.host import wait_exit
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time, sys; time.sleep(0.3); sys.exit(3)"])
+    t0 = time.perf_counter()
+    assert wait_exit(proc, 10.0) == 3
+    assert time.perf_counter() - t0 < 2.0
+    slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            wait_exit(slow, 0.2)
+    finally:
+        slow.kill()
+        slow.wait()

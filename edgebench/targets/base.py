@@ -67,16 +67,22 @@ def answer_checkpoint(n: int, min_runs: int) -> bool:
 
 def p99_answered(samples: Sequence[int], width: float) -> bool:
     """True when the p99 of ``samples`` is known to within ``width`` (relative, full interval)."""
+    return quantile_answered(samples, 0.99, width)
+
+
+def quantile_answered(samples: Sequence[float], q: float, width: float) -> bool:
+    """True when the ``q`` quantile of ``samples`` is known to within ``width`` (relative, full
+    95 % order-statistic interval); the answer rule for any quantile."""
     n = len(samples)
     if n < 2:
         return False
     s = np.sort(np.asarray(samples, dtype=np.float64))
-    m, d = 0.99 * n, _Z95 * math.sqrt(n * 0.99 * 0.01)
+    m, d = q * n, _Z95 * math.sqrt(n * q * (1.0 - q))
     lo, hi = max(int(math.floor(m - d)), 1), int(math.ceil(m + d))
     if hi > n:                                   # the interval's top is past the largest sample
         return False
-    p99 = s[min(int(round(0.99 * (n - 1))), n - 1)]
-    return bool(p99 > 0 and (s[hi - 1] - s[lo - 1]) <= width * p99)
+    v = s[min(int(round(q * (n - 1))), n - 1)]
+    return bool(v > 0 and (s[hi - 1] - s[lo - 1]) <= width * v)
 
 
 @dataclass(frozen=True)
