@@ -463,6 +463,35 @@ def test_worker_stops_on_a_valid_answer(bench_models):
     assert n >= 662 and answer_checkpoint(n, 662) and p99_answered(res.samples_ns, 0.99)
 
 
+def test_tf_batch_throughput_stops_when_its_median_is_answered():
+    """The TF reference's batch-throughput baseline: a warm-up of its own at that shape, then calls
+    until the median is answered (LoadGen's minimum for a median, 11, at least); with an explicit
+    --min-time (no answer width) it times for that long instead."""
+    import time
+
+    from edgebench.targets.tf import THROUGHPUT_MIN_CALLS, THROUGHPUT_WARMUP_S, TFTarget
+
+    calls: list[float] = []
+
+    def call(lo: int, hi: int) -> None:       # a steady 1 ms call
+        calls.append(time.perf_counter())
+        end = time.perf_counter() + 0.001
+        while time.perf_counter() < end:
+            pass
+
+    t0 = time.perf_counter()
+    r = TFTarget._batch_throughput(call, 32, make_job("m.tflite", warmup_runs=3))
+    took = time.perf_counter() - t0
+    assert r["stop_reason"] == "answer_valid" and r["calls"] >= THROUGHPUT_MIN_CALLS
+    assert r["warmup_calls"] >= 3 and calls[r["warmup_calls"]] - calls[0] >= THROUGHPUT_WARMUP_S
+    assert r["median_call_ms"] == pytest.approx(1.0, rel=0.3) and r["examples_per_s"] == pytest.approx(
+        32 / (r["median_call_ms"] / 1e3))
+    assert took < 0.45                                        # not the old fixed 0.5 s window
+    timed = TFTarget._batch_throughput(call, 32, make_job("m.tflite", warmup_runs=1, min_time_s=0.6,
+                                                          answer_width=None))
+    assert timed["stop_reason"] == "time" and timed["calls"] > 200
+
+
 def test_wait_exit_wakes_at_exit_and_times_out():
     """The worker wait returns the exit status as the process exits (no 50 ms polling tail) and
     raises TimeoutExpired at its deadline, as Popen.wait did."""
