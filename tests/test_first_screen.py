@@ -37,7 +37,7 @@ def first_screen_doc() -> dict:
         r["warnings"] = [UNSTABLE.format(cv=20 + 7 * i)]
         if r["precision"] != "int8":
             r["warnings"].append(SHAPE.format(where=f"{r['precision']} on host", a=6 + i, b=10 + i))
-    doc["reference"]["warnings"] = [UNSTABLE.format(cv=53)]
+    doc["reference"].setdefault("latency_ms", {})["warnings"] = [UNSTABLE.format(cv=53)]
     doc["gate"] = {"passed": False, "checks": [
         {"precision": p, "target": "host", "metric": "accuracy_drop_pp", "value": d, "threshold": 1.0,
          "passed": d <= 1.0, "message": f"{p} on host: top-1 drop {d:.2f} pp vs TF reference "
@@ -102,6 +102,23 @@ def test_verbose_keeps_every_word():
     joined = " ".join(text.split())
     assert "the converter folds them into constants, so the delegate can take the graph in one partition" in joined
     assert joined.count("unstable: the median moved") == 1 and "spread 53%, 20%, 27%, 34%, 41% of 10" in joined
+
+
+def test_the_references_timing_is_one_note_not_a_warning():
+    """The reference is not a candidate: at default verbosity its own timing warnings are one dim
+    note (no "warning (tf)" line); --verbose lists them in full like every row's; no note when
+    its timing raised nothing."""
+    doc = first_screen_doc()
+    for r in doc["rows"]:
+        r["warnings"] = []
+    text = screen(doc, 100)
+    assert not [line for line in text.splitlines() if line.startswith("warning")]
+    assert "reference latency unstable: its timing only, not a candidate's (--verbose: why)" in text
+    verbose = " ".join(screen(doc, 100, verbose=True).split())
+    assert "warning (tf): unstable: the median moved between windows of the run (robust spread 53%" in verbose
+    assert "reference latency" not in verbose
+    doc["reference"]["latency_ms"]["warnings"] = []
+    assert "reference latency" not in screen(doc, 100)
 
 
 def test_grouping_keeps_causes_apart_and_names_their_rows():

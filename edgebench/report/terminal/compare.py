@@ -67,6 +67,14 @@ def row_where(r: InferenceRow, rows: list[InferenceRow], reference: InferenceRow
     return precision_label(r) if one_target else f"{precision_label(r)} on {r.target}"
 
 
+def reference_timing_note(warnings: list[str]) -> str:
+    """The reference's own timing warnings, at default verbosity, as one note: its latency is a
+    baseline for context, not a candidate the user ships, and the headline compares candidates
+    with fp32 -- the full text is under --verbose and in the JSON and Markdown."""
+    kinds = list(dict.fromkeys(w.split(":", 1)[0].strip() for w in warnings))
+    return f"reference latency {', '.join(kinds)}: its timing only, not a candidate's (--verbose: why)"
+
+
 def headline_lines(doc: Document) -> list[str]:
     """One line per candidate, before the table, answering the user's question (rich markup):
     ``int8: 73% smaller, p50 3.3x faster than fp32, top-1 -0.00 pp — gate passed`` (each check
@@ -183,15 +191,21 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
     out.extend(verdict_lines(compare_rows(doc)))
     out.extend(render_where([r for r in compare_rows(doc)]))
     items = [("data", w) for w in doc.data_warnings]
+    reference_timing: list[str] = []
     for r in compare_rows(doc):
         where = row_where(r, compare_rows(doc), doc.reference)
         # with --repeats the row's own warnings are each process's (a pooled check would read
         # run-to-run noise as drift) plus the run-to-run spread; the pooled ones are left out
         pooled = () if r.repeats or not r.latency else r.latency.warnings
+        if not verbose and (r.is_reference or r is doc.reference):
+            reference_timing += pooled       # context, not a candidate: one dim line below
+            pooled = ()
         long = f"{r.precision} on {r.target}"
         items += [(where, w, long) for w in dict.fromkeys(tuple(pooled) + tuple(r.warnings))]
     for line in grouped_warnings(items, verbose=verbose, width=width):
         out.append(f"[yellow]{e(line)}[/]")
+    if reference_timing:
+        out.append(f"[dim]{e(reference_timing_note(reference_timing))}[/]")
     out.extend(footer_lines(doc))
     return out
 
