@@ -1,5 +1,5 @@
 """``python -m edgebench`` == the ``edgebench`` console script."""
 
-from edgebench.cli import main
+from edgebench.cli import run
 
-main()
+run()

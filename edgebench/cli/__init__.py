@@ -95,6 +95,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run() -> None:
+    """The ``edgebench`` console script and ``python -m edgebench``: :func:`main`, then a fast
+    exit (``cli/_startup.fast_exit``: every output flushed and every atexit handler run, but no
+    ~1 s of TensorFlow teardown). In-process callers (tests, notebooks) call :func:`main`."""
+    from edgebench.cli._startup import fast_exit
+
+    try:
+        code = main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, (int, type(None))):
+            print(exc.code, file=sys.stderr)
+    fast_exit(code)
+
+
 def _stop_on_signals() -> None:
     """SIGTERM (what `timeout` and CI cancellation send) and SIGHUP (a closed terminal) stop a run
     the way Ctrl-C does: the current row finishes or is abandoned, what was measured is stored
