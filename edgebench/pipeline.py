@@ -27,7 +27,8 @@ from edgebench.rows import Accuracy, Document, InferenceRow, Worst, drifts_from_
 from edgebench.sources import SourceOptions, evaluation_set
 from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, check_runtime
 from edgebench.targets.measured import TYPED_FACTS, measured_fields
-from edgebench.targets.loop import is_device, resolve_targets, run_on_targets
+from edgebench.targets.host_pool import prestarted, wait_ready
+from edgebench.targets.loop import HOST_TARGETS, is_device, resolve_targets, run_on_targets
 
 DEFAULT_EVAL_SAMPLES = 1000
 
@@ -176,7 +177,17 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     """Convert, run the reference and every precision x target, compare, gate. Returns the doc.
 
     Ctrl-C/SIGTERM during the target runs keep every row already measured (the rest are
-    failed "not run" rows); ``meta["interrupted"]`` is then true and ``interrupted_by`` names the signal."""
+    failed "not run" rows); ``meta["interrupted"]`` is then true and ``interrupted_by`` names the signal.
+
+    The host rows' workers are started first (``targets.host_pool``): they import their runtime on
+    the core TensorFlow's import leaves idle, and are all ready before anything is timed."""
+    hosts = sum(1 for name in settings.targets for n in str(name).split(",") if n.strip() in HOST_TARGETS)
+    rows = hosts * len(settings.precisions) * max(1, len(settings.gpu_precisions)) * max(1, settings.repeats)
+    with prestarted(rows):
+        return _convert_and_compare(settings, progress)
+
+
+def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], None] | None) -> Document:
     from edgebench.convert import ConvertSettings, convert
 
     say = progress or (lambda _m: None)
@@ -249,6 +260,7 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
 
     ref_job = Job(model_path=str(src.saved_model_dir or src.path), inputs_npz=str(inputs_path),
                   control=settings.control, save_outputs=True, seed=settings.seed)
+    wait_ready()             # no pre-started worker is still importing while the reference is timed
     if src.saved_model_dir is not None:
         tft = TFTarget(batch=settings.tf_batch, signature_key=src.signature_key, loader=src.loader, tags=src.tags)
         ref_run = tft.run(ref_job, src.signature)

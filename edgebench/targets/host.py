@@ -27,9 +27,10 @@ import numpy as np
 from edgebench.errors import BadInput, InfraError
 from edgebench.fingerprint import host_fingerprint, sha256_file
 from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, HOST_DELEGATES, Job, RunResult, check_job_files
+from edgebench.targets import host_pool
+from edgebench.targets.host_pool import RUNNER_PATH, worker_env
 from edgebench.targets.host_sensors import HostSampler
 
-RUNNER_PATH = Path(__file__).with_name("runner.py")
 # The standalone worker: runner.py (the entry point and the job/result contract) and the modules
 # it loads from its own folder; pushed together to devices.
 WORKER_FILES = tuple(RUNNER_PATH.with_name(n) for n in ("runner.py", "runner_io.py", "runner_modes.py",
@@ -98,7 +99,9 @@ class HostTarget:
     def _run(self, job: Job, load: dict[str, Any] | None) -> RunResult:
         model = check_job_files(job)
         sha = sha256_file(model)             # the bytes handed to the worker ...
-        work = tempfile.mkdtemp(prefix="edgebench-host-")
+        # a plain single-stream row takes a pre-started worker when convert-and-compare made some
+        pooled = host_pool.take() if load is None and not job.schedule.sustained and job.energy is None else None
+        work = str(pooled.work) if pooled is not None else tempfile.mkdtemp(prefix="edgebench-host-")
         try:
             spec = self.job_spec(job, work, load)
             job_file = Path(work) / "job.json"
@@ -106,7 +109,8 @@ class HostTarget:
             sampler = self._start_sensors(job, load)
             try:
                 meta, arrays = self._spawn(job_file, Path(work), job.deadline_s, model,
-                                           graceful=job.schedule.sustained and load is None)
+                                           graceful=job.schedule.sustained and load is None,
+                                           started=pooled.proc if pooled is not None else None)
             finally:
                 readings = sampler.stop() if sampler is not None else None
         finally:
@@ -115,6 +119,8 @@ class HostTarget:
             raise InfraError(f"{model} changed while it was measured (another run wrote the same file?); the "
                              "result would not belong to either version; give each run its own --out and rerun")
         res = self._to_result(job, spec, meta, arrays, sha)
+        if pooled is not None:
+            res.extra["prestarted"] = True
         if sampler is not None:
             res.extra.update(sensor_facts(job, sampler, readings, res))
         return res
@@ -136,9 +142,10 @@ class HostTarget:
                 raise
         return sampler
 
-    def _spawn(self, job_file: Path, work: Path, deadline_s: float, model: Path, graceful: bool = False):
+    def _spawn(self, job_file: Path, work: Path, deadline_s: float, model: Path, graceful: bool = False,
+               started: subprocess.Popen | None = None):
         return spawn_worker([sys.executable, str(RUNNER_PATH), str(job_file)], work, deadline_s, model,
-                            graceful=graceful)
+                            graceful=graceful, started=started)
 
     @staticmethod
     def _kill(proc: subprocess.Popen) -> None:
@@ -169,37 +176,48 @@ def wait_exit(proc: subprocess.Popen, timeout: float) -> int:
 GRACEFUL_S = 30.0    # how long an interrupted sustained run may take to hand over its finished windows
 
 
-def spawn_worker(argv: list[str], work: Path, deadline_s: float, model: Path | str, *, graceful: bool = False):
+def spawn_worker(argv: list[str], work: Path, deadline_s: float, model: Path | str, *, graceful: bool = False,
+                 started: subprocess.Popen | None = None):
     """Run a worker (``argv``, no shell) in its own session with ``work`` as its folder and read
     the ``result.json`` / ``result.npz`` it leaves there. The runner contract: exit 0 ok, 2 bad
     input, 3 internal failure. A signal -> InfraError naming it; past ``deadline_s`` -> killed with
     everything it started, InfraError; a bad model/input -> BadInput with the worker's message.
 
+    ``started``: a pre-started worker (``host_pool``) already waiting in ``work``; it is handed the
+    job file (``argv[-1]``) on its stdin instead of a new process being started, and everything
+    after that is the same.
+
     ``graceful`` (sustained runs): on Ctrl-C/SIGTERM the worker is asked (SIGUSR1) to stop at its
     last finished window and write its result, which is returned with ``meta["interrupted_by"]``;
     a second interrupt, or no result within GRACEFUL_S, kills it as before."""
-    env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     stderr_path = work / "stderr.txt"
-    with open(work / "stdout.txt", "wb") as out, open(stderr_path, "wb") as err:
-        proc = subprocess.Popen(  # noqa: S603 -- argv list, no shell
-            argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
-            start_new_session=True, cwd=str(work),
-        )
-        interrupted: KeyboardInterrupt | None = None
+    if started is None:
+        with open(work / "stdout.txt", "wb") as out, open(stderr_path, "wb") as err:
+            proc = subprocess.Popen(  # noqa: S603 -- argv list, no shell
+                argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=worker_env(),
+                start_new_session=True, cwd=str(work),
+            )
+    else:
+        proc = started
         try:
-            rc = wait_exit(proc, deadline_s)
-        except KeyboardInterrupt as exc:
-            if not graceful:
-                _kill_group(proc)  # its own session gets no SIGINT from the terminal
-                raise
-            interrupted = exc
-            rc = _hand_over(proc, exc)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            raise InfraError(f"worker for {model} hung: no result after the {deadline_s:g} s deadline, "
-                             "killed; raise the deadline or lower --max-time"
-                             + ("" if _no_delegate(work) else ", and check the model with --delegate none")) from None
+            proc.stdin.write(f"{argv[-1]}\n".encode())
+            proc.stdin.close()
+        except OSError:     # it died waiting: reported below like a fresh worker that wrote no result
+            pass
+    interrupted: KeyboardInterrupt | None = None
+    try:
+        rc = wait_exit(proc, deadline_s)
+    except KeyboardInterrupt as exc:
+        if not graceful:
+            _kill_group(proc)  # its own session gets no SIGINT from the terminal
+            raise
+        interrupted = exc
+        rc = _hand_over(proc, exc)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise InfraError(f"worker for {model} hung: no result after the {deadline_s:g} s deadline, "
+                         "killed; raise the deadline or lower --max-time"
+                         + ("" if _no_delegate(work) else ", and check the model with --delegate none")) from None
     if interrupted is not None and (rc != 0 or not (work / "result.json").is_file()):
         raise interrupted        # nothing finished to hand over
     tail = _tail(stderr_path)

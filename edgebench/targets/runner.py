@@ -353,10 +353,32 @@ def run_job(job: dict) -> dict:
     return res
 
 
+WAIT_FLAG = "--wait-job"
+
+
 def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[1] == PROFILE_FLAG:
         return profile_main(argv[2])
+    if len(argv) == 2 and argv[1] == WAIT_FLAG:
+        job_path = wait_for_job()
+        if job_path is None:
+            return EXIT_OK
+        argv = [argv[0], job_path]
     return serve_job(argv, _work, what="runner", meta=_facts)
+
+
+def wait_for_job() -> str | None:
+    """A pre-started worker (``runner.py --wait-job``, the host's ``host_pool``): import the
+    runtime now, leave a ``ready`` file in the working folder, then block until the parent writes
+    the job file's path on stdin; None (exit quietly) when stdin closes without one."""
+    try:
+        load_runtime()
+    except JobError:
+        pass                 # no runtime: the job reports it as it would in a fresh worker
+    with open("ready", "w"):
+        pass
+    line = sys.stdin.readline()
+    return line.strip() or None
 
 
 def _facts(job: dict) -> dict:
