@@ -45,6 +45,7 @@ def test_digits_passes_the_accuracy_gate(cac_digits):
         assert lat["samples"] >= 662 and lat["p99_valid"] is True and len(r["samples_ns"]) == lat["samples"]
         assert r["accuracy"]["top1_drop_pp"] <= 1.0
         assert len(r["model_sha256"]) == 64
+        assert r["extra"].get("prestarted") is True       # its worker was started during the TF import
     assert rows["int8"]["size_reduction_pct"] >= 70
     assert rows["fp32"]["worst"]["psnr_db"] == "inf" or rows["fp32"]["worst"]["psnr_db"] > 80
     assert doc["inputs"]["samples"] == 360 and len(doc["inputs"]["sha256"]) == 64
