@@ -70,3 +70,21 @@ def test_a_dead_worker_is_never_handed_a_job_and_the_switch_turns_the_pool_off(m
     with host_pool.prestarted(2):
         host_pool.wait_ready()
         assert host_pool.take() is None
+
+
+def test_a_host_run_is_marked_as_measuring_so_progress_bars_hold(bench_models, monkeypatch):
+    """progress.measuring() covers a host worker's run (the CLI's bar holds its redraws then)."""
+    from edgebench import progress
+    from edgebench.targets import host as host_mod
+
+    seen = []
+    real = host_mod.spawn_worker
+
+    def spy(*a, **kw):
+        seen.append(progress.is_measuring())
+        return real(*a, **kw)
+
+    monkeypatch.setattr(host_mod, "spawn_worker", spy)
+    assert not progress.is_measuring()
+    HostTarget().run(make_job(str(bench_models["fp32"]), **QUICK))
+    assert seen == [True] and not progress.is_measuring()

@@ -94,3 +94,39 @@ def test_sample_counter_counts_markers_split_across_chunks(chunks):
         for c in chunks:
             feed(c)
     assert seen[-1] == (2, 5, "samples")
+
+
+def test_the_bar_holds_its_redraws_while_the_machine_is_timed(monkeypatch):
+    """The CLI's bar redraws itself (our thread, ~10/s) except inside progress.measuring(): a timed
+    loop in this process (the TF reference) or a host worker's run never shares the interpreter
+    lock or a core with it."""
+    import io
+    import time
+
+    from edgebench import progress
+    from edgebench.cli import _common
+
+    class Counting(io.StringIO):
+        writes = 0
+
+        def write(self, s):
+            Counting.writes += 1
+            return super().write(s)
+
+        def isatty(self):
+            return True
+
+    stream = Counting()
+    monkeypatch.setattr(_common, "terminal_stderr", lambda: stream)
+    with _common.progress_reporter("t") as say:
+        say("one")
+        time.sleep(0.35)
+        assert Counting.writes > 0                    # it animates on its own
+        with progress.measuring():
+            time.sleep(0.05)                          # a redraw already under way may finish
+            before = Counting.writes
+            say("two")                                # an event while timed: recorded, not drawn
+            time.sleep(0.45)
+            assert Counting.writes == before
+        time.sleep(0.35)
+        assert Counting.writes > before

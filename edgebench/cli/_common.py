@@ -99,11 +99,15 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
         self._stream = terminal_stderr()
         if self._stream is not None:
             con = Console(file=self._stream, force_terminal=True)
+            # redrawn by our own thread, which holds off while this machine is timed (progress.measuring)
             self._progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
                                       MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
-                                      TimeRemainingColumn(), console=con, transient=True)
+                                      TimeRemainingColumn(), console=con, transient=True, auto_refresh=False)
             self._progress.__enter__()
             self._task = self._progress.add_task(f"{self.title}: starting", total=None)
+            self._stop = threading.Event()
+            self._redraw = threading.Thread(target=self._redraw_loop, name="edgebench-progress", daemon=True)
+            self._redraw.start()
         outer = self
         lock = threading.Lock()
         lanes: dict[str, Any] = {}
@@ -116,7 +120,7 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
                     return
                 with lock:
                     outer._progress.update(outer._task, description=f"{outer.title}: {escape_markup(msg)}",
-                                           advance=1 if self.started else 0)
+                                           advance=1 if self.started else 0, refresh=not events.is_measuring())
                     self.started = True
 
             def set_total(self, n: int) -> None:
@@ -139,15 +143,31 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
                 def sink(done: int, total: int | None, note: str) -> None:
                     with lock:
                         bar.update(task, completed=done, total=total,
-                                   description=head + (f" ({escape_markup(note)})" if note else ""))
+                                   description=head + (f" ({escape_markup(note)})" if note else ""),
+                                   refresh=not events.is_measuring())
 
                 with events.reporting_to(sink):
                     yield
 
         return _Say()
 
+    REDRAW_S = 0.1
+
+    def _redraw_loop(self) -> None:
+        from edgebench import progress as events
+
+        while not self._stop.wait(self.REDRAW_S):
+            if events.is_measuring():
+                continue
+            try:
+                self._progress.refresh()
+            except Exception:  # noqa: BLE001 -- a bar that cannot draw never stops the run
+                pass
+
     def __exit__(self, *exc) -> None:
         if self._progress is not None:
+            self._stop.set()
+            self._redraw.join()
             self._progress.__exit__(*exc)
         if self._stream is not None and self._stream is not __import__("sys").stderr:
             self._stream.close()

@@ -19,11 +19,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from edgebench import progress
 from edgebench.errors import BadInput, InfraError
 from edgebench.fingerprint import host_fingerprint, sha256_file
 from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, HOST_DELEGATES, Job, RunResult, check_job_files
@@ -108,9 +110,12 @@ class HostTarget:
             job_file.write_text(json.dumps(spec))
             sampler = self._start_sensors(job, load)
             try:
-                meta, arrays = self._spawn(job_file, Path(work), job.deadline_s, model,
-                                           graceful=job.schedule.sustained and load is None,
-                                           started=pooled.proc if pooled is not None else None)
+                # a progress bar holds its redraws meanwhile (not for a sustained run's minutes:
+                # its elapsed time is what shows the run is alive)
+                with progress.measuring() if not job.schedule.sustained else nullcontext():
+                    meta, arrays = self._spawn(job_file, Path(work), job.deadline_s, model,
+                                               graceful=job.schedule.sustained and load is None,
+                                               started=pooled.proc if pooled is not None else None)
             finally:
                 readings = sampler.stop() if sampler is not None else None
         finally:

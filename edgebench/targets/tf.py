@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from edgebench import progress
 from edgebench.data import InputSet, Signature, cast_to_signature
 from edgebench.fingerprint import host_fingerprint, sha256_file
 from edgebench.savedmodel import SignatureFunction, saved_model_signature
@@ -148,20 +149,23 @@ class TFTarget:
             return time.perf_counter_ns() - s
 
         warm: list[int] = []
-        w_start = time.perf_counter()
-        while len(warm) < ctl.warmup_runs or time.perf_counter() - w_start < ctl.warmup_time_s:
-            warm.append(timed(len(warm)))
         samples: list[int] = []
-        with GcPaused() as paused:      # as the LiteRT rows' timed loops: no collection inside the timing
-            start = time.perf_counter()
-            while (stop_reason := ctl.stop_reason(len(samples), time.perf_counter() - start, samples)) is None:
-                samples.append(timed(len(samples)))
+        with progress.measuring():       # a progress bar in this process holds its redraws meanwhile
+            w_start = time.perf_counter()
+            while len(warm) < ctl.warmup_runs or time.perf_counter() - w_start < ctl.warmup_time_s:
+                warm.append(timed(len(warm)))
+            with GcPaused() as paused:      # as the LiteRT rows' timed loops: no collection inside the timing
+                start = time.perf_counter()
+                while (stop_reason := ctl.stop_reason(len(samples), time.perf_counter() - start, samples)) is None:
+                    samples.append(timed(len(samples)))
+            throughput = (self._batch_throughput(call, min(self.batch, ds.n), job)
+                          if batched and ds.n > 1 else None)
 
         extra: dict[str, Any] = {"device": dev, "batch_size_latency": 1, "stop_reason": stop_reason,
                                  "gc": paused.facts(),
                                  "loader": self.loader, "signature": self.signature_key}
-        if batched and ds.n > 1:
-            extra["batch_throughput"] = self._batch_throughput(call, min(self.batch, ds.n), job)
+        if throughput is not None:
+            extra["batch_throughput"] = throughput
         return RunResult(
             target="tf",
             model_path=job.model_path,
