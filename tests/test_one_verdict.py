@@ -16,7 +16,7 @@ import pytest
 
 from edgebench.outcome import precision_label, row_verdict, run_verdict
 from edgebench.results import envelope
-from edgebench.rows import Document, InferenceRow
+from edgebench.rows import Document
 from edgebench.store import Store
 
 try:  # tests/ is on sys.path under pytest's default import mode
