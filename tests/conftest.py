@@ -147,6 +147,15 @@ def rng_images(n: int, shape, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).uniform(0, 1, size=(n, *shape)).astype(np.float32)
 
 
+def default_sigint() -> None:
+    """``preexec_fn`` for a child a test will Ctrl-C: SIGINT's default disposition, as a terminal
+    gives it. A suite started in the background of a non-interactive shell inherits SIGINT
+    *ignored*, and Python keeps an ignored SIGINT ignored, so the command would never see it."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def make_job(model_path, **kw):
     """A Job from flat keyword arguments: run-control fields (runs, min_runs, min_time_s, ...)
     go into its RunControl, ``deadline_s`` into its deadline, the rest onto the job."""

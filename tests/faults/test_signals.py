@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import default_sigint
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -20,7 +22,8 @@ def _start(tmp_path: Path, *args: str) -> subprocess.Popen:
            "TF_CPP_MIN_LOG_LEVEL": "2"}
     env.pop("EDGEBENCH_DEBUG", None)
     return subprocess.Popen([sys.executable, "-m", "edgebench", *args], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+
 
 
 def _tf_loaded(pid: int) -> bool:

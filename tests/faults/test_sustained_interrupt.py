@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import default_sigint
+
 pytest_plugins = ["conftest_bench"]
 ROOT = Path(__file__).resolve().parents[2]
 
