@@ -88,3 +88,10 @@ def test_a_host_run_is_marked_as_measuring_so_progress_bars_hold(bench_models, m
     assert not progress.is_measuring()
     HostTarget().run(make_job(str(bench_models["fp32"]), **QUICK))
     assert seen == [True] and not progress.is_measuring()
+
+
+def test_the_pool_is_capped(monkeypatch):
+    monkeypatch.setattr(host_pool, "MAX_WAITING", 2)
+    with host_pool.prestarted(5):
+        host_pool.wait_ready()
+        assert len(_waiting()) == 2

@@ -33,6 +33,10 @@ from typing import Iterator
 RUNNER_PATH = Path(__file__).with_name("runner.py")
 WAIT_FLAG = "--wait-job"       # runner.py: import the runtime, say ready, read the job path from stdin
 READY_FILE = "ready"
+# At most this many are pre-started (~30 MB each: Python, numpy, LiteRT); rows beyond start their
+# own (--repeats 10 over five precisions would otherwise park fifty processes). None is started
+# later: that would be while rows are timed.
+MAX_WAITING = 8
 OFF_ENV = "EDGEBENCH_PRESTART"  # "0": every row starts its own worker (scripts/bench_time_to_answer's A/B)
 
 
@@ -139,11 +143,11 @@ def _discard(w: Prestarted) -> None:
 
 @contextmanager
 def prestarted(count: int) -> Iterator[None]:
-    """Up to ``count`` workers started one after another from now on (a background thread) and
-    available to ``take`` inside the block; the ones left are stopped when it ends (however it ends)."""
+    """Up to ``count`` workers (at most MAX_WAITING) started one after another from now on (a
+    background thread) and available to ``take`` inside the block; the ones left are stopped when
+    it ends (however it ends)."""
     global _SPAWNER
-    if os.environ.get(OFF_ENV) == "0":
-        count = 0
+    count = 0 if os.environ.get(OFF_ENV) == "0" else min(count, MAX_WAITING)
     _STOP.clear()
     _SPAWNER = threading.Thread(target=_spawn_in_turn, args=(count,), name="edgebench-prestart", daemon=True)
     _SPAWNER.start()
