@@ -43,7 +43,8 @@ def test_interrupted_sustained_run_keeps_its_finished_windows(tmp_path, bench_mo
     db, out = tmp_path / "r.db", tmp_path / "r.json"
     p = subprocess.Popen([sys.executable, "-m", "edgebench", "bench", str(bench_models["fp32"]), "--duration", "30",
                           "--report-every", "1", "--warmup-runs", "2", "--db", str(db), "--json", str(out)],
-                         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=default_sigint)
     t0 = time.monotonic()
     while not _worker_started(p.pid) and p.poll() is None and time.monotonic() - t0 < 60:
         time.sleep(0.1)
