@@ -30,7 +30,7 @@ from edgebench.errors import BadInput, InfraError
 from edgebench.fingerprint import host_fingerprint, sha256_file
 from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, HOST_DELEGATES, Job, RunResult, check_job_files
 from edgebench.targets import host_pool
-from edgebench.targets.host_pool import RUNNER_PATH, worker_env
+from edgebench.targets.host_pool import RUNNER_PATH, kill_group, start_worker
 from edgebench.targets.host_sensors import HostSampler
 
 # The standalone worker: runner.py (the entry point and the job/result contract) and the modules
@@ -154,7 +154,7 @@ class HostTarget:
 
     @staticmethod
     def _kill(proc: subprocess.Popen) -> None:
-        _kill_group(proc)
+        kill_group(proc)
 
     def _to_result(self, job: Job, spec: dict, meta: dict, arrays: dict, sha: str) -> RunResult:
         return RunResult.from_worker(meta, arrays, target=self.name, model_path=str(job.model_path),
@@ -197,11 +197,7 @@ def spawn_worker(argv: list[str], work: Path, deadline_s: float, model: Path | s
     a second interrupt, or no result within GRACEFUL_S, kills it as before."""
     stderr_path = work / "stderr.txt"
     if started is None:
-        with open(work / "stdout.txt", "wb") as out, open(stderr_path, "wb") as err:
-            proc = subprocess.Popen(  # noqa: S603 -- argv list, no shell
-                argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=worker_env(),
-                start_new_session=True, cwd=str(work),
-            )
+        proc = start_worker(argv, work)
     else:
         proc = started
         try:
@@ -214,12 +210,12 @@ def spawn_worker(argv: list[str], work: Path, deadline_s: float, model: Path | s
         rc = wait_exit(proc, deadline_s)
     except KeyboardInterrupt as exc:
         if not graceful:
-            _kill_group(proc)  # its own session gets no SIGINT from the terminal
+            kill_group(proc)  # its own session gets no SIGINT from the terminal
             raise
         interrupted = exc
         rc = _hand_over(proc, exc)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        kill_group(proc)
         raise InfraError(f"worker for {model} hung: no result after the {deadline_s:g} s deadline, "
                          "killed; raise the deadline or lower --max-time"
                          + ("" if _no_delegate(work) else ", and check the model with --delegate none")) from None
@@ -267,7 +263,7 @@ def _hand_over(proc: subprocess.Popen, exc: KeyboardInterrupt) -> int:
         proc.send_signal(signal.SIGUSR1)
         return proc.wait(timeout=GRACEFUL_S)
     except (KeyboardInterrupt, subprocess.TimeoutExpired):
-        _kill_group(proc)
+        kill_group(proc)
         raise exc from None
 
 
@@ -285,14 +281,6 @@ def describe_model(model_path: str, *, inputs_npz: str | None = None, seed: int 
         return spawn_worker([sys.executable, str(MODEL_IO_PATH), str(job_file)], Path(work), deadline_s, model_path)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # its own session: the worker and its children
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-    proc.wait()
 
 
 def _tail(path: Path, limit: int = 300) -> str:

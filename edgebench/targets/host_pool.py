@@ -40,13 +40,6 @@ MAX_WAITING = 8
 OFF_ENV = "EDGEBENCH_PRESTART"  # "0": every row starts its own worker (scripts/bench_time_to_answer's A/B)
 
 
-def worker_env() -> dict[str, str]:
-    """The environment every host worker gets (fresh or pre-started)."""
-    env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    return env
-
-
 @dataclass
 class Prestarted:
     proc: subprocess.Popen
@@ -63,13 +56,27 @@ _STOP = threading.Event()
 READY_POLL_S = 0.005
 
 
+def start_worker(argv: list[str], work: Path, stdin=subprocess.DEVNULL) -> subprocess.Popen:
+    """A host worker (``argv``, no shell) in its own session, with ``work`` as its folder and its
+    stdout/stderr in ``work/stdout.txt`` / ``work/stderr.txt``: how every host worker starts."""
+    env = {"TF_CPP_MIN_LOG_LEVEL": "2", **os.environ}
+    with open(work / "stdout.txt", "wb") as out, open(work / "stderr.txt", "wb") as err:
+        return subprocess.Popen(  # noqa: S603 -- argv list, no shell
+            argv, stdout=out, stderr=err, stdin=stdin, env=env, start_new_session=True, cwd=str(work))
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a worker and everything it started (its own session), and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
+
+
 def _start_one() -> Prestarted:
     work = Path(tempfile.mkdtemp(prefix="edgebench-host-"))
-    with open(work / "stdout.txt", "wb") as out, open(work / "stderr.txt", "wb") as err:
-        proc = subprocess.Popen(  # noqa: S603 -- argv list, no shell
-            [sys.executable, str(RUNNER_PATH), WAIT_FLAG], stdout=out, stderr=err, stdin=subprocess.PIPE,
-            env=worker_env(), start_new_session=True, cwd=str(work))
-    return Prestarted(proc, work)
+    return Prestarted(start_worker([sys.executable, str(RUNNER_PATH), WAIT_FLAG], work, stdin=subprocess.PIPE), work)
 
 
 def _spawn_in_turn(count: int) -> None:
@@ -133,11 +140,7 @@ def _discard(w: Prestarted) -> None:
     try:
         w.proc.wait(timeout=1.0)
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(w.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            w.proc.kill()
-        w.proc.wait()
+        kill_group(w.proc)
     shutil.rmtree(w.work, ignore_errors=True)
 
 
