@@ -136,6 +136,16 @@ def test_grouping_keeps_causes_apart_and_names_their_rows():
     assert "6/10, 14/18" in full[0] and "fix with --static-batch" in full[0]
 
 
+def test_ranges_of_several_rows_merge_into_one_range():
+    """--repeats gives each row a range ("0.0315-0.032 ms"); grouped, the line shows the span of
+    them all, not a range of ranges; --verbose lists each row's."""
+    t = "run-to-run: p50 across 3 worker processes {}-{} ms; rerun on a quieter machine"
+    items = [("fp32", t.format(0.03152, 0.03195), "fp32 on host"), ("int8", t.format(0.009555, 0.009604), "int8 on host")]
+    assert grouped(items, width=None)[0].startswith(
+        "warning (fp32, int8): run-to-run: p50 across 3 worker processes 0.009555–0.03195 ms;")
+    assert "0.03152-0.03195, 0.009555-0.009604 ms" in grouped(items, verbose=True, width=None)[0]
+
+
 def test_a_failed_row_is_in_the_headline_not_hidden():
     doc = first_screen_doc()
     doc["rows"][1] = {**copy.deepcopy(doc["rows"][1]), "status": "failed", "error": "worker crashed (SIGSEGV)"}

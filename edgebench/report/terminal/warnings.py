@@ -13,8 +13,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
-# A number as a warning prints it: 6, 0.083, 22%, 6/10 (one token, so fractions merge whole).
-_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:/\d+(?:\.\d+)?)?%?")
+# A number as a warning prints it: 6, 0.083, 22%, 6/10, 0.0095-0.0096 (one token, so fractions and
+# ranges merge whole).
+_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:[/\-–]\d+(?:\.\d+)?)?%?")
+_SPAN = re.compile(r"(\d+(?:\.\d+)?)[\-–](\d+(?:\.\d+)?)(%?)")
 # The options a warning's advice names (the fix a user can type).
 _OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 
@@ -64,7 +66,13 @@ def _merge(texts: list[str], *, compact: bool = False) -> tuple[str, bool]:
 
 
 def _range(values: list[str]) -> str:
-    """'17%', '44%', '30%' -> '17–44%'; fractions and mixed units -> the first two and '…'."""
+    """'17%', '44%', '30%' -> '17–44%'; ranges widen to span them all ('0.0095-0.0096', '0.031-0.032'
+    -> '0.0095–0.032'); fractions and mixed units -> the first two and '…'."""
+    ends = []
+    for v in values:
+        m = _SPAN.fullmatch(v)
+        ends += [m.group(1) + m.group(3), m.group(2) + m.group(3)] if m else [v]
+    values = ends
     try:
         nums = sorted(values, key=lambda v: float(v.rstrip("%")))
     except ValueError:
