@@ -33,9 +33,29 @@ def pytest_collection_modifyitems(config, items):
                 gpu = bool(tf.config.list_physical_devices("GPU"))
             if not gpu:
                 item.add_marker(pytest.mark.skip(reason="needs a visible GPU; none on this machine"))
+        if "extras" in item.keywords and not _extras_selected(config):
+            item.add_marker(pytest.mark.skip(reason="needs an optional extra; scripts/test installs the "
+                                                    "extras and runs these apart (pytest -m extras)"))
         if "phone" in item.keywords and not os.environ.get("EDGEBENCH_TEST_PHONE_SERIAL"):
             item.add_marker(pytest.mark.skip(reason="needs a physical phone over adb; set "
                                                     "EDGEBENCH_TEST_PHONE_SERIAL to run"))
+
+
+def _extras_selected(config) -> bool:
+    """Tests of optional extras (torch, vendor NPU libraries, LLM engine...) run only when asked for
+    by marker (``-m extras``), which is what scripts/test's second step does after installing them."""
+    return "extras" in (config.getoption("-m") or "")
+
+
+def require_extra(module: str, extra: str):
+    """Import an optional extra's module for a test, or skip saying which extra; under scripts/test
+    ($EDGEBENCH_REQUIRE_EXTRAS=1, the extras are installed) a missing one is a failure instead."""
+    try:
+        return __import__(module)
+    except ImportError as e:
+        if os.environ.get("EDGEBENCH_REQUIRE_EXTRAS") == "1":
+            pytest.fail(f"EDGEBENCH_REQUIRE_EXTRAS=1 but {module} does not import ({e}); pip install '.[{extra}]'")
+        pytest.skip(f"needs the optional extra [{extra}] ({module}: {e})")
 
 
 @pytest.fixture(scope="session")
