@@ -23,7 +23,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "edgebench.progress", "edgebench.measure", "edgebench.energy", "edgebench.fingerprint",
                     "edgebench.results", "edgebench.envlock", "edgebench.peak", "edgebench.profiles",
                     "edgebench.models", "edgebench.tflite_model", "edgebench.tflite_rewrite",
-                    "edgebench.formats")),
+                    "edgebench.formats", "edgebench.litertlm")),
     ("model and data", ("edgebench.data", "edgebench.savedmodel", "edgebench.compare", "edgebench.rows",
                         "edgebench.rows.*", "edgebench.metrics", "edgebench.identity")),
     ("runtimes", ("edgebench.targets", "edgebench.targets.*", "edgebench.profile", "edgebench.sustain",
@@ -39,7 +39,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("quantization analysis", ("edgebench.quant", "edgebench.quant.*")),
     ("conversion", ("edgebench.convert",)),
     ("workflows", ("edgebench.pipeline", "edgebench.diagnose", "edgebench.bench", "edgebench.matrix",
-                   "edgebench.train.sweep")),
+                   "edgebench.train.sweep", "edgebench.llm_bench")),
     ("command line", ("edgebench.cli", "edgebench.cli.*", "edgebench.__main__")),
 )
 MAX_LINES = 800            # no module outside sim/ longer than this
