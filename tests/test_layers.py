@@ -32,14 +32,15 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
                   "edgebench.train.metrics", "edgebench.train.data", "edgebench.train.cell",
                   "edgebench.train.multiworker")),
     ("records and verdicts", ("edgebench.outcome", "edgebench.verdicts", "edgebench.gate", "edgebench.store",
-                              "edgebench.stats")),
+                              "edgebench.stats", "edgebench.llm_pairs")),
     ("renderers and publishing", ("edgebench.report", "edgebench.report.*", "edgebench.export",
                                   "edgebench.publish")),
     ("sources", ("edgebench.sources",)),
     ("quantization analysis", ("edgebench.quant", "edgebench.quant.*")),
     ("conversion", ("edgebench.convert",)),
     ("workflows", ("edgebench.pipeline", "edgebench.diagnose", "edgebench.bench", "edgebench.matrix",
-                   "edgebench.train.sweep", "edgebench.llm_bench")),
+                   "edgebench.train.sweep", "edgebench.llm_bench",
+                   "edgebench.llm_compare")),
     ("command line", ("edgebench.cli", "edgebench.cli.*", "edgebench.__main__")),
 )
 MAX_LINES = 800            # no module outside sim/ longer than this
