@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 from edgebench.errors import BadInput, EdgebenchError, InfraError
 from edgebench.fingerprint import emulation_warning, host_fingerprint
+from edgebench.formats import fmt_metric
 from edgebench.litertlm import BundleInfo, read_bundle
 from edgebench.rows import Document, InferenceRow, LlmPart, Spread
 from edgebench.rows.llm import LLM_METRICS
@@ -141,7 +142,9 @@ def _spread_warnings(stats: dict[str, Spread], n: int) -> list[str]:
             continue
         ratio = max(s.values) / min(s.values)
         if ratio >= SPREAD_WARN_RATIO:
-            out.append(f"processes disagree: {label} {min(s.values):,.4g}-{max(s.values):,.4g} ({ratio:.2f}x apart) "
+            unit = "ms" if key == "ttft_ms" else "tok/s"
+            out.append(f"processes disagree: {label} {fmt_metric(unit, min(s.values))}-{fmt_metric(unit, max(s.values))} "
+                       f"{unit} ({ratio:.2f}x apart) "
                        f"over {n} processes; the machine was busy or changing clocks: rerun on an idle machine or "
                        "with more --repeats before trusting a small change")
     return out
@@ -249,6 +252,7 @@ def run_llm_bench(settings: LlmBenchSettings, progress: Callable[[str], None] | 
         if len(bundles) > 1 and not interrupted:
             rows, comparison = llm_compare.compare_precisions(rows, bundles, runner, settings, progress)
     finally:
+        runner.close()
         if cache_root is not None:
             shutil.rmtree(cache_root, ignore_errors=True)
     fp = {**host_fingerprint(threads=settings.threads), **runner.fingerprint()}

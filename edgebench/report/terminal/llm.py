@@ -21,8 +21,8 @@ def spread_cell(s: Spread | None, unit: str) -> str:
     if s is None or s.median is None:
         return "-"
     fmt = (lambda v: fmt_bytes(v)) if unit == "bytes" else (lambda v: fmt_metric(unit, v))
-    if s.lo is None or s.hi is None or len(s.values) < 2:
-        return fmt(s.median)
+    if unit == "bytes" or s.lo is None or s.hi is None or len(s.values) < 2:
+        return fmt(s.median)           # memory barely moves between processes: the median says it
     return f"{fmt(s.median)} [{fmt(s.lo)}-{fmt(s.hi)}]"
 
 
@@ -65,7 +65,7 @@ def render_llm_bench(doc: Document | dict[str, Any], width: int | None = None) -
             status = row_verdict(r, None).text
         else:
             cells = ["-"] * len(COLUMNS)
-            status = f"FAILED: {r.error}"
+            status = "FAILED (below)"
         t.add_row(e(r.model), e(r.precision), e(r.target), e(f"{llm.prefill_tokens}+{llm.decode_tokens}"),
                   e(llm.context_tokens), runs, *cells, e(status))
     parts: list[Any] = [t]
@@ -78,6 +78,9 @@ def render_llm_bench(doc: Document | dict[str, Any], width: int | None = None) -
         parts.append(e(f"warm-up: {warm} generation(s) per process before the measured one, shown apart in the "
                        f"JSON (llm.warmup_stats); weight cache: {first.llm.weight_cache}; activation: "
                        f"{first.llm.activation or 'the engine default'}; source: {first.llm.source}"))
+    for r in rows:
+        if not r.ok:
+            parts.append(e(f"FAILED {r.model} {r.precision} {r.llm.shape} tokens: {r.error}"))
     for r in rows:
         for w in r.warnings:
             parts.append(e(f"warning ({r.model} {r.precision} {r.llm.shape}): {w}"))

@@ -37,6 +37,8 @@ class LmRunner(Protocol):
 
     def greedy(self, job: LmJob) -> tuple[list[str], int | None]: ...
 
+    def close(self) -> None: ...
+
 
 class HostLmRunner:
     """Each ``run`` is a fresh worker process on this machine (``worker.py``)."""
@@ -65,6 +67,9 @@ class HostLmRunner:
     def greedy(self, job: LmJob) -> tuple[list[str], int | None]:
         meta = run_worker(replace(job, mode="greedy"), self.deadline_s)
         return [str(p) for p in meta.get("pieces") or ()], meta.get("prompt_tokens")
+
+    def close(self) -> None:
+        """Nothing to clean: each worker removes its own folder."""
 
 
 def resolve_runner(target: str, binary: str | None = None, *, deadline_s: float | None = None) -> LmRunner:
