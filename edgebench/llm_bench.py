@@ -35,7 +35,8 @@ from edgebench.rows import Document, InferenceRow, LlmPart, Spread
 from edgebench.rows.llm import LLM_METRICS
 from edgebench.targets.litert_lm.host import LmJob
 from edgebench.targets.litert_lm.judge import check_shape, judge
-from edgebench.targets.litert_lm.runners import LmRunner, ProcessRun, resolve_runner
+from edgebench.targets.litert_lm.resolve import resolve_runner
+from edgebench.targets.litert_lm.runners import LmRunner, ProcessRun
 from edgebench.targets.loop import interrupt_name
 
 DEFAULT_PREFILL = (64, 256)

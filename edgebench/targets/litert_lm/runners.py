@@ -9,7 +9,6 @@ import platform
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from edgebench.errors import BadInput
 from edgebench.targets.litert_lm.host import DEFAULT_DEADLINE_S, SOURCE, LmJob, require_extra, run_worker
 from edgebench.targets.litert_lm.judge import Generation
 
@@ -70,15 +69,3 @@ class HostLmRunner:
 
     def close(self) -> None:
         """Nothing to clean: each worker removes its own folder."""
-
-
-def resolve_runner(target: str, binary: str | None = None, *, deadline_s: float | None = None) -> LmRunner:
-    """``host`` or ``adb:SERIAL`` -> its runner (a missing extra or binary is BadInput before anything runs)."""
-    t = (target or "host").strip()
-    if t == "host":
-        return HostLmRunner(deadline_s)
-    if t.startswith("adb:") and len(t) > 4 and "," not in t and t != "adb:all":
-        from edgebench.targets.litert_lm.device import DeviceLmRunner
-
-        return DeviceLmRunner(t[4:], binary, deadline_s=deadline_s)
-    raise BadInput(f"--target {target!r}: llm-bench runs on one target, host or adb:SERIAL")
