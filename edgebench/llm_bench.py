@@ -1,6 +1,8 @@
 """``run_llm_bench(settings)``: LiteRT-LM bundles (``.litertlm``) measured into rows, with repeats.
 
-One row per bundle x (prefill, decode) shape. Each repeat is a separate process -- on the host a
+One row per bundle x (prefill, decode) shape; with several bundles their processes alternate (process
+1 of each bundle, then process 2 of each ...), so a change of a shared machine's load reaches every
+bundle alike instead of biasing their comparison. Each repeat is a separate process -- on the host a
 ``targets.litert_lm`` worker, on a phone one invocation of LiteRT-LM's own benchmark binary -- and
 every process's init, TTFT, prefill and decode tok/s and peak memory are kept (``row.repeats``);
 the row's numbers are their medians, each with the order-statistic interval of the median over the
@@ -25,7 +27,7 @@ import statistics
 import tempfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from edgebench.errors import BadInput, EdgebenchError, InfraError
 from edgebench.fingerprint import emulation_warning, host_fingerprint
@@ -151,65 +153,98 @@ def _spread_warnings(stats: dict[str, Spread], n: int) -> list[str]:
     return out
 
 
-def bench_shape(runner: LmRunner, bundle: BundleInfo, prefill: int, decode: int, settings: LlmBenchSettings,
-                cache_dir: str, progress: Callable[[str], None] | None = None) -> InferenceRow:
-    """One row: ``settings.repeats`` processes of one bundle at one shape (failures become a failed row)."""
-    name = settings.name or model_name(bundle.path)
-    ctx, ctx_warning = effective_context(bundle, settings.max_num_tokens)
-    warnings = [w for w in (ctx_warning, emulation_warning(runner.fingerprint())) if w]
-    llm = LlmPart(prefill_tokens=prefill, decode_tokens=decode, context_tokens=ctx,
-                  bundle_context_tokens=bundle.context_tokens, max_num_tokens=settings.max_num_tokens,
-                  backend="cpu", activation=settings.activation, weight_cache=settings.weight_cache,
-                  warmup=settings.warmup, source=runner.source, model_type=bundle.model_type,
-                  bundle_version=bundle.version)
-    base = dict(target=runner.name, model=name, model_path=bundle.path, model_sha256=bundle.sha256,
-                size_bytes=bundle.size_bytes, precision=bundle.precision, precision_found=bundle.precision,
-                precision_detail=bundle.precision_detail, threads=settings.threads, method=METHOD,
-                device_model=runner.device_model, fingerprint=runner.fingerprint())
-    limit = "--max-num-tokens" if settings.max_num_tokens is not None and ctx == settings.max_num_tokens \
-        and ctx != bundle.context_tokens else "the bundle's context"
-    why = check_shape(prefill, decode, ctx, limit_from=limit)
-    if why is not None:
-        return _failed(base, llm, f"{why} ({bundle.name}); ask for fewer tokens (--prefill/--decode)", 2,
-                       warnings=tuple(warnings))
-    runs: list[ProcessRun] = []
-    records: list[dict[str, Any]] = []
-    for k in range(settings.repeats):
+class ShapeRun:
+    """One bundle at one shape: its processes, added one at a time (``step``) so several bundles can
+    alternate process by process, and the row they make (``row``)."""
+
+    def __init__(self, runner: LmRunner, bundle: BundleInfo, prefill: int, decode: int, settings: LlmBenchSettings,
+                 cache_dir: str) -> None:
+        self.runner, self.bundle, self.prefill, self.decode, self.settings = runner, bundle, prefill, decode, settings
+        self.cache_dir = cache_dir
+        self.name = settings.name or model_name(bundle.path)
+        self.ctx, ctx_warning = effective_context(bundle, settings.max_num_tokens)
+        self.warnings = [w for w in (ctx_warning, emulation_warning(runner.fingerprint())) if w]
+        self.llm = LlmPart(prefill_tokens=prefill, decode_tokens=decode, context_tokens=self.ctx,
+                           bundle_context_tokens=bundle.context_tokens, max_num_tokens=settings.max_num_tokens,
+                           backend="cpu", activation=settings.activation, weight_cache=settings.weight_cache,
+                           warmup=settings.warmup, source=runner.source, model_type=bundle.model_type,
+                           bundle_version=bundle.version)
+        self.base = dict(target=runner.name, model=self.name, model_path=bundle.path, model_sha256=bundle.sha256,
+                         size_bytes=bundle.size_bytes, precision=bundle.precision, precision_found=bundle.precision,
+                         precision_detail=bundle.precision_detail, threads=settings.threads, method=METHOD,
+                         device_model=runner.device_model, fingerprint=runner.fingerprint())
+        self.runs: list[ProcessRun] = []
+        self.records: list[dict[str, Any]] = []
+        self.failed: InferenceRow | None = None
+        limit = "--max-num-tokens" if settings.max_num_tokens is not None and self.ctx == settings.max_num_tokens \
+            and self.ctx != bundle.context_tokens else "the bundle's context"
+        why = check_shape(prefill, decode, self.ctx, limit_from=limit)
+        if why is not None:
+            self.failed = _failed(self.base, self.llm, f"{why} ({bundle.name}); ask for fewer tokens "
+                                  "(--prefill/--decode)", 2, warnings=tuple(self.warnings))
+
+    @property
+    def done(self) -> bool:
+        return self.failed is not None or len(self.records) >= self.settings.repeats
+
+    def step(self, progress: Callable[[str], None] | None = None) -> None:
+        """Run the next process; a failure ends this row (a failed row keeping the processes run)."""
+        k = len(self.records)
         if progress:
-            progress(f"{name} {bundle.precision or ''} {prefill}+{decode} tokens (process {k + 1}/{settings.repeats})")
+            progress(f"{self.name} {self.bundle.precision or ''} {self.prefill}+{self.decode} tokens "
+                     f"(process {k + 1}/{self.settings.repeats})")
         try:
-            run = runner.run(job_for(settings, bundle, prefill, decode, cache_dir), first=(k == 0))
+            run = self.runner.run(job_for(self.settings, self.bundle, self.prefill, self.decode, self.cache_dir),
+                                  first=(k == 0))
         except EdgebenchError as err:
-            return _failed(base, llm, str(err), err.exit_code, error_type=type(err).__name__, repeats=records,
-                           warnings=tuple(warnings))
-        verdict = judge(run.measured, prefill=prefill, decode=decode, context=ctx, bundle=bundle.name)
-        rec = {"process": k + 1, **run.measured.to_record(), "peak_rss_bytes": run.peak_rss_bytes,
-               "rss_before_engine_bytes": run.rss_before_bytes, "status": "ok" if verdict is None else "failed"}
-        records.append(rec)
-        runs.append(run)
+            self.failed = _failed(self.base, self.llm, str(err), err.exit_code, error_type=type(err).__name__,
+                                  repeats=self.records, warnings=tuple(self.warnings))
+            return
+        verdict = judge(run.measured, prefill=self.prefill, decode=self.decode, context=self.ctx,
+                        bundle=self.bundle.name)
+        self.records.append({"process": k + 1, **run.measured.to_record(), "peak_rss_bytes": run.peak_rss_bytes,
+                             "rss_before_engine_bytes": run.rss_before_bytes,
+                             "status": "ok" if verdict is None else "failed"})
+        self.runs.append(run)
         if verdict is not None:
-            return _failed(base, llm, verdict.message, verdict.exit_code,
-                           error_type="BadInput" if verdict.exit_code == 2 else "InfraError", repeats=records,
-                           warnings=tuple(warnings))
-    stats = {k: s for k in LLM_METRICS if (s := Spread.of([r.get(k) for r in records])) is not None}
-    warm = [r.warmups[0] for r in runs if r.warmups]
-    warm_stats = {k: s for k in ("init_ms", "ttft_ms", "prefill_tok_s", "decode_tok_s")
-                  if (s := Spread.of([getattr(g, k) for g in warm])) is not None}
-    warnings.extend(_spread_warnings(stats, len(records)))
-    peaks = [r["peak_rss_bytes"] for r in records if r.get("peak_rss_bytes")]
-    befores = [r["rss_before_engine_bytes"] for r in records if r.get("rss_before_engine_bytes")]
-    memory = None
-    if peaks:
-        memory = {"load_and_run_peak_rss_bytes": int(statistics.median(peaks)),
-                  "rss_before_engine_bytes": int(statistics.median(befores)) if befores else None,
-                  "what": runner.memory_note}
-    version = next((r.version for r in runs if r.version), None)
-    return InferenceRow(**base, status="ok", runtime=f"{runner.runtime} {version}" if version else runner.runtime,
-                        threads_effective=settings.threads, init_ms=stats["init_ms"].median if "init_ms" in stats else None,
-                        peak_rss_bytes=memory["load_and_run_peak_rss_bytes"] if memory else None, memory=memory,
-                        repeats=tuple(records), warnings=tuple(warnings),
-                        llm=LlmPart(**{**{f.name: getattr(llm, f.name) for f in fields(llm)},
-                                       "stats": stats, "warmup_stats": warm_stats}))
+            self.failed = _failed(self.base, self.llm, verdict.message, verdict.exit_code,
+                                  error_type="BadInput" if verdict.exit_code == 2 else "InfraError",
+                                  repeats=self.records, warnings=tuple(self.warnings))
+
+    def row(self) -> InferenceRow:
+        if self.failed is not None:
+            return self.failed
+        records, runs = self.records, self.runs
+        stats = {k: s for k in LLM_METRICS if (s := Spread.of([r.get(k) for r in records])) is not None}
+        warm = [r.warmups[0] for r in runs if r.warmups]
+        warm_stats = {k: s for k in ("init_ms", "ttft_ms", "prefill_tok_s", "decode_tok_s")
+                      if (s := Spread.of([getattr(g, k) for g in warm])) is not None}
+        warnings = [*self.warnings, *_spread_warnings(stats, len(records))]
+        peaks = [r["peak_rss_bytes"] for r in records if r.get("peak_rss_bytes")]
+        befores = [r["rss_before_engine_bytes"] for r in records if r.get("rss_before_engine_bytes")]
+        memory = None
+        if peaks:
+            memory = {"load_and_run_peak_rss_bytes": int(statistics.median(peaks)),
+                      "rss_before_engine_bytes": int(statistics.median(befores)) if befores else None,
+                      "what": self.runner.memory_note}
+        version = next((r.version for r in runs if r.version), None)
+        runtime = f"{self.runner.runtime} {version}" if version else self.runner.runtime
+        return InferenceRow(**self.base, status="ok", runtime=runtime, threads_effective=self.settings.threads,
+                            init_ms=stats["init_ms"].median if "init_ms" in stats else None,
+                            peak_rss_bytes=memory["load_and_run_peak_rss_bytes"] if memory else None, memory=memory,
+                            repeats=tuple(records), warnings=tuple(warnings),
+                            llm=LlmPart(**{**{f.name: getattr(self.llm, f.name) for f in fields(self.llm)},
+                                           "stats": stats, "warmup_stats": warm_stats}))
+
+
+def bench_shape(runs: Sequence[ShapeRun], progress: Callable[[str], None] | None = None) -> list[InferenceRow]:
+    """The rows of one shape: process 1 of every bundle, then process 2 of every bundle ... (A/B
+    alternated, so a change of the machine's load during the run reaches every bundle alike)."""
+    while not all(r.done for r in runs):
+        for r in runs:
+            if not r.done:
+                r.step(progress)
+    return [r.row() for r in runs]
 
 
 def _not_run(settings: LlmBenchSettings, bundle: BundleInfo, prefill: int, decode: int, target: str,
@@ -236,19 +271,21 @@ def run_llm_bench(settings: LlmBenchSettings, progress: Callable[[str], None] | 
     interrupted: str | None = None
     cache_root = tempfile.mkdtemp(prefix="edgebench-llm-cache-") if settings.weight_cache == "disk" else None
     try:
-        for i, bundle in enumerate(bundles):
-            cache_dir = ":nocache" if cache_root is None else str(Path(cache_root) / f"b{i}")
+        caches = []
+        for i in range(len(bundles)):
+            caches.append(":nocache" if cache_root is None else str(Path(cache_root) / f"b{i}"))
             if cache_root is not None:
-                Path(cache_dir).mkdir(exist_ok=True)
-            for prefill, decode in settings.shapes:
-                if interrupted:
-                    rows.append(_not_run(settings, bundle, prefill, decode, runner.name, interrupted))
-                    continue
-                try:
-                    rows.append(bench_shape(runner, bundle, prefill, decode, settings, cache_dir, progress))
-                except KeyboardInterrupt as exc:
-                    interrupted = interrupt_name(exc)
-                    rows.append(_not_run(settings, bundle, prefill, decode, runner.name, interrupted))
+                Path(caches[-1]).mkdir(exist_ok=True)
+        for prefill, decode in settings.shapes:
+            if interrupted:
+                rows.extend(_not_run(settings, b, prefill, decode, runner.name, interrupted) for b in bundles)
+                continue
+            try:
+                rows.extend(bench_shape([ShapeRun(runner, b, prefill, decode, settings, caches[i])
+                                         for i, b in enumerate(bundles)], progress))
+            except KeyboardInterrupt as exc:
+                interrupted = interrupt_name(exc)
+                rows.extend(_not_run(settings, b, prefill, decode, runner.name, interrupted) for b in bundles)
         comparison = None
         if len(bundles) > 1 and not interrupted:
             rows, comparison = llm_compare.compare_precisions(rows, bundles, runner, settings, progress)

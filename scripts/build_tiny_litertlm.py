@@ -58,12 +58,13 @@ def _tokenizer(workdir: Path) -> Path:
     return prefix.with_suffix(".model")
 
 
-def _model(layers: int = LAYERS, dim: int = DIM, heads: int = HEADS, kv_heads: int = KV_HEADS, ffn: int = FFN,
-           mask_cache: int = 0):
+def _model(layers: int | None = None, dim: int | None = None, heads: int = HEADS, kv_heads: int = KV_HEADS,
+           ffn: int | None = None, mask_cache: int = 0):
     import torch
     import litert_torch.generative.layers.model_config as cfg
     from litert_torch.generative.utilities import model_builder
 
+    layers, dim, ffn = layers or LAYERS, dim or DIM, ffn or FFN
     attn = cfg.AttentionConfig(num_heads=heads, head_dim=dim // heads, num_query_groups=kv_heads,
                                rotary_base=10000, rotary_percentage=1.0)
     ff = cfg.FeedForwardConfig(type=cfg.FeedForwardType.GATED,
@@ -122,7 +123,11 @@ def build(out: Path) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "tests" / "fixtures" / "llm")
+    ap.add_argument("--layers", type=int, default=LAYERS, help="a larger model for measurements (not the fixture)")
+    ap.add_argument("--dim", type=int, default=DIM, help="model width (FFN = 2x width)")
     args = ap.parse_args(argv)
+    if (args.layers, args.dim) != (LAYERS, DIM):
+        globals().update(LAYERS=args.layers, DIM=args.dim, FFN=2 * args.dim)
     for name, digest in build(args.out).items():
         size = (args.out / name).stat().st_size
         print(f"{name}: {size:,} bytes, sha256 {digest}")
