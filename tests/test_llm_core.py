@@ -276,3 +276,23 @@ def test_missing_extra_is_one_exit_2_line(monkeypatch, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "optional extra [llm]" in err[0] and "pip install 'edgebench[llm]'" in err[0]
+
+
+def test_store_history_keeps_shapes_and_contexts_apart(tmp_path):
+    """Stored llm-bench rows: the registry's columns, and one history line per configuration -- a
+    different context or shape is never a point of the same line."""
+    import copy
+
+    from edgebench.stats import history_series
+    from edgebench.store import Store
+
+    a = _llm_doc("a", "fp32", [1000.0, 1010.0, 990.0], "a" * 64)
+    b = copy.deepcopy(a)
+    b["rows"][0]["llm"]["context_tokens"] = 128
+    with Store(str(tmp_path / "r.db")) as st:
+        ids = [st.save({k: v for k, v in d.items() if k != "run_id"}) for d in (a, a, b)]
+        rows = st.rows(model="tiny-llama")
+        assert [r["decode_tok_s"] for r in rows] == [1000.0] * 3 and rows[0]["ttft_ms"] == pytest.approx(2.01)
+        series = history_series(st, "decode", model="tiny-llama")
+    assert len(ids) == 3 and sorted(len(s["points"]) for s in series) == [1, 2]
+    assert {s["series"]["context_tokens"] for s in series} == {128, 256}

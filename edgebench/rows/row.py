@@ -243,7 +243,8 @@ class InferenceRow(_RowMixin):
         for k in ("memory", "gc"):
             out[k] = None if getattr(self, k) is None else dict(getattr(self, k))
         out["repeats"] = None if self.repeats is None else [dict(r) for r in self.repeats]
-        out["llm"] = None if self.llm is None else self.llm.to_dict()
+        if self.llm is not None:             # llm-bench rows only: other documents round-trip byte for byte
+            out["llm"] = self.llm.to_dict()
         out["fingerprint"] = dict(self.fingerprint)
         if self.warnings or self.status == "ok":
             out["warnings"] = list(self.warnings)
