@@ -57,7 +57,7 @@ def fmt_value(v: Any, spec: str = ".3g", none: str = "-") -> str:
 def fmt_metric(unit: str, value: Any) -> str:
     """A registry metric's value in its unit (``metrics.UNITS``), the one format per unit of the
     tables drawn from the registry: ``ms`` 3 significant digits (trailing zeros kept: 4.10) or whole from 100 up, ``1/s`` whole
-    numbers from 100 up, ``bytes`` binary units, ``%`` one decimal, ``fraction`` as a percentage,
+    numbers from 100 up (``tok/s`` too), ``bytes`` binary units, ``%`` one decimal, ``fraction`` as a percentage,
     ``pp`` (points lost, positive = worse) signed as the change reads (-1.50 = 1.5 points worse),
     ``dB`` one decimal (inf for a bit-exact output), ``cosine`` 4 decimals; '-' when missing."""
     v = num(value)
@@ -77,7 +77,7 @@ def fmt_metric(unit: str, value: Any) -> str:
         return f"{v:.1f}"
     if unit == "cosine":
         return f"{v:.4f}"
-    if unit in ("ms", "1/s"):
+    if unit in ("ms", "1/s", "tok/s"):
         a = abs(float(f"{v:.3g}"))       # as rounded: 99.96 shows as 100, not "100."
         if a >= 100:
             return f"{v:.0f}"

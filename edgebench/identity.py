@@ -58,15 +58,19 @@ def headline(row: "Row | dict[str, Any]", *, kind: str | None = None) -> dict[st
 # This is the configuration identity (README "Configuration identity"): history lines, ``results
 # compare`` (a pair whose keys differ says so), the HTML charts and Pareto fronts, and Prometheus
 # labels all use it. ``model_sha256`` makes int8 with ``keep_float`` tensors (another file) and a
-# retrained model other configurations than the plain int8 of the same name.
+# retrained model other configurations than the plain int8 of the same name. An LLM's numbers also
+# depend on its shape (prefill, decode tokens) and on the context the engine allocates (LiteRT-LM#2568:
+# 4x decode speed between contexts), so those are identity too.
 SERIES_FIELDS = ("model_sha256", "precision", "keep_float", "target", "device_model", "batch_size", "size",
                  "threads", "delegate", "runtime", "runtime_api", "accelerator", "gpu_precision", "method",
-                 "input_source", "period_ms", "sustained", "strategy", "xla", "input_pipeline", "workers")
+                 "input_source", "period_ms", "sustained", "strategy", "xla", "input_pipeline", "workers",
+                 "prefill_tokens", "decode_tokens", "context_tokens", "activation", "weight_cache")
 
 
 def _row_field(row: dict[str, Any], name: str) -> Any:
-    """A row's value of ``name``: the row itself, else its ``extra``, else its fingerprint."""
-    for src in (row, row.get("extra"), row.get("fingerprint")):
+    """A row's value of ``name``: the row itself, else its ``extra``, its LLM part (``llm-bench``: the
+    shape, the context the engine enforced, activation type, weight cache), else its fingerprint."""
+    for src in (row, row.get("extra"), row.get("llm"), row.get("fingerprint")):
         if isinstance(src, dict) and src.get(name) is not None:
             return src[name]
     return None

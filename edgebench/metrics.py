@@ -12,7 +12,10 @@ Comparison tests (``stats``): ``location`` (the median: Mann-Whitney U on the sa
 ``percentile`` (quantile test) -- each with replicate processes or stored history for the
 run-to-run noise; ``ratio`` (one value per run: a change is a ratio beyond ``--min-ratio``);
 ``absolute`` (accuracy and drift: a change of at least ``threshold`` in the metric's own unit --
-percentage points, dB, 1 - cosine -- because "ratio >= 1.1" calls 98 % -> 90 % top-1 "same").
+percentage points, dB, 1 - cosine -- because "ratio >= 1.1" calls 98 % -> 90 % top-1 "same");
+``repeats`` (one value per worker process and no per-inference samples -- ``llm-bench``'s TTFT,
+prefill/decode tok/s and init: the latency rule's between-runs half alone, a ratio >= ``--min-ratio``
+and significant against the run-to-run noise of the processes or of the stored history).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any, Callable
 from edgebench.errors import BadInput
 from edgebench.rows import InferenceRow, TrainRow
 
-UNITS = ("ms", "1/s", "bytes", "%", "pp", "fraction", "dB", "cosine")
+UNITS = ("ms", "1/s", "tok/s", "bytes", "%", "pp", "fraction", "dB", "cosine")
 
 
 def _finite(v: Any) -> float | None:
@@ -46,7 +49,7 @@ class Metric:
     better: str                                # "lower" | "higher"
     row_kind: str = "inference"                # "inference" | "train"
     column: str = "float"                      # stored type: "float" | "bigint"
-    test: str = "ratio"                        # "location" | "percentile" | "ratio" (see module docstring)
+    test: str = "ratio"                        # "location" | "mean" | "percentile" | "ratio" | "absolute" | "repeats"
     percentile: float | None = None            # percentile tests: which one
     repeat_key: str | None = None              # the per-process summary key (bench --repeats)
     aliases: tuple[str, ...] = ()              # short names --metric also takes
@@ -91,6 +94,11 @@ def _peak_memory(r: InferenceRow) -> Any:
     return (r.memory or {}).get("load_and_run_peak_rss_bytes")
 
 
+def _llm(key: str) -> Callable[[InferenceRow], Any]:
+    """The median over the repeats of an llm-bench figure (``rows.llm``)."""
+    return lambda r: r.llm.median(key) if r.llm is not None else None
+
+
 REGISTRY: tuple[Metric, ...] = (
     Metric("p50_ms", "p50 ms", "ms", _lat("p50"), "lower", test="location", repeat_key="p50",
            aliases=("p50", "median"), priority=0, help="Median per-inference latency."),
@@ -123,6 +131,22 @@ REGISTRY: tuple[Metric, ...] = (
            aliases=("peak_memory", "memory"), priority=3, prometheus="edgebench_peak_memory_bytes",
            help="Peak resident memory of the inference process over model load and the timed run "
                 "(Python + runtime + model + arena; the input and output arrays edgebench keeps excluded)."),
+    Metric("ttft_ms", "TTFT ms", "ms", _llm("ttft_ms"), "lower", test="repeats", repeat_key="ttft_ms",
+           aliases=("ttft",), priority=0, prometheus="edgebench_llm_time_to_first_token_seconds",
+           prometheus_scale=1e-3, help="Time to first token, as the engine counts it: the first prefill turn plus "
+                                       "one mean decode step (median over processes)."),
+    Metric("prefill_tok_s", "prefill tok/s", "tok/s", _llm("prefill_tok_s"), "higher", test="repeats",
+           repeat_key="prefill_tok_s", aliases=("prefill",), priority=1,
+           prometheus="edgebench_llm_prefill_tokens_per_second",
+           help="Prefill tokens per second of the engine's prefill turn (median over processes)."),
+    Metric("decode_tok_s", "decode tok/s", "tok/s", _llm("decode_tok_s"), "higher", test="repeats",
+           repeat_key="decode_tok_s", aliases=("decode",), priority=0,
+           prometheus="edgebench_llm_decode_tokens_per_second",
+           help="Decode tokens per second of the engine's decode turn, its own per-turn figure (median over "
+                "processes)."),
+    Metric("llm_init_ms", "init ms", "ms", _llm("init_ms"), "lower", test="repeats", repeat_key="init_ms",
+           aliases=("init",), priority=2, prometheus="edgebench_llm_init_seconds", prometheus_scale=1e-3,
+           help="LiteRT-LM engine and session creation time, as the engine reports it (median over processes)."),
     Metric("examples_per_s", "ex/s", "1/s", lambda r: r.examples_per_s, "higher", row_kind="train",
            aliases=("throughput",), priority=0, prometheus="edgebench_training_examples_per_second",
            help="Training throughput (examples per second)."),

@@ -79,6 +79,9 @@ RANGES: dict[str, Range] = {
     "--steps": _ge(1, COUNT_MAX), "--warmup-steps": _ge(0, COUNT_MAX), "--workers": _ge(1, 1024),
     "--batch-sizes": _ge(1, 1_000_000),            # per replica, each value of the comma-separated list
     "--learning-rate": _gt(0, 10), "--timeout": _gt(0, WEEK_S),
+    # llm-bench: tokens (each value of --prefill/--decode's comma-separated lists), warm-up generations
+    "--prefill": _ge(1, 1 << 20), "--decode": _ge(1, 1 << 20), "--max-num-tokens": _ge(1, 1 << 20),
+    "--warmup": _ge(0, 100),
 }
 
 

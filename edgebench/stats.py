@@ -69,9 +69,10 @@ HISTORY_MAX_RUNS = 20    # ... the most recent this many
 # docstring for the tests; the registry's "ratio" test is "deterministic" here).
 METRICS: tuple[tuple[str, str, bool, str], ...] = tuple(
     (m.key, m.label, m.higher_is_better,
-     m.test if m.test in ("location", "mean", "percentile", "absolute") else "deterministic")
+     m.test if m.test in ("location", "mean", "percentile", "absolute", "repeats") else "deterministic")
     for m in REGISTRY if m.compared)
 LATENCY_TESTS = ("location", "mean", "percentile")
+NOISY_TESTS = LATENCY_TESTS + ("repeats",)   # metrics judged against the run-to-run noise
 CI_LEVEL = 0.95          # the interval every latency change shows (bootstrap of the ratio)
 CI_RESAMPLES = 400
 CI_MAX_SAMPLES = 20000   # per side: a larger run is subsampled (evenly) for the bootstrap
@@ -79,7 +80,8 @@ PERCENTILE_OF = {m.key: m.percentile for m in REGISTRY if m.percentile is not No
 # the per-repeat summary key of each latency metric (``bench --repeats``: row["repeats"])
 REPEAT_KEY = {m.key: m.repeat_key for m in REGISTRY if m.repeat_key}
 TESTS = {"location": "Mann-Whitney U", "mean": "Welch t-test (means)", "percentile": "quantile test (Fisher)",
-         "deterministic": "ratio only (deterministic)", "absolute": "absolute change (own units)"}
+         "deterministic": "ratio only (deterministic)", "absolute": "absolute change (own units)",
+         "repeats": "per-process values (no per-inference samples)"}
 
 
 def welch(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> tuple[float, bool | None]:
@@ -283,6 +285,9 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
         return Change(metric, float(a), float(b), float(ratio), None, verdict, higher_is_better, note, test,
                       "absolute", change=change, unit=unit)
     big = ratio >= min_ratio or (ratio > 0 and ratio <= 1.0 / min_ratio) or (ratio < 0)
+    if kind == "repeats":
+        return _classify_repeats(metric, float(a), float(b), float(ratio), big, higher_is_better, alpha,
+                                 repeats_a, repeats_b, noise)
     if kind == "deterministic":
         verdict = "same" if not big else ("better" if (ratio > 1) == higher_is_better else "worse")
         note = "" if not big else "deterministic metric: ratio alone decides"
@@ -349,9 +354,72 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
                   p_samples, p_runs, ratio_interval(samples_a, samples_b, kind, percentile, inverse))
 
 
+def _classify_repeats(metric: str, a: float, b: float, ratio: float, big: bool, higher_is_better: bool,
+                      alpha: float, repeats_a: Sequence[float] | None, repeats_b: Sequence[float] | None,
+                      noise: tuple[float, int, int] | None) -> Change:
+    """A metric measured once per worker process (``llm-bench``): the latency rule without its
+    within-run half, which has no samples to work on -- ratio >= ``min_ratio`` and p < ``alpha``
+    from the processes (t-test on their logs), else from the stored history's noise, else none."""
+    test = TESTS["repeats"]
+    ra = [x for x in (repeats_a or []) if x is not None and x > 0]
+    rb = [x for x in (repeats_b or []) if x is not None and x > 0]
+    ci = ratio_interval(np.asarray(ra), np.asarray(rb), "location") if len(ra) >= 2 and len(rb) >= 2 else None
+    basis, p_runs, runs_note = "samples", None, ""
+    if len(ra) >= MIN_REPEATS and len(rb) >= MIN_REPEATS:
+        basis = "repeats"
+        p_runs, _ = replicate_test(ra, rb)
+        runs_note = f"t-test on log per-process values, {len(ra)} vs {len(rb)} processes"
+    elif noise is not None:
+        basis = "history"
+        p_runs = noise_test(ratio, noise[0], noise[2])
+        runs_note = f"run-to-run noise {noise[0]:.1%} from {noise[1]} stored runs of this configuration"
+    note = ""
+    if not big:
+        verdict = "same"
+    elif p_runs is None:
+        verdict = "not significant"
+        note = (f"{min(len(ra), len(rb)) or 1} process(es) on one side and no stored history of this configuration: "
+                f"the run-to-run noise is unknown, so no verdict; measure with `--repeats {MIN_REPEATS}` or store "
+                f">= {HISTORY_MIN_RUNS} runs of it")
+    elif not (p_runs < alpha):
+        verdict = "not significant"
+        note = f"ratio {ratio:.3g}x but p = {p_runs:.3g} >= {alpha} ({runs_note})"
+    else:
+        verdict = "better" if (ratio > 1) == higher_is_better else "worse"
+        note = runs_note
+    return Change(metric, a, b, ratio, p_runs, verdict, higher_is_better, note, test, basis, None, p_runs, ci)
+
+
 def _row_key(row: dict[str, Any], i: int) -> tuple:
+    llm = row.get("llm") if isinstance(row.get("llm"), dict) else {}
     k = (row.get("model"), row.get("precision"), row.get("target"), row.get("batch_size"))
+    if llm.get("prefill_tokens") is not None or llm.get("decode_tokens") is not None:
+        k += (llm.get("prefill_tokens"), llm.get("decode_tokens"))      # an llm-bench row's shape
     return k if any(v is not None for v in k) else ("row", i)
+
+
+def _pair_rows(rows_a: dict[tuple, dict[str, Any]], rows_b: dict[tuple, dict[str, Any]]) -> list[tuple[tuple, tuple]]:
+    """(key in A, key in B) of every pair: the same key, then -- for rows left over on both sides --
+    the same key but the precision, when that is unique on each side (an fp32 run against an int8
+    run of the same model and shape: the precision shows as a configuration difference)."""
+    pairs = [(k, k) for k in rows_a if k in rows_b]
+    left_a = [k for k in rows_a if k not in rows_b]
+    left_b = [k for k in rows_b if k not in rows_a]
+
+    def loose(k: tuple) -> tuple:
+        return k[:1] + k[2:] if len(k) > 2 and k[0] != "row" else k
+
+    by_a: dict[tuple, list[tuple]] = {}
+    by_b: dict[tuple, list[tuple]] = {}
+    for k in left_a:
+        by_a.setdefault(loose(k), []).append(k)
+    for k in left_b:
+        by_b.setdefault(loose(k), []).append(k)
+    for lk, ka in by_a.items():
+        kb = by_b.get(lk)
+        if len(ka) == 1 and kb is not None and len(kb) == 1 and lk != ka[0]:
+            pairs.append((ka[0], kb[0]))
+    return pairs
 
 
 def _samples_ms(row: dict[str, Any]) -> np.ndarray | None:
@@ -425,10 +493,9 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
     rows_b = {_row_key(r, i): r for i, r in enumerate(doc_b.get("rows", []))}
     pairs = []
     regressions = 0
-    for key, ra in rows_a.items():
-        rb = rows_b.get(key)
-        if rb is None:
-            continue
+    matched = _pair_rows(rows_a, rows_b)
+    for key, key_b in matched:
+        ra, rb = rows_a[key], rows_b[key_b]
         # Row-level fingerprints (device rows) add their own differences.
         row_fdiff = [{"field": f, "a": va, "b": vb}
                      for f, va, vb in diff_fingerprints(ra.get("fingerprint") or {}, rb.get("fingerprint") or {})]
@@ -441,6 +508,7 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
             if ha.get(col) is None and hb.get(col) is None:
                 continue
             latency = kind in LATENCY_TESTS
+            noisy = kind in NOISY_TESTS
             if latency and mixed:
                 # a change of method, not of the model: no ratio, no verdict (targets.base.SAMPLE_CLASSES)
                 changes.append(Change(label, ha.get(col), hb.get(col), None, None, "n/a", hib,
@@ -450,12 +518,12 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
             ch = classify(label, ha.get(col), hb.get(col), higher_is_better=hib,
                           samples_a=sa_ms if latency else None, samples_b=sb_ms if latency else None,
                           min_ratio=min_ratio, alpha=alpha, inverse=col == "qps",
-                          kind=("absolute" if kind == "absolute" else
+                          kind=("absolute" if kind == "absolute" else "repeats" if kind == "repeats" else
                                 kind if latency and sa_ms is not None and sb_ms is not None else None),
                           percentile=PERCENTILE_OF.get(col),
-                          repeats_a=repeat_values(ra, col) if latency else None,
-                          repeats_b=repeat_values(rb, col) if latency else None,
-                          noise=noise.get((key, col)) if latency else None,
+                          repeats_a=repeat_values(ra, col) if noisy else None,
+                          repeats_b=repeat_values(rb, col) if noisy else None,
+                          noise=noise.get((key_b, col)) if noisy else None,
                           threshold=_threshold(col, rb, doc_b, thresholds), unit=BY_KEY[col].change_unit,
                           scale=BY_KEY[col].change_scale, per_process=_per_process(ra, rb))
             changes.append(ch)
@@ -464,7 +532,8 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
         reps = [len(ra.get("repeats") or []) or 1, len(rb.get("repeats") or []) or 1]
         ka, kb = series_key(ra), series_key(rb)   # the configuration identity (identity.SERIES_FIELDS)
         config_diff = [{"field": f, "a": ka[f], "b": kb[f]} for f in ka if ka[f] != kb[f]]
-        pairs.append({"key": [k for k in key if k is not None], "status": [ha["status"], hb["status"]],
+        pairs.append({"key": [k for k in (key if key == key_b else key_b) if k is not None],
+                      "status": [ha["status"], hb["status"]],
                       "config_diff": config_diff,
                       "sample_class": classes, "mixed_methods": mixed,
                       "n_samples": [0 if sa_ms is None else int(sa_ms.size),
@@ -475,8 +544,8 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
         "a": doc_a.get("run_id"), "b": doc_b.get("run_id"),
         "fingerprint_diff": fdiff,
         "pairs": pairs,
-        "unmatched_a": [list(k) for k in rows_a if k not in rows_b],
-        "unmatched_b": [list(k) for k in rows_b if k not in rows_a],
+        "unmatched_a": [list(k) for k in rows_a if k not in {ka for ka, _ in matched}],
+        "unmatched_b": [list(k) for k in rows_b if k not in {kb for _, kb in matched}],
         "regressions": regressions,
         "mixed_methods": sum(1 for p in pairs if p["mixed_methods"]),
         "rule": {"min_ratio": min_ratio, "alpha": alpha,
@@ -496,12 +565,14 @@ def compare_stored(store: Any, run_a: str, run_b: str, *, min_ratio: float = MIN
     doc_a, doc_b = store.get(run_a), store.get(run_b)
     noise: dict[tuple, tuple[float, int, int]] = {}
     rows_a = {_row_key(r, i): r for i, r in enumerate(doc_a.get("rows", []))}
+    rows_b = {_row_key(r, i): r for i, r in enumerate(doc_b.get("rows", []))}
+    paired_b = {kb for _, kb in _pair_rows(rows_a, rows_b)}
     for i, rb in enumerate(doc_b.get("rows", [])):
         key = _row_key(rb, i)
-        if key not in rows_a or rb.get("model") is None:
+        if key not in paired_b or rb.get("model") is None:
             continue
         for col, _label, _hib, kind in METRICS:
-            if kind not in LATENCY_TESTS:
+            if kind not in NOISY_TESTS:
                 continue
             pts = store.series_history(rb, col, kind=doc_b.get("kind"), before=doc_b.get("created"),
                                        exclude=(doc_a["run_id"], doc_b["run_id"]))

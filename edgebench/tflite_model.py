@@ -73,7 +73,11 @@ def inspect(path: str | os.PathLike) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise BadInput(f"model not found: {p}; give the path of an existing .tflite file")
-    buf = p.read_bytes()
+    return inspect_bytes(p.read_bytes(), p)
+
+
+def inspect_bytes(buf: bytes, p: Path) -> dict[str, Any]:
+    """``inspect`` of a model already in memory (a section of a LiteRT-LM bundle); ``p`` names it."""
     if len(buf) < 16 or buf[4:8] != b"TFL3":
         raise BadInput(f"{p} is not a TFLite flatbuffer (no 'TFL3' identifier); give a .tflite file "
                        "produced by the TFLite converter")

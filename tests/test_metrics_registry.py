@@ -100,7 +100,7 @@ def test_every_metric_has_a_known_unit_and_direction():
 
     for m in REGISTRY:
         assert m.unit in UNITS and m.better in ("lower", "higher"), m.key
-        assert m.test in ("location", "mean", "percentile", "ratio", "absolute"), m.key
+        assert m.test in ("location", "mean", "percentile", "ratio", "absolute", "repeats"), m.key
     with pytest.raises(Exception, match="not a stored metric"):
         metric("no_such_metric")
 

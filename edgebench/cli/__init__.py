@@ -41,6 +41,7 @@ _COMMANDS = (
     "report",
     "export",
     "env",
+    "llm_bench",
 )
 
 

@@ -210,6 +210,21 @@ def _results_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     return section_html("results", "Precision × target", "".join(parts))
 
 
+def _llm_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
+    """llm-bench runs: intervals over the processes and the precisions side by side (report.llm)."""
+    from edgebench.report.llm import notes, tables
+
+    parts = []
+    for _d, t in docs:
+        for title, headers, body in tables(t):
+            parts.append(f"<h3>{esc(title)}</h3>")
+            parts.append(table_html(headers, [tuple(esc(c) for c in row) for row in body], left=6,
+                                    raw_cols=tuple(range(len(headers)))))
+        for n in notes(t):
+            parts.append(note_html(n))
+    return section_html("llm", "LLM: processes and precisions", "".join(parts)) if parts else ""
+
+
 def _where_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     """Delegation, silent-failure verdicts and the top ops of every row that has them (issue 15)."""
     rows = [r for _d, t in docs for r, _ in inference_of(t) if r.delegation or r.verdicts or r.op_profile]
@@ -481,6 +496,7 @@ def render_html(docs: dict[str, Any] | Sequence[dict[str, Any]], *,
         _verdict_section(pairs),
         _fingerprint_section(pairs),
         _results_section(pairs),
+        _llm_section(pairs),
         _where_section(pairs),
         _latency_section(pairs),
         sustained_section(docs),

@@ -285,6 +285,10 @@ def render_markdown(docs: Document | Mapping[str, Any] | Sequence[Document | Map
         drift = _drift_table(inf)
         if drift:
             out += ["", "<details><summary>per-output drift vs reference</summary>", ""] + drift + ["", "</details>"]
+        if doc.kind == "llm-bench":
+            from edgebench.report.llm import markdown_lines as llm_lines
+
+            out += llm_lines(doc, md_escape)
         if legend:
             out += ["", md_escape("; ".join(legend))]
     return "\n".join(out) + "\n"

@@ -264,7 +264,7 @@ def _row_labels(row: Row, run: dict[str, Any]) -> dict[str, Any]:
 # identity fields added as labels when a row has them (model_sha256 as 12 hex digits, keep_float
 # as the number of tensors kept float)
 _IDENTITY_LABELS = ("model_sha256", "keep_float", "threads", "delegate", "runtime_api", "accelerator",
-                    "gpu_precision", "period_ms", "sustained")
+                    "gpu_precision", "period_ms", "sustained", "prefill_tokens", "decode_tokens", "context_tokens")
 
 
 def _add_quantiles(fam: _Family, labels: dict[str, Any], lat: Latency | None,

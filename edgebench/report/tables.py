@@ -98,6 +98,8 @@ INFERENCE_COLUMNS: tuple[Column, ...] = (
     Column("precision", "precision", 0, _precision, text=True),
     Column("target", "target", 0, _target, text=True),
     Column("device", "device", 6, lambda r, c: str(r.device_model or "-"), text=True),
+    Column("llm_tokens", "tokens", 0, lambda r, c: r.llm.shape if r.llm is not None else "-", text=True,
+           legend="tokens = prefill + decode tokens of an llm-bench row; its numbers are medians over processes"),
     Column("size_bytes", BY_KEY["size_bytes"].label, 3, _metric("size_bytes")),
     Column("size_reduction_pct", BY_KEY["size_reduction_pct"].label, 0, _metric("size_reduction_pct")),
     Column("p50_ms", BY_KEY["p50_ms"].label, 0, _metric("p50_ms")),

@@ -11,6 +11,7 @@ import numpy as np
 from edgebench import SCHEMA_VERSION
 from edgebench.rows._json import STATUSES, _f, _freeze, _i
 from edgebench.rows.diagnosis import Diagnosis
+from edgebench.rows.llm import LlmPart
 from edgebench.rows.parts import Accuracy, Cost, Drift, Latency, Warmup, Worst, drifts_from_dict
 from edgebench.rows.regimes import ColdStart, Delegation, Energy, OpEntry, Paced, Sustained, Verdict, Window
 from edgebench.rows.envelope import (Binding, DetectionRecord, LoadLevel, OpProfileSummary, ServerRun, SlaSearch,
@@ -143,6 +144,7 @@ class InferenceRow(_RowMixin):
     gc: Mapping[str, Any] | None = None             # Python's collector around the timed loop (frozen, collections)
     repeats: tuple[Mapping[str, Any], ...] | None = None  # bench --repeats: one summary per worker process
     diagnosis: Diagnosis | None = None              # diagnose rows: layers, findings ... (flat keys, Diagnosis.KEYS)
+    llm: LlmPart | None = None                      # llm-bench rows: shape, context, each metric over the repeats
     unknown: Mapping[str, Any] = field(default_factory=dict)
 
     kind = "inference"
@@ -191,7 +193,7 @@ class InferenceRow(_RowMixin):
                "worst_vs_host", "accuracy", "concurrency", "fingerprint", "warnings", "gflops", "delegation",
                "op_profile", "verdicts", "keep_float")
     _REGIMES = ("timeline", "sustained", "period_ms", "paced", "cold_start", "energy", "energy_reason")
-    _RUN_FACTS = ("memory", "gc", "repeats")
+    _RUN_FACTS = ("memory", "gc", "repeats", "llm")
 
     # -- views ----------------------------------------------------------------------------
     @property
@@ -241,6 +243,8 @@ class InferenceRow(_RowMixin):
         for k in ("memory", "gc"):
             out[k] = None if getattr(self, k) is None else dict(getattr(self, k))
         out["repeats"] = None if self.repeats is None else [dict(r) for r in self.repeats]
+        if self.llm is not None:             # llm-bench rows only: other documents round-trip byte for byte
+            out["llm"] = self.llm.to_dict()
         out["fingerprint"] = dict(self.fingerprint)
         if self.warnings or self.status == "ok":
             out["warnings"] = list(self.warnings)
@@ -297,6 +301,7 @@ class InferenceRow(_RowMixin):
             kw[k] = _freeze(d[k]) if isinstance(d.get(k), Mapping) else None
         reps = d.get("repeats")
         kw["repeats"] = tuple(_freeze(r) for r in reps if isinstance(r, Mapping)) if isinstance(reps, list) else None
+        kw["llm"] = LlmPart.from_dict(d.get("llm"))
         kw["diagnosis"] = Diagnosis.from_row(d)
         if kw["diagnosis"] is not None:
             known |= set(Diagnosis.KEYS)

@@ -1,0 +1,80 @@
+"""``llm-bench`` in Markdown and HTML: each metric's median with its interval over the processes, the
+failed rows' reasons, and the precisions side by side -- beside the one inference table that already
+carries the medians (``report.tables``: TTFT, prefill/decode tok/s, init are registry metrics)."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from edgebench.llm_pairs import SPEEDUP_METRICS, PrecisionPair, precision_pairs
+from edgebench.report.terminal.llm import COLUMNS, interval_legend, spread_cell
+from edgebench.rows import Document, InferenceRow
+
+
+def _rows(doc: Document) -> list[InferenceRow]:
+    return [r for r in doc.rows if isinstance(r, InferenceRow) and r.llm is not None]
+
+
+def _agree(p: PrecisionPair) -> str:
+    ag = p.agreement
+    if ag is None:
+        return "-"
+    if ag.first_divergence is None:
+        return f"identical over {ag.compared} tokens"
+    return f"first divergence at token {ag.first_divergence} of {ag.compared} ({100 * (ag.rate or 0):.0f}% agree)"
+
+
+def _ratio(p: PrecisionPair, key: str) -> str:
+    s = p.speedup(key)
+    if s is None:
+        return "-"
+    return f"{s.ratio:.2f}x" + (f" [{s.lo:.2f}-{s.hi:.2f}]" if s.lo is not None and s.hi is not None else "")
+
+
+def _size(p: PrecisionPair) -> str:
+    if p.size_ratio is None:
+        return "-"
+    return f"{p.size_ratio:.2f}x smaller" if p.size_ratio >= 1 else f"{1 / p.size_ratio:.2f}x larger"
+
+
+def tables(doc: Document) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, headers, rows) of the intervals table and the comparison table (empty when none)."""
+    rows = _rows(doc)
+    if not rows:
+        return []
+    out = []
+    body = []
+    for r in rows:
+        cells = [spread_cell(r.llm.spread(k), u) for k, _h, u in COLUMNS] if r.ok else ["-"] * len(COLUMNS)
+        body.append([str(r.model), str(r.precision), str(r.target), r.llm.shape, str(r.llm.context_tokens),
+                     str(len(r.repeats or ())) if r.ok else "-", *cells, "ok" if r.ok else f"failed: {r.error}"])
+    out.append(("Over the processes (median [interval])",
+                ["model", "precision", "target", "tokens", "context", "processes", *[h for _k, h, _u in COLUMNS],
+                 "status"], body))
+    pairs: Sequence[PrecisionPair] = precision_pairs(rows)
+    if pairs:
+        out.append(("Precisions side by side (speed-up over the reference, >1 = faster)",
+                    ["model", "vs", "tokens", "size", *[label for _k, label, _h in SPEEDUP_METRICS], "greedy tokens"],
+                    [[p.model, f"{p.candidate} vs {p.reference}", f"{p.prefill}+{p.decode}", _size(p),
+                      *[_ratio(p, k) for k, _l, _h in SPEEDUP_METRICS], _agree(p)] for p in pairs]))
+    return out
+
+
+def notes(doc: Document) -> list[str]:
+    rows = _rows(doc)
+    out = [x for x in (interval_legend(rows),) if x]
+    comparison = doc.get("comparison")
+    if isinstance(comparison, dict) and comparison.get("agreement_note"):
+        out.append(str(comparison["agreement_note"]))
+    return out
+
+
+def markdown_lines(doc: Document, esc: Callable[[object], str]) -> list[str]:
+    out: list[str] = []
+    for title, headers, body in tables(doc):
+        out += ["", f"**{esc(title)}**", "", "| " + " | ".join(esc(h) for h in headers) + " |",
+                "|" + "|".join("---" for _ in headers) + "|"]
+        out += ["| " + " | ".join(esc(c) for c in row) + " |" for row in body]
+    for n in notes(doc):
+        out += ["", esc(n)]
+    return out

@@ -1,0 +1,109 @@
+"""``edgebench llm-bench``: one line per bundle x shape -- each metric's median over the processes with
+its interval -- failed rows with their reason, then the precisions side by side."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edgebench.formats import fmt_bytes, fmt_metric
+from edgebench.llm_pairs import SPEEDUP_METRICS, precision_pairs
+from edgebench.outcome import row_verdict
+from edgebench.rows import Document, InferenceRow, Spread
+
+# (stats key, header, unit)
+COLUMNS = (("ttft_ms", "TTFT ms", "ms"), ("prefill_tok_s", "prefill tok/s", "tok/s"),
+           ("decode_tok_s", "decode tok/s", "tok/s"), ("init_ms", "init ms", "ms"),
+           ("peak_rss_bytes", "peak mem", "bytes"))
+
+
+def spread_cell(s: Spread | None, unit: str) -> str:
+    """``median [lo-hi]`` in the metric's unit ('-' when not measured)."""
+    if s is None or s.median is None:
+        return "-"
+    fmt = (lambda v: fmt_bytes(v)) if unit == "bytes" else (lambda v: fmt_metric(unit, v))
+    if unit == "bytes" or s.lo is None or s.hi is None or len(s.values) < 2:
+        return fmt(s.median)           # memory barely moves between processes: the median says it
+    return f"{fmt(s.median)} [{fmt(s.lo)}-{fmt(s.hi)}]"
+
+
+def interval_legend(rows: list[InferenceRow]) -> str | None:
+    levels = sorted({round(s.level, 3) for r in rows if r.llm for s in r.llm.stats.values()
+                     if s.level is not None and len(s.values) > 1})
+    if not levels:
+        return None
+    lv = ", ".join(f"{100 * x:.1f}%" for x in levels)
+    return (f"median over processes [interval of the median: order statistics, confidence {lv}; below 6 "
+            "processes it is [min-max]]")
+
+
+def _ratio(s) -> str:
+    if s is None:
+        return "-"
+    ci = f" [{s.lo:.2f}-{s.hi:.2f}]" if s.lo is not None and s.hi is not None else ""
+    return f"{s.ratio:.2f}x{ci}"
+
+
+def render_llm_bench(doc: Document | dict[str, Any], width: int | None = None) -> list[Any]:
+    """Pure renderer: the rows table, its legend and warnings, and the precision comparison."""
+    from rich.table import Table
+
+    from edgebench.report.terminal._cells import as_document, e
+
+    doc = as_document(doc)
+    rows = [r for r in doc.rows if isinstance(r, InferenceRow) and r.llm is not None]
+    t = Table(title="llm-bench: LiteRT-LM", show_header=True, header_style="bold")
+    for name in ("model", "precision", "target", "tokens", "ctx", "runs"):
+        t.add_column(name, overflow="fold")
+    for _k, header, _u in COLUMNS:
+        t.add_column(header, justify="right")
+    t.add_column("status", overflow="fold")
+    for r in rows:
+        llm = r.llm
+        runs = str(len(r.repeats or ())) if r.ok else "-"
+        if r.ok:
+            cells = [spread_cell(llm.spread(k), u) for k, _h, u in COLUMNS]
+            status = row_verdict(r, None).text
+        else:
+            cells = ["-"] * len(COLUMNS)
+            status = "FAILED (below)"
+        t.add_row(e(r.model), e(r.precision), e(r.target), e(f"{llm.prefill_tokens}+{llm.decode_tokens}"),
+                  e(llm.context_tokens), runs, *cells, e(status))
+    parts: list[Any] = [t]
+    legend = interval_legend(rows)
+    if legend:
+        parts.append(e(legend))
+    first = next((r for r in rows if r.llm), None)
+    if first is not None:
+        warm = first.llm.warmup
+        parts.append(e(f"warm-up: {warm} generation(s) per process before the measured one, shown apart in the "
+                       f"JSON (llm.warmup_stats); weight cache: {first.llm.weight_cache}; activation: "
+                       f"{first.llm.activation or 'the engine default'}; source: {first.llm.source}"))
+    for r in rows:
+        if not r.ok:
+            parts.append(e(f"FAILED {r.model} {r.precision} {r.llm.shape} tokens: {r.error}"))
+    for r in rows:
+        for w in r.warnings:
+            parts.append(e(f"warning ({r.model} {r.precision} {r.llm.shape}): {w}"))
+    pairs = precision_pairs(rows)
+    if pairs:
+        c = Table(title="precisions side by side (speed-up over the reference: >1 = faster)", show_header=True,
+                  header_style="bold")
+        for name in ("model", "vs", "tokens", "size"):
+            c.add_column(name, overflow="fold")
+        for _k, label, _h in SPEEDUP_METRICS:
+            c.add_column(label, justify="right")
+        c.add_column("greedy tokens", overflow="fold")
+        for p in pairs:
+            ag = p.agreement
+            agree = "-" if ag is None else (
+                f"identical over {ag.compared}" if ag.first_divergence is None else
+                f"first divergence at token {ag.first_divergence} of {ag.compared} ({100 * (ag.rate or 0):.0f}% agree)")
+            c.add_row(e(p.model), e(f"{p.candidate} vs {p.reference}"), e(f"{p.prefill}+{p.decode}"),
+                      "-" if p.size_ratio is None else f"{p.size_ratio:.2f}x smaller" if p.size_ratio >= 1
+                      else f"{1 / p.size_ratio:.2f}x larger",
+                      *[_ratio(p.speedup(k)) for k, _l, _h in SPEEDUP_METRICS], e(agree))
+        parts.append(c)
+    note = (doc.get("comparison") or {}).get("agreement_note") if isinstance(doc.get("comparison"), dict) else None
+    if note:
+        parts.append(e(note))
+    return parts
