@@ -217,6 +217,9 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
 
     settings.validate()
     infos = {m: tflite_model.inspect(m) for m in settings.models}   # bad files fail up front
+    host_npu = settings.runtime_api == "compiled" and settings.accelerator == "npu"
+    for m, info in infos.items():          # an AOT-compiled file: one line naming its SoC (issue 34)
+        tflite_model.refuse_compiled(m, info, host_npu=host_npu)
     targets = resolve_targets(settings.targets, threads=settings.threads, delegate=settings.delegate,
                               benchmark_binary=settings.benchmark_binary)
     peak = load_cached()

@@ -91,6 +91,11 @@ def _peak_memory(r: InferenceRow) -> Any:
     return (r.memory or {}).get("load_and_run_peak_rss_bytes")
 
 
+def _npu_ops(r: InferenceRow) -> Any:
+    """readiness rows: the share of ops in NPU partitions (None for a target not checked)."""
+    return r.readiness.ops_pct if r.readiness is not None else None
+
+
 REGISTRY: tuple[Metric, ...] = (
     Metric("p50_ms", "p50 ms", "ms", _lat("p50"), "lower", test="location", repeat_key="p50",
            aliases=("p50", "median"), priority=0, help="Median per-inference latency."),
@@ -123,6 +128,10 @@ REGISTRY: tuple[Metric, ...] = (
            aliases=("peak_memory", "memory"), priority=3, prometheus="edgebench_peak_memory_bytes",
            help="Peak resident memory of the inference process over model load and the timed run "
                 "(Python + runtime + model + arena; the input and output arrays edgebench keeps excluded)."),
+    Metric("npu_ops_pct", "on NPU", "%", _npu_ops, "higher", aliases=("npu_ops", "ops_on_npu"), priority=1,
+           summary=False, test="absolute", threshold=0.5, change_unit="pp", prometheus="edgebench_npu_ops_ratio",
+           prometheus_scale=0.01, help="Share of the model's ops an NPU compiler placed in NPU partitions "
+                                       "(readiness rows; a target that could not be checked has none)."),
     Metric("examples_per_s", "ex/s", "1/s", lambda r: r.examples_per_s, "higher", row_kind="train",
            aliases=("throughput",), priority=0, prometheus="edgebench_training_examples_per_second",
            help="Training throughput (examples per second)."),

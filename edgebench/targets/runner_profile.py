@@ -141,14 +141,24 @@ class NativeLog:
 
 
 _ADAPTER = re.compile(r"Selected adapter: (.+)$", re.M)
+_PLUGIN_ERRS = re.compile(r"0 compiler plugins were applied successfully.*?Plugin errs: ([^\n]+)", re.S)
 
 
 def accelerator_problem(accelerator: str, log: str) -> str | None:
     """Why the requested accelerator did not load (from LiteRT's own log), or None."""
-    if accelerator == "npu" and "NPU accelerator could not be loaded" in log:
+    # LiteRT logs "could not be loaded" for every environment it makes, also the inner ones after a
+    # vendor dispatch library did register the NPU (an Intel OpenVINO install): registered wins.
+    if accelerator == "npu" and "NPU accelerator could not be loaded" in log and "NPU accelerator registered" not in log:
         return ("accelerator 'npu' is not available on this machine: LiteRT found no NPU dispatch library "
                 "(no vendor SDK for this SoC); available here: cpu, and gpu when a Vulkan/OpenCL driver is "
                 "installed; run NPU models on a device with --targets adb:SERIAL")
+    plugin = _PLUGIN_ERRS.search(log)
+    if accelerator == "npu" and plugin:
+        # a model not compiled ahead of time: the vendor's compiler failed on this host, so LiteRT
+        # would run every op on the CPU while calling it an NPU run
+        return ("accelerator 'npu' cannot compile this model here: the NPU compiler plugin failed "
+                f"({plugin.group(1).strip()[:200]}); compile it ahead of time for a SoC (`edgebench readiness`) "
+                "and run that file on its phone, or use --accelerator cpu")
     if accelerator == "gpu" and ("GPU accelerator could not be loaded" in log or "No adapters found" in log):
         return ("accelerator 'gpu' is not available on this machine: LiteRT's WebGPU accelerator found no "
                 "GPU adapter (install a Vulkan driver; without a GPU, scripts/software_gpu sets up Mesa's "
