@@ -64,11 +64,11 @@ def fail_on_verdict(rows: list[InferenceRow], rules: tuple[str, ...]) -> Verdict
                 ok, msg = False, f"{r.precision} on {r.target}: the compile failed ({r.error})"
             elif pct is None or pct + 1e-9 < need:
                 ok = False
-                msg = (f"{r.precision} on {r.target}: {rd.ops_text} ops on the NPU"
+                msg = (f"{r.precision} on {r.target}: {rd.ops_on_npu}/{rd.ops_total} ops on the NPU"
                        f" ({pct:.1f}%) < {need:g}% (--fail-on {rule})" if pct is not None else
                        f"{r.precision} on {r.target}: no op count")
             else:
-                ok, msg = True, f"{r.precision} on {r.target}: {rd.ops_text} ops on the NPU (--fail-on {rule})"
+                ok, msg = True, f"{r.precision} on {r.target}: {rd.ops_on_npu}/{rd.ops_total} ops on the NPU (--fail-on {rule})"
             checks.append(Check(r.precision or "?", r.target or "?", "npu_ops_pct", pct, need, ok, msg))
     return Verdict(tuple(checks))
 

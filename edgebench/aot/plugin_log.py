@@ -115,7 +115,9 @@ def _compile_error(stdout: str, stderr: str) -> str | None:
         if lib:
             name = lib.group(1).rsplit("/", 1)[-1]
             return f"{where}: cannot load {name} ({'the NPU compiler is not in the openvino wheel' if 'npu_compiler' in name else 'missing library'})"
-        return f"{where}: {text[:300]}"
+        # OpenVINO chains "Exception from src/...cpp:117:" prefixes; the last one carries the reason
+        reason = re.split(r"Exception from \S+:\d+:\s*", text)[-1].strip() or text
+        return f"{where}: {reason[:300]}"
     specific = []
     for line in stdout.splitlines():
         m = _VENDOR_ERROR.search(line) or (_VENDOR_E.search(line) if "[ ERROR ]" in line else None)

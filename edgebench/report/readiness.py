@@ -98,12 +98,15 @@ def details(doc: Document) -> list[str]:
             seen.setdefault(f"{rd.vendor}|{rd.missing}", []).append(rd.soc or "?")
     for key, socs in seen.items():
         vendor, missing = key.split("|", 1)
-        out.append(f"{vendor} ({', '.join(dict.fromkeys(socs))}): not checkable here -- missing {missing}")
+        out.append(f"{vendor} ({', '.join(dict.fromkeys(socs))}): not checkable here: {missing}")
     notes = list(dict.fromkeys(n for r in doc.rows if r.readiness is not None for n in r.readiness.readiness_notes))
     out += [f"note: {n}" for n in notes]
     for v in doc.get("vendors") or ():
         if v.get("checkable") and v.get("sdk"):
-            out.append(f"{v.get('vendor')}: compiled with {v.get('sdk')}")
+            versions = sorted({r.readiness.sdk_version for r in doc.rows if r.readiness is not None
+                               and r.readiness.vendor == v.get("vendor") and r.readiness.sdk_version})
+            out.append(f"{v.get('vendor')}: compiled with {v.get('sdk')}"
+                       + (f" (plugin SDK version {', '.join(versions)})" if versions else ""))
     gate = doc.gate_result
     if gate is not None:
         for c in gate.checks:
