@@ -156,9 +156,10 @@ def accelerator_problem(accelerator: str, log: str) -> str | None:
     if accelerator == "npu" and plugin:
         # a model not compiled ahead of time: the vendor's compiler failed on this host, so LiteRT
         # would run every op on the CPU while calling it an NPU run
-        return ("accelerator 'npu' cannot compile this model here: the NPU compiler plugin failed "
-                f"({plugin.group(1).strip()[:200]}); compile it ahead of time for a SoC (`edgebench readiness`) "
-                "and run that file on its phone, or use --accelerator cpu")
+        return ("accelerator 'npu' is not available for this model on this machine: a vendor's NPU dispatch "
+                f"library loaded, but its compiler plugin could not compile the model ({plugin.group(1).strip()[:200]}) "
+                "and LiteRT would run it on the CPU instead; available here: cpu; compile it ahead of time for a SoC "
+                "(`edgebench readiness`) and run that file on its phone")
     if accelerator == "gpu" and ("GPU accelerator could not be loaded" in log or "No adapters found" in log):
         return ("accelerator 'gpu' is not available on this machine: LiteRT's WebGPU accelerator found no "
                 "GPU adapter (install a Vulkan driver; without a GPU, scripts/software_gpu sets up Mesa's "
