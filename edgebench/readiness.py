@@ -155,8 +155,10 @@ def readiness(settings: ReadinessSettings, progress: Callable[[str], None] | Non
     targets = select_targets(settings.socs, settings.vendors)
     model, found_variants, out_dir = variants(settings, say)
     if hasattr(progress, "set_total"):
-        progress.set_total(len(found_variants) * len(targets))
+        progress.set_total(len(found_variants) * (len(targets) + int(settings.gpu) + int(settings.host_run)))
     jobs = [(prec, v, t) for prec, v in found_variants.items() for t in targets]
+    for v in dict.fromkeys(t.vendor for t in targets):
+        vendor_lib.find(v.key)             # once, before the compile threads ask (probe, stand-in build)
 
     def one(item) -> InferenceRow:
         prec, v, t = item
