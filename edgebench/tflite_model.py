@@ -319,8 +319,9 @@ def refuse_compiled(path: str | os.PathLike, info: dict[str, Any], *, host_npu: 
     if host_npu and aot.get("vendor") in HOST_DISPATCH_VENDORS:
         return
     if aot.get("vendor") in HOST_DISPATCH_VENDORS:
-        fix = ("run it through LiteRT's NPU dispatch on this host with `--runtime compiled --accelerator npu` "
-               "(pip install 'edgebench[npu-intel]'), or measure the source .tflite")
+        fix = (f"run it through LiteRT's NPU dispatch on this host with `edgebench bench {Path(path).name} --runtime "
+               "compiled --accelerator npu` (pip install 'edgebench[npu-intel]'), or `edgebench readiness SOURCE` for "
+               "its drift against the CPU")
     else:
         fix = ("measure the source file on the host, or run it on that phone with "
                "`--runtime compiled --accelerator npu`")

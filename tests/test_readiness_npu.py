@@ -170,6 +170,8 @@ def test_ops_on_npu_equal_what_the_compiled_file_holds(mobilenet, unsupported):
 
 
 def test_nothing_is_left_in_the_system_temp_folder(mobilenet, unsupported, clean_tmp):
+    for doc in (mobilenet[0], mobilenet[2], unsupported[1]):          # nor a 0-byte file of a failed compile in --out
+        assert not [p for p in Path(doc["out_dir"]).rglob("*") if p.is_file() and p.stat().st_size == 0]
     left = [p.name for p in clean_tmp.iterdir()]
     assert not [n for n in left if n.startswith("tempdir_dla") or n.endswith(".error") or n.startswith("edgebench-aot")], left
     assert not [p for p in clean_tmp.rglob("*.tflite") if p.stat().st_size == 0]

@@ -14,7 +14,7 @@ from edgebench.rows import Document, InferenceRow
 
 # (header, priority): 0 = always shown, higher = dropped first on a narrow terminal
 COLUMNS: tuple[tuple[str, int], ...] = (
-    ("precision", 0), ("target", 0), ("checkable", 1), ("status", 0), ("on NPU", 0), ("left on CPU", 2),
+    ("precision", 0), ("target", 0), ("checkable", 2), ("status", 0), ("on NPU", 0), ("left on CPU", 1),
     ("compiled", 3), ("s", 4), ("SDK", 5), ("p50 ms", 2), ("vs CPU", 2), ("fully accel.", 3),
 )
 HOST_COLUMNS = ("p50 ms", "vs CPU", "fully accel.")
