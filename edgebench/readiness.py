@@ -99,8 +99,13 @@ def select_targets(socs: str, vendor_keys: str | None) -> list[Target]:
                 break
         if hit is None:
             known = ", ".join(s for v in chosen for s in vendor_lib.enum_socs(v))
+            blind = [f"{v.manufacturer} ({vendor_lib.find(v.key).missing or vendor_lib.find(v.key).load_error})"
+                     for v in chosen if not _loads(v)]
+            unknown = (f"; the full SoC lists of plugins that cannot load here are unknown: {'; '.join(blind)}"
+                       if blind else "")
             raise BadInput(f"--soc {name}: no {'/'.join(v.manufacturer for v in chosen)} compiler here knows this SoC; "
-                           f"use all or one of {known} (or another SoC a loaded plugin lists, e.g. Qualcomm's SM7550)")
+                           f"use all or one of {known} (or another SoC a loaded plugin lists, e.g. Qualcomm's "
+                           f"SM7550){unknown}")
         if hit not in out:
             out.append(hit)
     return out

@@ -211,3 +211,51 @@ def test_bad_soc_and_vendor_are_one_line(run_cli, tiny_tflite, tmp_path):
     assert code == 2 and "--soc SM9999" in err and "SM8650" in err
     code, _o, err = run_cli("readiness", str(tiny_tflite), "--vendor", "nokia", "--no-store")
     assert code == 2 and "--vendor 'nokia'" in err
+
+
+# ------------------------------------------------------------------------------ vendors, compile process
+
+def test_a_wrong_openvino_release_is_named_with_the_one_the_plugin_links(no_vendor_libraries, monkeypatch, tmp_path):
+    libs = tmp_path / "openvino" / "libs"
+    libs.mkdir(parents=True)
+    (libs / "libopenvino.so.2641").write_bytes(b"")
+    monkeypatch.setattr(vendors, "_package_dir", lambda name: tmp_path / "openvino" if name == "openvino" else None)
+    monkeypatch.setattr(vendors, "_version", lambda dist: "2026.4.1" if dist == "openvino" else None)
+    f = vendors.find("intel")
+    assert f.status == "sdk-missing"
+    assert "libopenvino.so.2631 (openvino 2026.4.1 provides libopenvino.so.2641)" in f.missing
+    assert "openvino==2026.3.1" in f.missing
+
+
+def test_qnn_libraries_and_the_stand_in(no_vendor_libraries, monkeypatch, tmp_path):
+    sdk = tmp_path / "qairt"
+    (sdk / vendors.QNN_SDK_SUBDIR).mkdir(parents=True)
+    monkeypatch.setenv("QNN_SDK_ROOT", str(sdk))
+    assert "libQnnHtp.so (not in" in vendors.find("qualcomm").missing          # an SDK folder without the libraries
+    vendors.find.cache_clear()
+    monkeypatch.setenv("QNN_SDK_ROOT", str(tmp_path / "nowhere"))
+    assert "QNN_SDK_ROOT" in vendors.find("qualcomm").missing
+    monkeypatch.setenv("EDGEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(vendors.shutil, "which", lambda name: None)
+    folder, why = vendors.stand_in_dir()
+    assert folder is None and "apt-get install gcc" in why
+
+
+def test_the_plugin_links_libqnnlpai_which_the_stand_in_replaces():
+    plugin = vendors.litert_dir() / "vendors" / "qualcomm" / "compiler" / "libLiteRtCompilerPlugin_Qualcomm.so"
+    assert vendors.QNN_STAND_IN in vendors.needed(plugin) and "libQnnHtp.so" in vendors.needed(plugin)
+
+
+def test_a_plugin_that_crashes_fails_only_its_own_row(monkeypatch, tmp_path, tiny_tflite):
+    """One compile = one process: a crash is a compile-failed row that says so, nothing else dies."""
+    from edgebench.aot import compile as aot_compile
+
+    crash = tmp_path / "apply_plugin_main"
+    crash.write_text("#!/bin/sh\necho 'Partitioned subgraph<0>, selected 2 ops, from a total of 3 ops. "
+                     "resulted in 1 partitions.' >&2\nkill -SEGV $$\n")
+    crash.chmod(0o755)
+    monkeypatch.setattr(aot_compile, "apply_plugin_binary", lambda: crash)
+    found = vendors.Found(vendors.BY_KEY["qualcomm"], str(tmp_path))
+    res = aot_compile.compile_one(tiny_tflite, found, "SM8650", ops_total=3)
+    assert res.status == "compile-failed" and res.crashed and "SIGSEGV" in res.error
+    assert (res.ops_on_npu, res.ops_total) == (2, 3)               # what the plugin said before it died

@@ -302,9 +302,10 @@ def _intel(vendor: Vendor, plugin_dir: Path, plugin: Path) -> Found:
 
 
 def _release(soname: str) -> str | None:
-    """'libopenvino.so.2631' -> '2026.3.1' (OpenVINO's soname is its release without dots)."""
-    m = re.search(r"\.so\.(\d{4})(\d)(\d+)$", soname)
-    return f"{m.group(1)}.{m.group(2)}.{m.group(3)}" if m else None
+    """'libopenvino.so.2631' -> '2026.3.1' (OpenVINO's soname is its release: two digits of the year,
+    the minor and the patch number)."""
+    m = re.search(r"\.so\.(\d{2})(\d)(\d+)$", soname)
+    return f"20{m.group(1)}.{m.group(2)}.{m.group(3)}" if m else None
 
 
 def _sdk_package(module: str) -> tuple[Path | None, str | None]:
@@ -355,7 +356,6 @@ def _samsung(vendor: Vendor, plugin_dir: Path, plugin: Path) -> Found:
                  sdk=f"ai-edge-litert-sdk-samsung {ver}" if pkg else None)
 
 
-_LOAD_FAIL = re.compile(r"Failed to load plugin at: \S+ with error.*?\n(?:\S*\s*)?(?:└\s*)?(.+)", re.S)
 _INFO = re.compile(r'<\s*LiteRtCompilerPlugin\s*>\s*"([^"]+)"\s*\|\s*(.*)')
 
 
