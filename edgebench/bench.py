@@ -27,7 +27,7 @@ import numpy as np
 
 from edgebench.errors import BadInput, EdgebenchError, InfraError
 from edgebench.fingerprint import emulation_warning, host_fingerprint, sha256_file
-from edgebench.rows import Cost, Document, InferenceRow, Latency
+from edgebench.rows import Cost, Delegation, Document, InferenceRow, Latency
 from edgebench import sustain
 from edgebench.energy import EnergySettings
 from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, Schedule, check_runtime
@@ -154,6 +154,8 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
                             f"before {wanted}; raise --max-time")
         where_parts, where_warnings = runtime_row_parts(res.extra, lat, f"{name} on {target.name}")
         warnings.extend(where_warnings)
+        if info.get("aot") and where_parts.get("delegation") is None:
+            where_parts["delegation"] = _compiled_delegation(info)   # what the compiled file holds (issue 34)
         emulated = emulation_warning(res.fingerprint)
         if emulated:
             warnings.append(emulated)
@@ -208,6 +210,16 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
         return failed_row(target.name, model, err, cost=cost, **known)
 
 
+def _compiled_delegation(info: dict[str, Any]) -> Delegation:
+    """An AOT-compiled file's own split: its DISPATCH_OP partitions and the builtins left to the CPU."""
+    from edgebench.tflite_model import compiled_for
+
+    aot = info["aot"]
+    return Delegation(delegate=f"NPU dispatch ({compiled_for(aot)})", nodes_total=None, nodes_delegated=None,
+                      partitions=int(aot["partitions"]), undelegated=dict(aot["cpu_op_histogram"]),
+                      source="the compiled file: one DISPATCH_OP per NPU partition, builtins left to the CPU")
+
+
 def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = None) -> Document:
     """Benchmark every model on every target (host first, devices in parallel lanes).
 
@@ -217,6 +229,9 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
 
     settings.validate()
     infos = {m: tflite_model.inspect(m) for m in settings.models}   # bad files fail up front
+    host_npu = settings.runtime_api == "compiled" and settings.accelerator == "npu"
+    for m, info in infos.items():          # an AOT-compiled file: one line naming its SoC (issue 34)
+        tflite_model.refuse_compiled(m, info, host_npu=host_npu)
     targets = resolve_targets(settings.targets, threads=settings.threads, delegate=settings.delegate,
                               benchmark_binary=settings.benchmark_binary)
     peak = load_cached()

@@ -218,8 +218,10 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
     ref_path = Path(ref)
     if ref_path.suffix != ".tflite":
         raise BadInput(f"--reference {ref}: give the float .tflite the quantized file was made from")
+    from edgebench.tflite_model import refuse_compiled
+
     for pth in (quant, ref_path):
-        inspect(str(pth))                      # missing / not a flatbuffer: one line naming the file
+        refuse_compiled(pth, inspect(str(pth)))   # missing / not a flatbuffer / AOT-compiled: one line
     ref_prec, prec = file_precision(inspect(str(ref_path))), file_precision(inspect(str(quant)))
     if ref_prec != "fp32":
         raise BadInput(f"--reference {ref}: the file is {ref_prec}, not float; give the fp32 .tflite")

@@ -97,6 +97,9 @@ def _peak_memory(r: InferenceRow) -> Any:
 def _llm(key: str) -> Callable[[InferenceRow], Any]:
     """The median over the repeats of an llm-bench figure (``rows.llm``)."""
     return lambda r: r.llm.median(key) if r.llm is not None else None
+def _npu_ops(r: InferenceRow) -> Any:
+    """readiness rows: the share of ops in NPU partitions (None for a target not checked)."""
+    return r.readiness.ops_pct if r.readiness is not None else None
 
 
 REGISTRY: tuple[Metric, ...] = (
@@ -147,6 +150,10 @@ REGISTRY: tuple[Metric, ...] = (
     Metric("llm_init_ms", "init ms", "ms", _llm("init_ms"), "lower", test="repeats", repeat_key="init_ms",
            aliases=("init",), priority=2, prometheus="edgebench_llm_init_seconds", prometheus_scale=1e-3,
            help="LiteRT-LM engine and session creation time, as the engine reports it (median over processes)."),
+    Metric("npu_ops_pct", "on NPU", "%", _npu_ops, "higher", aliases=("npu_ops", "ops_on_npu"), priority=1,
+           summary=False, test="absolute", threshold=0.5, change_unit="pp", prometheus="edgebench_npu_ops_ratio",
+           prometheus_scale=0.01, help="Share of the model's ops an NPU compiler placed in NPU partitions "
+                                       "(readiness rows; a target that could not be checked has none)."),
     Metric("examples_per_s", "ex/s", "1/s", lambda r: r.examples_per_s, "higher", row_kind="train",
            aliases=("throughput",), priority=0, prometheus="edgebench_training_examples_per_second",
            help="Training throughput (examples per second)."),

@@ -82,6 +82,8 @@ RANGES: dict[str, Range] = {
     # llm-bench: tokens (each value of --prefill/--decode's comma-separated lists), warm-up generations
     "--prefill": _ge(1, 1 << 20), "--decode": _ge(1, 1 << 20), "--max-num-tokens": _ge(1, 1 << 20),
     "--warmup": _ge(0, 100),
+    # NPU readiness
+    "--compile-timeout": _gt(0, WEEK_S), "--jobs": _ge(1, 64),
 }
 
 

@@ -671,7 +671,9 @@ def tflite_signature(path: str) -> Signature:
     from edgebench.targets.host import describe_model
     from edgebench.tflite_model import inspect
 
-    inspect(path)   # missing / truncated / not a flatbuffer -> BadInput naming the file
+    from edgebench.tflite_model import refuse_compiled
+
+    refuse_compiled(path, inspect(path))   # missing / truncated / not a flatbuffer / AOT-compiled: one line
     meta, _ = describe_model(path)
 
     def spec(d):
@@ -708,6 +710,9 @@ def tflite_variants(paths: list[str], out_dir: Path) -> dict[str, Any]:
             raise BadInput(f"{path}: several sources are only for .tflite files (a SavedModel or .keras goes "
                            "alone, or as --reference)")
         info = inspect(str(p))
+        from edgebench.tflite_model import refuse_compiled
+
+        refuse_compiled(p, info)
         prec = tflite_precision(info)
         entries.append((p, prec, info))
     seen = Counter(prec for _, prec, _ in entries)

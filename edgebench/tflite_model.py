@@ -20,6 +20,12 @@ Dynamic dimensions (-1) are taken at their stored size (1 for a dynamic batch).
 ``precision(info)`` names the precision a file actually has, from its kernels and constants.
 One writer: ``restore_signature`` adds a SignatureDef to a model converted without one.
 
+Ahead-of-time compiled files (LiteRT's AOT compiler, ``edgebench readiness``): every NPU partition
+is one custom op ``DISPATCH_OP`` whose vendor bytecode sits after the flatbuffer, the ops left on
+the CPU stay ordinary builtins, and the metadata entry ``LiteRtStamp`` names the vendor and SoC
+(two NUL-padded strings). ``inspect`` reports it as ``aot`` (None for an ordinary model) and
+``refuse_compiled`` turns it into the one line every reader of a ``.tflite`` gives.
+
 Untrusted files: flatbuffers let many tables point at one vector, so a small hostile file can
 make a reader decode the same long vector thousands of times. Every vector and string read here
 is charged to a budget of ``READ_BUDGET_FACTOR`` x the file size (a converter-produced model
@@ -44,6 +50,11 @@ QUANT_TYPES = ("int8", "uint8", "int16", "int4")
 BOUNDARY_OPS = ("QUANTIZE", "DEQUANTIZE")
 READ_BUDGET_FACTOR = 4      # bytes decoded per byte of file (slack for vectors read twice)
 READ_BUDGET_MIN = 1 << 16   # ... and at least this many, for tiny files
+DISPATCH_OP = "DISPATCH_OP"         # LiteRT's custom op for one compiled NPU partition
+STAMP_KEY = "LiteRtStamp"           # metadata: the vendor and SoC a file was compiled for
+# The vendors whose compiled files run on this kind of host: LiteRT's Intel OpenVINO dispatch
+# library runs a partition compiled with the OpenVINO CPU backend (``--accelerator npu``).
+HOST_DISPATCH_VENDORS = ("IntelOpenVINO",)
 MAX_RANK = 16               # no TFLite kernel takes more dimensions; longer shapes are not FLOP-counted
 
 
@@ -243,6 +254,18 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
                     "input_names": [t["name"] for t in in_t if t is not None and not t["constant"]],
                     "output_names": [t["name"] for t in out_t]})
 
+    stamp = None
+    charge(4 * model.MetadataLength())
+    for m in range(model.MetadataLength()):
+        md = model.Metadata(m)
+        if md.Name() != STAMP_KEY.encode():
+            continue
+        idx = md.Buffer()
+        if 0 <= idx < model.BuffersLength() and model.Buffers(idx).DataLength():
+            b = model.Buffers(idx)
+            charge(b.DataLength())
+            raw = bytes(b.DataAsNumpy().tobytes())
+            stamp = [x.decode(errors="replace") for x in raw.split(b"\0") if x.strip()]
     compute_ops = [o for o in ops if o["kind"] != "boundary"]
     integer_ops = [o for o in compute_ops if o["kind"] == "integer"]
     float_ops = [o for o in compute_ops if o["kind"] in ("float", "hybrid")] if quantized_model else []
@@ -266,7 +289,48 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
         "flops": total,
         "flops_by_op": dict(flops_by_op),
         "counted_ops": list(COUNTED_OPS),
+        "aot": _aot(stamp, ops),
     }
+
+
+def _aot(stamp: list[str] | None, ops: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What an AOT-compiled file holds: vendor and SoC from its stamp, its NPU partitions
+    (``DISPATCH_OP``) and the ops left on the CPU (everything else); None for an ordinary model."""
+    dispatch = sum(1 for o in ops if o["op"] == f"CUSTOM:{DISPATCH_OP}")
+    if not stamp and not dispatch:
+        return None
+    left = [o["op"] for o in ops if o["op"] != f"CUSTOM:{DISPATCH_OP}"]
+    return {"vendor": stamp[0] if stamp else None, "soc": stamp[1] if stamp and len(stamp) > 1 else None,
+            "partitions": dispatch, "cpu_ops": len(left), "cpu_op_histogram": dict(Counter(left))}
+
+
+def compiled_for(aot: dict[str, Any] | None) -> str:
+    """'Qualcomm SM8650' (what the stamp says; 'an NPU' when the file has no stamp)."""
+    if not aot:
+        return "an NPU"
+    return " ".join(x for x in (aot.get("vendor"), aot.get("soc")) if x) or "an NPU"
+
+
+def refuse_compiled(path: str | os.PathLike, info: dict[str, Any], *, host_npu: bool = False) -> None:
+    """An AOT-compiled file is bad input for every host reader (bench, compare,
+    convert-and-compare, diagnose): its partitions are vendor bytecode for one SoC's NPU, not ops
+    LiteRT's CPU kernels run. ``host_npu``: the caller runs it through LiteRT's NPU dispatch on this
+    host (``--runtime compiled --accelerator npu``), which a vendor in ``HOST_DISPATCH_VENDORS`` has."""
+    aot = info.get("aot")
+    if not aot:
+        return
+    where = compiled_for(aot)
+    if host_npu and aot.get("vendor") in HOST_DISPATCH_VENDORS:
+        return
+    if aot.get("vendor") in HOST_DISPATCH_VENDORS:
+        fix = (f"run it through LiteRT's NPU dispatch on this host with `edgebench bench {Path(path).name} --runtime "
+               "compiled --accelerator npu` (pip install 'edgebench[npu-intel]'), or `edgebench readiness SOURCE` for "
+               "its drift against the CPU")
+    else:
+        fix = ("measure the source file on the host, or run it on that phone with "
+               "`--runtime compiled --accelerator npu`")
+    raise BadInput(f"{path} is compiled for {where}: runs only on that SoC's NPU "
+                   f"({aot.get('partitions', 0)} NPU partition(s) of vendor bytecode); {fix}")
 
 
 def _prod(xs) -> int:

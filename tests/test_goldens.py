@@ -102,6 +102,12 @@ def diagnose(width: int):
     return render_diagnose(load("diagnose"), width=width)
 
 
+def readiness(width: int):
+    from edgebench.report.terminal.readiness import render_readiness
+
+    return render_readiness(load("readiness"), width=width)
+
+
 def matrix(width: int):
     from edgebench.report.terminal.matrix import render_matrix
 
@@ -123,11 +129,12 @@ TERMINAL: dict[str, tuple[Callable[[int], Any], tuple[int, ...]]] = {
     "results-show-matrix-cell": (results_show("results-show-cell"), WIDTHS),
     "diagnose": (diagnose, WIDTHS),
     "matrix": (matrix, WIDTHS),
+    "readiness": (lambda width: readiness(width), WIDTHS),
 }
 
 # --- documents: one per frozen input (the report of `report`, `--markdown`, diagnose `--html`) -----
 
-DOCUMENTS = ("compare", "keep-float", "gate-failed", "bench", "sustained", "diagnose")
+DOCUMENTS = ("compare", "keep-float", "gate-failed", "bench", "sustained", "diagnose", "readiness")
 
 
 def check(got: str, path: Path) -> None:

@@ -71,10 +71,15 @@ def _diagnose_doc() -> dict:
                                        "--keep-float functional_1/block_0/conv2d_0/Conv2D --max-accuracy-drop 1"]}]}
 
 
-@pytest.mark.parametrize("name", ["compare", "wide-compare", "compare+train", "diagnose"])
+@pytest.mark.parametrize("name", ["compare", "wide-compare", "compare+train", "diagnose", "readiness"])
 def test_reports_fit_a_1280px_page_and_open_with_the_verdict(name, tmp_path):
-    docs = {"compare": [make_compare_doc()], "wide-compare": [_wide_compare_doc()],
-            "compare+train": [make_compare_doc(), make_train_doc()], "diagnose": [_diagnose_doc()]}[name]
+    if name == "readiness":      # a real run's document (tests/goldens/inputs/record.py): long errors and paths
+        import json
+
+        docs = [json.loads((Path(__file__).parent / "goldens" / "inputs" / "readiness.json").read_text())]
+    else:
+        docs = {"compare": [make_compare_doc()], "wide-compare": [_wide_compare_doc()],
+                "compare+train": [make_compare_doc(), make_train_doc()], "diagnose": [_diagnose_doc()]}[name]
     got = layout(render_html(docs), tmp_path, name)
     assert got["width"] <= PAGE_PX, got
     assert got["widest_section"] <= PAGE_PX, got

@@ -30,6 +30,7 @@ _COMMANDS = (
     "convert",
     "convert_and_compare",
     "diagnose",
+    "readiness",
     "compare",
     "bench",
     "devices",

@@ -25,6 +25,8 @@ page (1280 px checked in headless Chromium by the tests); the environment is col
                  input pipeline)
 ``diagnose``     per-layer quantization error along the graph order and the worst layers
                  (``edgebench diagnose`` results; rendered by ``report.diagnose``)
+``readiness``    NPU readiness per (vendor, SoC): ops on the NPU, why the rest stay on the CPU
+                 (``edgebench readiness`` results; rendered by ``report.readiness``)
 ``history``      metric over time for each series with earlier stored runs
 """
 
@@ -50,7 +52,7 @@ from edgebench.metrics import BY_KEY
 from edgebench.report.pivot import SUBCOLUMNS, cell_values, matrix_pivots, short_value, varying_axes
 
 SECTIONS = ("verdict", "fingerprint", "results", "where", "latency", "sustained", "pareto", "drift", "training", "diagnose",
-            "history")
+            "readiness", "history")
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2rem;color:#222;max-width:1200px}
@@ -444,6 +446,15 @@ def _diagnose_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     return section_html("diagnose", "Quantization diagnosis", html_section(diag))
 
 
+def _readiness_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
+    from edgebench.report.readiness import html_section as readiness_html
+
+    ready = [t for _d, t in docs if t.kind == "readiness"]
+    if not ready:
+        return ""
+    return section_html("readiness", "NPU readiness", readiness_html(ready))
+
+
 def _epoch(created: Any) -> float | None:
     try:
         t = _dt.datetime.fromisoformat(str(created).replace("Z", "+00:00"))
@@ -504,6 +515,7 @@ def render_html(docs: dict[str, Any] | Sequence[dict[str, Any]], *,
         _drift_section(pairs),
         _training_section(pairs),
         _diagnose_section(pairs),
+        _readiness_section(pairs),
         _history_section(history),
     ]
     sections = [x for x in sections if x]          # a section with nothing to show is left out

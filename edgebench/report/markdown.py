@@ -267,6 +267,11 @@ def render_markdown(docs: Document | Mapping[str, Any] | Sequence[Document | Map
 
             out += markdown_lines(doc, md_escape)
             continue
+        if doc.kind == "readiness":
+            from edgebench.report.readiness import markdown_lines as readiness_lines
+
+            out += readiness_lines(doc, md_escape)
+            continue
         inf = inference_rows(doc)
         legend: list[str] = []
         if inf:

@@ -12,6 +12,7 @@ from edgebench import SCHEMA_VERSION
 from edgebench.rows._json import STATUSES, _f, _freeze, _i
 from edgebench.rows.diagnosis import Diagnosis
 from edgebench.rows.llm import LlmPart
+from edgebench.rows.readiness import Readiness
 from edgebench.rows.parts import Accuracy, Cost, Drift, Latency, Warmup, Worst, drifts_from_dict
 from edgebench.rows.regimes import ColdStart, Delegation, Energy, OpEntry, Paced, Sustained, Verdict, Window
 from edgebench.rows.envelope import (Binding, DetectionRecord, LoadLevel, OpProfileSummary, ServerRun, SlaSearch,
@@ -145,6 +146,7 @@ class InferenceRow(_RowMixin):
     repeats: tuple[Mapping[str, Any], ...] | None = None  # bench --repeats: one summary per worker process
     diagnosis: Diagnosis | None = None              # diagnose rows: layers, findings ... (flat keys, Diagnosis.KEYS)
     llm: LlmPart | None = None                      # llm-bench rows: shape, context, each metric over the repeats
+    readiness: Readiness | None = None              # readiness rows: vendor, SoC, compile status ... (Readiness.KEYS)
     unknown: Mapping[str, Any] = field(default_factory=dict)
 
     kind = "inference"
@@ -250,6 +252,8 @@ class InferenceRow(_RowMixin):
             out["warnings"] = list(self.warnings)
         if self.diagnosis is not None:
             out.update(self.diagnosis.to_dict())
+        if self.readiness is not None:
+            out.update(self.readiness.to_dict())
         out.update(self.unknown)
         return out
 
@@ -305,6 +309,9 @@ class InferenceRow(_RowMixin):
         kw["diagnosis"] = Diagnosis.from_row(d)
         if kw["diagnosis"] is not None:
             known |= set(Diagnosis.KEYS)
+        kw["readiness"] = Readiness.from_row(d)
+        if kw["readiness"] is not None:
+            known |= set(Readiness.KEYS)
         kw["unknown"] = _freeze({k: v for k, v in d.items() if k not in known})
         return cls(**kw)
 

@@ -141,14 +141,25 @@ class NativeLog:
 
 
 _ADAPTER = re.compile(r"Selected adapter: (.+)$", re.M)
+_PLUGIN_ERRS = re.compile(r"0 compiler plugins were applied successfully.*?Plugin errs: ([^\n]+)", re.S)
 
 
 def accelerator_problem(accelerator: str, log: str) -> str | None:
     """Why the requested accelerator did not load (from LiteRT's own log), or None."""
-    if accelerator == "npu" and "NPU accelerator could not be loaded" in log:
+    # LiteRT logs "could not be loaded" for every environment it makes, also the inner ones after a
+    # vendor dispatch library did register the NPU (an Intel OpenVINO install): registered wins.
+    if accelerator == "npu" and "NPU accelerator could not be loaded" in log and "NPU accelerator registered" not in log:
         return ("accelerator 'npu' is not available on this machine: LiteRT found no NPU dispatch library "
                 "(no vendor SDK for this SoC); available here: cpu, and gpu when a Vulkan/OpenCL driver is "
                 "installed; run NPU models on a device with --targets adb:SERIAL")
+    plugin = _PLUGIN_ERRS.search(log)
+    if accelerator == "npu" and plugin:
+        # a model not compiled ahead of time: the vendor's compiler failed on this host, so LiteRT
+        # would run every op on the CPU while calling it an NPU run
+        return ("accelerator 'npu' is not available for this model on this machine: a vendor's NPU dispatch "
+                f"library loaded, but its compiler plugin could not compile the model ({plugin.group(1).strip()[:200]}) "
+                "and LiteRT would run it on the CPU instead; available here: cpu; compile it ahead of time for a SoC "
+                "(`edgebench readiness`) and run that file on its phone")
     if accelerator == "gpu" and ("GPU accelerator could not be loaded" in log or "No adapters found" in log):
         return ("accelerator 'gpu' is not available on this machine: LiteRT's WebGPU accelerator found no "
                 "GPU adapter (install a Vulkan driver; without a GPU, scripts/software_gpu sets up Mesa's "

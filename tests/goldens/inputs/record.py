@@ -9,7 +9,8 @@ renderer should show), then regenerate the goldens (see tests/test_goldens.py):
 It runs, in a temporary folder with its own results store: convert-and-compare digits (four
 precisions, gate), convert-and-compare with --keep-float auto, one whose int8 fails a PSNR gate,
 bench with concurrency, cold starts and an op profile, a sustained + paced bench, diagnose (int8,
-fp16) and a 4-cell matrix run twice (shard 1/2, then the whole with --resume). Timings are kept as
+fp16), a 4-cell matrix run twice (shard 1/2, then the whole with --resume) and, with the npu-qualcomm
+and npu-intel extras installed, readiness of the probe CNN with unusual ops. Timings are kept as
 recorded; only the machine's paths and host name are replaced (``scrub``) so the files say nothing
 about where they were made.
 """
@@ -48,8 +49,11 @@ def scrub(obj, work: Path):
     """The temp folder, the model cache, the interpreter path and the host name -> fixed text."""
     text = json.dumps(obj)
     cache = os.environ.get("EDGEBENCH_CACHE_DIR") or ""
+    import sysconfig
+
     for old, new in ((str(work) + "/", ""), (str(work), "."), (cache, "~/.cache/edgebench") if cache else ("", ""),
-                     (sys.executable, "python3")):
+                     (sys.executable, "python3"), (sysconfig.get_paths()["purelib"], "site-packages"),
+                     (str(Path.home()), "~")):
         if old:
             text = text.replace(json.dumps(old)[1:-1], json.dumps(new)[1:-1])
     obj = json.loads(text)
@@ -70,6 +74,18 @@ def dump(obj, name: str) -> None:
                   lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
     (HERE / name).write_text(text + "\n")
     print("wrote", HERE / name, len(text), "chars")
+
+
+def record_readiness(work: Path, db: list[str]) -> None:
+    """readiness.json: the probe CNN with ATAN2/CUMSUM/BUCKETIZE/SIGN on SoCs that answer every way."""
+    sys.path.insert(0, str(HERE.parents[2]))
+    from reference_models.npu_probe import export
+
+    p = export("unsupported_ops_cnn", work / "probe")
+    edgebench(work, "readiness", p["saved_model"], "--precision", "int8", "--data", p["data"], "--soc",
+              "SM8650,SM8350,SM7550,LNL,MT6989,E9965", "--out", "out-ready", "--fail-on", "SM8650", *db,
+              "--json", "readiness.json")                                 # exits 1: SM8650 keeps 2 ops on the CPU
+    dump(scrub(json.loads((work / "readiness.json").read_text()), work), "readiness.json")
 
 
 def main() -> None:
@@ -102,6 +118,7 @@ def main() -> None:
         report = {"cells": env["rows"], "kind": env["matrix_kind"],
                   **{k: v for k, v in env.items() if k not in envelope_keys}}
         dump(scrub(report, work), "matrix-report.json")
+        record_readiness(work, db)
         with Store(str(work / "results.db")) as st:
             runs = st.list_runs(limit=None)
             dump(scrub({"where": st.where, "runs": runs}, work), "results-list.json")

@@ -1,0 +1,142 @@
+"""``edgebench readiness`` documents for every output: the cells of the one table (terminal,
+Markdown and HTML draw the same ones) and the lines under it -- each op left on the CPU with the
+plugin's and the vendor's reason, the library each unchecked vendor lacks, the SDK notes, the
+``--fail-on`` verdict. Pure: typed documents in, strings out; callers escape for their format."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from edgebench.formats import fmt_bytes, fmt_value
+from edgebench.metrics import BY_KEY
+from edgebench.outcome import row_verdict
+from edgebench.rows import Document, InferenceRow
+
+# (header, priority): 0 = always shown, higher = dropped first on a narrow terminal
+COLUMNS: tuple[tuple[str, int], ...] = (
+    ("precision", 0), ("target", 0), ("checkable", 2), ("status", 0), ("on NPU", 0), ("left on CPU", 1),
+    ("compiled", 3), ("s", 4), ("SDK", 5), ("p50 ms", 2), ("vs CPU", 2), ("fully accel.", 3),
+)
+HOST_COLUMNS = ("p50 ms", "vs CPU", "fully accel.")
+
+
+def is_readiness(doc: Document) -> bool:
+    return doc.kind == "readiness"
+
+
+def _left(r: InferenceRow) -> str:
+    rd = r.readiness
+    if rd is None or not rd.left_on_cpu:
+        return "-" if rd is None or rd.ops_known else ""
+    counts: dict[str, int] = {}
+    for op in rd.left_on_cpu:
+        counts[op.op or "?"] = counts.get(op.op or "?", 0) + 1
+    return ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
+
+
+def cells(r: InferenceRow, gate: Any = None) -> list[str]:
+    """One row's cells, in ``COLUMNS`` order (plain text)."""
+    rd = r.readiness
+    verdict = row_verdict(r, gate)
+    if rd is None:                                     # the host's CPU baseline row
+        status, checkable, on = verdict.text if not verdict.ok else "ok", "-", "-"
+    else:
+        checkable = "yes" if rd.checkable else f"no: {_lib(rd.missing)}"
+        status = rd.compile_status or "-"
+        if verdict.state == "gate-failed":
+            status += " (GATE FAILED)"
+        on = rd.ops_text if rd.checkable else "-"
+    p50 = BY_KEY["p50_ms"].value(r)
+    psnr = r.worst_vs_host.psnr_db if r.worst_vs_host is not None else None
+    host = r.target and r.target.startswith("host:npu")
+    vs = ("identical" if psnr is not None and psnr == float("inf") else f"PSNR {fmt_value(psnr, '.1f')} dB"
+          if psnr is not None else "-") if host else "-"
+    return [r.precision or "-", r.target or "-", checkable, status, on, _left(r) or "-",
+            fmt_bytes(rd.compiled_bytes) if rd and rd.compiled_bytes else "-",
+            fmt_value(rd.compile_seconds, ".2f") if rd and rd.compile_seconds is not None else "-",
+            (rd.sdk_version or rd.sdk or "-") if rd else (r.runtime or "-"),
+            fmt_value(p50, ".4g") if p50 is not None else "-", vs,
+            "-" if r.fully_accelerated is None else ("yes" if r.fully_accelerated else "no")]
+
+
+def _lib(missing: str | None) -> str:
+    """The library's name from a 'missing' sentence (the whole sentence is under the table)."""
+    if not missing:
+        return "?"
+    head = missing.split(" (", 1)[0].split(":", 1)[0]
+    return head if len(head) <= 48 else head[:45] + "..."
+
+
+def table(doc: Document) -> tuple[list[str], list[list[str]]]:
+    """Headers and cells; the host-run columns only when a row ran on the host."""
+    rows = list(doc.rows)
+    gate = doc.gate
+    body = [cells(r, gate) for r in rows]
+    keep = [i for i, (h, _p) in enumerate(COLUMNS) if h not in HOST_COLUMNS or any(b[i] != "-" for b in body)]
+    return [COLUMNS[i][0] for i in keep], [[b[i] for i in keep] for b in body]
+
+
+def details(doc: Document) -> list[str]:
+    """The lines under the table: why each op stayed on the CPU (plugin line | vendor line), what
+    each vendor that could not be checked lacks, notes, the --fail-on verdict."""
+    out: list[str] = []
+    for r in doc.rows:
+        rd = r.readiness
+        if rd is None or not rd.checkable:
+            continue
+        for op in rd.left_on_cpu:
+            where = f"#{op.node} " if op.node is not None else ""
+            vendor = f" | vendor: {op.vendor_line}" if op.vendor_line else (
+                " | vendor: no such op (unmapped)" if op.why == "unmapped" else "")
+            out.append(f"{r.precision} on {r.target}: {where}{op.op} stays on the CPU -- plugin: {op.plugin_line}{vendor}")
+        if rd.compile_status == "compile-failed" and r.error:
+            out.append(f"{r.precision} on {r.target}: compile failed after partitioning ({rd.ops_text}): {r.error}")
+    seen: dict[str, list[str]] = {}
+    for r in doc.rows:
+        rd = r.readiness
+        if rd is not None and not rd.checkable and rd.missing:
+            seen.setdefault(f"{rd.vendor}|{rd.missing}", []).append(rd.soc or "?")
+    for key, socs in seen.items():
+        vendor, missing = key.split("|", 1)
+        out.append(f"{vendor} ({', '.join(dict.fromkeys(socs))}): not checkable here: {missing}")
+    notes = list(dict.fromkeys(n for r in doc.rows if r.readiness is not None for n in r.readiness.readiness_notes))
+    out += [f"note: {n}" for n in notes]
+    for v in doc.get("vendors") or ():
+        if v.get("checkable") and v.get("sdk"):
+            versions = sorted({r.readiness.sdk_version for r in doc.rows if r.readiness is not None
+                               and r.readiness.vendor == v.get("vendor") and r.readiness.sdk_version})
+            out.append(f"{v.get('vendor')}: compiled with {v.get('sdk')}"
+                       + (f" (plugin SDK version {', '.join(versions)})" if versions else ""))
+    gate = doc.gate_result
+    if gate is not None:
+        for c in gate.checks:
+            out.append(("ok: " if c.passed else "FAIL-ON FAILED: ") + c.message)
+    if doc.get("seconds") is not None:
+        out.append(f"readiness report: {len(doc.rows)} rows in {fmt_value(doc.get('seconds'), '.1f')} s; compiled files "
+                   f"in {doc.get('out_dir')}")
+    return out
+
+
+def markdown_lines(doc: Document, esc: Callable[[Any], str]) -> list[str]:
+    headers, body = table(doc)
+    out = ["| " + " | ".join(esc(h) for h in headers) + " |",
+           "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(esc(c) for c in row) + " |" for row in body]
+    lines = details(doc)
+    if lines:
+        out += ["", *[f"- {esc(x)}" for x in lines]]
+    return out
+
+
+def html_section(docs: Sequence[Document]) -> str:
+    from edgebench.report.html_parts import esc, table_html
+
+    parts = []
+    for doc in docs:
+        headers, body = table(doc)
+        parts.append(f"<h3>{esc(doc.model or 'model')}</h3>")
+        parts.append(table_html(headers, body, left=2))
+        lines = details(doc)
+        if lines:
+            parts.append("<ul>" + "".join(f"<li>{esc(x)}</li>" for x in lines) + "</ul>")
+    return "".join(parts)

@@ -1,0 +1,261 @@
+"""``edgebench readiness`` without vendor libraries, and AOT-compiled files everywhere a .tflite is
+read (core suite: no optional extra needed; tests/test_readiness_npu.py has the real compiles)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from edgebench.aot import plugin_log, vendors
+from edgebench.aot.compile import CompileResult
+from edgebench.rows import Document
+
+COMPILED_FOR = "compiled for Qualcomm SM8650: runs only on that SoC's NPU"
+
+
+@pytest.fixture(scope="module")
+def tiny_tflite(tmp_path_factory) -> Path:
+    """A tiny real float model (Dense 6 -> 8 -> 3, softmax), converted with real TF."""
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    inp = keras.Input(shape=(6,), name="x")
+    out = keras.layers.Dense(3, activation="softmax", name="probs")(keras.layers.Dense(8, activation="relu")(inp))
+    path = tmp_path_factory.mktemp("readiness") / "tiny.tflite"
+    path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(keras.Model(inp, out)).convert())
+    return path
+
+
+@pytest.fixture()
+def no_vendor_libraries(monkeypatch):
+    """This host as a plain `pip install edgebench` sees it: no onnxruntime-qnn, no openvino, no SDK."""
+    for var in (*vendors.QNN_SDK_VARS, "GOOGLE_TENSOR_COMPILER_LIB", "EDGEBENCH_MEDIATEK_LIBS", "EDGEBENCH_SAMSUNG_LIBS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(vendors, "_package_dir", lambda name: None)
+    vendors.find.cache_clear()
+    yield
+    vendors.find.cache_clear()
+
+
+def test_without_vendor_libraries_every_row_is_not_checkable_and_names_the_library(
+        no_vendor_libraries, run_cli, tiny_tflite, tmp_path):
+    out = tmp_path / "r.json"
+    code, stdout, err = run_cli("readiness", str(tiny_tflite), "--no-store", "--json", str(out), "--out", str(tmp_path / "o"))
+    assert code == 0, err
+    doc = Document.from_dict(json.loads(out.read_text()))
+    npu = [r for r in doc.rows if r.readiness is not None and r.target != "gpu (WebGPU)"]
+    expected = sum(len(vendors.enum_socs(v)) for v in vendors.VENDORS)
+    assert len(npu) == expected == 33                       # every (vendor, SoC) LiteRT 2.3 registers
+    by_vendor = {}
+    for r in npu:
+        rd = r.readiness
+        assert r.status == "skipped" and rd.checkable is False
+        assert rd.ops_on_npu is None and rd.ops_pct is None and r.delegation is None      # never 0/M
+        assert rd.compile_status in ("sdk-missing", "plugin-load")
+        by_vendor.setdefault(rd.vendor, set()).add(rd.missing)
+    assert any("libQnnHtp.so" in m for m in by_vendor["Qualcomm"])
+    assert any("libopenvino.so.2631" in m and "npu-intel" in m for m in by_vendor["IntelOpenVINO"])
+    assert any("libneuronusdk_adapter.mtk.so" in m for m in by_vendor["MediaTek"])
+    assert any("liblitert_plugin_compiler.so" in m for m in by_vendor["Google"])
+    assert any("Samsung" in m for m in by_vendor["Samsung"])
+    assert not [r for r in doc.rows if (r.target or "").startswith("host")]     # nothing runs the dispatch path
+    assert "not checkable here: libQnnHtp.so" in stdout
+    assert " 0/" not in stdout
+
+
+def _compiled_looking(src: Path, dest: Path, vendor: str = "Qualcomm", soc: str = "SM8650") -> Path:
+    """``src`` with its first op turned into a DISPATCH_OP and a LiteRtStamp added, as LiteRT's
+    AOT compiler writes them (124-byte NUL-padded vendor and SoC)."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as s
+
+    m = s.ModelT.InitFromPackedBuf(bytearray(src.read_bytes()), 0)
+    code = s.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = s.BuiltinOperator.CUSTOM
+    code.customCode = "DISPATCH_OP"
+    code.version = 1
+    m.operatorCodes.append(code)
+    m.subgraphs[0].operators[0].opcodeIndex = len(m.operatorCodes) - 1
+    buf = s.BufferT()
+    buf.data = list(vendor.encode().ljust(124, b"\0") + soc.encode().ljust(124, b"\0") + b"\0\0")
+    m.buffers.append(buf)
+    md = s.MetadataT()
+    md.name, md.buffer = "LiteRtStamp", len(m.buffers) - 1
+    m.metadata = [*(m.metadata or []), md]
+    b = flatbuffers.Builder(4096)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    dest.write_bytes(bytes(b.Output()))
+    return dest
+
+
+def test_inspect_reads_the_stamp_and_the_dispatch_ops(tiny_tflite, tmp_path):
+    from edgebench.tflite_model import inspect
+
+    info = inspect(_compiled_looking(tiny_tflite, tmp_path / "c.tflite"))
+    assert info["aot"]["vendor"] == "Qualcomm" and info["aot"]["soc"] == "SM8650"
+    assert info["aot"]["partitions"] == 1 and info["aot"]["cpu_ops"] == info["op_count"] - 1
+    assert inspect(tiny_tflite)["aot"] is None
+
+
+@pytest.mark.parametrize("argv", [
+    ("bench", "{c}", "--no-store", "--runs", "5"),
+    ("compare", "{t}", "{c}", "--data", "synthetic", "--no-store"),
+    ("convert-and-compare", "{c}", "--data", "synthetic", "--no-store", "--out", "{o}"),
+    ("diagnose", "{c}", "--reference", "{t}", "--data", "synthetic", "--no-store", "--out", "{o}"),
+    ("readiness", "{c}", "--no-store", "--out", "{o}"),
+])
+def test_every_reader_of_a_tflite_names_the_soc_it_was_compiled_for(argv, run_cli, tiny_tflite, tmp_path):
+    c = _compiled_looking(tiny_tflite, tmp_path / "model.SM8650.tflite")
+    code, _out, err = run_cli(*[a.format(c=c, t=tiny_tflite, o=tmp_path / "o") for a in argv])
+    assert code == 2, err
+    assert "compiled for Qualcomm SM8650" in err and "allow_custom_ops" not in err
+    if argv[0] != "readiness":
+        assert COMPILED_FOR in err and "--accelerator npu" in err
+
+
+def test_an_intel_compiled_file_is_pointed_at_the_host_dispatch_path(run_cli, tiny_tflite, tmp_path):
+    c = _compiled_looking(tiny_tflite, tmp_path / "m.LNL.tflite", vendor="IntelOpenVINO", soc="LNL")
+    code, _out, err = run_cli("bench", str(c), "--no-store", "--runs", "5")
+    assert code == 2 and "compiled for IntelOpenVINO LNL" in err and "--runtime compiled --accelerator npu" in err
+
+
+def test_npu_accelerator_registered_beats_an_inner_environments_not_loaded_line():
+    from edgebench.targets.runner_profile import accelerator_problem
+
+    not_loaded = "WARNING: [npu_registry.cc:34] NPU accelerator could not be loaded and registered: kLiteRtStatusErrorNotFound."
+    assert accelerator_problem("npu", not_loaded)                       # no dispatch library at all
+    assert accelerator_problem("npu", "INFO: [npu_registry.cc:30] NPU accelerator registered.\n" + not_loaded) is None
+    jit = ("INFO: [npu_registry.cc:30] NPU accelerator registered.\nINFO: [compiled_model.cc:1397] 0 compiler plugins "
+           "were applied successfully: \nERROR: [compiled_model.cc:1400] Plugin errs: IntelOpenVINO compiler plugin failed\n")
+    assert "could not compile the model" in accelerator_problem("npu", jit)   # never a silent CPU run
+
+
+# ------------------------------------------------------------------------------ rows, gate, renderers
+
+def _result(soc: str, **kw) -> CompileResult:
+    base = dict(vendor="Qualcomm", soc=soc, status="ok", checkable=True, ops_total=21, ops_on_npu=21, partitions=1,
+                compiled_bytes=160_000, seconds=0.4, sdk_version="v2.51.0", sdk="onnxruntime-qnn 2.7.0")
+    return CompileResult(**{**base, **kw})
+
+
+def _doc(fail_on=()):
+    from edgebench.readiness_rows import fail_on_verdict, npu_row
+
+    left = (plugin_log.LeftOp(8, "Atan2", "LiteRT Op #8 'Atan2' (code=156) is not supported in Qualcomm Compiler."),
+            plugin_log.LeftOp(14, "Sign", "LiteRT Op #14 'Sign' (code=158) is not supported in Qualcomm Compiler.",
+                              "The SocModel doesn't support FP16"))
+    results = [_result("SM8650", status="ops-rejected", ops_on_npu=19, partitions=3, left=left),
+               _result("SM8350", status="compile-failed", ops_on_npu=19, partitions=3, compiled_bytes=None,
+                       error="could not create op: q::QNN_CumulativeSum"),
+               _result("SM8850"),
+               CompileResult("MediaTek", "MT6989", "sdk-missing", False, missing="libneuronusdk_adapter.mtk.so (SDK)")]
+    rows = [npu_row(r, model="m", precision="int8", variant_path="m.tflite", sha="ab" * 32) for r in results]
+    doc = Document.new("readiness", rows, {}, model="m", seconds=1.5, out_dir="o")
+    verdict = fail_on_verdict(rows, fail_on)
+    return doc.with_meta(gate=verdict.to_dict()) if verdict else doc
+
+
+def test_rows_round_trip_and_the_metric_reads_ops_on_npu():
+    from edgebench.metrics import BY_KEY
+
+    doc = _doc()
+    again = Document.from_dict(json.loads(json.dumps(doc.to_dict())))
+    assert [r.to_dict() for r in again.rows] == [r.to_dict() for r in doc.rows]
+    m = BY_KEY["npu_ops_pct"]
+    assert [None if v is None else round(v, 2) for v in (m.value(r) for r in again.rows)] == [90.48, 90.48, 100.0, None]
+    assert again.rows[0].delegation.nodes_delegated == 19 and again.rows[3].delegation is None
+    assert again.rows[1].status == "failed" and again.rows[3].status == "skipped"
+
+
+@pytest.mark.parametrize("rules,passed", [(("SM8650",), False), (("SM8650=90",), True), (("SM8850",), True),
+                                          (("SM8350=50",), False), (("MT6989",), False), (("all=90",), False),
+                                          (("qualcomm=90",), False), (("SM8650=90,SM8850",), True)])
+def test_fail_on(rules, passed):
+    gate = _doc(rules).gate_result
+    assert gate.passed is passed, [c.message for c in gate.checks]
+
+
+def test_fail_on_refuses_what_it_cannot_read():
+    from edgebench.errors import BadInput
+    from edgebench.readiness_rows import parse_fail_on
+
+    with pytest.raises(BadInput, match="percentage"):
+        parse_fail_on(("SM8650=most",))
+    with pytest.raises(BadInput, match="no row"):
+        _doc(("SM9999",))
+
+
+def test_markdown_html_and_the_store_show_the_readiness_rows(tmp_path):
+    from edgebench.report.html import render_html
+    from edgebench.report.markdown import render_markdown
+    from edgebench.store import Store
+
+    doc = _doc(("SM8650",))
+    md = render_markdown(doc)
+    assert "19/21, 3 parts" in md and "#8 Atan2 stays on the CPU" in md and "The SocModel doesn't support FP16" in md
+    assert "no: libneuronusdk_adapter.mtk.so" in md and "FAIL-ON FAILED" in md
+    html = render_html(doc)
+    assert '<section id="readiness">' in html and "could not create op: q::QNN_CumulativeSum" in html
+    with Store(f"sqlite:///{tmp_path / 'r.db'}") as st:
+        run = st.save(doc)
+        rows = st.rows(kind="readiness")
+        assert {round(r["npu_ops_pct"], 1) for r in rows if r.get("npu_ops_pct") is not None} == {90.5, 100.0}
+        assert Document.from_dict(st.get(run)).rows[0].readiness.left_on_cpu[1].vendor_line == "The SocModel doesn't support FP16"
+
+
+def test_bad_soc_and_vendor_are_one_line(run_cli, tiny_tflite, tmp_path):
+    code, _o, err = run_cli("readiness", str(tiny_tflite), "--soc", "SM9999", "--no-store")
+    assert code == 2 and "--soc SM9999" in err and "SM8650" in err
+    code, _o, err = run_cli("readiness", str(tiny_tflite), "--vendor", "nokia", "--no-store")
+    assert code == 2 and "--vendor 'nokia'" in err
+
+
+# ------------------------------------------------------------------------------ vendors, compile process
+
+def test_a_wrong_openvino_release_is_named_with_the_one_the_plugin_links(no_vendor_libraries, monkeypatch, tmp_path):
+    libs = tmp_path / "openvino" / "libs"
+    libs.mkdir(parents=True)
+    (libs / "libopenvino.so.2641").write_bytes(b"")
+    monkeypatch.setattr(vendors, "_package_dir", lambda name: tmp_path / "openvino" if name == "openvino" else None)
+    monkeypatch.setattr(vendors, "_version", lambda dist: "2026.4.1" if dist == "openvino" else None)
+    f = vendors.find("intel")
+    assert f.status == "sdk-missing"
+    assert "libopenvino.so.2631 (openvino 2026.4.1 provides libopenvino.so.2641)" in f.missing
+    assert "openvino==2026.3.1" in f.missing
+
+
+def test_qnn_libraries_and_the_stand_in(no_vendor_libraries, monkeypatch, tmp_path):
+    sdk = tmp_path / "qairt"
+    (sdk / vendors.QNN_SDK_SUBDIR).mkdir(parents=True)
+    monkeypatch.setenv("QNN_SDK_ROOT", str(sdk))
+    assert "libQnnHtp.so (not in" in vendors.find("qualcomm").missing          # an SDK folder without the libraries
+    vendors.find.cache_clear()
+    monkeypatch.setenv("QNN_SDK_ROOT", str(tmp_path / "nowhere"))
+    assert "QNN_SDK_ROOT" in vendors.find("qualcomm").missing
+    monkeypatch.setenv("EDGEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(vendors.shutil, "which", lambda name: None)
+    folder, why = vendors.stand_in_dir()
+    assert folder is None and "apt-get install gcc" in why
+
+
+def test_the_plugin_links_libqnnlpai_which_the_stand_in_replaces():
+    plugin = vendors.litert_dir() / "vendors" / "qualcomm" / "compiler" / "libLiteRtCompilerPlugin_Qualcomm.so"
+    assert vendors.QNN_STAND_IN in vendors.needed(plugin) and "libQnnHtp.so" in vendors.needed(plugin)
+
+
+def test_a_plugin_that_crashes_fails_only_its_own_row(monkeypatch, tmp_path, tiny_tflite):
+    """One compile = one process: a crash is a compile-failed row that says so, nothing else dies."""
+    from edgebench.aot import compile as aot_compile
+
+    crash = tmp_path / "apply_plugin_main"
+    crash.write_text("#!/bin/sh\necho 'Partitioned subgraph<0>, selected 2 ops, from a total of 3 ops. "
+                     "resulted in 1 partitions.' >&2\nkill -SEGV $$\n")
+    crash.chmod(0o755)
+    monkeypatch.setattr(aot_compile, "apply_plugin_binary", lambda: crash)
+    found = vendors.Found(vendors.BY_KEY["qualcomm"], str(tmp_path))
+    res = aot_compile.compile_one(tiny_tflite, found, "SM8650", ops_total=3)
+    assert res.status == "compile-failed" and res.crashed and "SIGSEGV" in res.error
+    assert (res.ops_on_npu, res.ops_total) == (2, 3)               # what the plugin said before it died
