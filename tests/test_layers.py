@@ -35,11 +35,11 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
                               "edgebench.stats")),
     ("renderers and publishing", ("edgebench.report", "edgebench.report.*", "edgebench.export",
                                   "edgebench.publish")),
-    ("sources", ("edgebench.sources",)),
+    ("sources", ("edgebench.sources", "edgebench.sources_torch")),
     ("quantization analysis", ("edgebench.quant", "edgebench.quant.*")),
     ("conversion", ("edgebench.convert",)),
     ("workflows", ("edgebench.pipeline", "edgebench.diagnose", "edgebench.bench", "edgebench.matrix",
-                   "edgebench.train.sweep")),
+                   "edgebench.train.sweep", "edgebench.diagnose_fix")),
     ("command line", ("edgebench.cli", "edgebench.cli.*", "edgebench.__main__")),
 )
 MAX_LINES = 800            # no module outside sim/ longer than this
