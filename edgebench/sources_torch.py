@@ -15,8 +15,9 @@ or ``SourceOptions.torch`` gives a PyTorch ``Source`` (``kind`` "torch", ``loade
   layout. The InputSet, the data and the signature are then NHWC; the PyTorch reference transposes.
 * **What runs**: ``--torch`` imports the module and calls the factory -- user code, by explicit
   request, as ``--import`` does. A ``.pt2`` is a serialized graph plus weights; ``torch.export.load``
-  rebuilds the program from them (no pickled Python objects are executed in torch >= 2.6) and
-  edgebench runs that graph's ops.
+  (torch 2.13) reads plain tensors as raw bytes but unpickles what the archive marks as pickled
+  (tensor-subclass weights with ``weights_only=False``, custom/opaque constants with
+  ``pickle.loads``), which can run code: a ``.pt2`` is trusted like a pickle (README).
 * **Identity** (``sha256``): the ``.pt2`` file's; for a factory, the digest of the module's class
   name and every weight and buffer (``targets.torch_ref.state_digest``).
 
@@ -141,7 +142,8 @@ def torch_source(spec: TorchSpec, opts: SourceOptions) -> Source:
     info = {"torch": {"source": spec.kind, "ref": spec.ref, "channels_last": spec.channels_last,
                       "torch_version": torch.__version__, "input_names": list(names),
                       "runs": ("user code: MODULE:FACTORY imported and called (--torch, by request)" if spec.kind ==
-                               "factory" else "a torch.export graph rebuilt by torch.export.load")}}
+                               "factory" else "torch.export.load: the graph, plain tensors as bytes, and any "
+                               "entries the archive marks as pickled unpickled (trusted like a pickle)")}}
     return Source("torch", name, spec.ref, None, sha, sig, info=info, loader="torch",
                   loader_reason="PyTorch model: converted by litert-torch, referenced by PyTorch itself",
                   input_shapes=notes)
@@ -209,7 +211,7 @@ def torch_fp32(src: Source) -> tuple[bytes, dict[str, Any]]:
     kwargs = {n: torch.from_numpy(sample[n]) for n in names}
     try:
         with _quiet():
-            edge = litert_torch.convert(ByName().eval(), sample_kwargs=kwargs)
+            edge = litert_torch.convert(ByName(), sample_kwargs=kwargs)   # (an exported program refuses .eval())
             data = bytes(edge.model_content())
     except Exception as e:  # noqa: BLE001 -- export/lowering errors of every kind
         raise BadInput(f"{src.path}: litert-torch {litert_torch_version()} cannot convert this model "
