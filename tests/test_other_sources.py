@@ -29,6 +29,15 @@ def tiny(tmp_path_factory):
     m = M()
     tf.saved_model.save(m, str(d / "sm"), signatures={"serving_default": m.__call__})
     (d / "tiny.tflite").write_bytes(tf.lite.TFLiteConverter.from_saved_model(str(d / "sm")).convert())
+    import numpy as np
+
+    x = np.random.default_rng(0).uniform(-1, 1, (16, 4)).astype(np.float32)
+    np.savez(d / "data.npz", x=x)
+    c = tf.lite.TFLiteConverter.from_saved_model(str(d / "sm"))
+    c.optimizations = [tf.lite.Optimize.DEFAULT]
+    c.representative_dataset = lambda: ([x[i:i + 1]] for i in range(16))
+    c.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    (d / "tiny_int8.tflite").write_bytes(c.convert())
     return d
 
 
@@ -67,6 +76,18 @@ def test_float_tflite_int8_without_the_extra(monkeypatch, run_cli, tiny, tmp_pat
     code, _, err = run_cli("convert", str(tiny / "tiny.tflite"), "-p", "int8", "--data", str(tmp_path / "cal.npz"),
                            "--out", str(tmp_path / "o"))
     _one_line_exit_2(code, err, "pip install 'edgebench[aeq]'")
+
+
+def test_tflite_pair_diagnosis_without_the_extra_says_how_to_prove_a_fix(monkeypatch, run_cli, tiny, tmp_path):
+    import json
+
+    monkeypatch.setitem(sys.modules, "ai_edge_quantizer", None)
+    code, out, err = run_cli("diagnose", str(tiny / "tiny_int8.tflite"), "--reference", str(tiny / "tiny.tflite"),
+                             "--data", str(tiny / "data.npz"), "--samples", "8", "--no-store", "--json", "-",
+                             "--out", str(tmp_path / "d"))
+    assert code == 0, err
+    (row,) = json.loads(out)["rows"]
+    assert row["fix_commands"] == [] and "pip install 'edgebench[aeq]'" in row["verdict"]
 
 
 def test_no_model_and_two_models_are_refused(run_cli, tiny):

@@ -56,6 +56,16 @@ def require_aeq(why: str):
     return ai_edge_quantizer
 
 
+def aeq_available() -> bool:
+    """Installed (without importing it: the import takes seconds)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("ai_edge_quantizer") is not None
+    except (ValueError, ImportError):    # present in sys.modules as None: blocked
+        return False
+
+
 def aeq_version() -> str | None:
     try:
         from importlib.metadata import version
