@@ -27,10 +27,13 @@ from edgebench.fingerprint import host_fingerprint
 from edgebench.profile import describe_tflite
 from edgebench.quant.keep_float import (float_tensors, keep_float_nodes, quantize_keep_float, resolve_keep_float,
                                         verify_keep_float)
+from edgebench.quant.aeq import convert_variant, converter_versions, converts_with_aeq
 from edgebench.quant.search import KeepFloatGoal, search_keep_float
 from edgebench.savedmodel import run_tf
-from edgebench.sources import (Source, SourceOptions, calibration_feed, finish_tflite, make_converter, resolve_source,
-                               sample_set)
+from edgebench.sources import Source, SourceOptions, calibration_feed, finish_tflite, make_converter, sample_set
+from edgebench.sources_torch import reference_outputs
+# every stage resolves through here: SavedModel / .keras / reference / .tflite, and PyTorch (.pt2, --torch)
+from edgebench.sources_torch import resolve_any as resolve_source
 
 PRECISION_NAMES = ("fp32", "fp16", "int8", "dynamic", "int16x8")
 DEFAULT_PRECISIONS = ("fp32", "fp16", "int8", "dynamic")   # int16x8 on request (slower kernels)
@@ -62,6 +65,8 @@ class ConvertSettings:
     # int8 with float islands: "auto" (searched, see edgebench.diagnose), a regex, or tensor names.
     keep_float: str | tuple[str, ...] | None = None
     keep_float_goal: KeepFloatGoal | None = None   # required by "auto"
+    # int8 with 16-bit activations on these tensors' ops (ai-edge-quantizer sources: float .tflite, PyTorch)
+    a16: str | tuple[str, ...] | None = None
 
 
 def _one_line(e: BaseException) -> str:
@@ -435,6 +440,9 @@ def run_key(settings: ConvertSettings, src: Source, calibration_sha256: str | No
              "calibration_sha256": calibration_sha256, "calibration_samples": settings.calibration_samples,
              "seed": settings.seed, "parity_samples": settings.parity_samples, "tensorflow": tf.__version__,
              "edgebench": __version__}
+    if converts_with_aeq(src):          # (keys only where they apply: TF sources keep their run keys)
+        facts.update(a16=settings.a16, converters=converter_versions(src), channels_last=opts.channels_last,
+                     torch=opts.torch)
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest(), facts
 
 
@@ -502,9 +510,17 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
     ensure_dir(base)
     src = resolve_source(settings.src, size=settings.size, work_dir=base, seed=settings.seed,
                          options=settings.source)
-    if src.saved_model_dir is None:
-        raise BadInput(f"{settings.src}: already a .tflite, nothing to convert; measure it with `edgebench "
-                       "convert-and-compare FILE.tflite --data D [--reference SAVEDMODEL]` or `edgebench bench`")
+    aeq = converts_with_aeq(src)     # a float .tflite or a PyTorch model: litert-torch + ai-edge-quantizer
+    if src.saved_model_dir is None and not aeq:
+        raise BadInput(f"{settings.src}: already a quantized .tflite ({src.info.get('precision')}), nothing to convert; "
+                       "measure it with `edgebench convert-and-compare FILE.tflite --data D [--reference FP32.tflite "
+                       "or SAVEDMODEL]` or `edgebench bench`")
+    if settings.a16 and not aeq:
+        raise BadInput("--a16 gives ops 16-bit activations through ai-edge-quantizer, for a float .tflite or PyTorch "
+                       "source; for a TensorFlow source use --precision int16x8 or --keep-float")
+    if aeq and settings.keep_float == "auto":
+        raise BadInput(f"--keep-float auto searches with TensorFlow's converter; for {settings.src} name the tensors "
+                       "(`edgebench diagnose` lists them and proves the fix) or a regex")
 
     calib_ds = _calibration_set(settings, src)
     n_cal = min(settings.calibration_samples, calib_ds.n) if calib_ds is not None else 0
@@ -542,7 +558,10 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                if prec == "int8" and settings.keep_float:
+                if aeq:
+                    data, qinfo = convert_variant(src, prec, calib_ds, n_cal, (variants.get("fp32") or {}).get("path"),
+                                                  settings.keep_float, settings.a16)
+                elif prec == "int8" and settings.keep_float:
                     keep = _keep_float_plan(settings, src, calib, out_dir, variants, say)
                     data, qinfo = quantize_keep_float(keep["calibrated"], keep["nodes"], settings.int8_io)
                 else:
@@ -591,6 +610,8 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
             v["precision_detail"] = precision_detail_of(path)     # "int8 with 2 float ops (...)" or None
         except Exception as e:  # noqa: BLE001 -- a model LiteRT cannot load is a failed variant
             v.update({"status": "failed", "error": f"LiteRT cannot load the converted model: {_one_line(e)}"})
+        if qinfo.get("keep_float"):         # ai-edge-quantizer's float islands
+            v["keep_float"], v["keep_float_ops"] = qinfo["keep_float"], qinfo["keep_float_ops"]
         if keep is not None:
             v["keep_float"] = keep["tensors"]
             v["keep_float_ops"] = keep["nodes"]
@@ -611,7 +632,9 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
 
     # FP32 parity, always.
     parity: dict[str, Any] = {"passed": None, "skipped": "fp32 conversion failed"}
-    if fp32.get("status") == "ok":
+    if fp32.get("status") == "ok" and src.kind == "tflite":
+        parity = {"passed": None, "skipped": "the fp32 variant is the source .tflite itself"}
+    elif fp32.get("status") == "ok":
         say("FP32 parity check")
         pset = src.evaluation or calib_ds
         if pset is None:
@@ -619,10 +642,17 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
 
             pset = synthetic(src.signature, settings.parity_samples, settings.seed)
         pset = cast_to_signature(pset, src.signature).take(settings.parity_samples)
-        tf_out = run_tf(src.saved_model_dir, src.signature, pset, signature_key=src.signature_key,
-                        loader=src.loader, tags=src.tags)
+        tf_out = (reference_outputs(src, pset) if src.kind == "torch" else
+                  run_tf(src.saved_model_dir, src.signature, pset, signature_key=src.signature_key,
+                         loader=src.loader, tags=src.tags))
         tfl_out = run_tflite_inprocess(fp32["path"], pset)
         parity = parity_check(tf_out, tfl_out, (src.info or {}).get("task"))
+        parity["reference"] = "torch" if src.kind == "torch" else "tf"
+        if src.kind == "torch" and not parity["passed"]:
+            parity["explanation"] = parity["explanation"].split(". Likely causes")[0].replace(
+                "TensorFlow", "PyTorch") + ("; the model may have train-mode layers or random ops in forward, or an "
+                                            "op litert-torch lowers differently: convert an eval-mode, deterministic "
+                                            "model")
         parity["samples"] = pset.n
         parity["inputs"] = pset.source
         fp32["parity"] = "passed" if parity["passed"] else "failed"
@@ -647,7 +677,8 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
         "variants": {p: variants[p] for p in order},
         "parity": parity,
         "int8_io": settings.int8_io,
-        "versions": {"tensorflow": tf.__version__, "litert": host_fingerprint().get("litert")},
+        "versions": {"tensorflow": tf.__version__, "litert": host_fingerprint().get("litert"),
+                     **(converter_versions(src) if aeq else {})},
         "fingerprint": host_fingerprint(),
         "total_seconds": round(time.perf_counter() - t_start, 3),
         "out_dir": str(out_dir),

@@ -33,6 +33,7 @@ from edgebench import compare as cmp
 from edgebench.convert import (PRECISION_NAMES, ConvertSettings, calibrated_model, check_manifest, convert,
                                resolve_source)
 from edgebench.data import DEFAULT_PREPROCESS
+from edgebench.diagnose_fix import AEQ_NOTE_MISSING, prove_tflite_fix, source_flags
 from edgebench.errors import BadInput
 from edgebench.fingerprint import host_fingerprint
 from edgebench.quant.layers import (ISOLATION_RULE, MATCHING_RULE, NOISE_RATIO, RANKING_RULE, WORKER_DEADLINE_S,
@@ -83,9 +84,9 @@ def _precisions(requested: tuple[str, ...]) -> tuple[list[str], list[str]]:
 
 def diagnose_command(src: str, precisions: list[str], *, data: str | None = None,
                      calibration_data: str | None = None, samples: int | None = None, size: str = "tiny",
-                     preprocess: str | None = None, int8_io: str = "float") -> str:
+                     preprocess: str | None = None, int8_io: str = "float", source: SourceOptions | None = None) -> str:
     """The exact ``edgebench diagnose`` command line for a run (gate-failure messages point to it)."""
-    parts = ["edgebench", "diagnose", src, "--precision", ",".join(precisions)]
+    parts = ["edgebench", "diagnose", *source_flags(src, source), "--precision", ",".join(precisions)]
     for flag, value in (("--data", data), ("--calibration-data", calibration_data),
                         ("--samples", samples), ("--preprocess", preprocess)):
         if value is not None:
@@ -125,17 +126,22 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
                         seed=settings.seed)
     inputs_path = out_dir / "diagnose_inputs.npz"
     inputs_sha = ds.save(inputs_path)
-    say("TensorFlow reference")
+    torch_src = src.kind == "torch"     # PyTorch: its own outputs; variants re-quantized from the FP32 .tflite
+    say("PyTorch reference" if torch_src else "TensorFlow reference")
+    if torch_src:
+        from edgebench.sources_torch import reference_outputs
 
-    ref_out = run_tf(src.saved_model_dir, src.signature, ds, signature_key=src.signature_key, loader=src.loader,
-                     tags=src.tags)
+        ref_out = reference_outputs(src, ds)
+    else:
+        ref_out = run_tf(src.saved_model_dir, src.signature, ds, signature_key=src.signature_key, loader=src.loader,
+                         tags=src.tags)
     declared = settings.class_output or (src.info or {}).get("class_output")
     class_out = cmp.pick_class_output(ref_out, declared) if task == "classification" or declared else None
     ref_acc = (cmp.classification(ref_out[class_out], ref_out[class_out], ds.labels)
                if class_out is not None and ds.labels is not None else None)
 
     calib = None
-    if any(FLOAT_REFERENCE[p] == "calibrated" for p in quantized) and not src.qat:
+    if any(FLOAT_REFERENCE[p] == "calibrated" for p in quantized) and not src.qat and not torch_src:
         cal_ds = sample_set(src, settings.calibration_data or settings.data, preprocess=settings.preprocess,
                             seed=settings.seed, split="calibration")
         calib = calibration_feed(src, cal_ds, min(settings.calibration_samples, cal_ds.n))
@@ -167,10 +173,11 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
         if src.qat:       # convert-and-compare refuses --keep-float for QAT: nothing to suggest or prove here
             row["suggested_keep_float"] = []
             row["verdict"] = ((row.get("verdict") + "; ") if row.get("verdict") else "") + QAT_NOTE
-        row["fix_commands"] = fix_commands(settings, row, qat=bool(src.qat))
+        row["fix_commands"] = fix_commands(settings, row, qat=bool(src.qat), aeq=torch_src)
         rows.append(row)
-    reference = InferenceRow(role="reference", precision="tf", target="tf", model=src.name,
-                             model_path=str(src.saved_model_dir), model_sha256=src.sha256,
+    reference = InferenceRow(role="reference", precision="torch" if torch_src else "tf",
+                             target="torch" if torch_src else "tf", model=src.name,
+                             model_path=str(src.saved_model_dir or src.path), model_sha256=src.sha256,
                              accuracy=None if ref_acc is None else Accuracy.from_dict({**ref_acc, "output": class_out}))
     return Document.new(
         "diagnose", [InferenceRow.from_dict(r) for r in rows], host_fingerprint(with_tf=True),
@@ -182,7 +189,7 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
         method={"matching": MATCHING_RULE, "isolated": ISOLATION_RULE, "ranking": RANKING_RULE,
                 "noise_ratio": f"rmse_over_scale ~ 1/sqrt(12) = {NOISE_RATIO:.4f} for rounding alone",
                 "outlier_ratio": next((r.get("outlier_ratio_method") for r in rows if r.get("outlier_ratio_method")), None),
-                "float_reference": FLOAT_REFERENCE},
+                "float_reference": {p: "fp32" for p in quantized} if torch_src else FLOAT_REFERENCE},
         timings={"total_s": time.perf_counter() - t0},
     )
 
@@ -191,8 +198,9 @@ QAT_NOTE = ("a quantization-aware-trained model: its int8 ranges come from train
             "layer named here is in training (keep it float in the QAT model, or train longer with "
             "representative data); convert-and-compare cannot re-quantize it with tensors kept float")
 TFLITE_PAIR_NOTE = ("a quantized .tflite made elsewhere, against its float .tflite (--reference): tensors are "
-                    "matched by name, then by op type and shape; the fixes edgebench can prove (--keep-float, "
-                    "int16x8) need the float source model, so none is offered")
+                    "matched by name, then by op type and shape; fixes are built from the float .tflite with "
+                    "ai-edge-quantizer (the culprits kept float, or 16-bit activations on their scope) and proven "
+                    "on the same inputs")
 
 
 def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] | None = None) -> Document:
@@ -256,10 +264,22 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
     v = {"path": str(quant), "sha256": sha256_file(quant), "bytes": size,
          "size_reduction_pct": round(100.0 * (1 - size / ref_size), 2) if ref_size else None}
     say(f"{prec}: ranking")
+    from edgebench.quant.aeq import aeq_available
+
+    aeq_ok = aeq_available()      # the fix is built from the float file with ai-edge-quantizer
     row = _row(prec, v, quant.stem, meta, arrays, ref_out, ds.labels, class_out, ref_acc, str(ref_path),
-               time.perf_counter() - t0, keep_float=False)
-    row["suggested_keep_float"] = []          # keep-float re-quantizes from the float source: not here
+               time.perf_counter() - t0, keep_float=aeq_ok)
     row["fix_commands"] = []
+    if not aeq_ok:
+        row["suggested_keep_float"] = []      # nothing here can re-quantize from the float file
+        row["verdict"] = ((row.get("verdict") + "; ") if row.get("verdict") else "") + AEQ_NOTE_MISSING
+    elif prec in ("int8", "int16x8") and row.get("suggested_keep_float"):
+        say("proving a fix: ai-edge-quantizer from the float .tflite")
+        proof = prove_tflite_fix(settings, row, ref_path, sig, ds, ref_out, class_out, ref_acc, out_dir,
+                                 proof_goal(row))
+        if proof:
+            row["fix_proof"] = proof
+            row["fix_commands"] = [c["command"] for c in proof["candidates"]]
     reference = InferenceRow(role="reference", precision="fp32", target="host", model=ref_path.stem,
                              model_path=str(ref_path), model_sha256=sha256_file(ref_path),
                              accuracy=None if ref_acc is None else Accuracy.from_dict({**ref_acc, "output": class_out}))
@@ -328,7 +348,7 @@ def proof_goal(row: dict[str, Any]) -> list[str] | None:
     return ["--min-psnr", f"{math.floor(psnr) + 6:g}"]
 
 
-def fix_commands(settings: DiagnoseSettings, row: dict[str, Any], *, qat: bool = False) -> list[str]:
+def fix_commands(settings: DiagnoseSettings, row: dict[str, Any], *, qat: bool = False, aeq: bool = False) -> list[str]:
     """Commands that prove a fix for one diagnosed precision (convert-and-compare measures it),
     each with a goal plain int8 does not already meet. None for a QAT model: its int8 ranges come
     from training, and convert-and-compare refuses --keep-float for it (the fix is in training)."""
@@ -337,7 +357,7 @@ def fix_commands(settings: DiagnoseSettings, row: dict[str, Any], *, qat: bool =
     goal = proof_goal(row)
     if goal is None:
         return []
-    base = ["edgebench", "convert-and-compare", settings.src]
+    base = ["edgebench", "convert-and-compare", *source_flags(settings.src, settings.source)]
     for flag, value in (("--data", settings.data), ("--calibration-data", settings.calibration_data),
                         ("--preprocess", settings.preprocess if settings.preprocess != DEFAULT_PREPROCESS else None),
                         ("--int8-io", settings.int8_io if settings.int8_io != "float" else None),
@@ -350,6 +370,9 @@ def fix_commands(settings: DiagnoseSettings, row: dict[str, Any], *, qat: bool =
     out = []
     if row.get("suggested_keep_float"):
         out.append(base + ["--precision", "fp32,int8", "--keep-float", ",".join(row["suggested_keep_float"])] + drop)
-    out.append(base + ["--precision", "fp32,int8", "--keep-float", "auto"] + drop)
+        if aeq:     # ai-edge-quantizer (PyTorch sources): 16-bit activations on the same scope
+            out.append(base + ["--precision", "fp32,int8", "--a16", ",".join(row["suggested_keep_float"])] + drop)
+    if not aeq:     # the search needs TensorFlow's converter
+        out.append(base + ["--precision", "fp32,int8", "--keep-float", "auto"] + drop)
     out.append(base + ["--precision", "fp32,int8,int16x8"] + drop)
     return [" ".join(shlex.quote(x) for x in c) for c in out]

@@ -63,6 +63,8 @@ class CompareSettings:
     op_profile: bool = False              # separate op-profiling pass per row (--op-profile)
     repeats: int = 1                      # worker processes per precision x target (run-level replicates)
     keep_float: str | None = None         # int8 float islands: "auto", a regex or tensor names
+    a16: str | None = None                # int8 + 16-bit activations on these tensors' ops (ai-edge-quantizer)
+    precisions_given: bool = False        # --precision was given: a single float .tflite SRC is quantized
 
 
 def keep_float_goal(settings: CompareSettings):
@@ -216,7 +218,7 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
     t = time.perf_counter()
     from edgebench.convert import resolve_source
 
-    if settings.src.endswith(".tflite") or settings.more_tflite:
+    if (settings.src.endswith(".tflite") or settings.more_tflite) and not _quantizes_tflite(settings):
         # .tflite SRC(s): the given files are the variants; TF runs only with --reference.
         if settings.keep_float:
             raise BadInput("--keep-float re-quantizes while converting; a .tflite SRC is measured as given: pass "
@@ -235,7 +237,8 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
             data=settings.calibration_data or settings.data, calibration_samples=settings.calibration_samples,
             int8_io=settings.int8_io, out_dir=settings.out_dir, preprocess=settings.preprocess,
             size=settings.size, seed=settings.seed, source=settings.source, keep_float=settings.keep_float,
-            keep_float_goal=keep_float_goal(settings) if settings.keep_float == "auto" else None), progress=say)
+            keep_float_goal=keep_float_goal(settings) if settings.keep_float == "auto" else None, a16=settings.a16),
+            progress=say)
         if manifest.get("static_batch_fallback"):     # converted with the dynamic batch after all
             settings = replace(settings, source=settings.source.dynamic_batch())
         src = resolve_source(settings.src, size=settings.size, work_dir=Path(manifest["out_dir"]),
@@ -254,14 +257,21 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
     data_warnings = range_warnings((manifest.get("calibration") or {}).get("value_ranges") or {},
                                    value_ranges(ds, src.signature))
 
-    say("TensorFlow reference" if src.saved_model_dir is not None else "reference .tflite on the host")
+    say("TensorFlow reference" if src.saved_model_dir is not None else "PyTorch reference" if src.kind == "torch"
+        else "reference .tflite on the host")
     t = time.perf_counter()
     from edgebench.targets.tf import TFTarget
 
     ref_job = Job(model_path=str(src.saved_model_dir or src.path), inputs_npz=str(inputs_path),
                   control=settings.control, save_outputs=True, seed=settings.seed)
     wait_ready()             # no pre-started worker is still importing while the reference is timed
-    if src.saved_model_dir is not None:
+    if src.kind == "torch":   # the PyTorch model itself is the reference, as TF is for a TF model
+        from edgebench.sources_torch import spec_of
+        from edgebench.targets.torch_ref import TorchTarget
+
+        ref_run = TorchTarget(spec_of(src), src.sha256).run(ref_job, src.signature)
+        ref_label, ref_target = "torch", f"torch ({ref_run.extra.get('device')})"
+    elif src.saved_model_dir is not None:
         tft = TFTarget(batch=settings.tf_batch, signature_key=src.signature_key, loader=src.loader, tags=src.tags)
         ref_run = tft.run(ref_job, src.signature)
         ref_label, ref_target = "tf", f"tf ({ref_run.extra.get('device')})"
@@ -270,7 +280,7 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
 
         ref_run = HostTarget(threads=settings.threads, delegate=settings.delegate).run(
             replace(ref_job, threads=settings.threads, delegate=settings.delegate))
-        ref_label, ref_target = manifest["reference_variant"], "host"
+        ref_label, ref_target = manifest.get("reference_variant", "fp32"), "host"   # (a quantized float .tflite: fp32)
     timings["reference_s"] = time.perf_counter() - t
     ref_out = ref_run.outputs or {}
 
@@ -359,7 +369,8 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
         extra["diagnose_command"] = diagnose_command(   # same data; diagnose's own default sample count
             settings.src, quality_misses, data=settings.data, calibration_data=settings.calibration_data,
             samples=settings.eval_samples if settings.eval_samples < DEFAULT_SAMPLES else None, size=settings.size,
-            preprocess=settings.preprocess if settings.preprocess != DEFAULT_PREPROCESS else None, int8_io=settings.int8_io)
+            preprocess=settings.preprocess if settings.preprocess != DEFAULT_PREPROCESS else None, int8_io=settings.int8_io,
+            source=settings.source)
     return Document.new(
         "compare", rows, host_fingerprint(with_tf=True, threads=settings.threads, delegate=settings.delegate),
         reference=ref_row,
@@ -380,6 +391,18 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
         **extra,
         data_warnings=data_warnings,
     )
+
+
+def _quantizes_tflite(settings: CompareSettings) -> bool:
+    """A single float .tflite SRC given with --precision, --keep-float or --a16 is converted (quantized
+    with ai-edge-quantizer) rather than measured as given; a quantized file, several files or a
+    --reference keep the given-variants path."""
+    if settings.more_tflite or settings.source.reference or not (settings.precisions_given or settings.keep_float
+                                                                 or settings.a16):
+        return False
+    from edgebench.tflite_model import inspect, precision
+
+    return Path(settings.src).is_file() and precision(inspect(settings.src)) == "fp32"
 
 
 def _source_record(settings: CompareSettings, src, manifest: dict[str, Any], task: str) -> dict[str, Any]:

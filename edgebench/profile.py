@@ -164,6 +164,8 @@ def op_profile_from_worker(raw: Mapping[str, Any], latency: Any = None,
             details["members"] = list(e["members"])
         if e.get("member_names"):
             details["member_names"] = list(e["member_names"])
+        if e.get("member_ops"):
+            details["member_ops"] = list(e["member_ops"])
         if e.get("inner"):
             details["inner"] = [{"op": i["op"], "ms": i["us"] / runs / 1e3 if runs else None} for i in e["inner"]]
         if e.get("subgraph"):
@@ -326,24 +328,122 @@ def profile_pairs(rows: Sequence[InferenceRow]) -> list[tuple[InferenceRow, Infe
 
 # ------------------------------------------------------------------------------------ Model Explorer
 
+NOT_TIMED = "delegated, not timed per node"
+
+
+def partition_split(e: OpEntry, flops: Mapping[int, int] | None = None) -> tuple[list[float] | None, str]:
+    """A delegate partition's measured time per member node, and how it was attributed.
+
+    1. ``inner operators in order``: the delegate timed its own operators (XNNPACK's inner events)
+       and they line up with the member nodes in execution order, op family by op family
+       (``_align``; a 1x1 convolution may run as a GEMM, reshapes come and go): each node gets its
+       operators' time.
+    2. ``op type share``: otherwise each op family gets its share of the inner time, split among
+       that family's member nodes by their FLOPs (``flops``: node -> FLOPs; evenly without them);
+       time of inner operators no member family explains is spread in proportion.
+    3. None, ``NOT_TIMED``: no inner events (a GPU/NPU delegate times the partition only) or no
+       family in common: the nodes are marked, not given invented numbers.
+    Values add up to the partition's time (``e.ms``)."""
+    inner = [i for i in (e.details.get("inner") or ()) if i.get("ms") is not None]
+    ops = list(e.details.get("member_ops") or ())
+    members = list(e.details.get("members") or ())
+    total = float(e.ms or 0.0)
+    if not inner or not ops:
+        return None, NOT_TIMED
+    fam_m = [op_family(o) for o in ops]
+    fam_i = [op_family(str(i["op"])) for i in inner]
+    inner_sum = sum(float(i["ms"]) for i in inner)
+    groups = _align(fam_m, fam_i) if inner_sum > 0 else None
+    if groups is not None:
+        return [sum(float(inner[k]["ms"]) for k in g) * total / inner_sum for g in groups], "inner operators in order"
+    by_fam: dict[str, float] = {}
+    for f, i in zip(fam_i, inner):
+        by_fam[f] = by_fam.get(f, 0.0) + float(i["ms"])
+    weights = []
+    for k, f in enumerate(fam_m):
+        node = members[k] if k < len(members) else None
+        w = float((flops or {}).get(node, 0) or 0) if node is not None else 0.0
+        same = [j for j, g in enumerate(fam_m) if g == f]
+        fam_w = [float((flops or {}).get(members[j], 0) or 0) if j < len(members) else 0.0 for j in same]
+        share = (w / sum(fam_w)) if sum(fam_w) > 0 else 1.0 / len(same)
+        weights.append(by_fam.get(f, 0.0) * share)
+    if sum(weights) <= 0:
+        return None, NOT_TIMED
+    return [w * total / sum(weights) for w in weights], "op type share"
+
+
+# XNNPACK runs a 1x1 convolution as a GEMM ("Fully Connected (NC, F32) GEMM"); reshapes and copies
+# it adds or elides are data movement and may sit next to any node.
+_SAME_WORK = {frozenset(("Convolution", "Fully Connected"))}
+_MOVES = ("Reshape", "Convert", "Transpose", "Constant Pad")
+_MAX_PER_NODE = 4          # inner operators one node may expand to
+
+
+def _align(nodes: list[str], inner: list[str]) -> list[list[int]] | None:
+    """Assign the delegate's inner operators, in order, to the member nodes, in order (a node
+    takes 0..4 consecutive operators): the assignment with the fewest misfits (an operator of
+    another family, a node left without one), or None when misfits exceed 10 % of the nodes."""
+    def fits(f: str, g: str) -> bool:
+        return f == g or g in _MOVES or frozenset((f, g)) in _SAME_WORK
+
+    n, m = len(nodes), len(inner)
+    inf = float("inf")
+    cost = [[inf] * (m + 1) for _ in range(n + 1)]
+    back = [[0] * (m + 1) for _ in range(n + 1)]
+    cost[0][0] = 0
+    for i in range(1, n + 1):
+        for j in range(m + 1):
+            for t in range(0, min(_MAX_PER_NODE, j) + 1):
+                prev = cost[i - 1][j - t]
+                if prev == inf:
+                    continue
+                c = prev + (1 if t == 0 and nodes[i - 1] not in _MOVES else 0) + sum(
+                    0 if fits(nodes[i - 1], inner[k]) else 1 for k in range(j - t, j))
+                if c < cost[i][j]:
+                    cost[i][j], back[i][j] = c, t
+    if cost[n][m] > max(2, 0.1 * n):
+        return None
+    groups, j = [], m
+    for i in range(n, 0, -1):
+        t = back[i][j]
+        groups.append(list(range(j - t, j)))
+        j -= t
+    return groups[::-1]
+
+
 def model_explorer_node_data(row: InferenceRow) -> dict[str, Any]:
     """Model Explorer "node data" (GraphNodeData JSON: ``results`` keyed by a node's output
-    tensor name, ``value`` = ms per inference, and a green-to-red gradient). A delegate
-    partition's time is spread evenly over its member nodes: the delegate does not time its
-    nodes apart, and the values still add up to the profile's sum."""
-    results: dict[str, dict[str, float]] = {}
+    tensor name, ``value`` = ms per inference, and a green-to-red gradient). Inside a delegate
+    partition each member node gets its own time (``partition_split``: the delegate's inner
+    operators in order, else its op type's share, by FLOPs); a partition the delegate did not time
+    per operator marks its nodes ``NOT_TIMED`` (a string value) instead of N identical numbers.
+    The numbers add up to the profile's sum less the partitions marked so."""
+    results: dict[str, dict[str, Any]] = {}
+    flops: dict[int, int] | None = None
     for e in row.op_profile or ():
         if e.ms is None:
             continue
         members = e.details.get("member_names") if e.delegated else None
         if members:
-            for key in members:
-                results[str(key)] = {"value": round(e.ms / len(members), 6)}
+            if flops is None:
+                flops = _node_flops(row.model_path)
+            values, _how = partition_split(e, flops)
+            for k, key in enumerate(members):
+                results[str(key)] = ({"value": NOT_TIMED} if values is None or k >= len(values)
+                                     else {"value": round(values[k], 6)})
         elif e.name:
             results[str(e.name)] = {"value": round(e.ms, 6)}
     return {"results": results,
             "gradient": [{"stop": 0, "bgColor": "#e8f5e9"}, {"stop": 0.5, "bgColor": "#ffeb3b"},
                          {"stop": 1, "bgColor": "#f44336"}]}
+
+
+def _node_flops(model_path: str | None) -> dict[int, int]:
+    """Node index -> FLOPs, read from the .tflite (empty when the file is not here)."""
+    try:
+        return {o["index"]: int(o.get("flops") or 0) for o in inspect(str(model_path))["ops"]} if model_path else {}
+    except Exception:  # noqa: BLE001 -- a device path or a moved file: split evenly instead
+        return {}
 
 
 # ------------------------------------------------------------------------------------ rows

@@ -65,6 +65,8 @@ class SourceOptions:
     # model at a static batch (a Keras LSTM's TensorList wants a static element shape it cannot
     # infer then), convert keeps the dynamic batch and records why (manifest static_batch_fallback)
     static_batch_auto: bool = False
+    torch: str | None = None              # --torch MODULE:FACTORY: a PyTorch source (sources_torch)
+    channels_last: bool = False           # --channels-last: a PyTorch source's .tflite takes NHWC
 
     def for_measuring(self, src: str) -> "SourceOptions":
         """The options of a command that measures what it converts (convert-and-compare, diagnose):

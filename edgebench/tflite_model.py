@@ -426,7 +426,10 @@ def precision(info: dict[str, Any]) -> str:
     """
     quant = [o for o in math_ops(info) if o["kind"] == "integer" and any(d in QUANT_TYPES for d in o["outputs"])]
     if quant:
-        return "int16x8" if any("int16" in o["outputs"] for o in quant) else "int8"
+        # int16x8 only when 16-bit activations are the rule: a mostly-int8 file with a few int16 ops
+        # (ai-edge-quantizer's a16w8 on a scope) is int8, and precision_detail says "+ a16 on N ops"
+        wide = sum(1 for o in quant if "int16" in o["outputs"])
+        return "int16x8" if wide * 2 > len(quant) else "int8"
     ops = info.get("ops", [])
     if any(o["kind"] == "hybrid" for o in ops) or any(
             o["op"] == "DEQUANTIZE" and "int8" in o["inputs"] for o in ops):
@@ -438,15 +441,23 @@ def precision(info: dict[str, Any]) -> str:
 
 def precision_detail(info: dict[str, Any]) -> str | None:
     """A mixed file says it is mixed: "int8 with 2 float ops (SOFTMAX, MUL)" for an integer model
-    whose math also runs float kernels (kept-float islands, ops without an integer kernel)."""
+    whose math also runs float kernels (kept-float islands, ops without an integer kernel);
+    "int8 + a16 on 2 ops (CONV_2D)" for an int8 file with a few 16-bit-activation ops (and
+    "int16x8 + a8 on ..." the other way round); both parts when both apply."""
     prec = precision(info)
     if prec not in ("int8", "int16x8"):
         return None
-    floats = [o["op"] for o in math_ops(info) if o["kind"] in ("float", "hybrid")]
-    if not floats:
-        return None
-    kinds = ", ".join(dict.fromkeys(floats))
-    return f"{prec} with {len(floats)} float op{'s' * (len(floats) != 1)} ({kinds})"
+    maths = math_ops(info)
+    other = "int16" if prec == "int8" else "int8"
+    odd = [o["op"] for o in maths if o["kind"] == "integer" and other in o["outputs"]
+           and not any(d in o["outputs"] for d in QUANT_TYPES if d != other)]
+    floats = [o["op"] for o in maths if o["kind"] in ("float", "hybrid")]
+    parts = []
+    if odd:
+        parts.append(f"+ a{other[3:]} on {len(odd)} op{'s' * (len(odd) != 1)} ({', '.join(dict.fromkeys(odd))})")
+    if floats:
+        parts.append(f"with {len(floats)} float op{'s' * (len(floats) != 1)} ({', '.join(dict.fromkeys(floats))})")
+    return f"{prec} {', '.join(parts)}" if parts else None
 
 
 def rename_signature(data: bytes, key: str) -> bytes:

@@ -35,12 +35,12 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
                               "edgebench.stats", "edgebench.llm_pairs", "edgebench.readiness_rows")),
     ("renderers and publishing", ("edgebench.report", "edgebench.report.*", "edgebench.export",
                                   "edgebench.publish")),
-    ("sources", ("edgebench.sources",)),
+    ("sources", ("edgebench.sources", "edgebench.sources_torch")),
     ("quantization analysis", ("edgebench.quant", "edgebench.quant.*")),
     ("conversion", ("edgebench.convert",)),
     ("workflows", ("edgebench.pipeline", "edgebench.diagnose", "edgebench.bench", "edgebench.matrix",
                    "edgebench.train.sweep", "edgebench.llm_bench", "edgebench.llm_compare",
-                   "edgebench.readiness", "edgebench.readiness_host")),
+                   "edgebench.readiness", "edgebench.readiness_host", "edgebench.diagnose_fix")),
     ("command line", ("edgebench.cli", "edgebench.cli.*", "edgebench.__main__")),
 )
 MAX_LINES = 800            # no module outside sim/ longer than this

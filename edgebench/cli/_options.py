@@ -66,6 +66,18 @@ ImportOpt = Annotated[Optional[list[str]], typer.Option(
     "--import", help="Python module (name or .py path) imported first (repeatable): its classes become Keras "
                      "custom objects for .keras/.h5 files; it can also register custom TF ops.")]
 
+# --- PyTorch and float .tflite sources (litert-torch, ai-edge-quantizer)
+TorchOpt = Annotated[Optional[str], typer.Option(
+    "--torch", help="A PyTorch model: MODULE:FACTORY (a module name or .py path; FACTORY() returns an nn.Module, "
+                    "run as given: user code) with --input-shape NAME:1,3,H,W per input; SRC may be omitted. "
+                    "Needs pip install 'edgebench[torch]'.")]
+ChannelsLastOpt = Annotated[bool, typer.Option(
+    "--channels-last", help="PyTorch sources: the .tflite takes and returns NHWC (litert_torch.to_channel_last_io; "
+                            "no leading TRANSPOSE); the data is then NHWC too.")]
+A16Opt = Annotated[Optional[str], typer.Option(
+    "--a16", help="int8 with 16-bit activations on these tensors' ops (names from `edgebench diagnose`, or a regex): "
+                  "ai-edge-quantizer, for a float .tflite or PyTorch source.")]
+
 # --- where the time goes (issue 15)
 RuntimeOpt = Annotated[str, typer.Option(
     "--runtime", help=f"LiteRT API: {' or '.join(RUNTIME_APIS)} (CompiledModel, Google's recommended API).")]
@@ -159,7 +171,7 @@ def energy_settings(enabled: bool, idle_s: float = _ENERGY.idle_s) -> EnergySett
 
 def source_options(signature: str | None = None, input_shapes: list[str] | None = None,
                    imports: list[str] | None = None, reference: str | None = None, static_batch: bool = False,
-                   *, dynamic_batch: bool = False):
+                   *, dynamic_batch: bool = False, torch: str | None = None, channels_last: bool = False):
     """--signature / --input-shape (repeatable) / --import (repeatable) / --reference / --static-batch
     / --dynamic-batch -> SourceOptions (neither flag: the command's default,
     ``SourceOptions.for_measuring``)."""
@@ -176,7 +188,20 @@ def source_options(signature: str | None = None, input_shapes: list[str] | None 
         raise BadInput(f"--input-shape {dup}: given twice; give each input once")
     return SourceOptions(signature_key=signature or DEFAULT_SIGNATURE, input_shapes=shapes,
                          imports=tuple(imports or ()), reference=reference,
-                         static_batch=True if static_batch else False if dynamic_batch else None)
+                         static_batch=True if static_batch else False if dynamic_batch else None,
+                         torch=torch, channels_last=channels_last)
+
+
+def source_arg(src: str | None, torch: str | None) -> str:
+    """SRC, or the --torch MODULE:FACTORY that stands for it (one of the two, not both)."""
+    from edgebench.errors import BadInput
+
+    if torch and src and src != torch:
+        raise BadInput(f"{src} and --torch {torch}: give one model, SRC or --torch MODULE:FACTORY")
+    if not (src or torch):
+        raise BadInput("no model given: pass SRC (a SavedModel folder, .keras, .tflite, .pt2 or a reference model name) "
+                       "or --torch MODULE:FACTORY")
+    return src or torch  # type: ignore[return-value]
 
 
 def publish_options(*, json_path: str | None = None, db: str | None = None, no_store: bool = False,

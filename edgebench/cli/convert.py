@@ -6,7 +6,8 @@ from typing import Optional
 
 import typer
 
-from edgebench.cli._options import ImportOpt, InputShapeOpt, SignatureOpt, StaticBatchOpt
+from edgebench.cli._options import (A16Opt, ChannelsLastOpt, ImportOpt, InputShapeOpt, SignatureOpt, StaticBatchOpt,
+                                    TorchOpt)
 
 
 def register(app: typer.Typer) -> None:
@@ -16,7 +17,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("convert")
     def convert_cmd(
-        src: str = typer.Argument(..., help="SavedModel folder, .keras/.h5 file, or reference model name (edgebench models list)."),
+        src: Optional[str] = typer.Argument(None, help="SavedModel folder, .keras/.h5 file, reference model name (edgebench models list), a float .tflite (quantized with ai-edge-quantizer) or a torch.export .pt2; omit with --torch."),
         precision: str = typer.Option(",".join(DEFAULT_PRECISIONS), "--precision", "-p", help="Comma-separated: fp32,fp16,int8,dynamic,int16x8 (16-bit activations, 8-bit weights)."),
         data: Optional[str] = typer.Option(None, "--data", help="Calibration data: .npz (keyed by input name or positional), .npy, an image folder, or 'synthetic'."),
         calibration_samples: int = typer.Option(defaults.calibration_samples, "--calibration-samples", help="Samples used to calibrate INT8."),
@@ -33,10 +34,13 @@ def register(app: typer.Typer) -> None:
         input_shape: InputShapeOpt = None,
         static_batch: StaticBatchOpt = False,
         imports: ImportOpt = None,
+        torch: TorchOpt = None,
+        channels_last: ChannelsLastOpt = False,
+        a16: A16Opt = None,
     ) -> None:
         """Convert a model to FP32/FP16/INT8/dynamic/int16x8 .tflite, check FP32 parity, write manifest.json."""
         from edgebench.cli._common import console, progress_reporter, split_csv
-        from edgebench.cli._options import source_options
+        from edgebench.cli._options import source_arg, source_options
         from edgebench.convert import check_manifest, convert
         from edgebench.quant.search import KeepFloatGoal
         from edgebench.report.terminal.compare import render_manifest
@@ -52,7 +56,7 @@ def register(app: typer.Typer) -> None:
             raise BadInput("--max-accuracy-drop/--min-psnr/--eval-data on convert are the goal of --keep-float auto; "
                            "add --keep-float auto, or gate with `edgebench convert-and-compare`")
         settings = ConvertSettings(
-            src=src,
+            src=source_arg(src, torch),
             precisions=tuple(split_csv(precision, option="--precision", allowed=PRECISION_NAMES)),
             data=data,
             calibration_samples=calibration_samples,
@@ -60,9 +64,11 @@ def register(app: typer.Typer) -> None:
             out_dir=out,
             preprocess=preprocess,
             size=check_size(size),
-            source=source_options(signature, input_shape, imports, static_batch=static_batch),
+            source=source_options(signature, input_shape, imports, static_batch=static_batch, torch=torch,
+                                  channels_last=channels_last),
             keep_float=keep_float,
             keep_float_goal=goal,
+            a16=a16,
         )
         with progress_reporter("convert") as say:
             say.set_total(2 + len(settings.precisions) + ("fp32" not in settings.precisions))

@@ -44,6 +44,9 @@ from edgebench.cli._options import (
     VerboseOpt,
     WarmupTimeOpt,
     WideOpt,
+    A16Opt,
+    ChannelsLastOpt,
+    TorchOpt,
 )
 from edgebench.targets.base import DEFAULT_DELEGATE
 
@@ -56,12 +59,13 @@ def register(app: typer.Typer) -> None:
 
     @app.command("convert-and-compare")
     def cac_cmd(
-        src: Annotated[list[str], typer.Argument(
-            help="SavedModel folder, .keras/.h5 file, reference model name, or one or more .tflite files (the "
-                 "given variants; the most precise is the reference unless --reference).")],
-        precision: Annotated[str, typer.Option(
+        src: Annotated[Optional[list[str]], typer.Argument(
+            help="SavedModel folder, .keras/.h5 file, reference model name, a torch.export .pt2 (or --torch), or one "
+                 "or more .tflite files (the given variants; the most precise is the reference unless --reference; "
+                 "a single float .tflite with --precision is quantized with ai-edge-quantizer).")] = None,
+        precision: Annotated[Optional[str], typer.Option(
             "--precision", "-p", help="Comma-separated: fp32,fp16,int8,dynamic,int16x8 (16-bit activations, "
-                                      "8-bit weights).")] = ",".join(DEFAULT_PRECISIONS),
+                                      "8-bit weights); default fp32,fp16,int8,dynamic.")] = None,
         targets: TargetsOpt = "host",
         data: Annotated[Optional[str], typer.Option(
             "--data", help="Evaluation data (.npz with optional 'labels', .npy, image folder, or 'synthetic'); "
@@ -122,6 +126,9 @@ def register(app: typer.Typer) -> None:
         reference: Annotated[Optional[str], typer.Option(
             "--reference", help=".tflite SRCs: a SavedModel folder or .keras file run with TF as the reference row.")]
         = None,
+        torch: TorchOpt = None,
+        channels_last: ChannelsLastOpt = False,
+        a16: A16Opt = None,
     ) -> None:
         """Convert SRC, run the TF reference and every precision x target on ONE input set, report and gate.
 
@@ -134,6 +141,7 @@ def register(app: typer.Typer) -> None:
             gpu_precisions,
             publish_options,
             run_control,
+            source_arg,
             source_options,
         )
         from edgebench.cli.convert import check_int8_io, check_size
@@ -144,6 +152,7 @@ def register(app: typer.Typer) -> None:
         from edgebench.report.terminal.compare import render_compare
         from edgebench.report.terminal.diagnose import render_keep_float_table
 
+        src = [source_arg(src[0] if src else None, torch), *(src or [])[1:]]
         if len(src) > 1 and not all(s.endswith(".tflite") for s in src):
             raise BadInput(f"{next(s for s in src if not s.endswith('.tflite'))}: several SRCs must all be .tflite "
                            "files; convert a SavedModel/.keras alone (or give it as --reference)")
@@ -152,8 +161,10 @@ def register(app: typer.Typer) -> None:
         settings = CompareSettings(
             src=src[0], more_tflite=tuple(src[1:]),
             source=source_options(signature, input_shape, imports, reference, static_batch=static_batch,
-                                  dynamic_batch=dynamic_batch),
-            precisions=tuple(split_csv(precision, option="--precision", allowed=PRECISION_NAMES)),
+                                  dynamic_batch=dynamic_batch, torch=torch, channels_last=channels_last),
+            precisions=tuple(split_csv(precision or ",".join(DEFAULT_PRECISIONS), option="--precision",
+                                       allowed=PRECISION_NAMES)),
+            precisions_given=precision is not None, a16=a16,
             targets=tuple(split_csv(targets, option="--targets")),
             data=data, calibration_data=calibration_data, eval_samples=samples,
             calibration_samples=calibration_samples, int8_io=check_int8_io(int8_io), out_dir=out,

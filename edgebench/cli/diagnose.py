@@ -17,6 +17,8 @@ from edgebench.cli._options import (
     SignatureOpt,
     StaticBatchOpt,
     WideOpt,
+    ChannelsLastOpt,
+    TorchOpt,
 )
 
 
@@ -28,7 +30,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("diagnose")
     def diagnose_cmd(
-        src: str = typer.Argument(..., help="SavedModel folder, .keras file, reference model name, or a quantized .tflite (with --reference)."),
+        src: Optional[str] = typer.Argument(None, help="SavedModel folder, .keras file, reference model name, a torch.export .pt2 (or --torch), or a quantized .tflite (with --reference)."),
         reference: Optional[str] = typer.Option(None, "--reference", help="With a quantized .tflite as SRC: the float .tflite it was made from (per-layer error by matching tensors)."),
         precision: str = typer.Option(",".join(d.precisions), "--precision", "-p", help=f"Comma-separated: {','.join(QUANTIZED)}."),
         data: Optional[str] = typer.Option(None, "--data", help="Evaluation data, as for convert-and-compare (.npz with optional 'labels', .npy, image folder, 'synthetic'); also calibrates unless --calibration-data."),
@@ -54,13 +56,15 @@ def register(app: typer.Typer) -> None:
         dynamic_batch: DynamicBatchOpt = False,
         imports: ImportOpt = None,
         wide: WideOpt = False,
+        torch: TorchOpt = None,
+        channels_last: ChannelsLastOpt = False,
     ) -> None:
         """Per-layer quantization error (accumulated and isolated), ranked worst first with advice.
 
         Exit codes: 0 diagnosed (findings or not), 2 bad input, 3 the worker crashed or hung.
         """
         from edgebench.cli._common import console, deliver, progress_reporter, split_csv
-        from edgebench.cli._options import publish_options, source_options
+        from edgebench.cli._options import publish_options, source_arg, source_options
         from edgebench.cli.convert import check_size
         from edgebench.diagnose import diagnose
         from edgebench.errors import BadInput
@@ -70,11 +74,11 @@ def register(app: typer.Typer) -> None:
         if int8_io not in INT8_IO:
             raise BadInput(f"--int8-io {int8_io}: use float or int8")
         settings = DiagnoseSettings(
-            src=src, precisions=tuple(split_csv(precision, option="--precision")), data=data,
+            src=source_arg(src, torch), precisions=tuple(split_csv(precision, option="--precision")), data=data,
             calibration_data=calibration_data, eval_samples=samples, calibration_samples=calibration_samples,
             int8_io=int8_io, out_dir=out, preprocess=preprocess, size=check_size(size), class_output=class_output,
             isolated=not no_isolated, reference=reference, source=source_options(signature, input_shape, imports, static_batch=static_batch,
-                                                 dynamic_batch=dynamic_batch))
+                                                 dynamic_batch=dynamic_batch, torch=torch, channels_last=channels_last))
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, markdown=markdown,
                                extra_files=_extra_files(html_path, model_explorer))
         check_store(opts)

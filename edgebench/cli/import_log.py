@@ -10,11 +10,11 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("import-log")
     def import_log_cmd(
-        file: str = typer.Argument(..., help="Captured benchmark_model output (stdout+stderr), any version."),
+        file: str = typer.Argument(..., help="Captured benchmark_model output (stdout+stderr), any version, or the JSON litert-benchmark --result_json wrote."),
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the result document as JSON to PATH ('-' for stdout)."),
         top_ops: int = typer.Option(10, "--top-ops", help="Operators to show when the log has op profiling (0: none)."),
     ) -> None:
-        """Parse a captured TFLite benchmark_model log into edgebench results (no p99: the tool prints no samples)."""
+        """Parse a captured benchmark_model log or a litert-benchmark --result_json file into edgebench results (no p99: neither tool keeps samples)."""
         from edgebench.results import write_json
         from edgebench.targets.benchmark_model.log_rows import import_log_file
 

@@ -572,6 +572,7 @@ def aggregate(raw: dict, nodes: list[dict] | None, delegation: dict | None) -> d
                             "delegated": True, "members": members[k] if k < len(members) else [],
                             "member_names": [names[m]["name"] for m in (members[k] if k < len(members) else [])
                                              if m in names],
+                            "member_ops": ops,
                             "us_per_run": [sum(us for _, us in r["groups"][k]) for r in per_run],
                             "inner": [{"op": t, "us": us} for t, us in zip(inner_names, inner_us)]})
     elif any(r["groups"] for r in per_run):

@@ -121,9 +121,27 @@ def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP, *, width:
             out.extend(advice)
         if d.suggested_keep_float:
             out.append(WholeLine("suggested: --keep-float " + shlex.quote(",".join(d.suggested_keep_float))))
+        proof = (row.unknown or {}).get("fix_proof")
+        if proof:
+            out.extend(_proof_lines(proof))
         if commands(row):
-            out.append("prove it:")
+            out.append("the commands that rebuild and gate them:" if proof else "prove it:")
             out.extend(WholeLine(c) for c in commands(row))
+    return out
+
+
+def _proof_lines(proof: Mapping[str, Any]) -> list:
+    """The fixes diagnose built and measured itself (a .tflite pair, ai-edge-quantizer)."""
+    head = ("proven" if proof.get("proven") else "tried, goal not met") + f" ({e(str(proof.get('quantizer')))}"
+    head += f"; goal {e(str(proof['goal']))}):" if proof.get("goal") else "):"
+    out: list = [head]
+    for c in proof.get("candidates") or ():
+        top1 = "" if c.get("top1") is None else f"top-1 {c['top1'] * 100:.2f}%"
+        drop = "" if c.get("top1_drop_pp") is None else f" ({top1_change(c['top1_drop_pp'])} pp vs float)"
+        psnr = "" if c.get("psnr_db") is None else f", PSNR {_n(c['psnr_db'])} dB"
+        verdict = {True: "meets the goal", False: "misses the goal", None: ""}[c.get("meets_goal")]
+        out.append(WholeLine(f"  {c['fix']} ({', '.join(_short(t) for t in c.get('tensors') or ())}): {top1}{drop}{psnr}, "
+                             f"{c['bytes'] / 1024:.1f} KiB ({c.get('size_reduction_pct')}% smaller) -- {verdict}"))
     return out
 
 

@@ -24,7 +24,8 @@ def render_import_log(doc, top_ops: int = 10):
     parts: list[Any] = []
     for row in doc.rows:
         log = dict(row.log or {})
-        t = Table(title=f"benchmark_model log: {e(doc.get('source', ''))}", show_header=True, header_style="bold")
+        what = "litert-benchmark result" if doc.get("tool") == "litert-benchmark" else "benchmark_model log"
+        t = Table(title=f"{what}: {e(doc.get('source', ''))}", show_header=True, header_style="bold")
         t.add_column("field")
         t.add_column("value", overflow="fold")
         lat = row.latency

@@ -136,7 +136,8 @@ def to_result_rows(log: BenchmarkModelLog, *, source: str | None = None,
 
 
 def import_log_file(path: str | os.PathLike) -> Document:
-    """``edgebench import-log FILE``: read, parse and wrap a captured log as a result document."""
+    """``edgebench import-log FILE``: read, parse and wrap a captured log as a result document
+    (a ``litert-benchmark --result_json`` file becomes a summary row: ``litert_json``)."""
     from edgebench import __version__
 
     p = Path(path)
@@ -147,6 +148,21 @@ def import_log_file(path: str | os.PathLike) -> Document:
         raise BadInput(f"{p} is empty; capture benchmark_model's output with 2>&1 into the file")
     if b"\x00" in data[:4096]:
         raise BadInput(f"{p} is a binary file, not benchmark_model text output; give the captured log")
+    if data.lstrip()[:1] == b"{":       # litert-benchmark --result_json (a JSON summary, not a log)
+        import json
+
+        from edgebench.targets.benchmark_model.litert_json import import_litert_json, is_litert_benchmark_json
+
+        try:
+            parsed = json.loads(data.decode("utf-8", errors="replace"))
+        except ValueError as e:
+            raise BadInput(f"{p}: starts like JSON but does not parse ({e}); give litert-benchmark's --result_json "
+                           "file unedited, or a captured benchmark_model log") from None
+        if not is_litert_benchmark_json(parsed):
+            raise BadInput(f"{p}: a JSON file without litert-benchmark's latency summary (latency.avg_ms, "
+                           "median_ms, num_runs); give the file `litert-benchmark --model M --result_json FILE` "
+                           "wrote, or a captured benchmark_model log")
+        return import_litert_json(parsed, p)
     log = parse_log(data.decode("utf-8", errors="replace"))
     if not log.is_benchmark_model:
         raise BadInput(f"{p}: no benchmark_model output found (expected lines like 'count=50 ... avg=...' "

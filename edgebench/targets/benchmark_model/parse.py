@@ -45,8 +45,9 @@ _UNSUPPORTED = re.compile(r"^(\w+) acceleration is unsupported on this platform"
 _FAILED_APPLY = re.compile(r"Failed to apply (\w+) delegate")
 _DELEGATE_CREATED = re.compile(r"^(\w+) delegate created\.?$")
 # LiteRT's CompiledModel tool (benchmark_litert_model) ends with its own results block, in ms:
-# "Model initialization: 23744.73 ms", "Inference (avg): 7430.20 ms (10 runs)", "Inference (std): 9.92".
-_LITERT_RESULT = re.compile(r"^(Model initialization|Warmup \(first\)|Warmup \(avg\)|Inference \((?:avg|min|max|std)\))"
+# "Model initialization: 23744.73 ms", "Inference (avg): 7430.20 ms (10 runs)", "Inference (std): 9.92";
+# ai-edge-litert 2.3's litert-benchmark adds "Inference (median|p5|p95)".
+_LITERT_RESULT = re.compile(r"^(Model initialization|Warmup \(first\)|Warmup \(avg\)|Inference \((?:avg|min|max|std|median|p5|p95)\))"
                             r":\s*" + _NUM + r"(?:\s*ms)?(?:\s*\((\d+) runs?\))?\s*$")
 _LITERT_MEM = re.compile(r"^(Init footprint|Overall footprint|Peak memory):\s*" + _NUM + r"\s*MB\s*$")
 _LITERT_TEXT = ("BENCHMARK RESULTS", "Memory Usage:", "Throughput:", "No throughput data available",
@@ -403,7 +404,8 @@ def _litert_block(b: dict[str, Any], inference: RunStats | None, summary: dict[s
     if inference is None and b.get("inference (avg) runs"):
         inference = RunStats(count=int(b["inference (avg) runs"]), avg_us=us.get("inference (avg)"),
                              min_us=us.get("inference (min)"), max_us=us.get("inference (max)"),
-                             std_us=us.get("inference (std)"))
+                             std_us=us.get("inference (std)"), median_us=us.get("inference (median)"),
+                             p5_us=us.get("inference (p5)"), p95_us=us.get("inference (p95)"))
     filled = dict(summary)
     for key, src in (("init", "model initialization"), ("first inference", "warmup (first)"),
                      ("warmup (avg)", "warmup (avg)"), ("inference (avg)", "inference (avg)")):
