@@ -65,6 +65,10 @@ DynamicBatchOpt = Annotated[bool, typer.Option(
 ImportOpt = Annotated[Optional[list[str]], typer.Option(
     "--import", help="Python module (name or .py path) imported first (repeatable): its classes become Keras "
                      "custom objects for .keras/.h5 files; it can also register custom TF ops.")]
+TrustModelOpt = Annotated[bool, typer.Option(
+    "--trust-model", help="Run code the model file carries (a Keras Lambda's bytecode, a custom class the file "
+                          "names, SavedModel ops that write or read files or run Python): refused without it. "
+                          "Only for files whose author you trust.")]
 
 # --- where the time goes (issue 15)
 RuntimeOpt = Annotated[str, typer.Option(
@@ -159,9 +163,9 @@ def energy_settings(enabled: bool, idle_s: float = _ENERGY.idle_s) -> EnergySett
 
 def source_options(signature: str | None = None, input_shapes: list[str] | None = None,
                    imports: list[str] | None = None, reference: str | None = None, static_batch: bool = False,
-                   *, dynamic_batch: bool = False):
+                   *, dynamic_batch: bool = False, trust_model: bool = False):
     """--signature / --input-shape (repeatable) / --import (repeatable) / --reference / --static-batch
-    / --dynamic-batch -> SourceOptions (neither flag: the command's default,
+    / --dynamic-batch / --trust-model -> SourceOptions (neither flag: the command's default,
     ``SourceOptions.for_measuring``)."""
     from edgebench.errors import BadInput
     from edgebench.sources import DEFAULT_SIGNATURE, SourceOptions, parse_input_shape
@@ -176,7 +180,8 @@ def source_options(signature: str | None = None, input_shapes: list[str] | None 
         raise BadInput(f"--input-shape {dup}: given twice; give each input once")
     return SourceOptions(signature_key=signature or DEFAULT_SIGNATURE, input_shapes=shapes,
                          imports=tuple(imports or ()), reference=reference,
-                         static_batch=True if static_batch else False if dynamic_batch else None)
+                         static_batch=True if static_batch else False if dynamic_batch else None,
+                         trust_model=trust_model)
 
 
 def publish_options(*, json_path: str | None = None, db: str | None = None, no_store: bool = False,

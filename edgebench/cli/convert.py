@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from edgebench.cli._options import ImportOpt, InputShapeOpt, SignatureOpt, StaticBatchOpt
+from edgebench.cli._options import ImportOpt, InputShapeOpt, SignatureOpt, StaticBatchOpt, TrustModelOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -33,6 +33,7 @@ def register(app: typer.Typer) -> None:
         input_shape: InputShapeOpt = None,
         static_batch: StaticBatchOpt = False,
         imports: ImportOpt = None,
+        trust_model: TrustModelOpt = False,
     ) -> None:
         """Convert a model to FP32/FP16/INT8/dynamic/int16x8 .tflite, check FP32 parity, write manifest.json."""
         from edgebench.cli._common import console, progress_reporter, split_csv
@@ -60,7 +61,7 @@ def register(app: typer.Typer) -> None:
             out_dir=out,
             preprocess=preprocess,
             size=check_size(size),
-            source=source_options(signature, input_shape, imports, static_batch=static_batch),
+            source=source_options(signature, input_shape, imports, static_batch=static_batch, trust_model=trust_model),
             keep_float=keep_float,
             keep_float_goal=goal,
         )

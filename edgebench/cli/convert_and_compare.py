@@ -40,6 +40,7 @@ from edgebench.cli._options import (
     StaticBatchOpt,
     TargetsOpt,
     ThreadsOpt,
+    TrustModelOpt,
     WarmupRunsOpt,
     VerboseOpt,
     WarmupTimeOpt,
@@ -119,6 +120,7 @@ def register(app: typer.Typer) -> None:
         static_batch: StaticBatchOpt = False,
         dynamic_batch: DynamicBatchOpt = False,
         imports: ImportOpt = None,
+        trust_model: TrustModelOpt = False,
         reference: Annotated[Optional[str], typer.Option(
             "--reference", help=".tflite SRCs: a SavedModel folder or .keras file run with TF as the reference row.")]
         = None,
@@ -152,7 +154,7 @@ def register(app: typer.Typer) -> None:
         settings = CompareSettings(
             src=src[0], more_tflite=tuple(src[1:]),
             source=source_options(signature, input_shape, imports, reference, static_batch=static_batch,
-                                  dynamic_batch=dynamic_batch),
+                                  dynamic_batch=dynamic_batch, trust_model=trust_model),
             precisions=tuple(split_csv(precision, option="--precision", allowed=PRECISION_NAMES)),
             targets=tuple(split_csv(targets, option="--targets")),
             data=data, calibration_data=calibration_data, eval_samples=samples,
