@@ -13,11 +13,10 @@ was found and ``--trust-model``) before a loader touches it:
   package outside the Keras family) rather than from ``--import``. The archive itself is bounded
   first (``check_archive``): member count, names that leave the folder (path traversal), sizes.
 * SavedModels: the MetaGraph that would be loaded is scanned -- its graph and every function of its
-  function library, each reached through calls (``f`` attributes, branches, bodies) -- for ops with
-  effects outside the model: Python callbacks (``PyFunc``), file writes (``WriteFile``, summary
-  writers, ``PrintV2`` to a ``file://`` stream, checkpoint writers outside the saver's own save
-  function), network ops, and file reads of anything but the model's own assets
-  (``saved_model_ops``).
+  function library -- for ops with effects outside the model: Python callbacks (``PyFunc``), file
+  writes (``WriteFile``, summary writers, ``PrintV2`` to a ``file://`` stream), network ops, and,
+  where a loader can reach them, checkpoint writers and reads of anything but the model's own
+  assets (``saved_model_ops``).
 
 ``--trust-model`` (``SourceOptions.trust_model``) is the user's consent: the checks are skipped and
 the Keras loaders run with ``safe_mode=False``. Without it the Keras loaders also run in safe mode,
@@ -363,40 +362,49 @@ def _closure(start: Iterable[str], edges: dict[str, set[str]]) -> set[str]:
     return seen
 
 
-def saved_model_ops(mg: Any, model_dir: str | Path) -> list[tuple[str, str, str]]:
-    """(op, what it does, where) for every side-effecting op the MetaGraph ``mg`` could run.
+# Collections whose ops the loaders run on load (tf.compat.v1 loader: main op / legacy init op; table
+# and local initializers), beside every signature's outputs and the saver's restore op.
+_INIT_COLLECTIONS = ("saved_model_main_op", "legacy_init_op", "main_op", "init_op", "local_init_op",
+                     "table_initializer")
 
-    The saver's own save function (``saver_def.save_tensor_name``, reached from nothing else) may
-    hold checkpoint writers: neither loader runs it. Everything else -- every graph node, every
-    function the graph or the object graph calls, and every function nothing calls -- is scanned."""
+
+def saved_model_ops(mg: Any, model_dir: str | Path) -> list[tuple[str, str, str]]:
+    """(op, what it does, where) for every side-effecting op of the MetaGraph ``mg``.
+
+    Python callbacks, file writes and network ops are refused wherever they are: every graph node
+    and every function of the function library. Checkpoint writers and file readers count only where
+    a loader can reach them -- from any signature's outputs, the saver's restore op, the init
+    collections, and every function the object graph restores (followed through calls, branches,
+    bodies) -- so the saver's own save function, a stale second saver or a training graph's input
+    pipeline left in a TF1 export do not make a model untrusted."""
     graph = mg.graph_def
     library = {f.signature.name: f for f in graph.library.function}
     nodes = {n.name: n for n in graph.node}
     inputs = {n.name: {_strip(i) for i in n.input} for n in graph.node}
-    save = _strip(mg.saver_def.save_tensor_name) if mg.HasField("saver_def") else ""
-    save_nodes = _closure([save], inputs) if save in nodes else set()
-    shared = _closure([n for n in nodes if n not in save_nodes], inputs)
-    save_only = save_nodes - shared
+    roots = {_strip(t.name) for sd in mg.signature_def.values() for t in sd.outputs.values()}
+    if mg.HasField("saver_def"):
+        roots.add(_strip(mg.saver_def.restore_op_name))
+    for key in _INIT_COLLECTIONS:
+        col = mg.collection_def.get(key)
+        if col is not None:
+            roots |= {_strip(v) for v in col.node_list.value}
+    reached = _closure([r for r in roots if r in nodes], inputs)
     calls = {name: {r for n in f.node_def for r in _func_refs(n, library)} for name, f in library.items()}
-    strict_roots = {r for name, n in nodes.items() if name not in save_only for r in _func_refs(n, library)}
-    strict_roots |= {k for k in mg.object_graph_def.concrete_functions if k in library}
-    strict = _closure(strict_roots, calls)
-    save_fns = _closure({r for name in save_only for r in _func_refs(nodes[name], library)}, calls)
-    unreached = set(library) - strict - save_fns
-    strict |= _closure(unreached, calls)
+    run_fns = _closure({r for name in reached for r in _func_refs(nodes[name], library)}
+                       | {k for k in mg.object_graph_def.concrete_functions if k in library}, calls)
     assets = _asset_names(mg)
     bound = _bound_args(mg, library)
     root = Path(model_dir).resolve()
     found: list[tuple[str, str, str]] = []
     for name, node in nodes.items():
-        what = _effect(node, name in save_only, lambda ref: _graph_source(ref, nodes, assets, root))
+        what = _effect(node, name not in reached, lambda ref: _graph_source(ref, nodes, assets, root))
         if what:
             found.append((node.op, what, "the graph"))
     for fname, f in library.items():
         local = {n.name: n for n in f.node_def}
         args = [a.name for a in f.signature.input_arg]
         for node in f.node_def:
-            what = _effect(node, fname not in strict,
+            what = _effect(node, fname not in run_fns,
                            lambda ref: _function_source(ref, local, args, bound.get(fname, {}), nodes, assets, root))
             if what:
                 found.append((node.op, what, f"function {fname}"))
@@ -496,12 +504,12 @@ def _function_source(ref: str, local: dict[str, Any], args: list[str], bound: di
     return False
 
 
-def _effect(node: Any, save_only: bool, is_model_file: Any) -> str | None:
-    """What ``node`` does outside the model, or None."""
+def _effect(node: Any, unreached: bool, is_model_file: Any) -> str | None:
+    """What ``node`` does outside the model, or None (``unreached``: no loader runs it)."""
     op = node.op
     if op in PYTHON_OPS:
         return "runs a Python function"
-    if op in CHECKPOINT_WRITERS and save_only:
+    if unreached and (op in CHECKPOINT_WRITERS or op in READERS):
         return None
     if op.startswith("Debug") and op in WRITERS:
         urls = list(node.attr["debug_urls"].list.s) if "debug_urls" in node.attr else []
