@@ -17,6 +17,8 @@ was found and ``--trust-model``) before a loader touches it:
   writes (``WriteFile``, summary writers, ``PrintV2`` to a ``file://`` stream), network ops, and,
   where a loader can reach them, checkpoint writers and reads of anything but the model's own
   assets (``saved_model_ops``).
+* Folders edgebench reads back (``--out``, a Keras file's export cache): not one another user owns
+  or every user can write to (``unsafe_dir``), where files could be planted or swapped.
 
 ``--trust-model`` (``SourceOptions.trust_model``) is the user's consent: the checks are skipped and
 the Keras loaders run with ``safe_mode=False``. Without it the Keras loaders also run in safe mode,
@@ -198,8 +200,9 @@ def keras_code(config: Any, provided: Collection[str] = ()) -> list[tuple[str, s
                     found.append((where, f"names Python's built-in function {fn!r}, which a Keras 2 loader would "
                                          "call"))
             elif module != "builtins" and not names & set(provided):
+                give = "MODULE (the .py file that defines it)" if module == "__main__" else module
                 found.append((where, f"uses custom class {cls!r} (saved from module {module!r}), which a loader "
-                                     f"would import from the module the file names; pass --import {module} (your "
+                                     f"would import from the module the file names; pass --import {give} (your "
                                      "copy of that code)"))
         for key, value in obj.items():
             if key not in code_keys and key not in ("class_name", "module", "registered_name"):
