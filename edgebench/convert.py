@@ -412,7 +412,8 @@ def _peak_rss_bytes() -> int:
 
 
 def _calibration_set(settings: ConvertSettings, src: Source) -> InputSet | None:
-    ds = sample_set(src, settings.data, preprocess=settings.preprocess, seed=settings.seed, split="calibration")
+    ds = sample_set(src, settings.data, preprocess=settings.preprocess, seed=settings.seed, split="calibration",
+                    samples=max(settings.calibration_samples, settings.parity_samples, 1))
     if ds is None:
         return None
     if settings.calibration_samples <= 0:
@@ -506,7 +507,9 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
     say("loading source")
     base = Path(settings.out_dir or Path(OUT_ROOT) / Path(settings.src).name.removesuffix(".keras"))
     from edgebench.atomic import ensure_dir
+    from edgebench.trust import check_output_dir
 
+    check_output_dir(base, "--out" if settings.out_dir else "the output folder")   # before anything is read back
     ensure_dir(base)
     src = resolve_source(settings.src, size=settings.size, work_dir=base, seed=settings.seed,
                          options=settings.source)

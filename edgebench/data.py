@@ -21,6 +21,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from edgebench.bounded import read_npy, read_npz
 from edgebench.errors import BadInput
 
 LABELS_KEY = "labels"
@@ -167,17 +168,9 @@ class InputSet:
         return InputSet(arrays, labels, source or str(path))
 
 
-def _load_npz(path: Path) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except ValueError as e:
-        if "allow_pickle" in str(e) or "Object arrays" in str(e):
-            raise BadInput(f"{path}: holds pickled object arrays, which edgebench refuses to load; "
-                           "save plain numeric arrays with np.savez") from None
-        raise BadInput(f"{path}: not a readable .npz/.npy file ({e}); save arrays with np.savez") from None
-    except (OSError, zipfile.BadZipFile, EOFError) as e:
-        raise BadInput(f"{path}: not a readable .npz file ({e}); save arrays with np.savez") from None
+def _load_npz(path: Path, n: int | None = None, what: str = "") -> dict[str, np.ndarray]:
+    """The arrays of an .npz (the first ``n`` rows of each), read within ``edgebench.bounded``'s limits."""
+    return read_npz(path, n, what=what)[0]
 
 
 # --------------------------------------------------------------------------- signatures
@@ -200,20 +193,19 @@ def load_data(
                        "(or --data synthetic, which gives misleading INT8 accuracy)")
     if spec == "synthetic":
         warnings.warn(SYNTHETIC_WARNING, stacklevel=2)
-        return synthetic(signature, n or 100, seed)
+        return synthetic(signature, min(n, 100) if n else 100, seed)   # 100 unless fewer are used
     path = Path(spec)
     if not path.exists():
         raise BadInput(f"--data {spec}: no such file or folder; pass an .npz/.npy file, an image folder "
                        "or 'synthetic'")
     if path.is_dir():
-        ds = _load_images(path, signature, preprocess)
+        ds = _load_images(path, signature, preprocess, n)
     elif path.suffix == ".npz":
-        ds = _from_arrays(_load_npz(path), signature, str(path))
+        arrays, rows = read_npz(path, n)      # headers first, then only the first n rows (bounded.py)
+        ds = _from_arrays(arrays, signature, str(path))
+        _check_declared_counts(ds, rows, signature)
     elif path.suffix == ".npy":
-        try:
-            arr = np.load(path, allow_pickle=False)
-        except ValueError:
-            raise BadInput(f"--data {spec}: pickled/object .npy refused; save a numeric array") from None
+        arr = read_npy(path, n)
         if len(signature.inputs) != 1:
             raise BadInput(f"--data {spec}: a .npy holds one array but the model has "
                            f"{len(signature.inputs)} inputs ({', '.join(signature.input_names)}); use an .npz "
@@ -226,6 +218,20 @@ def load_data(
                        "or 'synthetic'")
     validate(ds, signature)
     return ds.take(n)
+
+
+def _check_declared_counts(ds: InputSet, rows: dict[str, int | None], signature: Signature) -> None:
+    """Sample counts of the whole file, from its headers (only the first rows were read): the inputs
+    and labels a run uses must agree however many of them it reads."""
+    keys = dict((ds.binding or {}).get("pairs") or {k: k for k in ds.arrays})
+    counts = {name: rows.get(key) for key, name in keys.items()}
+    if len(set(counts.values())) > 1:
+        raise BadInput(f"--data {ds.source}: inputs have different sample counts {counts}; give every input the "
+                       "same number of samples")
+    label = LABELS_KEY if LABELS_KEY in rows else "y" if "y" in rows and "y" not in signature.input_names else None
+    n = next(iter(counts.values()), None)
+    if ds.labels is not None and label is not None and None not in (rows[label], n) and rows[label] != n:
+        raise BadInput(f"--data {ds.source}: {rows[label]} labels for {n} samples; give one label per sample")
 
 
 def _from_arrays(arrays: dict[str, np.ndarray], signature: Signature, source: str) -> InputSet:
@@ -295,7 +301,7 @@ def _bind_positional(keys: list[str], arrays: dict[str, np.ndarray], signature: 
                    f"name: np.savez(PATH, {'=..., '.join(signature.input_names)}=...)")
 
 
-def _load_images(folder: Path, signature: Signature, preprocess: str) -> InputSet:
+def _load_images(folder: Path, signature: Signature, preprocess: str, n: int | None = None) -> InputSet:
     from PIL import Image, UnidentifiedImageError
 
     if len(signature.inputs) != 1:
@@ -317,12 +323,12 @@ def _load_images(folder: Path, signature: Signature, preprocess: str) -> InputSe
     use_labels = all(p.parent != folder for p in files) and len(parents) > 1
     label_of = {name: i for i, name in enumerate(parents)}
     imgs, labels = [], []
-    for f in files:
+    for f in files[:n]:     # the first n (what take(n) keeps): a folder of 100,000 images is not decoded whole
         try:
             with Image.open(f) as im:
                 im = im.convert("L" if c == 1 else "RGB").resize((w, h), Image.BILINEAR)
                 a = np.asarray(im, dtype=np.float32)
-        except (UnidentifiedImageError, OSError) as e:
+        except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as e:
             raise BadInput(f"--data {f}: not a readable image ({e}); remove or fix it") from None
         if c == 1:
             a = a[..., None]

@@ -143,7 +143,7 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
     calib = None
     if any(FLOAT_REFERENCE[p] == "calibrated" for p in quantized) and not src.qat and not torch_src:
         cal_ds = sample_set(src, settings.calibration_data or settings.data, preprocess=settings.preprocess,
-                            seed=settings.seed, split="calibration")
+                            seed=settings.seed, split="calibration", samples=max(settings.calibration_samples, 1))
         calib = calibration_feed(src, cal_ds, min(settings.calibration_samples, cal_ds.n))
 
     fp32 = manifest["variants"]["fp32"]
@@ -243,11 +243,14 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
                        "array adds top-1) or --data synthetic (misleading for int8 activations)")
     t0 = time.perf_counter()
     out_dir = Path(settings.out_dir) if settings.out_dir else Path("edgebench-out") / quant.stem / "diagnose"
+    from edgebench.trust import check_output_dir
+
+    check_output_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     sig = tflite_signature(str(ref_path))
     say("evaluation inputs")
-    ds = cast_to_signature(load_data(settings.data, sig, preprocess=settings.preprocess, seed=settings.seed),
-                           sig).take(settings.eval_samples)
+    ds = cast_to_signature(load_data(settings.data, sig, preprocess=settings.preprocess, seed=settings.seed,
+                                     n=settings.eval_samples), sig).take(settings.eval_samples)
     inputs_path = out_dir / "diagnose_inputs.npz"
     inputs_sha = ds.save(inputs_path)
     say("float reference (the --reference .tflite)")

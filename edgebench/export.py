@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from edgebench.errors import BadInput, InfraError, OutputNotWritable
 from edgebench.identity import series_key, series_label
+from edgebench.redact import redact, redact_url
 from edgebench.report.prometheus import render_prometheus
 
 DEFAULT_JOB = "edgebench"
@@ -43,10 +44,24 @@ _CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 def _check_gateway_url(url: str) -> str:
     parsed = urllib.parse.urlsplit(url or "")
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise BadInput(f"--pushgateway {url!r} is not an http(s) URL; give e.g. http://localhost:9091")
+        raise BadInput(f"--pushgateway {redact_url(url)!r} is not an http(s) URL; give e.g. http://localhost:9091")
     if parsed.query or parsed.fragment:
-        raise BadInput(f"--pushgateway {url!r} has a query or fragment; give only scheme://host:port[/prefix]")
+        raise BadInput(f"--pushgateway {redact_url(url)!r} has a query or fragment; give only "
+                       "scheme://[user:password@]host:port[/prefix]")
     return url.rstrip("/")
+
+
+def _credentials(url: str) -> tuple[str, dict[str, str]]:
+    """(URL without its userinfo, headers): ``user:password@`` in a --pushgateway URL becomes HTTP
+    basic auth (urllib would otherwise take it for part of the host name)."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, {}
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()).decode()
+    return (urllib.parse.urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment)),
+            {"Authorization": f"Basic {token}"})
 
 
 def _encode_group_value(name: str, value: str) -> str:
@@ -76,17 +91,23 @@ def fallback_run_id(doc: dict[str, Any]) -> str:
 
 def push_metrics(text: str, url: str, grouping: dict[str, str], *, job: str = DEFAULT_JOB,
                  method: str = "PUT", timeout: float = PUSH_TIMEOUT_S, stored: bool = True) -> str:
-    """Send exposition ``text`` to the Pushgateway group; return the group URL.
+    """Send exposition ``text`` to the Pushgateway group; return the group URL as shown to the user
+    (credentials masked, ``edgebench.redact``).
 
     ``method``: PUT replaces the whole group, POST replaces only the metric names pushed.
     ``stored``: whether the result is in the store (only changes the error message's advice).
+    ``user:password@`` in ``url`` is sent as HTTP basic auth (never to a redirect's host) and never
+    printed: messages and the suggested retry command show ``***@``.
     """
-    base = _check_gateway_url(url)
+    raw, auth = _credentials(_check_gateway_url(url))
+    base = redact_url(url.rstrip("/"))
     if method not in ("PUT", "POST"):
         raise BadInput(f"push method {method!r}: use PUT or POST")
-    target = base + grouping_path(grouping, job=job)
-    req = urllib.request.Request(target, data=text.encode("utf-8"), method=method,
+    path = grouping_path(grouping, job=job)
+    req = urllib.request.Request(raw + path, data=text.encode("utf-8"), method=method,
                                  headers={"Content-Type": _CONTENT_TYPE})
+    for k, v in auth.items():
+        req.add_unredirected_header(k, v)
     rid = grouping.get("run_id")
     if stored:
         keep = (f"the results stay in the store; push again later with `edgebench export prometheus"
@@ -102,14 +123,14 @@ def push_metrics(text: str, url: str, grouping: dict[str, str], *, job: str = DE
             body = err.read().decode("utf-8", "replace").strip().splitlines()[0][:200]
         except Exception:  # noqa: BLE001 -- best effort detail only
             pass
-        raise InfraError(f"Pushgateway {base} refused the push (HTTP {err.code}{': ' + body if body else ''}); "
-                         f"{keep}") from None
+        raise InfraError(redact(f"Pushgateway {base} refused the push (HTTP {err.code}"
+                                f"{': ' + body if body else ''}); {keep}", url)) from None
     except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError,
             http.client.HTTPException, OSError) as err:
         reason = getattr(err, "reason", err)
-        raise InfraError(f"Pushgateway {base} is unreachable ({reason}); start it or fix --pushgateway; "
-                         f"{keep}") from None
-    return target
+        raise InfraError(redact(f"Pushgateway {base} is unreachable ({reason}); start it or fix --pushgateway; "
+                                f"{keep}", url)) from None
+    return base + path
 
 
 def push_result(doc: dict[str, Any], url: str, *, run_id: str | None = None, job: str = DEFAULT_JOB,
@@ -211,7 +232,7 @@ def export_prometheus(store: Any, run_id: str | None = None, *, latest: bool = F
     if pushgateway:
         for d in docs:
             if progress:
-                progress(f"pushing run {d.get('run_id')} to {pushgateway}")
+                progress(f"pushing run {d.get('run_id')} to {redact_url(pushgateway)}")
             out.pushed.append(push_result(d, pushgateway))
     return out
 

@@ -38,13 +38,16 @@ import importlib
 import importlib.util
 import itertools
 import json
+import math
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import yaml
 
+from edgebench.bounded import read_bytes
 from edgebench.convert import DEFAULT_PRECISIONS, PRECISION_NAMES
 from edgebench.errors import BadInput, EdgebenchError, InfraError
 from edgebench.ranges import RANGES
@@ -52,6 +55,14 @@ from edgebench.rows import Document, InferenceRow, TrainRow
 from edgebench.targets.base import DELEGATES, HOST_DELEGATES, RunControl
 
 KINDS = ("edge", "train")
+# The most cells one matrix file may expand to, counted from its axes before anything is expanded
+# (a 2 KB file can name 2,000,000 cells: expanding it took 150 s and 2.8 GB before a line was shown).
+# The matrices in matrices/ have 2-32 cells; 4 batch sizes x every device, precision, strategy, XLA and
+# input-pipeline value is 432;
+# even at a second per cell 10,000 is most of a day -- split a larger campaign into several files.
+# The file itself is read up to 1 MiB.
+MAX_CELLS = 10_000
+MAX_FILE_BYTES = 1024 ** 2
 SIZES = ("tiny", "full")
 
 EDGE_PRECISIONS = PRECISION_NAMES        # fp32, fp16, int8, dynamic, int16x8
@@ -262,7 +273,7 @@ def load_matrix(path: str, overrides: dict[str, Any] | None = None,
     """
     p = Path(path)
     try:
-        text = p.read_text()
+        text = read_bytes(p, MAX_FILE_BYTES, "a matrix file", "split it into several files").decode()
     except FileNotFoundError:
         raise BadInput(f"{path}: no such matrix file; see matrices/ for examples") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -308,6 +319,9 @@ def load_matrix(path: str, overrides: dict[str, Any] | None = None,
         label = _public(name, kind)
         if key.axis:
             values = value if isinstance(value, list) else [value]
+            if len(values) > MAX_CELLS:
+                raise BadInput(f"{_where(path, lines, name)}: {label} lists {len(values):,} values, more than the "
+                               f"{MAX_CELLS:,} cells a matrix may have; split it into several files")
             if not values:
                 raise BadInput(f"{_where(path, lines, name)}: {label} is empty, so the matrix has no cells; "
                                f"give at least one of: {key.allowed}")
@@ -317,7 +331,7 @@ def load_matrix(path: str, overrides: dict[str, Any] | None = None,
                     raise BadInput(f"{_where(path, lines, name)}: {label}: {v!r} is {bad}; allowed: {key.allowed}")
                 _check_range(key, v, f"{_where(path, lines, name)}: {label}")
             norm = [_norm(name, v) for v in values]
-            dupes = sorted({str(v) for v in norm if norm.count(v) > 1})
+            dupes = sorted({str(v) for v, k in Counter(map(str, norm)).items() if k > 1})
             if dupes:
                 raise BadInput(f"{_where(path, lines, name)}: {label} lists {', '.join(dupes)} more than once")
             axes[name] = norm
@@ -336,7 +350,21 @@ def load_matrix(path: str, overrides: dict[str, Any] | None = None,
     given = tuple(a for a in axes if a in data)
     for name, default in (EDGE_DEFAULTS if kind == "edge" else TRAIN_DEFAULTS).items():
         axes.setdefault(name, list(default))
-    return MatrixSpec(str(path), kind, axes, settings, lines, given)
+    spec = MatrixSpec(str(path), kind, axes, settings, lines, given)
+    check_cells(spec)
+    return spec
+
+
+def check_cells(spec: MatrixSpec) -> int:
+    """The number of cells ``spec`` expands to, counted from its axes (nothing is expanded);
+    BadInput above ``MAX_CELLS``, naming the axes that multiply up."""
+    axes = EDGE_AXES if spec.kind == "edge" else TRAIN_AXES
+    n = math.prod(len(spec.axes[a]) for a in axes)
+    if n > MAX_CELLS:
+        sizes = " x ".join(f"{len(spec.axes[a])} {_public(a, spec.kind)}" for a in axes if len(spec.axes[a]) > 1)
+        raise BadInput(f"{spec.path}: the matrix expands to {n:,} cells ({sizes}), more than the {MAX_CELLS:,} "
+                       "one matrix may have; split it into several files")
+    return n
 
 
 def _check_range(key: Key, v: Any, where: str) -> None:
@@ -414,6 +442,7 @@ def cell_key(params: dict[str, Any]) -> str:
 
 def expand(spec: MatrixSpec, *, probe: "Probe | None" = None) -> list[Cell]:
     """Every cell of the matrix in a stable order, with skip reasons filled in."""
+    check_cells(spec)
     probe = probe or Probe()
     axes = EDGE_AXES if spec.kind == "edge" else TRAIN_AXES
     cells = []
@@ -550,6 +579,7 @@ class RunOptions:
     resume: bool = False
     shard: str | None = None
     dry_run: bool = False
+    trust_model: bool = False      # --trust-model (a command-line consent; a matrix file cannot give it)
 
 
 def _control(s: dict[str, Any]) -> RunControl:
@@ -570,7 +600,7 @@ class _LanesOnly:
         pass
 
 
-def _edge_doc(spec: MatrixSpec, cell: Cell, progress: Any = None) -> "Document":
+def _edge_doc(spec: MatrixSpec, cell: Cell, progress: Any = None, trust_model: bool = False) -> "Document":
     s, p = spec.settings, cell.params
     sub = _LanesOnly(progress) if hasattr(progress, "lane") else None
     if str(p["model"]).endswith(".tflite"):
@@ -582,6 +612,7 @@ def _edge_doc(spec: MatrixSpec, cell: Cell, progress: Any = None) -> "Document":
         return run_bench(BenchSettings(models=(p["model"],), targets=p["target"], threads=p["threads"],
                                        delegate=p["delegate"], control=_control(s), **kw), progress=sub)
     from edgebench.pipeline import CompareSettings, convert_and_compare
+    from edgebench.sources import SourceOptions
 
     kw = {k: s[k] for k in ("seed", "size", "calibration_samples") if k in s}
     if "samples" in s:
@@ -593,7 +624,8 @@ def _edge_doc(spec: MatrixSpec, cell: Cell, progress: Any = None) -> "Document":
     out_dir = str(Path("edgebench-out") / f"matrix-{spec.hash}" / f"cell{cell.index:04d}")
     doc = convert_and_compare(CompareSettings(src=p["model"], precisions=precisions, targets=(p["target"],),
                                               data=p["data"], threads=p["threads"], delegate=p["delegate"],
-                                              out_dir=out_dir, control=_control(s), **kw), progress=sub)
+                                              out_dir=out_dir, control=_control(s),
+                                              source=SourceOptions(trust_model=trust_model), **kw), progress=sub)
     if p["target"] == "tf" and doc.reference is not None:
         doc = doc.with_rows([doc.reference])   # the TF reference is this cell's result row
     return doc
@@ -696,7 +728,8 @@ def run_matrix(spec: MatrixSpec, opts: RunOptions,
         else:
             cb("start", cell, None)
             try:
-                doc = _edge_doc(spec, cell, progress) if cell.kind == "edge" else _train_doc(spec, cell)
+                doc = (_edge_doc(spec, cell, progress, opts.trust_model) if cell.kind == "edge"
+                       else _train_doc(spec, cell))
                 rows = doc.rows
                 failed = [r for r in rows if r.status == "failed"]
                 status = "failed" if failed else "ok"

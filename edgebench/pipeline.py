@@ -459,7 +459,7 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
     sig = srcs[0].signature
     if settings.data is None:
         raise BadInput("compare needs --data (an .npz/.npy/image folder of real samples, or 'synthetic')")
-    ds = load_data(settings.data, sig, preprocess=settings.preprocess, seed=settings.seed)
+    ds = load_data(settings.data, sig, preprocess=settings.preprocess, seed=settings.seed, n=max(settings.samples, 1))
     ds = cast_to_signature(ds, sig).take(settings.samples)
     tmp = Path(tempfile.mkdtemp(prefix="edgebench-compare-"))
     inputs_path = tmp / "inputs.npz"

@@ -383,8 +383,16 @@ def generate_profile(props: Mapping[str, Any], cpu_facts: Any) -> dict[str, Any]
 
 
 def profile_id_for(props: Mapping[str, Any]) -> str:
+    """A file-name-safe id from the device's model name (letters and digits; at most 64 characters,
+    the rest a digest of the whole name: a device chooses its name, and a 300-character one made
+    ``devices --save-profiles`` fail with "File name too long")."""
     raw = str(props.get("ro.product.model") or props.get("model") or "device")
-    return "".join(ch if ch.isalnum() else "_" for ch in raw.lower()).strip("_") or "device"
+    pid = "".join(ch if ch.isalnum() else "_" for ch in raw.lower()).strip("_") or "device"
+    if len(pid) > 64:
+        import hashlib
+
+        pid = pid[:55] + "_" + hashlib.sha256(raw.encode()).hexdigest()[:8]
+    return pid
 
 
 def save_profile(doc: Mapping[str, Any], path: str | os.PathLike | None = None,

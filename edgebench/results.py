@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from edgebench import SCHEMA_VERSION, __version__
+from edgebench.bounded import printable_data, read_json
 from edgebench.errors import BadInput
 
 
@@ -90,11 +91,18 @@ def write_json(doc: dict[str, Any], path: str) -> None:
     write_text(path, text + "\n")
 
 
+# The largest result file ``results import`` reads: a sustained bench of 10,000,000 raw samples
+# writes ~200 MB of JSON.
+RESULT_MAX_BYTES = 512 * 1024 ** 2
+
+
 def load_result_file(path: str) -> dict[str, Any]:
-    """Read a result JSON written by ``--json`` (an envelope with ``kind`` and ``rows``)."""
+    """Read a result JSON written by ``--json`` (an envelope with ``kind`` and ``rows``), within
+    ``RESULT_MAX_BYTES``; its strings come back without terminal control characters (they are shown
+    in tables later), and nothing it names (paths, files) is opened."""
     p = Path(path)
     try:
-        doc = json.loads(p.read_text())
+        doc = read_json(p, RESULT_MAX_BYTES, "a result document", "give a file written with --json")
     except FileNotFoundError:
         raise BadInput(f"{path}: no such file; give a result JSON written with --json") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -102,4 +110,4 @@ def load_result_file(path: str) -> dict[str, Any]:
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list) or not doc.get("kind"):
         raise BadInput(f"{path}: not an edgebench result (needs 'kind' and a 'rows' list); give a file "
                        "written with --json")
-    return doc
+    return printable_data(doc)

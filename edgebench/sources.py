@@ -44,6 +44,8 @@ from edgebench.fingerprint import sha256_file
 from edgebench.profile import describe_tflite
 from edgebench.savedmodel import DEFAULT_SIGNATURE, SERVE_TAG, graph_session, quiet_v1, read_signature
 from edgebench.tflite_model import precision as tflite_precision
+from edgebench.trust import (check_keras_file, check_output_dir, check_saved_model, own_dir, refusal,
+                             safe_mode_refusal, tf_keras_safe_mode)
 
 KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 # Most precise first: the reference among several .tflite files given without --reference.
@@ -67,6 +69,10 @@ class SourceOptions:
     static_batch_auto: bool = False
     torch: str | None = None              # --torch MODULE:FACTORY: a PyTorch source (sources_torch)
     channels_last: bool = False           # --channels-last: a PyTorch source's .tflite takes NHWC
+    # --trust-model: the user's consent to run code a model file carries (edgebench.trust); without
+    # it a Keras Lambda's bytecode, a custom class the file names, or a SavedModel op that writes
+    # files is refused before anything of the model runs
+    trust_model: bool = False
 
     def for_measuring(self, src: str) -> "SourceOptions":
         """The options of a command that measures what it converts (convert-and-compare, diagnose):
@@ -116,12 +122,14 @@ class Source:
 # --------------------------------------------------------------------------- options
 
 
-def sample_set(src: Source, data: str | None, *, preprocess: str, seed: int, split: str) -> InputSet | None:
+def sample_set(src: Source, data: str | None, *, preprocess: str, seed: int, split: str,
+               samples: int | None = None) -> InputSet | None:
     """The samples a command runs on: ``data`` (a path, or "synthetic") when given, else the
     source's own ``split`` ("evaluation" or "calibration": a reference model's fixed split),
-    checked against the signature; None when neither exists (the caller says which flag to pass)."""
+    checked against the signature; None when neither exists (the caller says which flag to pass).
+    ``samples``: the most the command uses -- only those are read from ``data``."""
     if data:
-        return load_data(data, src.signature, preprocess=preprocess, seed=seed)
+        return load_data(data, src.signature, preprocess=preprocess, seed=seed, n=samples)
     own = src.evaluation if split == "evaluation" else src.calibration
     if own is None:
         return None
@@ -132,7 +140,7 @@ def sample_set(src: Source, data: str | None, *, preprocess: str, seed: int, spl
 def evaluation_set(src: Source, data: str | None, *, samples: int, preprocess: str, seed: int) -> InputSet:
     """The evaluation samples of a run (convert-and-compare, diagnose): ``data`` or the source's own
     evaluation split, cast to the signature, the first ``samples`` of them."""
-    ds = sample_set(src, data, preprocess=preprocess, seed=seed, split="evaluation")
+    ds = sample_set(src, data, preprocess=preprocess, seed=seed, split="evaluation", samples=max(samples, 1))
     if ds is None:
         raise BadInput(f"{src.path}: no evaluation data; pass --data PATH (real samples, with a 'labels' "
                        "array for task accuracy) or --data synthetic (drift only, misleading for INT8)")
@@ -210,6 +218,7 @@ def _reference_source(name: str, size: str, seed: int, opts: SourceOptions) -> S
 def saved_model_source(p: Path, opts: SourceOptions, *, kind: str, name: str, path: str,
                        sha256: str | None = None, require_static: bool = True) -> Source:
     sig, mg, sd = read_signature(p, opts.signature_key)
+    check_saved_model(mg, p, trusted=opts.trust_model)     # before any of its ops can run (the probes below)
     tags = tuple(mg.meta_info_def.tags) or (SERVE_TAG,)
     loader, reason = choose_loader(p, mg, opts.signature_key, tags)
     sig, fixed, notes = fix_shapes(sig, opts.input_shapes, str(path), require_static, bool(opts.static_batch))
@@ -549,13 +558,15 @@ def _keras_source(p: Path, work_dir: Path | None, opts: SourceOptions, require_s
 
     digest = sha256_file(p)
     custom = import_modules(opts.imports)
-    out = (work_dir or Path(p.parent)) / f".{p.stem}.savedmodel-{digest[:12]}"
+    # before the export cache too: an export made once with --trust-model is not reused without it
+    check_keras_file(p, trusted=opts.trust_model, provided=custom)
+    out = (work_dir or own_dir(p.parent, "keras-exports")) / f".{p.stem}.savedmodel-{digest[:12]}"
     note = out / "edgebench-export.json"
     if not (out / "saved_model.pb").exists():
         from edgebench.atomic import temp_dir
 
         with temp_dir(out) as tmp:
-            loaded_with = _export_keras(p, custom, opts.imports, tmp)
+            loaded_with = _export_keras(p, custom, opts.imports, tmp, trusted=opts.trust_model)
             (tmp / "edgebench-export.json").write_text(json.dumps({"loaded_with": loaded_with}))
     src = saved_model_source(out, opts, kind="keras", name=p.stem, path=str(p), sha256=digest,
                              require_static=require_static)
@@ -569,7 +580,7 @@ def _keras_source(p: Path, work_dir: Path | None, opts: SourceOptions, require_s
             from edgebench.atomic import temp_dir
 
             with temp_dir(static) as tmp:
-                _export_keras(p, custom, opts.imports, tmp, shapes=src.fixed_shapes)
+                _export_keras(p, custom, opts.imports, tmp, shapes=src.fixed_shapes, trusted=opts.trust_model)
         src.info["static_export"] = str(static)
     return src
 
@@ -581,16 +592,17 @@ def _shape_tag(shapes: dict[str, tuple[int, ...]]) -> str:
 
 
 def _export_keras(p: Path, custom: dict[str, Any], imports: tuple[str, ...], tmp: Path,
-                  shapes: dict[str, tuple[int, ...]] | None = None) -> str:
+                  shapes: dict[str, tuple[int, ...]] | None = None, trusted: bool = False) -> str:
     """Export the Keras model to a SavedModel in ``tmp`` (``shapes``: Keras 3 only, traced at these
-    input shapes, keyed by the exported signature's input names)."""
+    input shapes, keyed by the exported signature's input names). Both loaders run in safe mode
+    unless ``trusted`` (--trust-model); a safe-mode refusal is reported, never retried elsewhere."""
     import contextlib
     import io
 
     import keras
 
     try:
-        model = keras.models.load_model(p, compile=False, custom_objects=custom or None)
+        model = keras.models.load_model(p, compile=False, custom_objects=custom or None, safe_mode=not trusted)
         kw: dict[str, Any] = {}
         if shapes:
             import tensorflow as tf
@@ -602,6 +614,8 @@ def _export_keras(p: Path, custom: dict[str, Any], imports: tuple[str, ...], tmp
         export = lambda: model.export(str(tmp), format="tf_saved_model", verbose=False, **kw)  # noqa: E731
         loaded_with = f"keras {keras.__version__}"
     except Exception as e:  # noqa: BLE001 -- zip/h5/json/deserialization errors of all kinds
+        if not trusted and safe_mode_refusal(e):
+            raise refusal(str(p), f"Keras {keras.__version__} refused it in safe mode ({first_line(e)})") from None
         err = _keras_error(p, e, imports)
         written_by = _written_by_keras(p)
         if "custom class" in str(err) or not (written_by or "").startswith("2."):
@@ -612,8 +626,11 @@ def _export_keras(p: Path, custom: dict[str, Any], imports: tuple[str, ...], tmp
             raise BadInput(f"{p}: written by Keras {written_by}, and Keras {keras.__version__} cannot read it "
                            f"({first_line(e)}); pip install tf-keras and edgebench loads it with Keras 2") from None
         try:
-            model = tf_keras.models.load_model(p, compile=False, custom_objects=custom or None)
+            with tf_keras_safe_mode(not trusted):   # its legacy .h5 path ignores safe_mode= otherwise
+                model = tf_keras.models.load_model(p, compile=False, custom_objects=custom or None)
         except Exception as e2:  # noqa: BLE001
+            if not trusted and safe_mode_refusal(e2):
+                raise refusal(str(p), f"tf-keras refused it in safe mode ({first_line(e2)})") from None
             legacy = os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes")
             fix = ("if it uses custom layers pass --import MODULE" if not imports else
                    "the --import module's classes were not accepted by tf-keras: a module written with tf.keras "
@@ -741,6 +758,7 @@ def tflite_variants(paths: list[str], out_dir: Path) -> dict[str, Any]:
                "TensorFlow instead")
     from edgebench.atomic import ensure_dir
 
+    check_output_dir(out_dir)
     ensure_dir(out_dir)
     doc = {"schema_version": 1, "kind": "tflite", "variants": variants, "reference_variant": ref,
            "reference_reason": why,

@@ -45,6 +45,7 @@ from edgebench.errors import BadInput, InfraError
 from edgebench.identity import HEADLINE, headline, headline_columns, series_key
 from edgebench.metrics import metric
 from edgebench.outcome import precision_label, row_verdict_of, run_verdict_of
+from edgebench.redact import redact, redact_url
 from edgebench.results import to_jsonable
 
 if TYPE_CHECKING:
@@ -323,8 +324,8 @@ def _to_url(url: str) -> sa.engine.URL:
         try:
             return sa.engine.make_url(url)
         except Exception as exc:  # noqa: BLE001 -- sqlalchemy raises ArgumentError
-            raise BadInput(f"--db {url!r} is not a database URL ({exc}); give a file path or a URL "
-                           "such as postgresql+psycopg2://user@host/db") from None
+            raise BadInput(f"--db {redact_url(url)!r} is not a database URL ({redact(str(exc), url)}); give a file "
+                           "path or a URL such as postgresql+psycopg2://user@host/db") from None
     p = Path(url).expanduser()
     if p.is_dir():
         raise BadInput(f"--db {url} is a directory; give a file path such as {p / 'results.db'}")
@@ -334,7 +335,8 @@ def _to_url(url: str) -> sa.engine.URL:
 
 
 def _redact(url: sa.engine.URL) -> str:
-    return url.render_as_string(hide_password=True)
+    """The store's URL as messages show it (edgebench.redact: userinfo and secret query values masked)."""
+    return redact_url(url.render_as_string(hide_password=False))
 
 
 _LOCKED = ("database is locked", "database table is locked", "busy")
@@ -349,6 +351,7 @@ class Store:
 
     def __init__(self, url: str | None = None, *, timeout_s: float = 30.0) -> None:
         self.url = _to_url(url or default_url())
+        self._raw = self.url.render_as_string(hide_password=False)
         self.where = _redact(self.url)
         self.timeout_s = float(timeout_s)
         self.is_sqlite = self.url.get_backend_name() == "sqlite"
@@ -388,10 +391,11 @@ class Store:
             raise InfraError(f"--db {self.where}: the database driver {exc.name!r} is not installed; install "
                              "it (for PostgreSQL: pip install psycopg2-binary, the edgebench postgres extra)") from None
         except sa.exc.ArgumentError as exc:
-            raise BadInput(f"--db {self.where}: {exc}") from None
+            raise BadInput(f"--db {self.where}: {redact(str(exc), self._raw)}") from None
 
     def _explain(self, exc: Exception, action: str) -> Exception:
         msg = str(getattr(exc, "orig", exc)).strip().splitlines()[0] if str(exc) else type(exc).__name__
+        msg = redact(msg, self._raw)     # a driver's message may quote the URL it was given
         low = msg.lower()
         if any(s in low for s in _LOCKED):
             return InfraError(f"results database {self.where} is locked by another process "

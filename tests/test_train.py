@@ -164,6 +164,11 @@ def test_data_npz_is_validated(tmp_path):
     np.savez(shape, image=np.zeros((4, 9, 9, 1), np.float32), labels=np.zeros(4, np.int32))
     with pytest.raises(BadInput, match="shape"):
         run_train_baseline(TrainSettings(model="digits", data=str(shape), steps=1, warmup_steps=1))
+    from hostile_inputs import huge_shape_npz       # 252 bytes declaring 233 TiB: exit 2, not MemoryError
+
+    huge = huge_shape_npz(tmp_path / "huge.npz", "image", (10 ** 12, 8, 8, 1))
+    with pytest.raises(BadInput, match=r"array 'image' declares \[1000000000000, 8, 8, 1\] float32 \(232.8 TiB\)"):
+        run_train_baseline(TrainSettings(model="digits", data=str(huge), steps=1, warmup_steps=1))
 
 
 def test_unknown_model_and_bad_options_exit_2(tmp_path):

@@ -220,5 +220,8 @@ def _fail(message: str, code: int) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}", markup=True)
+    from edgebench.bounded import printable     # a message may quote a device or a file: no escape codes
+
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(printable(message))}",
+                                                                markup=True)
     sys.exit(code)

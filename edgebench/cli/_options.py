@@ -65,6 +65,10 @@ DynamicBatchOpt = Annotated[bool, typer.Option(
 ImportOpt = Annotated[Optional[list[str]], typer.Option(
     "--import", help="Python module (name or .py path) imported first (repeatable): its classes become Keras "
                      "custom objects for .keras/.h5 files; it can also register custom TF ops.")]
+TrustModelOpt = Annotated[bool, typer.Option(
+    "--trust-model", help="Run code the model file carries (a Keras Lambda's bytecode, a custom class the file "
+                          "names, SavedModel ops that write or read files or run Python): refused without it. "
+                          "Only for files whose author you trust.")]
 
 # --- PyTorch and float .tflite sources (litert-torch, ai-edge-quantizer)
 TorchOpt = Annotated[Optional[str], typer.Option(
@@ -171,9 +175,10 @@ def energy_settings(enabled: bool, idle_s: float = _ENERGY.idle_s) -> EnergySett
 
 def source_options(signature: str | None = None, input_shapes: list[str] | None = None,
                    imports: list[str] | None = None, reference: str | None = None, static_batch: bool = False,
-                   *, dynamic_batch: bool = False, torch: str | None = None, channels_last: bool = False):
+                   *, dynamic_batch: bool = False, torch: str | None = None, channels_last: bool = False,
+                   trust_model: bool = False):
     """--signature / --input-shape (repeatable) / --import (repeatable) / --reference / --static-batch
-    / --dynamic-batch -> SourceOptions (neither flag: the command's default,
+    / --dynamic-batch / --trust-model -> SourceOptions (neither flag: the command's default,
     ``SourceOptions.for_measuring``)."""
     from edgebench.errors import BadInput
     from edgebench.sources import DEFAULT_SIGNATURE, SourceOptions, parse_input_shape
@@ -189,7 +194,7 @@ def source_options(signature: str | None = None, input_shapes: list[str] | None 
     return SourceOptions(signature_key=signature or DEFAULT_SIGNATURE, input_shapes=shapes,
                          imports=tuple(imports or ()), reference=reference,
                          static_batch=True if static_batch else False if dynamic_batch else None,
-                         torch=torch, channels_last=channels_last)
+                         torch=torch, channels_last=channels_last, trust_model=trust_model)
 
 
 def source_arg(src: str | None, torch: str | None) -> str:

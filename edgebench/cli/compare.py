@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from edgebench.cli._options import (DbOpt, DelegateOpt, InputShapeOpt, JsonOpt, MarkdownOpt, NoStoreOpt,
-                                    PushgatewayOpt, SignatureOpt, ThreadsOpt, VerboseOpt, WideOpt)
+                                    PushgatewayOpt, SignatureOpt, ThreadsOpt, TrustModelOpt, VerboseOpt, WideOpt)
 from edgebench.targets.base import DEFAULT_DELEGATE
 
 
@@ -38,6 +38,7 @@ def register(app: typer.Typer) -> None:
         verbose: VerboseOpt = False,
         signature: SignatureOpt = None,
         input_shape: InputShapeOpt = None,
+        trust_model: TrustModelOpt = False,
     ) -> None:
         """Drift (max/mean abs, RMSE, rel L2, cosine, PSNR, NaN/Inf) and top-k agreement of B against A."""
         from edgebench.cli._common import console, deliver, progress_reporter
@@ -48,7 +49,7 @@ def register(app: typer.Typer) -> None:
 
         settings = PairSettings(a=a, b=b, data=data, samples=samples, preprocess=preprocess, threads=threads,
                                 delegate=delegate, class_output=class_output,
-                                source=source_options(signature, input_shape))
+                                source=source_options(signature, input_shape, trust_model=trust_model))
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway,
                                markdown=markdown)
         check_store(opts)

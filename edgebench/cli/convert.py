@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from edgebench.cli._options import (A16Opt, ChannelsLastOpt, ImportOpt, InputShapeOpt, SignatureOpt, StaticBatchOpt,
-                                    TorchOpt)
+                                    TorchOpt, TrustModelOpt)
 
 
 def register(app: typer.Typer) -> None:
@@ -37,6 +37,7 @@ def register(app: typer.Typer) -> None:
         torch: TorchOpt = None,
         channels_last: ChannelsLastOpt = False,
         a16: A16Opt = None,
+        trust_model: TrustModelOpt = False,
     ) -> None:
         """Convert a model to FP32/FP16/INT8/dynamic/int16x8 .tflite, check FP32 parity, write manifest.json."""
         from edgebench.cli._common import console, progress_reporter, split_csv
@@ -65,7 +66,7 @@ def register(app: typer.Typer) -> None:
             preprocess=preprocess,
             size=check_size(size),
             source=source_options(signature, input_shape, imports, static_batch=static_batch, torch=torch,
-                                  channels_last=channels_last),
+                                  channels_last=channels_last, trust_model=trust_model),
             keep_float=keep_float,
             keep_float_goal=goal,
             a16=a16,

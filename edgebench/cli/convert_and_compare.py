@@ -40,6 +40,7 @@ from edgebench.cli._options import (
     StaticBatchOpt,
     TargetsOpt,
     ThreadsOpt,
+    TrustModelOpt,
     WarmupRunsOpt,
     VerboseOpt,
     WarmupTimeOpt,
@@ -123,6 +124,7 @@ def register(app: typer.Typer) -> None:
         static_batch: StaticBatchOpt = False,
         dynamic_batch: DynamicBatchOpt = False,
         imports: ImportOpt = None,
+        trust_model: TrustModelOpt = False,
         reference: Annotated[Optional[str], typer.Option(
             "--reference", help=".tflite SRCs: a SavedModel folder or .keras file run with TF as the reference row.")]
         = None,
@@ -161,7 +163,8 @@ def register(app: typer.Typer) -> None:
         settings = CompareSettings(
             src=src[0], more_tflite=tuple(src[1:]),
             source=source_options(signature, input_shape, imports, reference, static_batch=static_batch,
-                                  dynamic_batch=dynamic_batch, torch=torch, channels_last=channels_last),
+                                  dynamic_batch=dynamic_batch, torch=torch, channels_last=channels_last,
+                                  trust_model=trust_model),
             precisions=tuple(split_csv(precision or ",".join(DEFAULT_PRECISIONS), option="--precision",
                                        allowed=PRECISION_NAMES)),
             precisions_given=precision is not None, a16=a16,

@@ -16,6 +16,7 @@ from edgebench.cli._options import (
     NoStoreOpt,
     SignatureOpt,
     StaticBatchOpt,
+    TrustModelOpt,
     WideOpt,
     ChannelsLastOpt,
     TorchOpt,
@@ -55,6 +56,7 @@ def register(app: typer.Typer) -> None:
         static_batch: StaticBatchOpt = False,
         dynamic_batch: DynamicBatchOpt = False,
         imports: ImportOpt = None,
+        trust_model: TrustModelOpt = False,
         wide: WideOpt = False,
         torch: TorchOpt = None,
         channels_last: ChannelsLastOpt = False,
@@ -78,7 +80,8 @@ def register(app: typer.Typer) -> None:
             calibration_data=calibration_data, eval_samples=samples, calibration_samples=calibration_samples,
             int8_io=int8_io, out_dir=out, preprocess=preprocess, size=check_size(size), class_output=class_output,
             isolated=not no_isolated, reference=reference, source=source_options(signature, input_shape, imports, static_batch=static_batch,
-                                                 dynamic_batch=dynamic_batch, torch=torch, channels_last=channels_last))
+                                                 dynamic_batch=dynamic_batch, torch=torch, channels_last=channels_last,
+                                                 trust_model=trust_model))
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, markdown=markdown,
                                extra_files=_extra_files(html_path, model_explorer))
         check_store(opts)

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from edgebench.cli._options import DbOpt, WideOpt
+from edgebench.cli._options import DbOpt, TrustModelOpt, WideOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -29,6 +29,7 @@ def register(app: typer.Typer) -> None:
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the matrix report as JSON to PATH ('-' for stdout)."),
         pushgateway: Optional[str] = typer.Option(None, "--pushgateway", help="Also push every stored cell's metrics to this Prometheus Pushgateway URL."),
         wide: WideOpt = False,
+        trust_model: TrustModelOpt = False,
     ) -> None:
         """Expand a matrix into cells and run them; every finished cell is stored at once."""
         from edgebench.cli._common import console
@@ -61,7 +62,8 @@ def register(app: typer.Typer) -> None:
         from edgebench.cli._common import progress_reporter
 
         with progress_reporter("matrix") as say:
-            report = run_matrix(spec, RunOptions(db=db, resume=resume, shard=shard, dry_run=dry_run),
+            report = run_matrix(spec, RunOptions(db=db, resume=resume, shard=shard, dry_run=dry_run,
+                                                   trust_model=trust_model),
                                 _cell_progress(say), progress=say)
         if lock_diffs is not None:
             report["lock"] = {"file": check_lock, "differences": lock_diffs}

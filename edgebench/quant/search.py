@@ -95,7 +95,8 @@ def search_keep_float(src, calibrated: bytes, calibrated_path: Path, graph: dict
         raise BadInput("--keep-float auto needs a goal to search for: --max-accuracy-drop PP and/or --min-psnr DB "
                        "(or int8 thresholds in --gate FILE)")
     t0 = time.perf_counter()
-    ds = sample_set(src, goal.eval_data, preprocess=goal.preprocess, seed=goal.seed, split="evaluation")
+    ds = sample_set(src, goal.eval_data, preprocess=goal.preprocess, seed=goal.seed, split="evaluation",
+                    samples=max(goal.eval_samples, 1))
     if ds is None:
         raise BadInput("--keep-float auto needs evaluation data: pass --data (convert-and-compare) or --eval-data "
                        "(convert) with real samples, and a 'labels' array for --max-accuracy-drop")

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from edgebench.bounded import read_npz
 from edgebench.errors import BadInput
 from edgebench.train.settings import TrainSettings
 
@@ -52,14 +53,9 @@ def _load_npz_pool(path: str, probe_x: Any, probe_y: np.ndarray) -> Pool:
     """The user's .npz as a Pool, checked against the structure of ``models.training_batch``."""
     from edgebench.fingerprint import sha256_file
 
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except ValueError as e:
-        raise BadInput(f"--data {path}: cannot load it without pickle ({e}); save plain numeric arrays "
-                       "with np.savez") from None
-    except (OSError, EOFError) as e:
-        raise BadInput(f"--data {path}: not a readable .npz ({e}); save arrays with np.savez") from None
+    # headers first: a crafted file (a bomb, a declared shape it does not hold, over 2 GiB) is one
+    # exit-2 line naming the array, not a MemoryError
+    arrays = read_npz(path)[0]
     if "labels" not in arrays:
         raise BadInput(f"--data {path}: no 'labels' array; save the training targets under the key 'labels'")
     y = arrays.pop("labels")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from edgebench.errors import InfraError
+from edgebench.redact import redact, redact_url
 
 DEFAULT_SERVER_PORT = 5037
 
@@ -35,8 +36,10 @@ def list_states() -> list[tuple[str, str]]:
         return [(d.serial, d.state) for d in _client().list()]
     except _adb_errors() as exc:
         port = os.environ.get("ANDROID_ADB_SERVER_PORT", DEFAULT_SERVER_PORT)
-        raise InfraError(f"cannot reach or start the adb server on port {port} ({exc}); install adb "
-                         "(apt-get install adb / Android platform-tools) and run 'adb start-server'") from None
+        host = os.environ.get("ANDROID_ADB_SERVER_HOST")     # a remote server: shown with secrets masked
+        where = f"{redact_url(host)}:{port}" if host else f"port {port}"
+        raise InfraError(f"cannot reach or start the adb server on {where} ({redact(str(exc), host)}); install "
+                         "adb (apt-get install adb / Android platform-tools) and run 'adb start-server'") from None
 
 
 def _state_fix(serial: str, state: str) -> str:

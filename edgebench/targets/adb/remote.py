@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from edgebench.bounded import printable
 from edgebench.errors import EdgebenchError, InfraError
 from edgebench.fingerprint import sha256_file
 from edgebench.targets.adb.client import _adb_errors, _client, _describe, list_states
@@ -36,6 +37,9 @@ SHORT_DEADLINE_S = 30.0
 KILL_GRACE_S = 2
 # adb's host protocol frames a request with a 4-hex-digit length; stay well below it.
 MAX_COMMAND_BYTES = 32 * 1024
+# The most output one shell command may send (stdout + stderr): a sample loop of 1,000,000 inferences
+# prints ~20 MB, so 256 MiB is a runaway program or a hostile device, not a measurement.
+SHELL_OUTPUT_MAX_BYTES = 256 * 1024 ** 2
 # The host additionally gives up on a silent connection this long after the device deadline.
 HOST_MARGIN_S = 30.0
 # adb features a device must offer: shell protocol v2 carries the exit code and keeps stderr apart.
@@ -305,7 +309,8 @@ class AdbDevice:
             rc, out, err = self._shell_v2(cmd, deadline_s + KILL_GRACE_S + HOST_MARGIN_S, on_stdout)
         except _adb_errors() as exc:
             raise self.lost(what, _describe(exc)) from None
-        res = ShellResult(rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+        # what a device prints is shown and parsed, never acted on: terminal controls become escapes
+        res = ShellResult(rc, printable(out.decode("utf-8", "replace")), printable(err.decode("utf-8", "replace")))
         if res.rc == 127 and "timeout" in res.stderr and "not found" in res.stderr:
             raise InfraError(f"adb device {self.serial} has no 'timeout' command, which edgebench needs to "
                              "enforce deadlines on the device (toybox has it from Android 6; on a board install "
@@ -323,6 +328,10 @@ class AdbDevice:
             while True:
                 header = c.read_exact(5)
                 n = int.from_bytes(header[1:5], "little")
+                if len(out) + len(err) + n > SHELL_OUTPUT_MAX_BYTES:
+                    raise InfraError(f"adb device {self.serial} sent more than {SHELL_OUTPUT_MAX_BYTES // 2**20} MiB "
+                                     "of output for one command (a runaway program or a hostile device); stopped "
+                                     "reading it: rerun, and check the device if it repeats")
                 data = c.read_exact(n) if n else b""
                 if header[0] == 1:
                     out += data

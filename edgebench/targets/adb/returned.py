@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from edgebench.bounded import printable_data
 from edgebench.errors import InfraError
 
 RESULT_JSON_MAX_BYTES = 16 * 1024 * 1024
@@ -51,12 +52,14 @@ def load_json(path: Path, where: str) -> dict[str, Any]:
                          "parse it; rerun, and check the device if it repeats")
     try:
         meta = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except RecursionError:
+        raise InfraError(f"{where}: result.json is nested too deeply to be a runner's result; rerun") from None
     except ValueError as exc:
         raise InfraError(f"{where}: result.json is not valid JSON ({exc}); the transfer was cut or the runner "
                          "crashed while writing it; rerun") from None
     if not isinstance(meta, dict):
         raise InfraError(f"{where}: result.json holds a {type(meta).__name__}, not an object; rerun")
-    return meta
+    return printable_data(meta)     # its strings reach messages and tables: no terminal control codes
 
 
 def load_npz(path: Path, job: Any, where: str) -> dict[str, np.ndarray]:

@@ -8,12 +8,15 @@ import os
 from pathlib import Path
 from typing import Any
 
+from edgebench.bounded import printable, read_bytes
 from edgebench.errors import BadInput
 from edgebench.rows import Document, InferenceRow, Latency, Warmup
 from edgebench.targets.benchmark_model.log import BenchmarkModelLog
 from edgebench.targets.benchmark_model.parse import parse_log
 
 P99_NOTE = "benchmark_model prints no per-inference samples"
+# The largest log import-log reads: one run with op profiling of a 10,000-node model prints ~5 MB.
+LOG_MAX_BYTES = 64 * 1024 ** 2
 
 # --------------------------------------------------------------------------- result rows
 
@@ -143,7 +146,8 @@ def import_log_file(path: str | os.PathLike) -> Document:
     p = Path(path)
     if not p.is_file():
         raise BadInput(f"{p}: no such file; give the path of a captured benchmark_model output")
-    data = p.read_bytes()
+    data = read_bytes(p, LOG_MAX_BYTES, "a benchmark_model log", "give the log of one run (a run with op "
+                      "profiling of a large model prints a few MB)")
     if not data.strip():
         raise BadInput(f"{p} is empty; capture benchmark_model's output with 2>&1 into the file")
     if b"\x00" in data[:4096]:
@@ -163,7 +167,7 @@ def import_log_file(path: str | os.PathLike) -> Document:
                            "median_ms, num_runs); give the file `litert-benchmark --model M --result_json FILE` "
                            "wrote, or a captured benchmark_model log")
         return import_litert_json(parsed, p)
-    log = parse_log(data.decode("utf-8", errors="replace"))
+    log = parse_log(printable(data.decode("utf-8", errors="replace")))   # its lines reach the terminal
     if not log.is_benchmark_model:
         raise BadInput(f"{p}: no benchmark_model output found (expected lines like 'count=50 ... avg=...' "
                        "or 'Inference timings in us: ...'); capture with 'benchmark_model ... > log.txt 2>&1'")

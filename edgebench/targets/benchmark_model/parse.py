@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from typing import Any
 
 from edgebench.profile import KERNEL_TO_DELEGATE
@@ -15,7 +16,7 @@ from edgebench.targets.benchmark_model.log import BenchmarkModelLog, OpProfileRo
 # Prefixes a captured log may carry before the tool's own text.
 _LOGCAT_THREADTIME = re.compile(
     r"^\d\d-\d\d\s+\d\d:\d\d:\d\d\.\d+\s+\d+\s+\d+\s+([VDIWEF])\s+[^:]*?:\s?")
-_LOGCAT_BRIEF = re.compile(r"^([VDIWEF])/[^:(]+?\s*\(\s*\d+\):\s?")
+_LOGCAT_BRIEF = re.compile(r"^([VDIWEF])/[^:(]+\(\s*\d+\):\s?")   # no lazy tag + \s*: linear on long lines
 _ELLIPSIS_TAG = re.compile(r"^\.\.\.\s*tflite\s*:\s?")
 _GLOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: ([IWEF]) \S+\] ")
 _LEVEL = re.compile(r"^(INFO|WARN|WARNING|ERROR|VERBOSE|DEBUG|FATAL):\s?")
@@ -24,7 +25,6 @@ _LOGCAT_LEVEL = {"V": "VERBOSE", "D": "DEBUG", "I": "INFO", "W": "WARN", "E": "E
 
 _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf)"
 _STATS = re.compile(r"^count=(\d+)\b(.*)$")
-_KV = re.compile(r"(\w+)=(\S+)")
 _SUMMARY_NEW = re.compile(r"^Inference timings in us:\s*(.*)$")
 _SUMMARY_OLD = re.compile(r"^Average inference timings in us:\s*(.*)$")
 _MEM_DELTA = re.compile(r"^Memory footprint delta from the start of the tool \(MB\):\s*init=" + _NUM
@@ -34,7 +34,6 @@ _MEM_PERIODIC = re.compile(r"^Overall peak memory footprint \(MB\) via periodic 
 _INIT_SESSION = re.compile(r"^Initialized session in\s*" + _NUM + r"\s*ms\.?$")
 _MODEL_SIZE = re.compile(r"^The input model file size \(MB\):\s*" + _NUM)
 _LOADED = re.compile(r"^Loaded model\s+(.+)$")
-_PARAM = re.compile(r"^([#A-Za-z][^\[\]=]*?)\s*:\s*\[(.*)\]\s*$")
 _RUNNING = re.compile(r"^Running benchmark for (?:at least |max )?(\d+) iterations")
 _REPLACING = re.compile(
     r"Replacing (\d+)(?: out of (\d+))? node\(s\) with delegate \(([^)]+)\)(?: node)?(?:, yielding (\d+) partitions?)?")
@@ -56,6 +55,12 @@ _LITERT_TEXT = ("BENCHMARK RESULTS", "Memory Usage:", "Throughput:", "No through
 _SECTION_INIT = "Profiling Info for Benchmark Initialization:"
 _SECTION_REGULAR = "Operator-wise Profiling Info for Regular Benchmark Runs:"
 _TABLE_TITLE = re.compile(r"^=+\s*(.+?)\s*=+$")
+# A line longer than this is no table title, and the title pattern backtracks quadratically on one.
+_TITLE_MAX = 512
+# Warning and error lines kept per log (the rest are counted).
+_MESSAGES_MAX = 100
+# Lines are parsed up to this many characters (the longest the tool prints is a path, < 4096).
+_LINE_MAX = 16384
 _TIMINGS = re.compile(r"^Timings \(microseconds\):\s*(count=.*)$")
 _PROFILE_MISC = re.compile(
     r"^(Memory \(bytes\): count=\d+.*|\d+ nodes observed|Number of nodes executed: \d+)$")
@@ -108,11 +113,43 @@ def parse_stats(text: str) -> RunStats | None:
     m = _STATS.match(text.strip())
     if not m:
         return None
-    kv = dict(_KV.findall(m.group(2)))
+    kv = _kv_pairs(m.group(2))
     names = {"first": "first_us", "curr": "curr_us", "min": "min_us", "max": "max_us",
              "avg": "avg_us", "std": "std_us", "p5": "p5_us", "median": "median_us", "p95": "p95_us"}
     vals = {names[k]: _f(v) for k, v in kv.items() if k in names}
     return RunStats(count=int(m.group(1)), **vals)
+
+
+def _kv_pairs(text: str) -> dict[str, str]:
+    """``first=1 curr=2 ...`` -> {"first": "1", ...}: what ``(\\w+)=(\\S+)`` finds in each
+    whitespace-separated token, in linear time (the regex backtracks quadratically on a long token)."""
+    out: dict[str, str] = {}
+    for tok in text.split():
+        head, sep, value = tok.partition("=")
+        j = len(head)
+        while j and (head[j - 1].isalnum() or head[j - 1] == "_"):
+            j -= 1
+        if sep and value and j < len(head):
+            out[head[j:]] = value
+    return out
+
+
+def _param(msg: str) -> tuple[str, str] | None:
+    """An echoed parameter ``Name: [value]`` -> (name, value), in linear time. The name starts with a
+    letter or '#', holds no '[', ']' or '=', and the value runs to the last ']' of the line."""
+    if not msg or not (msg[0] == "#" or msg[0] in string.ascii_letters):
+        return None
+    bracket = msg.find("[")
+    if bracket < 0:
+        return None
+    head = msg[:bracket].rstrip()
+    if not head.endswith(":"):
+        return None
+    name = head[:-1]
+    rest = msg[bracket + 1:].rstrip()
+    if "]" in name or "=" in name or not rest.endswith("]"):
+        return None
+    return name.strip(), rest[:-1].strip()
 
 
 def _summary_pairs(body: str) -> dict[str, float | None]:
@@ -194,7 +231,7 @@ def parse_log(text: str) -> BenchmarkModelLog:
             delegates.append(name)
 
     for raw in text.splitlines():
-        level, msg = _strip_prefix(raw)
+        level, msg = _strip_prefix(raw[:_LINE_MAX])
         if not msg:
             table = header = None   # a blank line ends an op-profiling table
             continue
@@ -205,7 +242,7 @@ def parse_log(text: str) -> BenchmarkModelLog:
             table = header = None
             recognized += 1
             continue
-        m = _TABLE_TITLE.match(msg)
+        m = _TABLE_TITLE.match(msg) if len(msg) <= _TITLE_MAX else None
         if m:
             section = section or "regular"   # very old logs print the tables without a section title
             table, header = m.group(1), None
@@ -347,9 +384,9 @@ def parse_log(text: str) -> BenchmarkModelLog:
             continue
 
         # ---- echoed parameters
-        m = _PARAM.match(msg)
-        if m:
-            params[m.group(1).strip()] = m.group(2).strip()
+        kv = _param(msg)
+        if kv:
+            params[kv[0]] = kv[1]
             recognized += 1
             continue
 
@@ -390,10 +427,19 @@ def parse_log(text: str) -> BenchmarkModelLog:
         warmup_avg_us=warm_avg, inference_avg_us=inf_avg, summary_format=summary_format,
         delegates=tuple(delegates), delegate_fallback=tuple(dict.fromkeys(fallback)),
         op_profile=tuple(ops), op_profile_timings=op_timings,
-        errors=tuple(errors), warnings=tuple(warnings), failed=failed,
+        errors=_capped(errors, "error"), warnings=_capped(warnings, "warning"), failed=failed,
         unparsed=tuple(unparsed), recognized_lines=recognized, summary_lines=summary_lines,
         **out,
     )
+
+
+def _capped(lines: list[str], what: str) -> tuple[str, ...]:
+    """The first ``_MESSAGES_MAX`` lines and one that counts the rest: a log of 300,000 warnings
+    made a 19 MB result and a table that took minutes to draw."""
+    if len(lines) <= _MESSAGES_MAX:
+        return tuple(lines)
+    rest = len(lines) - _MESSAGES_MAX
+    return (*lines[:_MESSAGES_MAX], f"... and {rest:,} more {what} lines (not kept; the log has them all)")
 
 
 def _litert_block(b: dict[str, Any], inference: RunStats | None, summary: dict[str, float | None],
