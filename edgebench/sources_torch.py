@@ -17,7 +17,11 @@ or ``SourceOptions.torch`` gives a PyTorch ``Source`` (``kind`` "torch", ``loade
   request, as ``--import`` does. A ``.pt2`` is a serialized graph plus weights; ``torch.export.load``
   (torch 2.13) reads plain tensors as raw bytes but unpickles what the archive marks as pickled
   (tensor-subclass weights with ``weights_only=False``, custom/opaque constants with
-  ``pickle.loads``), which can run code: a ``.pt2`` is trusted like a pickle (README).
+  ``pickle.loads``), which can run code; an AOTInductor package inside it is native code. So a
+  ``.pt2`` is read before it is loaded (``check_pt2``): without ``--trust-model`` every member the
+  loader would unpickle must pass PyTorch's own restricted unpickler (``torch.load(...,
+  weights_only=True)``: tensors, storages, plain containers, no callables), and archives holding
+  custom/opaque objects, compiled code or the older whole-pickle format are refused (README).
 * **Identity** (``sha256``): the ``.pt2`` file's; for a factory, the digest of the module's class
   name and every weight and buffer (``targets.torch_ref.state_digest``).
 
@@ -30,19 +34,23 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from edgebench.bounded import check_archive, read_member
 from edgebench.data import InputSet, Signature, TensorSpec
 from edgebench.errors import BadInput, first_line
 from edgebench.fingerprint import sha256_file
 from edgebench.sources import Source, SourceOptions, resolve_source
 from edgebench.targets.torch_ref import (INSTALL, TorchSpec, call, load_model, require_torch, run_torch,
                                          state_digest)
+from edgebench.trust import CONFIG_MAX_BYTES, MODEL_MAX_BYTES, refusal
 
 LITERT_TORCH_TESTED = "0.10.0"
 TORCH_SUFFIX = ".pt2"
@@ -70,7 +78,65 @@ def resolve_any(src: str, *, size: str = "tiny", work_dir: Path | None = None, s
                               require_static=require_static)
     if spec.kind == "pt2" and not Path(src).is_file():
         raise BadInput(f"{src}: no such file; give a torch.export program saved with torch.export.save")
+    if spec.kind == "pt2":
+        check_pt2(src, trusted=opts.trust_model)
     return torch_source(spec, opts)
+
+
+def check_pt2(path: str | Path, *, trusted: bool) -> None:
+    """Refuse a ``.pt2`` whose loading could run code (module docstring), before ``torch.export.load``
+    sees it; a no-op with consent except for the archive's size and path bounds."""
+    infos = check_archive(path, ".pt2 archive", max_total=MODEL_MAX_BYTES)
+    if trusted:
+        return
+    torch = require_torch(f"the PyTorch source {path}")
+    from torch.export.pt2_archive import constants as c
+
+    names = [i.filename for i in infos]
+    roots = [n[:-len(c.ARCHIVE_VERSION_PATH)] for n in names if n.endswith("/" + c.ARCHIVE_VERSION_PATH)
+             or n == c.ARCHIVE_VERSION_PATH]
+    if not roots:
+        raise refusal(str(path), "an archive without 'archive_version' (torch.export's older format, which "
+                                 "torch unpickles whole)", fix="re-save it with torch.export.save() from a current "
+                                                               "torch, or pass --trust-model if you trust its author")
+    root = roots[0]
+    rel = {n[len(root):]: n for n in names if n.startswith(root)}
+    for r in rel:
+        if r.startswith(c.AOTINDUCTOR_DIR):
+            raise refusal(str(path), f"{r}: an AOTInductor package (compiled native code the loader runs)")
+    with zipfile.ZipFile(path) as zf:
+        def restricted(member: str, what: str) -> None:
+            data = read_member(zf, member, MODEL_MAX_BYTES, path)
+            try:
+                torch.load(io.BytesIO(data), weights_only=True)
+            except Exception as e:  # noqa: BLE001 -- the restricted unpickler refused: a pickle with callables
+                raise refusal(str(path), f"{member[len(root):]} ({what}) is a pickle PyTorch's restricted loader "
+                                         f"refuses ({type(e).__name__}: {first_line(e)[:120]}), and torch.export.load "
+                                         "would unpickle it in full") from None
+
+        for r, member in rel.items():
+            if r.startswith(c.SAMPLE_INPUTS_DIR) and r.endswith(".pt"):
+                restricted(member, "sample inputs")
+            elif r.startswith((c.WEIGHTS_DIR, c.CONSTANTS_DIR)) and r.endswith(".pt"):
+                restricted(member, "weights in the older format")
+            elif r.startswith((c.WEIGHTS_DIR, c.CONSTANTS_DIR)) and r.endswith("_config.json"):
+                folder = c.WEIGHTS_DIR if r.startswith(c.WEIGHTS_DIR) else c.CONSTANTS_DIR
+                try:
+                    config = json.loads(read_member(zf, member, CONFIG_MAX_BYTES, path)).get("config", {})
+                    entries = [(k, v.get("path_name", ""), bool(v.get("use_pickle"))) for k, v in config.items()]
+                except (ValueError, AttributeError):
+                    raise BadInput(f"{path}: {r} is not torch.export's payload config; re-save the program with "
+                                   "torch.export.save()") from None
+                for fqn, file, pickled in entries:
+                    if file.startswith((c.CUSTOM_OBJ_FILENAME_PREFIX, c.OPAQUE_OBJ_FILENAME_PREFIX)):
+                        raise refusal(str(path), f"constant {fqn!r} is a pickled Python/TorchScript object "
+                                                 "(loading it runs its code)")
+                    if pickled:
+                        inner = root + folder + file
+                        if inner not in names:
+                            raise BadInput(f"{path}: {r} names {file!r}, which the archive lacks; re-save the "
+                                           "program with torch.export.save()")
+                        restricted(inner, f"pickled {fqn!r}")
 
 
 def _shape_of(meta_val: Any) -> tuple[int | None, ...] | None:

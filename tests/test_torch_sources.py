@@ -88,3 +88,63 @@ def test_diagnose_a_torch_source_names_torch_as_reference(torch_setup, run_cli):
     assert row["status"] == "ok" and row["layers"] and row["float_model_path"].endswith("_fp32.tflite")
     for cmd in row["fix_commands"]:                   # re-names the model as given: runs as printed
         assert "--torch torch_models:make_net --input-shape image:1,3,16,16" in cmd and "auto" not in cmd
+
+
+def _repack(src: Path, dst: Path, replace: dict[str, bytes]) -> None:
+    """A copy of a .pt2 archive with some members' bytes replaced (matched by name suffix)."""
+    import zipfile
+
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for info in zin.infolist():
+            data = next((b for suffix, b in replace.items() if info.filename.endswith(suffix)), None)
+            zout.writestr(info, zin.read(info) if data is None else data)
+
+
+class _Planted:
+    """Unpickling this writes a marker file: what a crafted .pt2 could do on torch.export.load."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return (Path.write_text, (Path(self.path), "pwned"))
+
+
+def test_pt2_with_a_code_carrying_pickle_is_refused_without_consent(torch_setup, run_cli, tmp_path):
+    """Issue 39 for PyTorch sources: torch.export.load falls back to a full unpickle of a .pt2's
+    sample inputs when the restricted loader refuses them, so a crafted member runs code on load."""
+    import pickle
+
+    d = torch_setup
+    marker = tmp_path / "ran"
+    evil = tmp_path / "evil.pt2"
+    _repack(d / "net.pt2", evil, {"data/sample_inputs/model.pt": pickle.dumps(_Planted(str(marker)))})
+    code, out, err = run_cli("convert", str(evil), "-p", "fp32", "--data", str(d / "nchw.npz"),
+                             "--out", str(tmp_path / "out"))
+    assert code == 2 and not marker.exists()
+    line = err.strip().splitlines()[-1]
+    assert "data/sample_inputs/model.pt" in line and "--trust-model" in line and "Traceback" not in err
+    # a plain program passes the same check (the other tests convert net.pt2 without the flag), and
+    # with consent the loader runs as PyTorch would: the pickle's code runs
+    run_cli("convert", str(evil), "-p", "fp32", "--data", str(d / "nchw.npz"), "--out", str(tmp_path / "out2"),
+            "--trust-model")
+    assert marker.read_text() == "pwned"
+
+
+def test_pt2_constant_holding_a_python_object_is_refused(torch_setup, tmp_path):
+    import json as _json
+    import zipfile
+
+    from edgebench.errors import BadInput
+    from edgebench.sources_torch import check_pt2
+
+    d = torch_setup
+    with zipfile.ZipFile(d / "net.pt2") as z:
+        cfg_name = next(n for n in z.namelist() if n.endswith("_constants_config.json"))
+    crafted = tmp_path / "opaque.pt2"
+    _repack(d / "net.pt2", crafted, {cfg_name: _json.dumps(
+        {"config": {"blob": {"path_name": "opaque_obj_0", "is_param": False, "use_pickle": True}}}).encode()})
+    with pytest.raises(BadInput, match="constant 'blob' is a pickled Python"):
+        check_pt2(crafted, trusted=False)
+    check_pt2(crafted, trusted=True)            # consent: only the archive bounds apply
+    check_pt2(d / "net.pt2", trusted=False)     # torch.export.save's own output passes
