@@ -29,6 +29,8 @@ from edgebench.quant.keep_float import (float_tensors, keep_float_nodes, quantiz
                                         verify_keep_float)
 from edgebench.quant.search import KeepFloatGoal, search_keep_float
 from edgebench.savedmodel import run_tf
+from edgebench.state_rule import DEFAULT_STATE, StateRule
+from edgebench.state_rule import resolve as resolve_state
 from edgebench.sources import (Source, SourceOptions, calibration_feed, finish_tflite, make_converter, resolve_source,
                                sample_set)
 
@@ -62,6 +64,7 @@ class ConvertSettings:
     # int8 with float islands: "auto" (searched, see edgebench.diagnose), a regex, or tensor names.
     keep_float: str | tuple[str, ...] | None = None
     keep_float_goal: KeepFloatGoal | None = None   # required by "auto"
+    state: str = DEFAULT_STATE     # --state: the parity check's state rule (edgebench.state_rule)
 
 
 def _one_line(e: BaseException) -> str:
@@ -273,13 +276,21 @@ def precision_of(path: str | Path) -> str:
 # --------------------------------------------------------------------------- reference + parity
 
 
-def run_tflite_inprocess(model: str | Path | bytes, ds: InputSet, signature: Signature | None = None) -> dict[str, np.ndarray]:
-    """Run a .tflite on every sample in this process (parity only; benchmarks use the worker)."""
+def run_tflite_inprocess(model: str | Path | bytes, ds: InputSet, signature: Signature | None = None,
+                         rule: StateRule | None = None) -> dict[str, np.ndarray]:
+    """Run a .tflite on every sample in this process (parity only; benchmarks use the worker).
+    A stateful graph starts from its initial state where the state ``rule`` says (None: every
+    sample), as the LiteRT worker does."""
     from ai_edge_litert.interpreter import Interpreter
 
     from edgebench.data import dequantize, quantize
+    from edgebench.targets.base import model_state
+    from edgebench.targets.runner_io import reset_state
 
-    it = Interpreter(model_content=model) if isinstance(model, bytes) else Interpreter(model_path=str(model))
+    state = None if isinstance(model, bytes) else model_state(str(model))
+    make = (lambda: Interpreter(model_content=model)) if isinstance(model, bytes) else \
+        (lambda: Interpreter(model_path=str(model)))
+    it = make()
     runner = it.get_signature_runner()
     in_det = runner.get_input_details()
     out_det = runner.get_output_details()
@@ -295,8 +306,12 @@ def run_tflite_inprocess(model: str | Path | bytes, ds: InputSet, signature: Sig
             if np.dtype(d["dtype"]) in (np.int8, np.uint8, np.int16) and scale:
                 x = quantize(x, scale, zp, np.dtype(d["dtype"]))
             feed[name] = np.asarray(x, d["dtype"]).reshape(d["shape"])
-        if i:
-            it.reset_all_variables()     # fused LSTM/RNN state: each sample starts clean, as in TF
+        if i and (rule is None or rule.resets_before(i)):
+            if state is None:
+                it.reset_all_variables()
+            elif not reset_state(it, state):      # resource variables without an init subgraph
+                it = make()
+                runner = it.get_signature_runner()
         res = runner(**feed)
         for name, v in res.items():
             scale, zp = out_det[name]["quantization"]
@@ -619,12 +634,14 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
 
             pset = synthetic(src.signature, settings.parity_samples, settings.seed)
         pset = cast_to_signature(pset, src.signature).take(settings.parity_samples)
+        rule = resolve_state(settings.state, pset.streams, pset.n, how=pset.stream_how, source=pset.source)
         tf_out = run_tf(src.saved_model_dir, src.signature, pset, signature_key=src.signature_key,
-                        loader=src.loader, tags=src.tags)
-        tfl_out = run_tflite_inprocess(fp32["path"], pset)
+                        loader=src.loader, tags=src.tags, rule=rule)
+        tfl_out = run_tflite_inprocess(fp32["path"], pset, rule=rule)
         parity = parity_check(tf_out, tfl_out, (src.info or {}).get("task"))
         parity["samples"] = pset.n
         parity["inputs"] = pset.source
+        parity["state_rule"] = rule.mode
         fp32["parity"] = "passed" if parity["passed"] else "failed"
         if not parity["passed"]:
             fp32["status"] = "failed"

@@ -40,6 +40,8 @@ from edgebench.quant.layers import (ISOLATION_RULE, MATCHING_RULE, NOISE_RATIO, 
 from edgebench.rows import Accuracy, Document, InferenceRow
 from edgebench.savedmodel import run_tf
 from edgebench.sources import SourceOptions, calibration_feed, evaluation_set, finish_tflite, sample_set
+from edgebench.state_rule import DEFAULT_STATE
+from edgebench.state_rule import resolve as resolve_state
 
 DEFAULT_SAMPLES = 100          # per-layer statistics converge in far fewer; accuracy uses these too
 FLOAT_REFERENCE = {"int8": "calibrated", "int16x8": "calibrated", "fp16": "fp32", "dynamic": "fp32"}
@@ -64,6 +66,7 @@ class DiagnoseSettings:
     deadline_s: float = WORKER_DEADLINE_S
     source: SourceOptions = field(default_factory=SourceOptions)   # --signature/--input-shape/--import
     reference: str | None = None   # SRC is a vendor's quantized .tflite: its float .tflite (--reference)
+    state: str = DEFAULT_STATE     # --state: what a stateful model remembers between samples (state_rule)
 
 
 # --------------------------------------------------------------------------- the command
@@ -113,8 +116,8 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
     manifest = convert(ConvertSettings(
         src=settings.src, precisions=tuple(quantized), data=settings.calibration_data or settings.data,
         calibration_samples=settings.calibration_samples, int8_io=settings.int8_io, out_dir=settings.out_dir,
-        preprocess=settings.preprocess, size=settings.size, seed=settings.seed, source=settings.source),
-        progress=say)
+        preprocess=settings.preprocess, size=settings.size, seed=settings.seed, source=settings.source,
+        state=settings.state), progress=say)
     check_manifest(manifest)
     out_dir = Path(manifest["out_dir"])
     src = resolve_source(settings.src, size=settings.size, work_dir=out_dir, seed=settings.seed,
@@ -125,10 +128,11 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
                         seed=settings.seed)
     inputs_path = out_dir / "diagnose_inputs.npz"
     inputs_sha = ds.save(inputs_path)
+    rule = resolve_state(settings.state, ds.streams, ds.n, how=ds.stream_how, source=ds.source)
     say("TensorFlow reference")
 
     ref_out = run_tf(src.saved_model_dir, src.signature, ds, signature_key=src.signature_key, loader=src.loader,
-                     tags=src.tags)
+                     tags=src.tags, rule=rule)
     declared = settings.class_output or (src.info or {}).get("class_output")
     class_out = cmp.pick_class_output(ref_out, declared) if task == "classification" or declared else None
     ref_acc = (cmp.classification(ref_out[class_out], ref_out[class_out], ds.labels)
@@ -159,7 +163,7 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
         say(f"{prec}: per-tensor comparison ({ds.n} samples)")
         t_w = time.perf_counter()
         meta, arrays = run_worker(float_path, v["path"], inputs_path, samples=ds.n, isolated=settings.isolated,
-                                  deadline_s=settings.deadline_s)
+                                  deadline_s=settings.deadline_s, state_rule=rule)
         meta["worker_seconds"] = round(time.perf_counter() - t_w, 3)
         say(f"{prec}: ranking")
         row = _row(prec, v, src.name, meta, arrays, ref_out, ds.labels, class_out, ref_acc,
@@ -179,6 +183,7 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
         source={"path": settings.src, "sha256": src.sha256, "kind": src.kind, "task": task},
         inputs=ds.record(inputs_path, inputs_sha),
         manifest=str(out_dir / "manifest.json"),
+        state_rule=rule.to_dict(),
         method={"matching": MATCHING_RULE, "isolated": ISOLATION_RULE, "ranking": RANKING_RULE,
                 "noise_ratio": f"rmse_over_scale ~ 1/sqrt(12) = {NOISE_RATIO:.4f} for rounding alone",
                 "outlier_ratio": next((r.get("outlier_ratio_method") for r in rows if r.get("outlier_ratio_method")), None),
@@ -240,15 +245,16 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
                            sig).take(settings.eval_samples)
     inputs_path = out_dir / "diagnose_inputs.npz"
     inputs_sha = ds.save(inputs_path)
+    rule = resolve_state(settings.state, ds.streams, ds.n, how=ds.stream_how, source=ds.source)
     say("float reference (the --reference .tflite)")
-    ref_out = run_tflite_inprocess(ref_path, ds, sig)
+    ref_out = run_tflite_inprocess(ref_path, ds, sig, rule=rule)
     class_out = cmp.pick_class_output(ref_out, settings.class_output)
     ref_acc = (cmp.classification(ref_out[class_out], ref_out[class_out], ds.labels)
                if class_out is not None and ds.labels is not None else None)
     say(f"{prec}: per-tensor comparison ({ds.n} samples)")
     t_w = time.perf_counter()
     meta, arrays = run_worker(ref_path, quant, inputs_path, samples=ds.n, isolated=settings.isolated,
-                              deadline_s=settings.deadline_s)
+                              deadline_s=settings.deadline_s, state_rule=rule)
     meta["worker_seconds"] = round(time.perf_counter() - t_w, 3)
     size, ref_size = quant.stat().st_size, ref_path.stat().st_size
     v = {"path": str(quant), "sha256": sha256_file(quant), "bytes": size,
@@ -267,6 +273,7 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
         source={"path": str(quant), "sha256": v["sha256"], "kind": "tflite", "reference": str(ref_path),
                 "note": TFLITE_PAIR_NOTE},
         inputs=ds.record(inputs_path, inputs_sha),
+        state_rule=rule.to_dict(),
         method={"matching": MATCHING_RULE, "isolated": ISOLATION_RULE, "ranking": RANKING_RULE,
                 "noise_ratio": f"rmse_over_scale ~ 1/sqrt(12) = {NOISE_RATIO:.4f} for rounding alone",
                 "outlier_ratio": row.get("outlier_ratio_method"),

@@ -6,7 +6,9 @@ user's models here, so a kernel crash or a hang costs this process, never the CL
 JSON file::
 
     {"float_model": "m_calibrated.tflite", "quant_model": "m_int8.tflite",
-     "inputs_npz": "inputs.npz", "samples": 100, "isolated": true, "out_dir": "..."}
+     "inputs_npz": "inputs.npz", "samples": 100, "isolated": true, "out_dir": "...",
+     "float_state": null | {...}, "quant_state": null | {...},      # tflite_model.state of each file
+     "state_rule": null | {"mode": "independent" | "streams", "starts": [...]}}   # edgebench.state_rule
 
 It writes ``result.json`` (``status``, ``error``, ``error_kind``, ``tensors``, ``unmatched``,
 ``intermediates``, ``memory``) and ``result.npz`` (``out::<name>``: the quantized model's final
@@ -352,19 +354,35 @@ def _interpreter(runtime, content: bytes, *, preserve: bool, delegates: bool):
 
 
 class Feeder:
-    """Sets sample i of the InputSet on one interpreter (quantizing int8/int16 inputs)."""
+    """Sets sample i of the InputSet on one interpreter (quantizing int8/int16 inputs). A stateful
+    graph (``state``: tflite_model.state of the file) goes back to its initial state where the job's
+    state rule says a sample or stream starts (``resets``; every sample without one), in place, or
+    through ``rebuild`` (a fresh interpreter) when its variables cannot be reset in place."""
 
-    def __init__(self, it, data: dict[str, np.ndarray], source: str) -> None:
+    def __init__(self, it, data: dict[str, np.ndarray], source: str, *, state: dict | None = None,
+                 resets=None, rebuild=None) -> None:
         self.it = it
         self.inputs, self.outputs = rt.io_details(it)
         self.data = rt.map_inputs(data, self.inputs, source)
         self.source = source
+        self.state, self.resets, self.rebuild = state, resets or rt.StateResets(None), rebuild
+
+    def _start(self, i: int) -> None:
+        if not self.resets(i):
+            return
+        if self.state is None:
+            self.it.reset_all_variables()
+        elif not rt.reset_state(self.it, self.state):
+            if self.rebuild is None:
+                raise rt.JobError("this model's variables can be reset only by a new interpreter", bad_input=False)
+            self.it = self.rebuild()
+            self.inputs, self.outputs = rt.io_details(self.it)
 
     def run(self, i: int) -> None:
+        self._start(i)
         for det in self.inputs:
             arr = self.data[det["name"]][i:i + 1]
             self.it.set_tensor(det["index"], np.ascontiguousarray(rt._coerce(arr, det, self.source)))  # noqa: SLF001
-        self.it.reset_all_variables()   # fused LSTM/RNN state: every sample starts clean (as TF scores it)
         try:
             self.it.invoke()
         except (RuntimeError, ValueError) as exc:
@@ -496,11 +514,21 @@ def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]
     measured = [t for t in qg.activations()
                 if t in match and _numeric(qg.tensors[t]) and np.dtype(fg.tensors[match[t][0]]["dtype"]).kind == "f"]
 
+    # Every sample (or every stream's first window) starts from the model's initial state: the job's
+    # state rule, as in the LiteRT rows and the TF reference.
+    resets = rt.StateResets(job.get("state_rule"))
+    states = {"f": job.get("float_state"), "q": job.get("quant_state")}
+
+    def feeder(which: str, raw: bytes, *, preserve: bool, delegates: bool, it=None) -> Feeder:
+        make = lambda: _interpreter(runtime, raw, preserve=preserve, delegates=delegates)  # noqa: E731
+        return Feeder(it if it is not None else make(), data, src, state=states[which], resets=resets, rebuild=make)
+
     # Pass 1 -- LiteRT#413: final outputs with and without preserved intermediates must be identical.
-    f_feed, q_feed = Feeder(f_tap, data, src), Feeder(q_tap, data, src)
-    f_plain = Feeder(_interpreter(runtime, fraw, preserve=False, delegates=False), data, src)
-    q_plain = Feeder(_interpreter(runtime, qraw, preserve=False, delegates=False), data, src)
-    q_deployed = Feeder(_interpreter(runtime, qraw, preserve=False, delegates=True), data, src)
+    f_feed = feeder("f", fraw, preserve=True, delegates=False, it=f_tap)
+    q_feed = feeder("q", qraw, preserve=True, delegates=False, it=q_tap)
+    f_plain = feeder("f", fraw, preserve=False, delegates=False)
+    q_plain = feeder("q", qraw, preserve=False, delegates=False)
+    q_deployed = feeder("q", qraw, preserve=False, delegates=True)
     diff_f = diff_q = delegate_diff = 0.0
     deployed: dict[str, list[np.ndarray]] = {}
     for i in range(n):
@@ -517,7 +545,7 @@ def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]
     def fallback(raw: bytes, g: Graph, plain: Feeder) -> Feeder | None:
         """Intermediates as graph outputs; None when even that changes the final outputs."""
         content = expose_outputs(load_model_t(raw), [t for t in g.activations() if t not in g.outputs])
-        fd = Feeder(_interpreter(runtime, content, preserve=False, delegates=False), data, src)
+        fd = feeder("f" if raw is fraw else "q", content, preserve=False, delegates=False)
         for i in range(n):
             fd.run(i)
             plain.run(i)

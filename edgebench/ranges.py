@@ -79,6 +79,8 @@ RANGES: dict[str, Range] = {
     "--steps": _ge(1, COUNT_MAX), "--warmup-steps": _ge(0, COUNT_MAX), "--workers": _ge(1, 1024),
     "--batch-sizes": _ge(1, 1_000_000),            # per replica, each value of the comma-separated list
     "--learning-rate": _gt(0, 10), "--timeout": _gt(0, WEEK_S),
+    # streams (edgebench.state_rule): a detector's score, in the output's own unit (a probability or a logit)
+    "--stream-threshold": Range(),
 }
 
 

@@ -209,6 +209,7 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
                for i in ints(sg.OutputsLength(), sg.OutputsAsNumpy)]
 
     ops = []
+    init_subgraphs: list[int] = []      # CALL_ONCE targets: the subgraphs that give resource variables their values
     hist: Counter[str] = Counter()
     flops_by_op: Counter[str] = Counter()
     quantized_model = any(t["dtype"] in QUANT_TYPES and t["scale"] not in (None, 0.0) for t in tensors)
@@ -222,6 +223,8 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
         in_t = [tensors[tensor_index(i, f"operator {k}")] if i != -1 else None for i in ins]
         out_t = [tensors[tensor_index(i, f"operator {k}")] for i in outs]
         flops = _flops(name, in_t, out_t, op, schema)
+        if name == "CALL_ONCE":
+            init_subgraphs.append(_call_once_target(op, schema, model.SubgraphsLength()))
         hist[name] += 1
         if flops:
             flops_by_op[name] += flops
@@ -256,6 +259,7 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
         "ops": ops,
         "quantized": quantized_model,
         "variable_tensors": sum(1 for t in tensors if t["variable"]),
+        "init_subgraphs": sorted(set(init_subgraphs)),
         "float_ops": float_ops,
         "float_op_histogram": dict(Counter(o["op"] for o in float_ops)),
         "quantization_coverage": (len(integer_ops) / len(compute_ops)) if compute_ops and quantized_model else 0.0,
@@ -263,6 +267,19 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
         "flops_by_op": dict(flops_by_op),
         "counted_ops": list(COUNTED_OPS),
     }
+
+
+def _call_once_target(op, schema, n_subgraphs: int) -> int:
+    """The subgraph a CALL_ONCE op runs (the resource variables' initializer)."""
+    opts = op.BuiltinOptions()
+    if opts is None:
+        raise ValueError("a CALL_ONCE op has no options")
+    o = schema.CallOnceOptions()
+    o.Init(opts.Bytes, opts.Pos)
+    k = int(o.InitSubgraphIndex())
+    if not 0 < k < n_subgraphs:
+        raise ValueError(f"a CALL_ONCE op runs subgraph {k}, but the model has {n_subgraphs}")
+    return k
 
 
 def _prod(xs) -> int:
@@ -336,7 +353,9 @@ def state(info: dict[str, Any]) -> dict[str, Any] | None:
     """What carries over from one ``invoke()`` to the next, or None for a stateless graph.
 
     ``kind`` is ``variable_tensors`` (fused LSTM/RNN/SVDF state: ``reset_all_variables()`` clears
-    it) or ``resource_variables`` (VAR_HANDLE/ASSIGN_VARIABLE: only a fresh interpreter starts over)."""
+    it) or ``resource_variables`` (VAR_HANDLE/ASSIGN_VARIABLE survive that reset; running the
+    subgraphs in ``init_subgraphs`` -- what CALL_ONCE ran when the interpreter was new -- gives them
+    their initial values again, else only a fresh interpreter starts over)."""
     hist = info.get("op_histogram") or {}
     resource = [op for op in RESOURCE_VARIABLE_OPS if op in hist]
     recurrent = [op for op in RECURRENT_OPS if op in hist]
@@ -344,7 +363,7 @@ def state(info: dict[str, Any]) -> dict[str, Any] | None:
     if not resource and not nvar:
         return None
     return {"kind": "resource_variables" if resource else "variable_tensors", "ops": recurrent + resource,
-            "variable_tensors": nvar}
+            "variable_tensors": nvar, "init_subgraphs": list(info.get("init_subgraphs") or ())}
 
 
 def precision(info: dict[str, Any]) -> str:

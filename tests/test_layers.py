@@ -24,7 +24,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "edgebench.results", "edgebench.envlock", "edgebench.peak", "edgebench.profiles",
                     "edgebench.models", "edgebench.tflite_model", "edgebench.tflite_rewrite",
                     "edgebench.formats")),
-    ("model and data", ("edgebench.data", "edgebench.savedmodel", "edgebench.compare", "edgebench.rows",
+    ("model and data", ("edgebench.data", "edgebench.state_rule", "edgebench.savedmodel", "edgebench.compare", "edgebench.rows",
                         "edgebench.rows.*", "edgebench.metrics", "edgebench.identity")),
     ("runtimes", ("edgebench.targets", "edgebench.targets.*", "edgebench.profile", "edgebench.sustain",
                   "edgebench.load", "edgebench.diagnose_worker", "edgebench.train_worker", "edgebench.sim",

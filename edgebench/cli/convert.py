@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from edgebench.cli._options import ImportOpt, InputShapeOpt, SignatureOpt, StaticBatchOpt
+from edgebench.cli._options import ImportOpt, InputShapeOpt, SignatureOpt, StateOpt, StaticBatchOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -33,6 +33,7 @@ def register(app: typer.Typer) -> None:
         input_shape: InputShapeOpt = None,
         static_batch: StaticBatchOpt = False,
         imports: ImportOpt = None,
+        state: StateOpt = defaults.state,
     ) -> None:
         """Convert a model to FP32/FP16/INT8/dynamic/int16x8 .tflite, check FP32 parity, write manifest.json."""
         from edgebench.cli._common import console, progress_reporter, split_csv
@@ -63,6 +64,7 @@ def register(app: typer.Typer) -> None:
             source=source_options(signature, input_shape, imports, static_batch=static_batch),
             keep_float=keep_float,
             keep_float_goal=goal,
+            state=check_state(state),
         )
         with progress_reporter("convert") as say:
             say.set_total(2 + len(settings.precisions) + ("fp32" not in settings.precisions))
@@ -91,6 +93,16 @@ def check_int8_io(value: str) -> str:
 
     if value not in INT8_IO:
         raise BadInput(f"--int8-io {value}: use {' or '.join(INT8_IO)}")
+    return value
+
+
+def check_state(value: str) -> str:
+    """--state: one of state_rule.STATE_OPTIONS (BadInput naming them otherwise)."""
+    from edgebench.errors import BadInput
+    from edgebench.state_rule import STATE_OPTIONS
+
+    if value not in STATE_OPTIONS:
+        raise BadInput(f"--state {value}: use {', '.join(STATE_OPTIONS)}")
     return value
 
 

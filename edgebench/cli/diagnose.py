@@ -15,6 +15,7 @@ from edgebench.cli._options import (
     MarkdownOpt,
     NoStoreOpt,
     SignatureOpt,
+    StateOpt,
     StaticBatchOpt,
     WideOpt,
 )
@@ -54,6 +55,7 @@ def register(app: typer.Typer) -> None:
         dynamic_batch: DynamicBatchOpt = False,
         imports: ImportOpt = None,
         wide: WideOpt = False,
+        state: StateOpt = d.state,
     ) -> None:
         """Per-layer quantization error (accumulated and isolated), ranked worst first with advice.
 
@@ -61,7 +63,7 @@ def register(app: typer.Typer) -> None:
         """
         from edgebench.cli._common import console, deliver, progress_reporter, split_csv
         from edgebench.cli._options import publish_options, source_options
-        from edgebench.cli.convert import check_size
+        from edgebench.cli.convert import check_size, check_state
         from edgebench.diagnose import diagnose
         from edgebench.errors import BadInput
         from edgebench.publish import check_store
@@ -73,7 +75,7 @@ def register(app: typer.Typer) -> None:
             src=src, precisions=tuple(split_csv(precision, option="--precision")), data=data,
             calibration_data=calibration_data, eval_samples=samples, calibration_samples=calibration_samples,
             int8_io=int8_io, out_dir=out, preprocess=preprocess, size=check_size(size), class_output=class_output,
-            isolated=not no_isolated, reference=reference, source=source_options(signature, input_shape, imports, static_batch=static_batch,
+            isolated=not no_isolated, reference=reference, state=check_state(state), source=source_options(signature, input_shape, imports, static_batch=static_batch,
                                                  dynamic_batch=dynamic_batch))
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, markdown=markdown,
                                extra_files=_extra_files(html_path, model_explorer))

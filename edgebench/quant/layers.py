@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from edgebench.targets.base import model_state
 from edgebench.targets.host import spawn_worker
 
 NOISE_RATIO = 1 / math.sqrt(12)   # rms of uniform rounding error in quantization steps (0.2887)
@@ -65,15 +66,18 @@ ISOLATION_RULE = ("each op alone in a one-op .tflite (its weights and quantizati
 
 
 def run_worker(float_model: str | Path, quant_model: str | Path, inputs_npz: str | Path, *, samples: int,
-               isolated: bool = True, deadline_s: float = WORKER_DEADLINE_S) -> tuple[dict, dict]:
-    """Per-tensor statistics from ``edgebench.diagnose_worker`` in its own process."""
+               isolated: bool = True, deadline_s: float = WORKER_DEADLINE_S, state_rule=None) -> tuple[dict, dict]:
+    """Per-tensor statistics from ``edgebench.diagnose_worker`` in its own process; stateful models
+    follow ``state_rule`` (``edgebench.state_rule.StateRule``; None: every sample independent)."""
     import sys
 
     work = Path(tempfile.mkdtemp(prefix="edgebench-diagnose-"))
     try:
         job = {"float_model": str(Path(float_model).resolve()), "quant_model": str(Path(quant_model).resolve()),
                "inputs_npz": str(Path(inputs_npz).resolve()), "samples": int(samples), "isolated": bool(isolated),
-               "out_dir": str(work)}
+               "out_dir": str(work), "float_state": model_state(str(float_model)),
+               "quant_state": model_state(str(quant_model)),
+               "state_rule": None if state_rule is None else state_rule.to_job()}
         job_file = work / "job.json"
         job_file.write_text(json.dumps(job))
         return spawn_worker([sys.executable, "-m", "edgebench.diagnose_worker", str(job_file)], work,
