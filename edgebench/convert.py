@@ -31,6 +31,7 @@ from edgebench.quant.search import KeepFloatGoal, search_keep_float
 from edgebench.savedmodel import run_tf
 from edgebench.state_rule import DEFAULT_STATE, StateRule
 from edgebench.state_rule import resolve as resolve_state
+from edgebench.convert_worker import Isolated, convert_each, isolated, job_for, prestarted, serve, take
 from edgebench.sources import (Source, SourceOptions, calibration_feed, finish_tflite, make_converter, resolve_source,
                                sample_set)
 
@@ -77,6 +78,9 @@ def _one_line(e: BaseException) -> str:
 
 
 REASON_MAX = 400       # characters of the one-line reason; the whole text stays in ``error_detail``
+TENSORLIST_FIX = ("a recurrent layer traced with a dynamic shape: fix every input dimension (--static-batch, "
+                  "--input-shape NAME:1,...) so a Keras model is traced at them (edgebench converts to LiteRT "
+                  "builtins only, no Select TF ops)")
 _FUSED_NAME = re.compile(r'fused\["[^"]*",\s*"([^"@]+)')
 
 
@@ -111,6 +115,12 @@ def converter_reason(text: str) -> str | None:
             reasons.append(reason)
     if not reasons:
         return None
+    # The converter's own advice (Select TF ops, private converter flags) is for its API's users; an
+    # edgebench user can act on the input shapes instead.
+    reasons = [r.split(" Please consider using Select TF ops")[0].strip() for r in reasons]
+    tensorlist = next((r for r in reasons if "TensorList" in r and "element_shape" in r), None)
+    if tensorlist is not None:     # the rest of its lines say the same ("failed to legalize", "Lowering ...")
+        reasons = [tensorlist, TENSORLIST_FIX]
     one = "; ".join(reasons)
     return one if len(one) <= REASON_MAX else one[:REASON_MAX - 1] + "…"
 
@@ -121,11 +131,13 @@ def converter_reason(text: str) -> str | None:
 def _converter(src: Source, *, calibrated: bool = False):
     """The source's converter: TF2 or graph-level (sources.py), its signature, fixed input shapes.
 
-    ``calibrated`` (integer precisions) never uses a Keras model re-exported at the fixed shapes
-    (``source.info.static_export``): TF 2.21's calibrator crashes the process (SIGSEGV in
-    ``_feed_tensors``) on a Keras 3 LSTM traced at a static shape, so integer conversions take the
-    re-called signature, where such a model fails with the converter's own reason instead."""
-    if calibrated and src.info.get("static_export"):
+    ``calibrated`` (integer precisions) never uses a Keras 3 model re-exported at the fixed shapes
+    (``source.info.static_export``): TF 2.21's calibrator crashes (SIGSEGV in ``_feed_tensors``) on a
+    Keras 3 LSTM traced at a static shape, so integer conversions take the re-called signature, where
+    such a model fails with the converter's own reason instead. A tf-keras (Keras 2) model's static
+    trace calibrates (and a crash would be one failed row: ``convert_worker``)."""
+    keras3 = str(src.info.get("loaded_with", "")).startswith("keras ")
+    if calibrated and keras3 and src.info.get("static_export"):
         src = dataclasses.replace(src, info={k: v for k, v in src.info.items() if k != "static_export"})
     return make_converter(src)
 
@@ -496,9 +508,16 @@ def claim_out_dir(out_dir: Path, key: str, facts: dict[str, Any], name: str) -> 
 def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run the conversion job; returns the manifest (also written to OUT/manifest.json).
 
-    Failed variants and a failed FP32 parity check are recorded, not raised: call
-    ``check_manifest`` to turn them into a ``ConversionFailed`` after rendering.
+    Failed variants -- a converter crash included (``convert_worker``) -- and a failed FP32 parity
+    check are recorded, not raised: call ``check_manifest`` to turn them into a ``ConversionFailed``
+    after rendering.
     """
+    calibrated = any(p in INTEGER_OPSETS for p in settings.precisions)
+    with prestarted(calibrated):     # the conversion worker imports TensorFlow while the source is read
+        return _convert(settings, progress)
+
+
+def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) -> dict[str, Any]:
     bad = [p for p in settings.precisions if p not in PRECISIONS]
     if bad:
         raise BadInput(f"--precision: unknown value {bad[0]!r}; use one or more of {', '.join(PRECISIONS)}")
@@ -549,74 +568,107 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
         order = ["fp32", *order]   # size reduction and parity need the FP32 baseline
     variants: dict[str, dict[str, Any]] = {}
     fallback: str | None = None
-    for prec in order:
-        say(f"converting {prec}")
-        path = out_dir / f"{src.name}_{prec}.tflite"
-        t0 = time.perf_counter()
-        keep: dict[str, Any] | None = None
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                if prec == "int8" and settings.keep_float:
-                    keep = _keep_float_plan(settings, src, calib, out_dir, variants, say)
-                    data, qinfo = quantize_keep_float(keep["calibrated"], keep["nodes"], settings.int8_io)
-                else:
-                    conv = _conv_int8_qat if (prec == "int8" and src.qat) else PRECISIONS[prec]
-                    try:
-                        data, qinfo = conv(src, calib, settings.int8_io)
-                    except Exception as e:  # noqa: BLE001 -- an automatic static batch the model cannot take
-                        if prec != order[0] or not settings.source.static_batch_auto or not src.fixed_shapes:
-                            raise
-                        fallback = _one_line(e)
-                        say("static batch failed; converting with the dynamic batch")
-                        src = resolve_source(settings.src, size=settings.size, work_dir=base, seed=settings.seed,
-                                             options=settings.source.dynamic_batch())
-                        calib = calibration_feed(src, calib_ds, n_cal) if calib_ds is not None else None
-                        data, qinfo = conv(src, calib, settings.int8_io)
-                data = finish_tflite(src, data)
-        except (BadInput, InfraError):
-            raise
-        except Exception as e:  # noqa: BLE001 -- keep the other variants
-            variants[prec] = {"precision": prec, "status": "failed", "error": _one_line(e),
-                              "error_detail": str(e)[:20000], "seconds": round(time.perf_counter() - t0, 3)}
-            continue
-        secs = time.perf_counter() - t0
-        from edgebench.atomic import write_bytes
+    # The calibrated precisions (int8, int16x8: TensorFlow's calibrator runs the model in native code)
+    # are converted in a worker process (convert_worker): a crash there fails that variant, not the
+    # command. It starts after the first precision (a static-batch fallback there sets its options)
+    # and converts while this process does the others.
+    plain = [p for p in order if not (p == "int8" and settings.keep_float)]
+    calibrated = [p for p in plain if p in INTEGER_OPSETS and not (p == "int8" and src.qat)]
+    if calibrated and not isolated():
+        calibrated = []
+    local = convert_each(job_for(settings.src, size=settings.size, seed=settings.seed, work_dir=base,
+                                 options=settings.source, precisions=[p for p in plain if p not in calibrated],
+                                 calibration=None, n_cal=n_cal, int8_io=settings.int8_io),
+                         calib_ds.take(n_cal) if calib_ds is not None else None, PRECISIONS, _conv_int8_qat,
+                         _one_line, src=src)
+    remote: Isolated | None = None
 
-        try:
-            write_bytes(path, data)      # atomic: a full disk leaves no half-written file
-        except OutputNotWritable as e:
-            variants[prec] = {"precision": prec, "status": "failed", "error": f"not written: {e}",
-                              "seconds": round(secs, 3)}
-            continue
-        v: dict[str, Any] = {
-            "precision": prec,
-            "status": "ok",
-            "path": str(path),
-            "bytes": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "seconds": round(secs, 3),
-            "process_peak_rss_bytes": _peak_rss_bytes(),
-            "quantization": qinfo,
-            "requested": prec in settings.precisions,
-        }
-        try:
-            v.update(describe_tflite(path))
-            v["precision_from_tensors"] = precision_of(path)   # e.g. a QAT model's "fp16" is an int8 file
-            v["precision_detail"] = precision_detail_of(path)     # "int8 with 2 float ops (...)" or None
-        except Exception as e:  # noqa: BLE001 -- a model LiteRT cannot load is a failed variant
-            v.update({"status": "failed", "error": f"LiteRT cannot load the converted model: {_one_line(e)}"})
-        if keep is not None:
-            v["keep_float"] = keep["tensors"]
-            v["keep_float_ops"] = keep["nodes"]
-            v["calibrated_path"] = keep["calibrated_path"]
-            if keep.get("search") is not None:
-                v["keep_float_search"] = keep["search"]
-            problems = verify_keep_float(path, keep["nodes"])
-            if problems:
-                v.update({"status": "failed", "error": "--keep-float was not honoured by the converter: "
-                          + "; ".join(problems[:3])})
-        variants[prec] = v
+    def start_remote() -> Isolated:
+        opts = settings.source.dynamic_batch() if fallback else settings.source
+        return Isolated(job_for(settings.src, size=settings.size, seed=settings.seed, work_dir=base, options=opts,
+                                precisions=calibrated, calibration=calib_ds.take(n_cal) if calib_ds is not None else None,
+                                n_cal=n_cal, int8_io=settings.int8_io), say, take())
+
+    try:
+        for prec in order:
+            if remote is None and calibrated and prec != order[0]:
+                remote = start_remote()
+            path = out_dir / f"{src.name}_{prec}.tflite"
+            t0 = time.perf_counter()
+            keep: dict[str, Any] | None = None
+            if prec in plain:
+                if prec not in calibrated:
+                    say(f"converting {prec}")
+                _, res, data = (remote.next() if prec in calibrated else next(local))
+                if res.get("fallback"):       # the converter refused the automatic static batch: dynamic it is
+                    fallback = res["fallback"]
+                    src = resolve_source(settings.src, size=settings.size, work_dir=base, seed=settings.seed,
+                                         options=settings.source.dynamic_batch())
+                    calib = calibration_feed(src, calib_ds, n_cal) if calib_ds is not None else None
+                if res.get("bad_input"):
+                    raise BadInput(res["error"])
+                if res["status"] != "ok":
+                    variants[prec] = {"precision": prec, "status": "failed", "error": res["error"],
+                                      "error_detail": res.get("error_detail"), "seconds": res.get("seconds"),
+                                      **{k: res[k] for k in ("crashed", "stage") if k in res}}
+                    continue
+                qinfo, secs = res["qinfo"], res["seconds"]
+            else:
+                say(f"converting {prec}")
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        keep = _keep_float_plan(settings, src, calib, out_dir, variants, say)
+                        data, qinfo = quantize_keep_float(keep["calibrated"], keep["nodes"], settings.int8_io)
+                        data = finish_tflite(src, data)
+                except (BadInput, InfraError):
+                    raise
+                except Exception as e:  # noqa: BLE001 -- keep the other variants
+                    variants[prec] = {"precision": prec, "status": "failed", "error": _one_line(e),
+                                      "error_detail": str(e)[:20000], "seconds": round(time.perf_counter() - t0, 3)}
+                    continue
+                secs = time.perf_counter() - t0
+            from edgebench.atomic import write_bytes
+
+            try:
+                write_bytes(path, data)      # atomic: a full disk leaves no half-written file
+            except OutputNotWritable as e:
+                variants[prec] = {"precision": prec, "status": "failed", "error": f"not written: {e}",
+                                  "seconds": round(secs, 3)}
+                continue
+            v: dict[str, Any] = {
+                "precision": prec,
+                "status": "ok",
+                "path": str(path),
+                "bytes": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "seconds": round(secs, 3),
+                "process_peak_rss_bytes": (res.get("peak_rss_bytes") if prec in plain else None) or _peak_rss_bytes(),
+                "quantization": qinfo,
+                "requested": prec in settings.precisions,
+            }
+            try:
+                v.update(describe_tflite(path))
+                v["precision_from_tensors"] = precision_of(path)   # e.g. a QAT model's "fp16" is an int8 file
+                v["precision_detail"] = precision_detail_of(path)     # "int8 with 2 float ops (...)" or None
+            except Exception as e:  # noqa: BLE001 -- a model LiteRT cannot load is a failed variant
+                v.update({"status": "failed", "error": f"LiteRT cannot load the converted model: {_one_line(e)}"})
+            if keep is not None:
+                v["keep_float"] = keep["tensors"]
+                v["keep_float_ops"] = keep["nodes"]
+                v["calibrated_path"] = keep["calibrated_path"]
+                if keep.get("search") is not None:
+                    v["keep_float_search"] = keep["search"]
+                problems = verify_keep_float(path, keep["nodes"])
+                if problems:
+                    v.update({"status": "failed", "error": "--keep-float was not honoured by the converter: "
+                              + "; ".join(problems[:3])})
+            variants[prec] = v
+
+    finally:
+        local.close()
+        if remote is not None:
+            remote.close()      # the worker is ended, its folder removed
 
     fp32 = variants.get("fp32", {})
     fp32_bytes = fp32.get("bytes") if fp32.get("status") == "ok" else None
@@ -730,6 +782,12 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
         return json.loads(p.read_text())
     except (OSError, ValueError) as e:
         raise BadInput(f"{p}: not a readable edgebench manifest ({e})") from None
+
+
+if __name__ == "__main__":       # the conversion worker (edgebench.convert_worker)
+    import sys
+
+    sys.exit(serve(sys.argv, PRECISIONS, _conv_int8_qat, _one_line))
 
 
 __all__ = ["ConvertSettings", "PRECISIONS", "PRECISION_NAMES", "Source", "TensorSpec", "convert",

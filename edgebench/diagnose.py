@@ -32,6 +32,7 @@ import numpy as np
 from edgebench import compare as cmp
 from edgebench.convert import (PRECISION_NAMES, ConvertSettings, calibrated_model, check_manifest, convert,
                                resolve_source)
+from edgebench.convert_worker import prestarted as converter_prestarted
 from edgebench.data import DEFAULT_PREPROCESS
 from edgebench.errors import BadInput
 from edgebench.fingerprint import host_fingerprint
@@ -105,6 +106,11 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
     result document (kind "diagnose"); see the module docstring for every definition."""
     if str(settings.src).endswith(".tflite") or settings.reference:
         return diagnose_tflite(settings, progress)
+    with converter_prestarted(any(p in ("int8", "int16x8") for p in settings.precisions)):   # TF import overlaps
+        return _diagnose(settings, progress)
+
+
+def _diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None) -> Document:
     say = progress or (lambda _m: None)
     settings = replace(settings, source=settings.source.for_measuring(settings.src))   # as convert-and-compare
     quantized, skipped = _precisions(tuple(settings.precisions))

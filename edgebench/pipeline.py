@@ -17,6 +17,7 @@ import numpy as np
 
 from edgebench import compare as cmp
 from edgebench.convert import DEFAULT_PRECISIONS
+from edgebench.convert_worker import prestarted as converter_prestarted
 from edgebench.data import DEFAULT_PREPROCESS, InputSet, cast_to_signature, load_data, range_warnings, value_ranges
 from edgebench.errors import BadInput, EdgebenchError
 from edgebench.fingerprint import emulation_warning, host_fingerprint, sha256_file
@@ -203,7 +204,8 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     the core TensorFlow's import leaves idle, and are all ready before anything is timed."""
     hosts = sum(1 for name in settings.targets for n in str(name).split(",") if n.strip() in HOST_TARGETS)
     rows = hosts * len(settings.precisions) * max(1, len(settings.gpu_precisions)) * max(1, settings.repeats)
-    with prestarted(rows):
+    calibrated = any(p in ("int8", "int16x8") for p in settings.precisions) and not settings.src.endswith(".tflite")
+    with prestarted(rows), converter_prestarted(calibrated):   # ... and the conversion worker (convert_worker)
         return _convert_and_compare(settings, progress)
 
 

@@ -41,6 +41,7 @@ from edgebench.data import (InputSet, Signature, TensorSpec, calibration_generat
                             validate)
 from edgebench.errors import BadInput, first_line
 from edgebench.fingerprint import sha256_file
+from edgebench.keras2_export import export_tf_keras
 from edgebench.profile import describe_tflite
 from edgebench.savedmodel import DEFAULT_SIGNATURE, SERVE_TAG, graph_session, quiet_v1, read_signature
 from edgebench.tflite_model import precision as tflite_precision
@@ -559,9 +560,9 @@ def _keras_source(p: Path, work_dir: Path | None, opts: SourceOptions, require_s
                              require_static=require_static)
     if note.exists():
         src.info.update(json.loads(note.read_text()))
-    if src.fixed_shapes and str(src.info.get("loaded_with", "")).startswith("keras "):
+    if src.fixed_shapes and str(src.info.get("loaded_with", "")).startswith(("keras ", "tf-keras ")):
         # Re-trace the Keras model itself at the fixed shapes: re-calling the exported signature keeps
-        # its inner traces (a Keras 3 LSTM's TensorList then has no static element shape to convert)
+        # its inner traces (a Keras 3 or 2 LSTM's TensorList then has no static element shape to convert)
         static = out.with_name(out.name + "-" + _shape_tag(src.fixed_shapes))
         if not (static / "saved_model.pb").exists():
             from edgebench.atomic import temp_dir
@@ -580,8 +581,8 @@ def _shape_tag(shapes: dict[str, tuple[int, ...]]) -> str:
 
 def _export_keras(p: Path, custom: dict[str, Any], imports: tuple[str, ...], tmp: Path,
                   shapes: dict[str, tuple[int, ...]] | None = None) -> str:
-    """Export the Keras model to a SavedModel in ``tmp`` (``shapes``: Keras 3 only, traced at these
-    input shapes, keyed by the exported signature's input names)."""
+    """Export the Keras model to a SavedModel in ``tmp`` (``shapes``: traced at these input shapes,
+    keyed by the exported signature's input names; tf-keras: ``keras2_export``)."""
     import contextlib
     import io
 
@@ -621,7 +622,7 @@ def _export_keras(p: Path, custom: dict[str, Any], imports: tuple[str, ...], tmp
             raise BadInput(f"{p}: written by Keras {written_by}; neither Keras {keras.__version__} "
                            f"({first_line(e)}) nor tf-keras {tf_keras.__version__} ({first_line(e2)}) can load it; "
                            f"{fix}") from None
-        export = lambda: model.export(str(tmp))  # noqa: E731
+        export = lambda: export_tf_keras(model, tmp, shapes)  # noqa: E731
         loaded_with = f"tf-keras {tf_keras.__version__} (Keras 2; Keras {keras.__version__} cannot read this file)"
     try:
         with contextlib.redirect_stdout(io.StringIO()):   # tf-keras prints the exported endpoints

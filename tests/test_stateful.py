@@ -141,8 +141,10 @@ def test_converter_reason_drops_compiler_locations():
     text = (Path(__file__).parent / "fixtures" / "converter" / "tensorlist_reserve_error.txt").read_text()
     reason = converter_reason(text)
     assert reason.startswith("'tf.TensorListReserve' op requires element_shape to be static during TF Lite "
-                             "transformation pass (at sequential_1/lstm_1/TensorArrayV2_1); failed to legalize")
+                             "transformation pass (at sequential_1/lstm_1/TensorArrayV2_1); a recurrent layer traced "
+                             "with a dynamic shape: fix every input dimension (--static-batch")
     assert "loc(" not in reason and "callsite" not in reason and len(reason) <= 400
+    assert "Select TF ops and disabling" not in reason       # the converter's advice, for its API's users (33.2)
     assert converter_reason("ValueError: something else") is None
 
 

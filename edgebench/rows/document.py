@@ -170,9 +170,9 @@ class Document:
         if rule.get("mode") == "streams":
             return str(rule["line"])
         if any(r.state_record and r.state_record.kind in ("resource_variables", "tf_variables") for r in rows):
-            return (f"{rule['line']}; this model keeps variables between calls (a streaming model?): scored from a "
-                    "fresh state each sample, a streaming model's outputs say little -- evaluate it as deployed with "
-                    "streams (a 'stream_id' array or a [streams, windows, ...] axis in --data)")
+            return (f"{rule['line']}; this model keeps variables between calls: if its samples are consecutive "
+                    "windows of a stream (a streaming model), evaluate it as deployed with streams (a 'stream_id' "
+                    "array or a [streams, windows, ...] axis in --data)")
         if any(r.state for r in rows):
             return str(rule["line"])
         return None
