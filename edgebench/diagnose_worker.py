@@ -204,6 +204,41 @@ def match_tensors(fg: Graph, qg: Graph) -> tuple[dict[int, tuple[int, str]], lis
     return match, unmatched
 
 
+# Ops that only move elements (same values, same order): a fake quantization after them applies to
+# their input's values too.
+SAME_ELEMENTS_OPS = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS"}
+
+
+def fake_quant_views(fg: Graph) -> dict[int, int]:
+    """Float tensor -> the DEQUANTIZE output that holds its fake-quantized value, for a float model
+    that keeps its own fake quantization (a QAT model's fp32 file: T -> [RESHAPE ...] -> QUANTIZE ->
+    DEQUANTIZE). The int8 tensor T stands for that value, not for T before its fake-quant: compared
+    with the latter, a QAT model's layers read 13-29 dB instead of 49-57 and its logits got a false
+    "clipping" finding. Element-preserving ops between T and the QUANTIZE are followed (the value is
+    the DEQUANTIZE output reshaped to T's shape)."""
+    ops = {o["index"]: o for o in fg.ops}
+    views: dict[int, int] = {}
+    for f in fg.activations():
+        if np.dtype(fg.tensors[f]["dtype"]).kind != "f":
+            continue
+        cur = f
+        for _ in range(8):
+            cons = [ops[c] for c in fg.consumers.get(cur, []) if c in ops]
+            if len(cons) != 1:
+                break
+            op = cons[0]
+            if op["op"] == "QUANTIZE":
+                codes = op["outputs"][0]
+                deq = [ops[c] for c in fg.consumers.get(codes, []) if c in ops and ops[c]["op"] == "DEQUANTIZE"]
+                if deq:
+                    views[f] = deq[0]["outputs"][0]
+                break
+            if op["op"] not in SAME_ELEMENTS_OPS:
+                break
+            cur = op["outputs"][0]
+    return views
+
+
 # ---------------------------------------------------------------------------- statistics
 
 
@@ -569,6 +604,8 @@ def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]
     op_models, iso_skipped = ([], {}) if not job.get("isolated", True) else \
         _build_op_models(runtime, qraw, qg, match, set(measured))
     needed_f = {match[t][0] for t in measured} | {match[t][0] for m in op_models for t in m.inputs if t in match}
+    views = {f: d for f, d in fake_quant_views(fg).items() if f in needed_f}   # a QAT model's own fake-quant
+    needed_f |= set(views.values())
 
     acc = {t: ErrorStats() for t in measured} if q_feed is not None else {}
     iso = {t: ErrorStats() for m in op_models for t in m.outputs if t in match}
@@ -590,6 +627,8 @@ def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]
     for i in range(n):
         f_feed.run(i)
         fv = {f: _real(f_feed.it.get_tensor(f), fg.tensors[f]) for f in needed_f}
+        for f, d in views.items():
+            fv[f] = np.asarray(fv[d]).reshape(np.shape(fv[f]))
         for f, r in ranges.items():
             r.add(fv[f])
         if q_feed is not None:
@@ -631,7 +670,8 @@ def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]
         tensors.append({
             "tensor": qg.name(t), "index": t, "op": qg.ops[node]["op"] if node is not None else "INPUT",
             "node": node, "shape": [int(x) for x in d["shape"]], "dtype": np.dtype(d["dtype"]).name,
-            "scale": s, "zero_point": zp, "float_tensor": fg.name(f), "match": match[t][1],
+            "scale": s, "zero_point": zp, "float_tensor": fg.name(f),
+            "match": match[t][1] + (" + fake-quant" if f in views else ""),
             "consumers": [qg.ops[c]["index"] for c in qg.consumers.get(t, [])],
             "input_indices": [x for x in (qg.ops[node]["inputs"] if node is not None else [])
                               if x >= 0 and (x in qg.producer or x in qg.inputs)],

@@ -81,6 +81,7 @@ RANGES: dict[str, Range] = {
     "--learning-rate": _gt(0, 10), "--timeout": _gt(0, WEEK_S),
     # streams (edgebench.state_rule): a detector's score, in the output's own unit (a probability or a logit)
     "--stream-threshold": Range(),
+    "--fix-trials": _ge(0, 100),                   # diagnose: keep-float trials (each a re-quantization and a run)
 }
 
 

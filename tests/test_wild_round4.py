@@ -42,3 +42,114 @@ def test_keras2_lstm_h5_is_retraced_at_batch_1_and_converts(run_cli, bilstm, tmp
     manifest = json.loads((tmp_path / "o" / "manifest.json").read_text())
     info = manifest["source"]["info"]
     assert info["loaded_with"].startswith("tf-keras") and info["static_export"]
+
+
+# ---------------------------------------------------------------- diagnose ranks by what a fix gains (33.4)
+
+@pytest.fixture(scope="module")
+def depthwise_model(tmp_path_factory):
+    """A small CNN whose worst layer is a depthwise conv (one output channel 400x the others, undone
+    by the next pointwise conv), beside a side branch with a worse channel SNR (1000x outlier) that
+    barely reaches the output (x0.001): ranked by their own SNR the branch comes first, but keeping
+    it float gains nothing while keeping the depthwise conv float gains > 10 dB."""
+    import keras
+    from keras import layers as L
+
+    d = tmp_path_factory.mktemp("dw")
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((16, 16, 3), name="img")
+    c1 = L.Conv2D(8, 3, padding="same", activation="relu", name="conv1")(inp)
+    dw = L.DepthwiseConv2D(3, padding="same", activation="relu", name="dw")(c1)
+    pw = L.Conv2D(8, 1, activation="relu", name="pw")(dw)
+    br = L.Conv2D(8, 1, activation="relu", name="branch")(c1)
+    add = L.Add(name="add")([pw, L.Rescaling(0.001, name="branch_scale")(br)])
+    out = L.Dense(4, name="logits")(L.GlobalAveragePooling2D(name="gap")(add))
+    m = keras.Model(inp, out)
+    for name, axis, factor in (("dw", None, 400.0), ("branch", None, 1000.0)):
+        w, b = m.get_layer(name).get_weights()
+        w[..., 0, 0] *= factor if name == "dw" else 1.0
+        if name == "branch":
+            w[..., 0] *= factor
+        b[0] *= factor
+        m.get_layer(name).set_weights([w, b])
+    w, b = m.get_layer("pw").get_weights()
+    w[0, 0, 0, :] /= 400.0
+    m.get_layer("pw").set_weights([w, b])
+    m.export(str(d / "sm"), verbose=False)
+    np.savez(d / "data.npz", img=np.random.default_rng(0).uniform(0, 1, (48, 16, 16, 3)).astype("f4"))
+    return d
+
+
+def test_diagnose_ranks_by_the_measured_gain_of_keeping_a_layer_float(run_cli, depthwise_model, tmp_path):
+    d = depthwise_model
+    code, out, err = run_cli("diagnose", str(d / "sm"), "--data", str(d / "data.npz"), "--out", str(tmp_path / "o"),
+                             "--json", str(tmp_path / "d.json"), "--no-store")
+    assert code == 0, out + err
+    row = json.loads((tmp_path / "d.json").read_text())["rows"][0]
+    top = row["layers"][0]
+    assert "dw" in top["tensor"] and top["op"] == "DEPTHWISE_CONV_2D" and top["fix_gain_db"] > 6, top
+    assert "measured: keeping it float gains +" in top["advice"]
+    branch = next(l for l in row["layers"] if "branch_1/Relu" in l["tensor"])
+    assert branch["rank"] > 1 and branch["fix_gain_db"] < 1 and "not where the output's error comes from" in branch["advice"]
+    assert row["suggested_keep_float"][0] == top["float_tensor"]
+    best = max(t["psnr_db"] for t in row["fix_trials"])
+    goal = float(row["fix_commands"][0].rsplit("--min-psnr ", 1)[1])
+    assert float(row["worst"]["psnr_db"]) < goal <= best         # provable by the printed command
+
+
+def test_a_proof_goal_never_exceeds_what_was_measured_reachable():
+    from edgebench.diagnose import proof_goal
+
+    row = {"worst": {"psnr_db": 21.2}, "fix_trials": [{"psnr_db": 30.5}, {"psnr_db": 22.0}]}
+    assert proof_goal(dict(row)) == ["--min-psnr", "27"]                       # +6 dB, under the best trial
+    capped = dict(row)
+    assert proof_goal(capped, floor_db=23.9) == ["--min-psnr", "23"]           # the 8-bit-weight floor
+    assert "8-bit-weight floor" in capped["proof_note"]
+    at_floor = {"worst": {"psnr_db": 24.3}, "fix_trials": [{"psnr_db": 24.5}]}
+    assert proof_goal(at_floor, floor_db=23.9) is None and "cannot do better" in at_floor["proof_note"]
+    acc = {"accuracy": {"top1_drop_pp": 4.0}, "fix_trials": [{"psnr_db": 30.0, "top1_drop_pp": 3.95}]}
+    assert proof_goal(acc) is None and "spread" in acc["proof_note"]
+
+
+# ---------------------------------------------------------------- QAT: the fake-quantized value (33.6)
+
+@pytest.fixture(scope="module")
+def qat(tmp_path_factory):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path_factory.mktemp("qat")
+    proc = subprocess.run([sys.executable, str(Path(__file__).with_name("qat_model.py")), str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_qat_diagnose_compares_with_the_models_own_fake_quantized_values(run_cli, qat, tmp_path):
+    """A QAT model's fp32 file keeps its fake-quant (QUANTIZE -> DEQUANTIZE, here after a RESHAPE):
+    each int8 tensor stands for that dequantized value. Compared with the value before it, the conv
+    read ~29 dB and the logits ~26 dB with a false 'calibrate' hint; now they read as the int8 kernels
+    really do, and no advice mentions calibration (a QAT model's ranges come from training)."""
+    code, out, err = run_cli("diagnose", qat["qat"], "--data", qat["data"], "--out", str(tmp_path / "o"),
+                             "--json", str(tmp_path / "d.json"), "--no-store")
+    assert code == 0, out + err
+    row = json.loads((tmp_path / "d.json").read_text())["rows"][0]
+    layers = {l["op"]: l for l in row["layers"]}
+    conv = layers["CONV_2D"]
+    assert conv["match"].endswith("+ fake-quant") and conv["snr_db"] > 45, conv
+    assert layers["FULLY_CONNECTED"]["match"].endswith("+ fake-quant")
+    assert layers["FULLY_CONNECTED"]["isolated_snr_db"] > 45
+    assert not any("calibrat" in (l["advice"] or "") for l in row["layers"])
+    assert row["fix_commands"] == [] and row["suggested_keep_float"] == []
+
+
+def test_qat_clipping_advice_names_training_not_calibration():
+    from edgebench.quant.layers import advice
+
+    l = {"finding": True, "ranking_snr_db": 10.0, "dtype": "int8", "scale": 0.1, "zero_point": 0,
+         "float_min": -30.0, "float_max": 30.0, "float_tensor": "t"}
+    assert "calibrate on representative data" in advice(dict(l), precision="int8")
+    qat_advice = advice(dict(l), precision="int8", keep_float=False, qat=True)
+    assert "learned in quantization-aware training" in qat_advice and "calibrat" not in qat_advice.replace(
+        "not calibration", "")

@@ -130,7 +130,7 @@ def _input_names(layers: list[dict[str, Any]]) -> None:
 
 
 def rank_layers(tensors: list[dict[str, Any]], precision: str | None = None, *,
-                keep_float: bool = True) -> list[dict[str, Any]]:
+                keep_float: bool = True, qat: bool = False) -> list[dict[str, Any]]:
     """Worker tensor entries -> layer rows, worst first (the rule in this module's docstring)."""
     layers = [_layer(e) for e in tensors if e.get("op") != "INPUT"]
     _input_names(layers)
@@ -163,7 +163,8 @@ def rank_layers(tensors: list[dict[str, Any]], precision: str | None = None, *,
                 _place(l, out, placed, {})
     for i, l in enumerate(out, 1):
         l["rank"] = i
-        l["advice"] = advice(l, by_tensor={x["tensor"]: x for x in out}, precision=precision, keep_float=keep_float)
+        l["advice"] = advice(l, by_tensor={x["tensor"]: x for x in out}, precision=precision, keep_float=keep_float,
+                             qat=qat)
         l.pop("_index", None)
         l.pop("_inputs", None)
     return out
@@ -183,7 +184,7 @@ def _place(l: dict[str, Any], out: list, placed: set, waiting: dict) -> None:
 
 
 def advice(l: dict[str, Any], by_tensor: dict[str, dict[str, Any]] | None = None,
-           precision: str | None = None, keep_float: bool = True) -> str:
+           precision: str | None = None, keep_float: bool = True, qat: bool = False) -> str:
     """One sentence per layer: what the numbers say and what to do (``keep_float`` False: the source
     cannot be re-quantized with tensors kept float -- a QAT model -- so that fix is not offered)."""
     q = l.get("ranking_snr_db")
@@ -211,6 +212,11 @@ def advice(l: dict[str, Any], by_tensor: dict[str, dict[str, Any]] | None = None
     if scale and bits and l.get("float_max") is not None:
         zp = l.get("zero_point") or 0
         lo_q, hi_q = (-(2 ** (bits - 1)) - zp) * scale, ((2 ** (bits - 1)) - 1 - zp) * scale
+        if (l["float_max"] > hi_q + CLIPPED_STEPS * scale or l["float_min"] < lo_q - CLIPPED_STEPS * scale) and qat:
+            return (f"clipping: float values [{_num(l['float_min'], 3)}, {_num(l['float_max'], 3)}] beyond the range "
+                    f"[{_num(lo_q, 3)}, {_num(hi_q, 3)}] learned in quantization-aware training (its FakeQuant "
+                    "range, not calibration): the fix is in training (train on data covering these values, or keep "
+                    "this layer float in the QAT model)")
         if l["float_max"] > hi_q + CLIPPED_STEPS * scale or l["float_min"] < lo_q - CLIPPED_STEPS * scale:
             return (f"clipping: float range [{_num(l['float_min'], 3)}, {_num(l['float_max'], 3)}] exceeds the "
                     f"quantized range [{_num(lo_q, 3)}, {_num(hi_q, 3)}] fitted on the calibration data: calibrate "

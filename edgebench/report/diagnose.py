@@ -120,6 +120,13 @@ def _notes(row: InferenceRow, suggested: bool = True) -> list[str]:
              "iso = the op alone fed the float model's values; rounding alone gives rmse/scale 0.289"]
     if d.verdict:
         notes.append(d.verdict)
+    if d.fix_trials:
+        gains = sorted((t.get("gain_db") for t in d.fix_trials if t.get("gain_db") is not None), reverse=True)
+        best = f" (best +{gains[0]:.1f} dB)" if gains and gains[0] > 0 else ""
+        notes.append(f"ranked by the measured gain of keeping a layer float: {len(d.fix_trials)} layers re-quantized "
+                     f"with it float and run{best}; the others follow in their own order")
+    if d.proof_note:
+        notes.append(d.proof_note)
     if suggested and d.suggested_keep_float:
         notes.append(suggested_note(d))
     inter = d.intermediates
