@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
 import resource
 import time
 import warnings
@@ -31,6 +30,7 @@ from edgebench.quant.search import KeepFloatGoal, search_keep_float
 from edgebench.savedmodel import run_tf
 from edgebench.state_rule import DEFAULT_STATE, StateRule
 from edgebench.state_rule import resolve as resolve_state
+from edgebench.converter_errors import REASON_MAX, TENSORLIST_FIX, _one_line, converter_reason  # noqa: F401
 from edgebench.convert_worker import Isolated, convert_each, isolated, job_for, prestarted, serve, take
 from edgebench.sources import (Source, SourceOptions, calibration_feed, finish_tflite, make_converter, resolve_source,
                                sample_set)
@@ -66,63 +66,6 @@ class ConvertSettings:
     keep_float: str | tuple[str, ...] | None = None
     keep_float_goal: KeepFloatGoal | None = None   # required by "auto"
     state: str = DEFAULT_STATE     # --state: the parity check's state rule (edgebench.state_rule)
-
-
-def _one_line(e: BaseException) -> str:
-    """The converter's own reason in one line (see ``converter_reason``), else the first line."""
-    reason = converter_reason(str(e))
-    if reason:
-        return reason
-    lines = str(e).strip().splitlines()
-    return (lines[0] if lines else type(e).__name__)[:300]
-
-
-REASON_MAX = 400       # characters of the one-line reason; the whole text stays in ``error_detail``
-TENSORLIST_FIX = ("a recurrent layer traced with a dynamic shape: fix every input dimension (--static-batch, "
-                  "--input-shape NAME:1,...) so a Keras model is traced at them (edgebench converts to LiteRT "
-                  "builtins only, no Select TF ops)")
-_FUSED_NAME = re.compile(r'fused\["[^"]*",\s*"([^"@]+)')
-
-
-def _drop_loc(text: str) -> tuple[str, str | None]:
-    """'loc(callsite(fused["Op:", "model/layer@fn"] at ...)): reason' -> (reason, 'model/layer')."""
-    if not text.startswith("loc("):
-        return text, None
-    depth = 0
-    for i, ch in enumerate(text):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0 and ch == ")":
-            m = _FUSED_NAME.search(text[:i])
-            return text[i + 1:].lstrip(": ").strip(), (m.group(1) if m else None)
-    return text, None
-
-
-def converter_reason(text: str) -> str | None:
-    """The MLIR converter's error lines without their compiler locations: "'tf.TensorListReserve'
-    op requires element_shape to be static ... (at sequential/lstm/TensorArrayV2_1); ..."; None when
-    the text has no "error:" line (not a converter error)."""
-    reasons: list[str] = []
-    for line in text.splitlines():
-        _, sep, rest = line.partition("error: ")
-        if not sep:
-            continue
-        reason, where = _drop_loc(rest.strip())
-        reason = reason.replace("\\n", " ").strip()
-        if where:
-            reason = f"{reason} (at {where})"
-        if reason and reason not in reasons:
-            reasons.append(reason)
-    if not reasons:
-        return None
-    # The converter's own advice (Select TF ops, private converter flags) is for its API's users; an
-    # edgebench user can act on the input shapes instead.
-    reasons = [r.split(" Please consider using Select TF ops")[0].strip() for r in reasons]
-    tensorlist = next((r for r in reasons if "TensorList" in r and "element_shape" in r), None)
-    if tensorlist is not None:     # the rest of its lines say the same ("failed to legalize", "Lowering ...")
-        reasons = [tensorlist, TENSORLIST_FIX]
-    one = "; ".join(reasons)
-    return one if len(one) <= REASON_MAX else one[:REASON_MAX - 1] + "…"
 
 
 # --------------------------------------------------------------------------- converters
@@ -533,9 +476,15 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
     base = Path(settings.out_dir or Path(OUT_ROOT) / Path(settings.src).name.removesuffix(".keras"))
     from edgebench.atomic import ensure_dir
 
+    made = not base.exists()
     ensure_dir(base)
-    src = resolve_source(settings.src, size=settings.size, work_dir=base, seed=settings.seed,
-                         options=settings.source)
+    try:
+        src = resolve_source(settings.src, size=settings.size, work_dir=base, seed=settings.seed,
+                             options=settings.source)
+    except BadInput:
+        if made and base.is_dir() and not any(base.iterdir()):
+            base.rmdir()        # a refused source leaves no empty --out folder behind
+        raise
     if src.saved_model_dir is None:
         raise BadInput(f"{settings.src}: already a .tflite, nothing to convert; measure it with `edgebench "
                        "convert-and-compare FILE.tflite --data D [--reference SAVEDMODEL]` or `edgebench bench`")

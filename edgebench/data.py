@@ -82,6 +82,9 @@ class Signature:
     # inputs; a SavedModel's serving function; a .tflite's subgraph inputs). ``inputs`` is sorted
     # by name where the file keeps a map (SignatureDef), so positional data needs this order.
     order: tuple[str, ...] | None = None
+    # Inputs a .tflite takes quantized, read as float (name -> (integer dtype, scale, zero point)): data
+    # given as those integer codes -- what a vendor's int8 model package feeds -- is dequantized exactly.
+    quantized: dict[str, tuple[str, float, int]] = field(default_factory=dict)
 
     @property
     def input_names(self) -> list[str]:
@@ -240,8 +243,25 @@ def load_data(
     else:
         raise BadInput(f"--data {spec}: unsupported format '{path.suffix}'; use .npz, .npy, an image folder "
                        "or 'synthetic'")
+    ds = _dequantize_codes(ds, signature)
     validate(ds, signature)
     return ds.take(n)
+
+
+def _dequantize_codes(ds: InputSet, signature: Signature) -> InputSet:
+    """Integer codes for a quantized .tflite input (``Signature.quantized``, data of exactly that
+    integer dtype) -> the float values they stand for, with the input's own scale and zero point: the
+    int8 file quantizes them back to the same codes, a float file gets the right values."""
+    arrays, done = dict(ds.arrays), []
+    for name, (dtype, scale, zp) in signature.quantized.items():
+        a = arrays.get(name)
+        if a is not None and a.dtype == np.dtype(dtype) and scale:
+            arrays[name] = dequantize(a, scale, zp)
+            done.append(f"{name} ({dtype} codes, scale {scale:.6g}, zero point {zp})")
+    if not done:
+        return ds
+    return replace(ds, arrays=arrays, source=f"{ds.source}; dequantized with the model's own quantization: "
+                                              + ", ".join(done))
 
 
 def _from_arrays(arrays: dict[str, np.ndarray], signature: Signature, source: str) -> InputSet:

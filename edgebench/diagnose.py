@@ -38,7 +38,8 @@ from edgebench.errors import BadInput
 from edgebench.fingerprint import host_fingerprint
 from edgebench.quant.layers import (ISOLATION_RULE, MATCHING_RULE, NOISE_RATIO, RANKING_RULE, WORKER_DEADLINE_S,
                                     rank_layers, run_worker, suggest_keep_float)
-from edgebench.quant.fix_trials import GAIN_MATTERS_DB, TRIAL_CANDIDATES, apply_gains, run_trials, worth_trying
+from edgebench.quant.fix_trials import (TRIAL_CANDIDATES, apply_gains, by_cosine, helped, run_trials,
+                                       worth_trying)
 from edgebench.quant.fix_trials import candidates as trial_candidates
 from edgebench.rows import Accuracy, Document, InferenceRow
 from edgebench.savedmodel import run_tf
@@ -342,13 +343,13 @@ def measure_fixes(row: dict[str, Any], calibrated_path: Path, *, out_dir: Path, 
     trials = run_trials(tried, calibrated=calibrated_path.read_bytes(), graph=graph, out_dir=out_dir,
                         inputs_npz=str(inputs_path), ref_out=ref_out, labels=labels, class_out=class_out,
                         ref_acc=ref_acc, int8_io=int8_io, state_rule=rule)
-    base = (row.get("worst") or {}).get("psnr_db")
-    base = None if base is None or math.isinf(float(base)) else float(base)
-    row["layers"] = apply_gains(row["layers"], trials, base)
+    base = _psnr(row.get("worst"))
+    cos = (row.get("worst") or {}).get("cosine")
+    row["layers"] = apply_gains(row["layers"], trials, base, cos)
     row["fix_trials"] = [{"tensor": ft, **{k: v for k, v in t.items() if k != "path"},
                           "gain_db": None if base is None or t.get("psnr_db") is None else round(t["psnr_db"] - base, 2)}
                          for ft, t in trials.items()]
-    gained = [l["float_tensor"] for l in row["layers"] if (l.get("fix_gain_db") or 0) >= GAIN_MATTERS_DB]
+    gained = [l["float_tensor"] for l in row["layers"] if helped(l, base, cos)]
     if any(t.get("psnr_db") is not None for t in trials.values()):
         row["suggested_keep_float"] = list(dict.fromkeys(gained))[:3]
     row["findings"] = sum(1 for l in row["layers"] if l["finding"])
@@ -382,6 +383,19 @@ def proof_goal(row: dict[str, Any], floor_db: float | None = None) -> list[str] 
         psnr = float(psnr)
     except (TypeError, ValueError):
         return None
+    cos = (row.get("worst") or {}).get("cosine")
+    if by_cosine(psnr, cos):       # the finding is the direction (zeros, sign flips): prove it with cosine
+        goal_cos = 0.99
+        best = max((t["cosine"] for t in trials if t.get("cosine") is not None), default=None)
+        if best is not None:
+            if best < cos + 0.05:
+                row["proof_note"] = (f"no tensor kept float moves the worst output's cosine ({cos:.3f}; best measured "
+                                     f"{best:.3f}): try int16x8 or fp16")
+                return None
+            goal_cos = min(goal_cos, math.floor(best * 100) / 100)
+        row["proof_note"] = (f"proved by cosine (the finding's metric: {cos:.3f} while PSNR reads {psnr:.1f} dB, "
+                             "which a few large values set and keeping layers float may not move)")
+        return ["--min-cosine", f"{goal_cos:g}"]
     if math.isinf(psnr) or psnr >= 100.0:
         return None
     goal = math.floor(psnr) + 6

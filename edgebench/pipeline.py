@@ -146,7 +146,7 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
         if host_out is not None:
             hd = cmp.compare_outputs(host_out, run.outputs)
             row = row.replace(drift_vs_host=drifts_from_dict(hd), worst_vs_host=Worst.from_dict(cmp.worst(hd)))
-        verdicts = output_verdicts(ref_out, got, row.drift, th.min_cosine) + verdicts   # aligned outputs
+        verdicts = output_verdicts(ref_out, got, row.drift, th.min_cosine, _output_steps(run.model_path)) + verdicts
         row = row.replace(warnings=tuple(row.warnings) + tuple(metric_disagreement(row.drift, row.accuracy)))
     return row.replace(verdicts=tuple(verdicts))
 
@@ -163,6 +163,31 @@ def stream_judge(rule: StateRule, ref_out: dict[str, np.ndarray], class_out: str
         return None
     return lambda got: stream_decisions(rule, ref_out[name], got.get(name), threshold=threshold,
                                         stream_labels=stream_labels, output=name)
+
+
+def _quantized_inputs(paths: list[str]) -> dict[str, tuple[str, float, int]]:
+    """Inputs some of the given .tflite files take quantized (name -> dtype, scale, zero point): data
+    given as those codes is dequantized with them (``data.Signature.quantized``), so a vendor's int8
+    set and its float file are fed the same values."""
+    from edgebench.tflite_model import inspect
+
+    out: dict[str, tuple[str, float, int]] = {}
+    for p in paths:
+        for d in inspect(p)["inputs"]:
+            q = d.get("quantization") or {}
+            if d["dtype"] in ("int8", "uint8", "int16") and isinstance(q.get("scale"), float) and q["scale"]:
+                out.setdefault(d["name"], (d["dtype"], q["scale"], int(q.get("zero_point") or 0)))
+    return out
+
+
+def _output_steps(model_path: str) -> dict[str, float]:
+    """The quantization step of each output of a .tflite (``tflite_model`` ``output_steps``)."""
+    from edgebench.tflite_model import inspect
+
+    try:
+        return dict(inspect(model_path).get("output_steps") or {}) if str(model_path).endswith(".tflite") else {}
+    except EdgebenchError:
+        return {}
 
 
 def _explain_slower(rows: list[InferenceRow]) -> list[InferenceRow]:
@@ -251,6 +276,8 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
         ref_variant = manifest["variants"][manifest["reference_variant"]]
         src = resolve_source(settings.source.reference or ref_variant["path"], size=settings.size,
                              work_dir=Path(manifest["out_dir"]), seed=settings.seed, options=settings.source)
+        src = replace(src, signature=replace(src.signature, quantized={
+            **_quantized_inputs([v["path"] for v in manifest["variants"].values()]), **src.signature.quantized}))
     else:
         manifest = convert(ConvertSettings(
             src=settings.src, precisions=settings.precisions,
@@ -367,7 +394,8 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
                                           thresholds=th, gpu_precision=gp, streams=streams))
 
     rows = _explain_slower(rows)
-    verdict = evaluate(rows, settings.thresholds, settings.gate_file)
+    verdict = evaluate(rows, settings.thresholds, settings.gate_file,
+                       "TF reference" if src.saved_model_dir is not None else f"reference {ref_label} .tflite")
     timings["total_s"] = time.perf_counter() - t0
     extra: dict[str, Any] = {}
     search = (manifest["variants"].get("int8") or {}).get("keep_float_search")
@@ -463,6 +491,8 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
     kinds = [_model_kind(settings.a), _model_kind(settings.b)]
     srcs = [resolve_source(x, options=settings.source, require_static=False) for x in (settings.a, settings.b)]
     sig = srcs[0].signature
+    sig = replace(sig, quantized={**_quantized_inputs([x for x in (settings.a, settings.b) if x.endswith(".tflite")]),
+                                  **sig.quantized})
     if settings.data is None:
         raise BadInput("compare needs --data (an .npz/.npy/image folder of real samples, or 'synthetic')")
     ds = load_data(settings.data, sig, preprocess=settings.preprocess, seed=settings.seed)

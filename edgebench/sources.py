@@ -41,6 +41,7 @@ from edgebench.data import (InputSet, Signature, TensorSpec, calibration_generat
                             validate)
 from edgebench.errors import BadInput, first_line
 from edgebench.fingerprint import sha256_file
+from edgebench.frozen_graph import frozen_graph_savedmodel
 from edgebench.keras2_export import export_tf_keras
 from edgebench.profile import describe_tflite
 from edgebench.savedmodel import DEFAULT_SIGNATURE, SERVE_TAG, graph_session, quiet_v1, read_signature
@@ -181,13 +182,19 @@ def resolve_source(src: str, *, size: str = "tiny", work_dir: Path | None = None
                                   require_static=require_static)
     if p.suffix.lower() in KERAS_SUFFIXES:
         return _keras_source(p, work_dir, opts, require_static)
+    if p.suffix.lower() == ".pb":      # a frozen TF1 graph: wrapped once as a SavedModel (frozen_graph)
+        sm, frozen = frozen_graph_savedmodel(p, work_dir)
+        src = saved_model_source(sm, opts, kind="saved_model", name=p.stem, path=src, sha256=sha256_file(p),
+                                 require_static=require_static)
+        src.info["frozen_graph"] = frozen
+        return src
     if p.suffix == ".tflite":
         if opts.static_batch:
             raise BadInput(f"{src}: --static-batch changes a conversion, and this .tflite is already converted; "
                            "drop the flag, or give the SavedModel/.keras it came from")
         return tflite_source(p)
     raise BadInput(f"{src}: unsupported source '{p.suffix or p.name}'; give a SavedModel folder, a .keras/.h5 "
-                   "file, a .tflite file or a reference model name")
+                   "file, a .tflite file, a frozen graph .pb or a reference model name")
 
 
 def _reference_source(name: str, size: str, seed: int, opts: SourceOptions) -> Source:
@@ -681,16 +688,20 @@ def tflite_signature(path: str) -> Signature:
             dt = np.dtype(np.float32)
         return TensorSpec(d["name"], tuple(int(x) if x >= 0 else None for x in d["shape_signature"]), dt.name)
 
+    def codes(dets) -> dict[str, tuple[str, float, int]]:
+        return {d["name"]: (np.dtype(d["dtype"]).name, float(d["scale"]), int(d["zero_point"])) for d in dets
+                if np.dtype(d["dtype"]) in (np.int8, np.uint8, np.int16) and d["scale"]}
+
     if meta.get("has_signature"):
         # the subgraph's inputs are in the model's positional order; the signature names them
         position = {d["index"]: k for k, d in enumerate(meta["tensor_inputs"])}
         named = sorted(meta["inputs"], key=lambda d: position.get(d["index"], len(position)))
         return Signature(tuple(spec(d) for d in sorted(meta["inputs"], key=lambda d: d["name"])),
                          tuple(spec(d) for d in sorted(meta["outputs"], key=lambda d: d["name"])),
-                         order=tuple(d["name"] for d in named))
+                         order=tuple(d["name"] for d in named), quantized=codes(meta["inputs"]))
     # No signature (e.g. written by the TF1 converter): tensor names, in the model's order.
     return Signature(tuple(spec(d) for d in meta["tensor_inputs"]), tuple(spec(d) for d in meta["tensor_outputs"]),
-                     order=tuple(d["name"] for d in meta["tensor_inputs"]))
+                     order=tuple(d["name"] for d in meta["tensor_inputs"]), quantized=codes(meta["tensor_inputs"]))
 
 
 def tflite_variants(paths: list[str], out_dir: Path) -> dict[str, Any]:

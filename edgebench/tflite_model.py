@@ -242,6 +242,19 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
                     "input_names": [t["name"] for t in in_t if t is not None and not t["constant"]],
                     "output_names": [t["name"] for t in out_t]})
 
+    # The grid each output's values lie on: its own scale (integer outputs), else the scale of the
+    # integer tensor a final DEQUANTIZE reads (a float-I/O int8 model): a value below one step is 0.
+    produced = {o: op for op in ops for o in op["output_names"]}
+    by_name = {t["name"]: t for t in tensors}
+    output_steps: dict[str, float] = {}
+    for out in outputs:
+        q = out["quantization"]
+        op = produced.get(out["tensor_name"])
+        src = by_name.get(op["input_names"][0]) if op and op["op"] == "DEQUANTIZE" and op["input_names"] else None
+        scale = (q or {}).get("scale") or (src or {}).get("scale")
+        if isinstance(scale, (int, float)) and scale > 0:
+            output_steps[out["name"]] = float(scale)
+
     compute_ops = [o for o in ops if o["kind"] != "boundary"]
     integer_ops = [o for o in compute_ops if o["kind"] == "integer"]
     float_ops = [o for o in compute_ops if o["kind"] in ("float", "hybrid")] if quantized_model else []
@@ -260,6 +273,7 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
         "quantized": quantized_model,
         "variable_tensors": sum(1 for t in tensors if t["variable"]),
         "init_subgraphs": sorted(set(init_subgraphs)),
+        "output_steps": output_steps,
         "float_ops": float_ops,
         "float_op_histogram": dict(Counter(o["op"] for o in float_ops)),
         "quantization_coverage": (len(integer_ops) / len(compute_ops)) if compute_ops and quantized_model else 0.0,

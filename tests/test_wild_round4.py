@@ -14,7 +14,8 @@ FAST = ("--min-time", "0.02", "--min-runs", "20", "--warmup-runs", "1")
 @pytest.fixture(scope="module")
 def bilstm(tmp_path_factory):
     """A Keras 2 (tf-keras) stacked Bidirectional LSTM with a sigmoid output, saved as .h5: Keras 3
-    refuses its config (time_major), tf-keras loads it. Random weights, uniform inputs."""
+    refuses its config (time_major), tf-keras loads it. Random weights, uniform inputs; the output
+    bias is -9, so the sigmoid's values (~1e-4) sit below int8's fixed 1/256 output step."""
     import tf_keras as k
 
     d = tmp_path_factory.mktemp("k2lstm")
@@ -22,6 +23,8 @@ def bilstm(tmp_path_factory):
     L = k.layers
     m = k.Sequential([L.Input((12, 4), name="seq"), L.Bidirectional(L.LSTM(8, return_sequences=True)),
                       L.Bidirectional(L.LSTM(4)), L.Dense(1, activation="sigmoid")])
+    w, b = m.layers[-1].get_weights()
+    m.layers[-1].set_weights([w, b - 9.0])
     m.save(d / "bilstm.h5")
     x = np.random.default_rng(0).uniform(0, 1, (24, 12, 4)).astype("f4")
     np.savez(d / "data.npz", seq=x)
@@ -39,9 +42,30 @@ def test_keras2_lstm_h5_is_retraced_at_batch_1_and_converts(run_cli, bilstm, tmp
     assert all(r["status"] == "ok" for r in rows.values()), {p: r["error"] for p, r in rows.items()}
     assert code in (0, 1), out + err
     assert float(rows["fp32"]["worst"]["psnr_db"]) > 100
+    grown = [r for r in rows.values() if (r["size_reduction_pct"] or 0) < 0]   # a BiLSTM's fp16 file is larger
+    assert all(f"{r['precision']}: {-r['size_reduction_pct']:.0f}% larger" in out for r in grown), out
     manifest = json.loads((tmp_path / "o" / "manifest.json").read_text())
     info = manifest["source"]["info"]
     assert info["loaded_with"].startswith("tf-keras") and info["static_export"]
+    # 33.5: the int8 sigmoid output is exactly 0 -- the verdict names its 1/256 step, not a GPU/delegate
+    zero = next(v for v in rows["int8"]["verdicts"] if v["kind"] == "zero_output")
+    assert "quantized with a step of 0.00391" in zero["advice"] and "--gpu-precision" not in zero["advice"]
+
+
+def test_diagnose_proves_a_zero_output_fix_by_cosine_and_names_the_reverse_v2_defect(run_cli, bilstm, tmp_path):
+    """33.5: the fix for zeros is proved with the finding's metric (cosine), not PSNR; the REVERSE_V2
+    every int8 Keras BiLSTM gets with different input and output quantization is named a converter
+    defect."""
+    code, out, err = run_cli("diagnose", str(bilstm / "bilstm.h5"), "--data", str(bilstm / "data.npz"),
+                             "--out", str(tmp_path / "o"), "--json", str(tmp_path / "d.json"), "--no-store")
+    assert code == 0, out + err
+    row = json.loads((tmp_path / "d.json").read_text())["rows"][0]
+    top = row["layers"][0]
+    assert top["op"] == "LOGISTIC" and "output step is fixed at 0.0039" in top["advice"]
+    assert "measured: keeping it float gains cosine" in top["advice"]
+    assert row["fix_commands"] and all("--min-cosine" in c and "--min-psnr" not in c for c in row["fix_commands"])
+    rev = [l for l in row["layers"] if l["op"] == "REVERSE_V2" and l.get("converter_defect")]
+    assert rev and rev[0]["finding"] and rev[0]["advice"].startswith("converter defect: REVERSE_V2 copies")
 
 
 # ---------------------------------------------------------------- diagnose ranks by what a fix gains (33.4)
@@ -153,3 +177,88 @@ def test_qat_clipping_advice_names_training_not_calibration():
     qat_advice = advice(dict(l), precision="int8", keep_float=False, qat=True)
     assert "learned in quantization-aware training" in qat_advice and "calibrat" not in qat_advice.replace(
         "not calibration", "")
+
+
+# ---------------------------------------------------------------- the smaller ones (33.7)
+
+def test_a_frozen_graph_pb_converts_and_a_refused_one_leaves_no_out_folder(run_cli, tmp_path):
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [None, 6], name="features")
+        w = tf1.get_variable("w", initializer=tf.random.stateless_normal([6, 3], seed=[1, 2]))
+        tf.nn.softmax(tf.matmul(x, w), name="probs")
+        with tf1.Session() as s:
+            s.run(tf1.global_variables_initializer())
+            frozen = tf1.graph_util.convert_variables_to_constants(s, g.as_graph_def(), ["probs"])
+    (tmp_path / "m.pb").write_bytes(frozen.SerializeToString())
+    np.savez(tmp_path / "d.npz", features=np.random.default_rng(0).uniform(0, 1, (16, 6)).astype("f4"))
+    code, out, err = run_cli("convert-and-compare", str(tmp_path / "m.pb"), "--data", str(tmp_path / "d.npz"),
+                             "-p", "fp32", "--out", str(tmp_path / "o"), "--json", str(tmp_path / "r.json"),
+                             "--no-store", *FAST)
+    assert code == 0, out + err
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["rows"][0]["status"] == "ok" and float(doc["rows"][0]["worst"]["psnr_db"]) > 100
+    assert doc["source"]["loader"] == "graph"
+    (tmp_path / "junk.pb").write_bytes(b"\x08\x96\x01not a graph")
+    code, out, err = run_cli("convert", str(tmp_path / "junk.pb"), "--out", str(tmp_path / "never"))
+    assert code == 2 and "not a frozen TensorFlow graph" in err and not (tmp_path / "never").exists()
+
+
+@pytest.fixture(scope="module")
+def int8_io_pair(tmp_path_factory):
+    """A float and an int8-input/int8-output .tflite of one small model (a vendor's set)."""
+    import tensorflow as tf
+
+    d = tmp_path_factory.mktemp("int8io")
+    f = tf.function(lambda x: {"y": tf.nn.relu(tf.matmul(x, tf.constant(np.linspace(-1, 1, 24, dtype="f4")
+                                                                        .reshape(8, 3))))},
+                    input_signature=[tf.TensorSpec([1, 8], tf.float32, name="x")])
+    cf = f.get_concrete_function()
+    (d / "m_fp32.tflite").write_bytes(tf.lite.TFLiteConverter.from_concrete_functions([cf]).convert())
+    c = tf.lite.TFLiteConverter.from_concrete_functions([cf])
+    c.optimizations = [tf.lite.Optimize.DEFAULT]
+    rng = np.random.default_rng(0)
+    c.representative_dataset = lambda: ([rng.uniform(0, 1, (1, 8)).astype("f4")] for _ in range(20))
+    c.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    c.inference_input_type = c.inference_output_type = tf.int8
+    (d / "m_int8.tflite").write_bytes(c.convert())
+    return d
+
+
+def test_int8_codes_feed_a_vendor_int8_file_and_its_float_twin(run_cli, int8_io_pair, tmp_path):
+    """Vendor int8-input files refused the exact int8 data their package feeds ('input is float32')."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    d = int8_io_pair
+    det = Interpreter(model_path=str(d / "m_int8.tflite")).get_input_details()[0]
+    scale, zp = det["quantization"]
+    x = np.random.default_rng(1).uniform(0, 1, (12, 8))
+    codes = np.clip(np.round(x / scale) + zp, -128, 127).astype(np.int8)
+    np.savez(tmp_path / "codes.npz", x=codes)
+    code, out, err = run_cli("convert-and-compare", str(d / "m_int8.tflite"), str(d / "m_fp32.tflite"), "--data",
+                             str(tmp_path / "codes.npz"), "--out", str(tmp_path / "o"), "--json",
+                             str(tmp_path / "r.json"), "--no-store", *FAST)
+    assert code == 0, out + err
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert "dequantized with the model's own quantization: x (int8 codes" in doc["inputs"]["source"]
+    int8 = next(r for r in doc["rows"] if r["precision"] == "int8")
+    assert float(int8["worst"]["psnr_db"]) > 30      # fed the same values as the float file
+
+
+def test_op_profiling_a_fused_lstm_says_why_there_is_none(tmp_path):
+    import tensorflow as tf
+    import tf_keras as k
+
+    from conftest import make_job
+    from edgebench.targets.host import HostTarget
+
+    m = k.Sequential([k.layers.Input((5, 3), batch_size=1), k.layers.LSTM(4), k.layers.Dense(2)])
+    c = tf.lite.TFLiteConverter.from_keras_model(m)
+    (tmp_path / "lstm.tflite").write_bytes(c.convert())
+    res = HostTarget().run(make_job(str(tmp_path / "lstm.tflite"), runs=20, warmup_runs=1, op_profile=True))
+    assert res.status == "ok", res.error
+    msg = res.extra.get("op_profile_error") or ""
+    assert "does not load a model with variable tensors" in msg and "status 5" in msg, res.extra

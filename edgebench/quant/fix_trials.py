@@ -25,8 +25,10 @@ from edgebench import compare as cmp
 from edgebench.quant.keep_float import keep_float_nodes, quantize_keep_float
 from edgebench.targets.base import Job, RunControl
 from edgebench.targets.host import HostTarget
+from edgebench.verdicts import COSINE_DIFFERS
 
 TRIAL_CANDIDATES = 6
+COSINE_MATTERS = 0.05    # a fix that moves the worst output's cosine by less is not a fix
 GAIN_MATTERS_DB = 1.0     # a fix that moves the worst-output PSNR by less is not a fix (0.5 dB: run noise of int8)
 # Trials run when the ranking has something to check: a finding, or an output PSNR below this
 # (below ~40 dB an 8-bit model loses visibly; above it a model without findings is rounding-limited).
@@ -85,8 +87,8 @@ def run_trials(tensors: list[str], *, calibrated: bytes, graph: dict[str, Any], 
         got, _ = cmp.align_outputs(ref_out, run.outputs)
         worst = cmp.worst(cmp.compare_outputs(ref_out, got))
         acc = cmp.accuracy_vs_reference(ref_out, got, labels, class_out, ref_acc) if class_out else None
-        out[ft] = {"psnr_db": _finite(worst.get("psnr_db")), "top1_drop_pp": acc.top1_drop_pp if acc else None,
-                   "path": str(path)}
+        out[ft] = {"psnr_db": _finite(worst.get("psnr_db")), "cosine": _finite(worst.get("cosine")),
+                   "top1_drop_pp": acc.top1_drop_pp if acc else None, "path": str(path)}
     return out
 
 
@@ -98,10 +100,26 @@ def _finite(v: Any) -> float | None:
     return f if not math.isnan(f) else None
 
 
-def apply_gains(layers: list[dict[str, Any]], trials: dict[str, dict[str, Any]], base_psnr: float | None
-                ) -> list[dict[str, Any]]:
-    """Layers re-ranked by measured gain (module docstring); each tried layer gets ``fix_gain_db``
-    and ``fix_psnr_db`` and its advice says what keeping it float gained."""
+def by_cosine(base_psnr: float | None, base_cosine: float | None) -> bool:
+    """Judge fixes by cosine when the output points elsewhere (cosine below COSINE_DIFFERS -- e.g. an
+    int8 sigmoid rounded to exactly 0 on most samples): its PSNR, set by a few large values, may read
+    fine (34 dB) and not move when the zeros are fixed. ``base_psnr`` is not needed to decide."""
+    return base_cosine is not None and base_cosine < COSINE_DIFFERS
+
+
+def helped(layer: dict[str, Any], base_psnr: float | None, base_cosine: float | None) -> bool:
+    """Did keeping this layer float fix the output, by the finding's own metric?"""
+    if by_cosine(base_psnr, base_cosine) and layer.get("fix_cosine") is not None:
+        return layer["fix_cosine"] - base_cosine >= COSINE_MATTERS
+    return (layer.get("fix_gain_db") or 0.0) >= GAIN_MATTERS_DB
+
+
+def apply_gains(layers: list[dict[str, Any]], trials: dict[str, dict[str, Any]], base_psnr: float | None,
+                base_cosine: float | None = None) -> list[dict[str, Any]]:
+    """Layers re-ranked by measured gain (module docstring): worst-output PSNR, or cosine when that
+    is the finding (``by_cosine``); each tried layer gets ``fix_gain_db`` and ``fix_psnr_db`` (and
+    ``fix_cosine``) and its advice says what keeping it float gained."""
+    cosine = by_cosine(base_psnr, base_cosine)
     gains: dict[str, float] = {}
     for l in layers:
         t = trials.get(l.get("float_tensor") or "")
@@ -110,17 +128,24 @@ def apply_gains(layers: list[dict[str, Any]], trials: dict[str, dict[str, Any]],
             continue
         g = t["psnr_db"] - base_psnr
         l["fix_gain_db"], l["fix_psnr_db"] = round(g, 2), round(t["psnr_db"], 2)
-        gains[l["tensor"]] = g
-        if g >= GAIN_MATTERS_DB:
+        if cosine and t.get("cosine") is not None:
+            l["fix_cosine"] = round(t["cosine"], 4)
+            gc = t["cosine"] - base_cosine
+            gains[l["tensor"]] = gc * 100          # a cosine gain of 0.01 counts as 1 "dB" of the PSNR rule
+            text = f"cosine {base_cosine:.3f} -> {t['cosine']:.3f}"
+            helped = gc >= COSINE_MATTERS
+        else:
+            gains[l["tensor"]] = g
+            text = f"{g:+.1f} dB worst-output PSNR ({base_psnr:.1f} -> {t['psnr_db']:.1f} dB)"
+            helped = g >= GAIN_MATTERS_DB
+        if helped:
             l["finding"] = True
-            l["advice"] = (f"{l['advice']}; measured: keeping it float gains +{g:.1f} dB worst-output PSNR "
-                           f"({base_psnr:.1f} -> {t['psnr_db']:.1f} dB)")
+            l["advice"] = f"{l['advice']}; measured: keeping it float gains {text}"
         elif l.get("finding"):
-            how = f"gains only +{g:.1f} dB" if g >= 0.05 else ("changes nothing" if g > -0.05 else
-                                                              f"does not help ({g:+.1f} dB)")
-            l["advice"] = (f"{l['advice']}; measured: keeping it float {how} worst-output PSNR, so this layer is "
-                           "not where the output's error comes from")
-    first = sorted((l for l in layers if gains.get(l["tensor"], -math.inf) >= GAIN_MATTERS_DB),
+            l["advice"] = (f"{l['advice']}; measured: keeping it float does not help ({text}), so this layer is not "
+                           "where the output's error comes from")
+    threshold = COSINE_MATTERS * 100 if cosine else GAIN_MATTERS_DB
+    first = sorted((l for l in layers if gains.get(l["tensor"], -math.inf) >= threshold),
                    key=lambda l: -gains[l["tensor"]])
     rest = [l for l in layers if l not in first]
     out = first + rest

@@ -168,12 +168,13 @@ class Layer(_Keyed):
     inherits_from: str | None = None
     rank: int | None = None
     advice: str | None = None
+    converter_defect: Mapping[str, Any] | None = None   # a copy op whose input/output quantization differ
     fix_gain_db: float | None = None          # measured: worst-output PSNR gained with it kept float (int8)
     fix_psnr_db: float | None = None          # ... the PSNR that trial reached
     keys: tuple[str, ...] | None = _META["keys"]
     unknown: Mapping[str, Any] = _META["unknown"]
 
-    _OPTIONAL: ClassVar[tuple[str, ...]] = ("fix_gain_db", "fix_psnr_db")
+    _OPTIONAL: ClassVar[tuple[str, ...]] = ("fix_gain_db", "fix_psnr_db", "converter_defect")
     _KINDS: ClassVar[dict[str, Any]] = {
         "tensor": _str, "float_tensor": _str, "op": _str, "node": _int, "shape": _tuple_of(_int), "dtype": _str,
         "scale": _real, "zero_point": _int, "rmse_over_scale": _real, "snr_db": _real, "channel_snr_db": _real,
@@ -182,6 +183,7 @@ class Layer(_Keyed):
         "outlier_channel": _int, "float_min": _real, "float_max": _real, "match": _str, "nonfinite": _int,
         "ranking_snr_db": _real, "input_tensors": _tuple_of(_str), "z": _real, "finding": _bool,
         "inherits_from": _str, "rank": _int, "advice": _str, "fix_gain_db": _real, "fix_psnr_db": _real,
+        "converter_defect": lambda v: _freeze(v) if isinstance(v, Mapping) else _BAD,
     }
 
 

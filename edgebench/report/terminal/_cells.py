@@ -87,7 +87,9 @@ def state_notes(rows) -> list[str]:
     groups: dict[tuple[str, str], list[str]] = {}
     rows = [r for r in rows if isinstance(r, InferenceRow)]
     labels = [str(r.precision or r.model) for r in rows]
-    if len(set(labels)) < len(labels):         # compare A B: two fp32 files -- name them by model
+    if len(set(labels)) < len(labels):         # one precision on two targets: "int8 on host, int8 on adb:..."
+        labels = [f"{r.precision or r.model} on {r.target}" for r in rows]
+    if len(set(labels)) < len(labels):         # compare A B: two fp32 files on the host -- name them by model
         labels = [str(r.model or r.precision) for r in rows]
     for r, label in zip(rows, labels):
         st = r.state_record

@@ -92,7 +92,8 @@ def headline_lines(doc: Document) -> list[str]:
             continue
         bits = []
         if r.size_reduction_pct is not None and r.precision != "fp32":
-            bits.append(f"{r.size_reduction_pct:.0f}% smaller")
+            pct = r.size_reduction_pct
+            bits.append(f"{pct:.0f}% smaller" if pct >= 0 else f"{-pct:.0f}% larger")
         base = fp32.get(r.target)
         lat = r.latency
         if lat and lat.p50 and base is not None and base is not r and base.latency.p50:
