@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
 import resource
 import time
 import warnings
@@ -34,6 +33,10 @@ from edgebench.sources import Source, SourceOptions, calibration_feed, finish_tf
 from edgebench.sources_torch import reference_outputs
 # every stage resolves through here: SavedModel / .keras / reference / .tflite, and PyTorch (.pt2, --torch)
 from edgebench.sources_torch import resolve_any as resolve_source
+from edgebench.state_rule import DEFAULT_STATE, StateRule
+from edgebench.state_rule import resolve as resolve_state
+from edgebench.converter_errors import REASON_MAX, TENSORLIST_FIX, _one_line, converter_reason  # noqa: F401
+from edgebench.convert_worker import Isolated, convert_each, isolated, job_for, prestarted, serve, take
 
 PRECISION_NAMES = ("fp32", "fp16", "int8", "dynamic", "int16x8")
 DEFAULT_PRECISIONS = ("fp32", "fp16", "int8", "dynamic")   # int16x8 on request (slower kernels)
@@ -67,54 +70,7 @@ class ConvertSettings:
     keep_float_goal: KeepFloatGoal | None = None   # required by "auto"
     # int8 with 16-bit activations on these tensors' ops (ai-edge-quantizer sources: float .tflite, PyTorch)
     a16: str | tuple[str, ...] | None = None
-
-
-def _one_line(e: BaseException) -> str:
-    """The converter's own reason in one line (see ``converter_reason``), else the first line."""
-    reason = converter_reason(str(e))
-    if reason:
-        return reason
-    lines = str(e).strip().splitlines()
-    return (lines[0] if lines else type(e).__name__)[:300]
-
-
-REASON_MAX = 400       # characters of the one-line reason; the whole text stays in ``error_detail``
-_FUSED_NAME = re.compile(r'fused\["[^"]*",\s*"([^"@]+)')
-
-
-def _drop_loc(text: str) -> tuple[str, str | None]:
-    """'loc(callsite(fused["Op:", "model/layer@fn"] at ...)): reason' -> (reason, 'model/layer')."""
-    if not text.startswith("loc("):
-        return text, None
-    depth = 0
-    for i, ch in enumerate(text):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0 and ch == ")":
-            m = _FUSED_NAME.search(text[:i])
-            return text[i + 1:].lstrip(": ").strip(), (m.group(1) if m else None)
-    return text, None
-
-
-def converter_reason(text: str) -> str | None:
-    """The MLIR converter's error lines without their compiler locations: "'tf.TensorListReserve'
-    op requires element_shape to be static ... (at sequential/lstm/TensorArrayV2_1); ..."; None when
-    the text has no "error:" line (not a converter error)."""
-    reasons: list[str] = []
-    for line in text.splitlines():
-        _, sep, rest = line.partition("error: ")
-        if not sep:
-            continue
-        reason, where = _drop_loc(rest.strip())
-        reason = reason.replace("\\n", " ").strip()
-        if where:
-            reason = f"{reason} (at {where})"
-        if reason and reason not in reasons:
-            reasons.append(reason)
-    if not reasons:
-        return None
-    one = "; ".join(reasons)
-    return one if len(one) <= REASON_MAX else one[:REASON_MAX - 1] + "…"
+    state: str = DEFAULT_STATE     # --state: the parity check's state rule (edgebench.state_rule)
 
 
 # --------------------------------------------------------------------------- converters
@@ -123,11 +79,13 @@ def converter_reason(text: str) -> str | None:
 def _converter(src: Source, *, calibrated: bool = False):
     """The source's converter: TF2 or graph-level (sources.py), its signature, fixed input shapes.
 
-    ``calibrated`` (integer precisions) never uses a Keras model re-exported at the fixed shapes
-    (``source.info.static_export``): TF 2.21's calibrator crashes the process (SIGSEGV in
-    ``_feed_tensors``) on a Keras 3 LSTM traced at a static shape, so integer conversions take the
-    re-called signature, where such a model fails with the converter's own reason instead."""
-    if calibrated and src.info.get("static_export"):
+    ``calibrated`` (integer precisions) never uses a Keras 3 model re-exported at the fixed shapes
+    (``source.info.static_export``): TF 2.21's calibrator crashes (SIGSEGV in ``_feed_tensors``) on a
+    Keras 3 LSTM traced at a static shape, so integer conversions take the re-called signature, where
+    such a model fails with the converter's own reason instead. A tf-keras (Keras 2) model's static
+    trace calibrates (and a crash would be one failed row: ``convert_worker``)."""
+    keras3 = str(src.info.get("loaded_with", "")).startswith("keras ")
+    if calibrated and keras3 and src.info.get("static_export"):
         src = dataclasses.replace(src, info={k: v for k, v in src.info.items() if k != "static_export"})
     return make_converter(src)
 
@@ -278,13 +236,21 @@ def precision_of(path: str | Path) -> str:
 # --------------------------------------------------------------------------- reference + parity
 
 
-def run_tflite_inprocess(model: str | Path | bytes, ds: InputSet, signature: Signature | None = None) -> dict[str, np.ndarray]:
-    """Run a .tflite on every sample in this process (parity only; benchmarks use the worker)."""
+def run_tflite_inprocess(model: str | Path | bytes, ds: InputSet, signature: Signature | None = None,
+                         rule: StateRule | None = None) -> dict[str, np.ndarray]:
+    """Run a .tflite on every sample in this process (parity only; benchmarks use the worker).
+    A stateful graph starts from its initial state where the state ``rule`` says (None: every
+    sample), as the LiteRT worker does."""
     from ai_edge_litert.interpreter import Interpreter
 
     from edgebench.data import dequantize, quantize
+    from edgebench.targets.base import model_state
+    from edgebench.targets.runner_io import reset_state
 
-    it = Interpreter(model_content=model) if isinstance(model, bytes) else Interpreter(model_path=str(model))
+    state = None if isinstance(model, bytes) else model_state(str(model))
+    make = (lambda: Interpreter(model_content=model)) if isinstance(model, bytes) else \
+        (lambda: Interpreter(model_path=str(model)))
+    it = make()
     runner = it.get_signature_runner()
     in_det = runner.get_input_details()
     out_det = runner.get_output_details()
@@ -300,8 +266,12 @@ def run_tflite_inprocess(model: str | Path | bytes, ds: InputSet, signature: Sig
             if np.dtype(d["dtype"]) in (np.int8, np.uint8, np.int16) and scale:
                 x = quantize(x, scale, zp, np.dtype(d["dtype"]))
             feed[name] = np.asarray(x, d["dtype"]).reshape(d["shape"])
-        if i:
-            it.reset_all_variables()     # fused LSTM/RNN state: each sample starts clean, as in TF
+        if i and (rule is None or rule.resets_before(i)):
+            if state is None:
+                it.reset_all_variables()
+            elif not reset_state(it, state):      # resource variables without an init subgraph
+                it = make()
+                runner = it.get_signature_runner()
         res = runner(**feed)
         for name, v in res.items():
             scale, zp = out_det[name]["quantization"]
@@ -490,9 +460,16 @@ def claim_out_dir(out_dir: Path, key: str, facts: dict[str, Any], name: str) -> 
 def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run the conversion job; returns the manifest (also written to OUT/manifest.json).
 
-    Failed variants and a failed FP32 parity check are recorded, not raised: call
-    ``check_manifest`` to turn them into a ``ConversionFailed`` after rendering.
+    Failed variants -- a converter crash included (``convert_worker``) -- and a failed FP32 parity
+    check are recorded, not raised: call ``check_manifest`` to turn them into a ``ConversionFailed``
+    after rendering.
     """
+    calibrated = any(p in INTEGER_OPSETS for p in settings.precisions)
+    with prestarted(calibrated):     # the conversion worker imports TensorFlow while the source is read
+        return _convert(settings, progress)
+
+
+def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) -> dict[str, Any]:
     bad = [p for p in settings.precisions if p not in PRECISIONS]
     if bad:
         raise BadInput(f"--precision: unknown value {bad[0]!r}; use one or more of {', '.join(PRECISIONS)}")
@@ -510,9 +487,15 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
     from edgebench.trust import check_output_dir
 
     check_output_dir(base, "--out" if settings.out_dir else "the output folder")   # before anything is read back
+    made = not base.exists()
     ensure_dir(base)
-    src = resolve_source(settings.src, size=settings.size, work_dir=base, seed=settings.seed,
-                         options=settings.source)
+    try:
+        src = resolve_source(settings.src, size=settings.size, work_dir=base, seed=settings.seed,
+                             options=settings.source)
+    except BadInput:
+        if made and base.is_dir() and not any(base.iterdir()):
+            base.rmdir()        # a refused source leaves no empty --out folder behind
+        raise
     aeq = converts_with_aeq(src)     # a float .tflite or a PyTorch model: litert-torch + ai-edge-quantizer
     if src.saved_model_dir is None and not aeq:
         raise BadInput(f"{settings.src}: already a quantized .tflite ({src.info.get('precision')}), nothing to convert; "
@@ -553,79 +536,114 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
         order = ["fp32", *order]   # size reduction and parity need the FP32 baseline
     variants: dict[str, dict[str, Any]] = {}
     fallback: str | None = None
-    for prec in order:
-        say(f"converting {prec}")
-        path = out_dir / f"{src.name}_{prec}.tflite"
-        t0 = time.perf_counter()
-        keep: dict[str, Any] | None = None
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                if aeq:
-                    data, qinfo = convert_variant(src, prec, calib_ds, n_cal, (variants.get("fp32") or {}).get("path"),
-                                                  settings.keep_float, settings.a16)
-                elif prec == "int8" and settings.keep_float:
-                    keep = _keep_float_plan(settings, src, calib, out_dir, variants, say)
-                    data, qinfo = quantize_keep_float(keep["calibrated"], keep["nodes"], settings.int8_io)
-                else:
-                    conv = _conv_int8_qat if (prec == "int8" and src.qat) else PRECISIONS[prec]
-                    try:
-                        data, qinfo = conv(src, calib, settings.int8_io)
-                    except Exception as e:  # noqa: BLE001 -- an automatic static batch the model cannot take
-                        if prec != order[0] or not settings.source.static_batch_auto or not src.fixed_shapes:
-                            raise
-                        fallback = _one_line(e)
-                        say("static batch failed; converting with the dynamic batch")
-                        src = resolve_source(settings.src, size=settings.size, work_dir=base, seed=settings.seed,
-                                             options=settings.source.dynamic_batch())
-                        calib = calibration_feed(src, calib_ds, n_cal) if calib_ds is not None else None
-                        data, qinfo = conv(src, calib, settings.int8_io)
-                data = finish_tflite(src, data)
-        except (BadInput, InfraError):
-            raise
-        except Exception as e:  # noqa: BLE001 -- keep the other variants
-            variants[prec] = {"precision": prec, "status": "failed", "error": _one_line(e),
-                              "error_detail": str(e)[:20000], "seconds": round(time.perf_counter() - t0, 3)}
-            continue
-        secs = time.perf_counter() - t0
-        from edgebench.atomic import write_bytes
+    # The calibrated precisions (int8, int16x8: TensorFlow's calibrator runs the model in native code)
+    # are converted in a worker process (convert_worker): a crash there fails that variant, not the
+    # command. It starts after the first precision (a static-batch fallback there sets its options)
+    # and converts while this process does the others.
+    plain = [] if aeq else [p for p in order if not (p == "int8" and settings.keep_float)]
+    calibrated = [p for p in plain if p in INTEGER_OPSETS and not (p == "int8" and src.qat)]
+    if calibrated and not isolated():
+        calibrated = []
+    local = convert_each(job_for(settings.src, size=settings.size, seed=settings.seed, work_dir=base,
+                                 options=settings.source, precisions=[p for p in plain if p not in calibrated],
+                                 calibration=None, n_cal=n_cal, int8_io=settings.int8_io),
+                         calib_ds.take(n_cal) if calib_ds is not None else None, PRECISIONS, _conv_int8_qat,
+                         _one_line, src=src)
+    remote: Isolated | None = None
 
-        try:
-            write_bytes(path, data)      # atomic: a full disk leaves no half-written file
-        except OutputNotWritable as e:
-            variants[prec] = {"precision": prec, "status": "failed", "error": f"not written: {e}",
-                              "seconds": round(secs, 3)}
-            continue
-        v: dict[str, Any] = {
-            "precision": prec,
-            "status": "ok",
-            "path": str(path),
-            "bytes": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "seconds": round(secs, 3),
-            "process_peak_rss_bytes": _peak_rss_bytes(),
-            "quantization": qinfo,
-            "requested": prec in settings.precisions,
-        }
-        try:
-            v.update(describe_tflite(path))
-            v["precision_from_tensors"] = precision_of(path)   # e.g. a QAT model's "fp16" is an int8 file
-            v["precision_detail"] = precision_detail_of(path)     # "int8 with 2 float ops (...)" or None
-        except Exception as e:  # noqa: BLE001 -- a model LiteRT cannot load is a failed variant
-            v.update({"status": "failed", "error": f"LiteRT cannot load the converted model: {_one_line(e)}"})
-        if qinfo.get("keep_float"):         # ai-edge-quantizer's float islands
-            v["keep_float"], v["keep_float_ops"] = qinfo["keep_float"], qinfo["keep_float_ops"]
-        if keep is not None:
-            v["keep_float"] = keep["tensors"]
-            v["keep_float_ops"] = keep["nodes"]
-            v["calibrated_path"] = keep["calibrated_path"]
-            if keep.get("search") is not None:
-                v["keep_float_search"] = keep["search"]
-            problems = verify_keep_float(path, keep["nodes"])
-            if problems:
-                v.update({"status": "failed", "error": "--keep-float was not honoured by the converter: "
-                          + "; ".join(problems[:3])})
-        variants[prec] = v
+    def start_remote() -> Isolated:
+        opts = settings.source.dynamic_batch() if fallback else settings.source
+        return Isolated(job_for(settings.src, size=settings.size, seed=settings.seed, work_dir=base, options=opts,
+                                precisions=calibrated, calibration=calib_ds.take(n_cal) if calib_ds is not None else None,
+                                n_cal=n_cal, int8_io=settings.int8_io), say, take())
+
+    try:
+        for prec in order:
+            if remote is None and calibrated and prec != order[0]:
+                remote = start_remote()
+            path = out_dir / f"{src.name}_{prec}.tflite"
+            t0 = time.perf_counter()
+            keep: dict[str, Any] | None = None
+            if prec in plain:
+                if prec not in calibrated:
+                    say(f"converting {prec}")
+                _, res, data = (remote.next() if prec in calibrated else next(local))
+                if res.get("fallback"):       # the converter refused the automatic static batch: dynamic it is
+                    fallback = res["fallback"]
+                    src = resolve_source(settings.src, size=settings.size, work_dir=base, seed=settings.seed,
+                                         options=settings.source.dynamic_batch())
+                    calib = calibration_feed(src, calib_ds, n_cal) if calib_ds is not None else None
+                if res.get("bad_input"):
+                    raise BadInput(res["error"])
+                if res["status"] != "ok":
+                    variants[prec] = {"precision": prec, "status": "failed", "error": res["error"],
+                                      "error_detail": res.get("error_detail"), "seconds": res.get("seconds"),
+                                      **{k: res[k] for k in ("crashed", "stage") if k in res}}
+                    continue
+                qinfo, secs = res["qinfo"], res["seconds"]
+            else:
+                say(f"converting {prec}")
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        if aeq:     # ai-edge-quantizer from the FP32 .tflite (fp32 itself: litert-torch / the file)
+                            data, qinfo = convert_variant(src, prec, calib_ds, n_cal,
+                                                          (variants.get("fp32") or {}).get("path"), settings.keep_float,
+                                                          settings.a16)
+                        else:
+                            keep = _keep_float_plan(settings, src, calib, out_dir, variants, say)
+                            data, qinfo = quantize_keep_float(keep["calibrated"], keep["nodes"], settings.int8_io)
+                        data = finish_tflite(src, data)
+                except (BadInput, InfraError):
+                    raise
+                except Exception as e:  # noqa: BLE001 -- keep the other variants
+                    variants[prec] = {"precision": prec, "status": "failed", "error": _one_line(e),
+                                      "error_detail": str(e)[:20000], "seconds": round(time.perf_counter() - t0, 3)}
+                    continue
+                secs = time.perf_counter() - t0
+            from edgebench.atomic import write_bytes
+
+            try:
+                write_bytes(path, data)      # atomic: a full disk leaves no half-written file
+            except OutputNotWritable as e:
+                variants[prec] = {"precision": prec, "status": "failed", "error": f"not written: {e}",
+                                  "seconds": round(secs, 3)}
+                continue
+            v: dict[str, Any] = {
+                "precision": prec,
+                "status": "ok",
+                "path": str(path),
+                "bytes": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "seconds": round(secs, 3),
+                "process_peak_rss_bytes": (res.get("peak_rss_bytes") if prec in plain else None) or _peak_rss_bytes(),
+                "quantization": qinfo,
+                "requested": prec in settings.precisions,
+            }
+            try:
+                v.update(describe_tflite(path))
+                v["precision_from_tensors"] = precision_of(path)   # e.g. a QAT model's "fp16" is an int8 file
+                v["precision_detail"] = precision_detail_of(path)     # "int8 with 2 float ops (...)" or None
+            except Exception as e:  # noqa: BLE001 -- a model LiteRT cannot load is a failed variant
+                v.update({"status": "failed", "error": f"LiteRT cannot load the converted model: {_one_line(e)}"})
+            if qinfo.get("keep_float"):         # ai-edge-quantizer's float islands
+                v["keep_float"], v["keep_float_ops"] = qinfo["keep_float"], qinfo["keep_float_ops"]
+            if keep is not None:
+                v["keep_float"] = keep["tensors"]
+                v["keep_float_ops"] = keep["nodes"]
+                v["calibrated_path"] = keep["calibrated_path"]
+                if keep.get("search") is not None:
+                    v["keep_float_search"] = keep["search"]
+                problems = verify_keep_float(path, keep["nodes"])
+                if problems:
+                    v.update({"status": "failed", "error": "--keep-float was not honoured by the converter: "
+                              + "; ".join(problems[:3])})
+            variants[prec] = v
+
+    finally:
+        local.close()
+        if remote is not None:
+            remote.close()      # the worker is ended, its folder removed
 
     fp32 = variants.get("fp32", {})
     fp32_bytes = fp32.get("bytes") if fp32.get("status") == "ok" else None
@@ -645,10 +663,11 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
 
             pset = synthetic(src.signature, settings.parity_samples, settings.seed)
         pset = cast_to_signature(pset, src.signature).take(settings.parity_samples)
+        rule = resolve_state(settings.state, pset.streams, pset.n, how=pset.stream_how, source=pset.source)
         tf_out = (reference_outputs(src, pset) if src.kind == "torch" else
                   run_tf(src.saved_model_dir, src.signature, pset, signature_key=src.signature_key,
-                         loader=src.loader, tags=src.tags))
-        tfl_out = run_tflite_inprocess(fp32["path"], pset)
+                         loader=src.loader, tags=src.tags, rule=rule))
+        tfl_out = run_tflite_inprocess(fp32["path"], pset, rule=rule)
         parity = parity_check(tf_out, tfl_out, (src.info or {}).get("task"))
         parity["reference"] = "torch" if src.kind == "torch" else "tf"
         if src.kind == "torch" and not parity["passed"]:
@@ -658,6 +677,7 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
                                             "model")
         parity["samples"] = pset.n
         parity["inputs"] = pset.source
+        parity["state_rule"] = rule.mode
         fp32["parity"] = "passed" if parity["passed"] else "failed"
         if not parity["passed"]:
             fp32["status"] = "failed"
@@ -747,6 +767,12 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
         return json.loads(p.read_text())
     except (OSError, ValueError) as e:
         raise BadInput(f"{p}: not a readable edgebench manifest ({e})") from None
+
+
+if __name__ == "__main__":       # the conversion worker (edgebench.convert_worker)
+    import sys
+
+    sys.exit(serve(sys.argv, PRECISIONS, _conv_int8_qat, _one_line))
 
 
 __all__ = ["ConvertSettings", "PRECISIONS", "PRECISION_NAMES", "Source", "TensorSpec", "convert",

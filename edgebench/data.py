@@ -15,7 +15,7 @@ import io
 import re
 import warnings
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -23,6 +23,7 @@ import numpy as np
 
 from edgebench.bounded import read_npy, read_npz
 from edgebench.errors import BadInput
+from edgebench.state_rule import STREAM_KEY, STREAM_LABELS_KEY, split_stream_data
 
 LABELS_KEY = "labels"
 
@@ -82,6 +83,9 @@ class Signature:
     # inputs; a SavedModel's serving function; a .tflite's subgraph inputs). ``inputs`` is sorted
     # by name where the file keeps a map (SignatureDef), so positional data needs this order.
     order: tuple[str, ...] | None = None
+    # Inputs a .tflite takes quantized, read as float (name -> (integer dtype, scale, zero point)): data
+    # given as those integer codes -- what a vendor's int8 model package feeds -- is dequantized exactly.
+    quantized: dict[str, tuple[str, float, int]] = field(default_factory=dict)
 
     @property
     def input_names(self) -> list[str]:
@@ -102,6 +106,11 @@ class InputSet:
     # How a file's arrays were bound to the model's inputs when not by name: {"how": ..., "pairs":
     # {data key: input name}} (printed and stored by every command that reads --data); None by name.
     binding: dict[str, Any] | None = None
+    # Streams (edgebench.state_rule): one stream id per sample, one label per stream, and how the
+    # data gave them (a 'stream_id' array or a stream axis); None when the data defines no streams.
+    streams: np.ndarray | None = None
+    stream_labels: np.ndarray | None = None
+    stream_how: str | None = None
 
     @property
     def n(self) -> int:
@@ -119,26 +128,31 @@ class InputSet:
         if self.labels is not None:
             h.update(b"labels")
             h.update(np.ascontiguousarray(self.labels).tobytes())
+        for key, extra in ((STREAM_KEY, self.streams), (STREAM_LABELS_KEY, self.stream_labels)):
+            if extra is not None:
+                h.update(key.encode())
+                h.update(np.ascontiguousarray(extra).tobytes())
         return h.hexdigest()
 
     def take(self, n: int | None) -> "InputSet":
         """The first ``n`` samples (the set is already shuffled/seeded when built)."""
         if n is None or n >= self.n:
             return self
-        return InputSet(
-            {k: v[:n] for k, v in self.arrays.items()},
-            None if self.labels is None else self.labels[:n],
-            self.source,
-            self.synthetic,
-            self.binding,
-        )
+        streams = None if self.streams is None else self.streams[:n]
+        stream_labels = self.stream_labels
+        if streams is not None and stream_labels is not None:     # the streams that still have a window
+            stream_labels = stream_labels[:len(np.unique(streams))]
+        return replace(self, arrays={k: v[:n] for k, v in self.arrays.items()},
+                       labels=None if self.labels is None else self.labels[:n], streams=streams,
+                       stream_labels=stream_labels)
 
     def record(self, path: str | Path, file_sha256: str) -> dict[str, Any]:
         """The result document's ``inputs`` object for this set saved at ``path``: where, both
         hashes, how many samples, where they came from, and how arrays were bound to inputs."""
         return {"path": str(path), "sha256": file_sha256, "content_sha256": self.sha256, "samples": self.n,
                 "source": self.source, "synthetic": self.synthetic, "labels": self.labels is not None,
-                "binding": self.binding}
+                "binding": self.binding,
+                "streams": None if self.streams is None else len(np.unique(self.streams))}
 
     def sample(self, i: int, spec: TensorSpec | None = None) -> dict[str, np.ndarray]:
         """Sample ``i`` as a batch of one (for batched inputs)."""
@@ -151,6 +165,10 @@ class InputSet:
         items = dict(self.arrays)
         if self.labels is not None:
             items[LABELS_KEY] = self.labels
+        if self.streams is not None:
+            items[STREAM_KEY] = self.streams
+        if self.stream_labels is not None:
+            items[STREAM_LABELS_KEY] = self.stream_labels
         from edgebench.atomic import temp_path
 
         with temp_path(path) as tmp, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as zf:
@@ -165,7 +183,8 @@ class InputSet:
     def load(path: str | Path, source: str | None = None) -> "InputSet":
         arrays = _load_npz(Path(path))
         labels = arrays.pop(LABELS_KEY, None)
-        return InputSet(arrays, labels, source or str(path))
+        streams, stream_labels = arrays.pop(STREAM_KEY, None), arrays.pop(STREAM_LABELS_KEY, None)
+        return InputSet(arrays, labels, source or str(path), streams=streams, stream_labels=stream_labels)
 
 
 def _load_npz(path: Path, n: int | None = None, what: str = "") -> dict[str, np.ndarray]:
@@ -216,6 +235,7 @@ def load_data(
     else:
         raise BadInput(f"--data {spec}: unsupported format '{path.suffix}'; use .npz, .npy, an image folder "
                        "or 'synthetic'")
+    ds = _dequantize_codes(ds, signature)
     validate(ds, signature)
     return ds.take(n)
 
@@ -234,8 +254,25 @@ def _check_declared_counts(ds: InputSet, rows: dict[str, int | None], signature:
         raise BadInput(f"--data {ds.source}: {rows[label]} labels for {n} samples; give one label per sample")
 
 
+def _dequantize_codes(ds: InputSet, signature: Signature) -> InputSet:
+    """Integer codes for a quantized .tflite input (``Signature.quantized``, data of exactly that
+    integer dtype) -> the float values they stand for, with the input's own scale and zero point: the
+    int8 file quantizes them back to the same codes, a float file gets the right values."""
+    arrays, done = dict(ds.arrays), []
+    for name, (dtype, scale, zp) in signature.quantized.items():
+        a = arrays.get(name)
+        if a is not None and a.dtype == np.dtype(dtype) and scale:
+            arrays[name] = dequantize(a, scale, zp)
+            done.append(f"{name} ({dtype} codes, scale {scale:.6g}, zero point {zp})")
+    if not done:
+        return ds
+    return replace(ds, arrays=arrays, source=f"{ds.source}; dequantized with the model's own quantization: "
+                                              + ", ".join(done))
+
+
 def _from_arrays(arrays: dict[str, np.ndarray], signature: Signature, source: str) -> InputSet:
-    arrays = dict(arrays)
+    arrays, streams, stream_labels, stream_how = split_stream_data(
+        arrays, {t.name: t.sample_shape for t in signature.inputs}, source)
     labels = arrays.pop(LABELS_KEY, None)
     if labels is None and "y" in arrays and "y" not in signature.input_names:
         labels = arrays.pop("y")
@@ -270,7 +307,8 @@ def _from_arrays(arrays: dict[str, np.ndarray], signature: Signature, source: st
                 labels = labels.astype(np.int64)
             else:
                 raise BadInput(f"--data {source}: 'labels' must be integer class ids")
-    return InputSet(out, labels, source, binding=binding)
+    return InputSet(out, labels, source, binding=binding, streams=streams, stream_labels=stream_labels,
+                    stream_how=stream_how)
 
 
 def _fits(a: np.ndarray, spec: TensorSpec) -> bool:
@@ -411,6 +449,9 @@ def validate(ds: InputSet, signature: Signature) -> None:
                                f"outside the model's range [{lo}, {hi}]; preprocess the data to that range")
     if ds.labels is not None and len(ds.labels) != ds.n:
         raise BadInput(f"--data {ds.source}: {len(ds.labels)} labels for {ds.n} samples; give one label per sample")
+    if ds.streams is not None and len(ds.streams) != ds.n:
+        raise BadInput(f"--data {ds.source}: '{STREAM_KEY}' has {len(ds.streams)} ids for {ds.n} samples; give one "
+                       "stream id per sample")
 
 
 # Calibration vs evaluation value ranges (convert-and-compare): a warning when, for a float input,
@@ -461,7 +502,7 @@ def range_warnings(calibration: dict[str, list[float]], evaluation: dict[str, li
 def cast_to_signature(ds: InputSet, signature: Signature) -> InputSet:
     """Cast every input to the signature's dtype (validated data only)."""
     arrays = {t.name: np.ascontiguousarray(ds.arrays[t.name].astype(t.dtype, copy=False)) for t in signature.inputs}
-    return InputSet(arrays, ds.labels, ds.source, ds.synthetic, ds.binding)
+    return replace(ds, arrays=arrays)
 
 
 def calibration_generator(ds: InputSet, signature: Signature, n: int) -> Iterator[dict[str, np.ndarray]]:

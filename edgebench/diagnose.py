@@ -32,15 +32,21 @@ import numpy as np
 from edgebench import compare as cmp
 from edgebench.convert import (PRECISION_NAMES, ConvertSettings, calibrated_model, check_manifest, convert,
                                resolve_source)
+from edgebench.convert_worker import prestarted as converter_prestarted
 from edgebench.data import DEFAULT_PREPROCESS
 from edgebench.diagnose_fix import AEQ_NOTE_MISSING, prove_tflite_fix, source_flags
 from edgebench.errors import BadInput
 from edgebench.fingerprint import host_fingerprint
 from edgebench.quant.layers import (ISOLATION_RULE, MATCHING_RULE, NOISE_RATIO, RANKING_RULE, WORKER_DEADLINE_S,
                                     rank_layers, run_worker, suggest_keep_float)
+from edgebench.quant.fix_trials import (TRIAL_CANDIDATES, apply_gains, by_cosine, helped, run_trials,
+                                       worth_trying)
+from edgebench.quant.fix_trials import candidates as trial_candidates
 from edgebench.rows import Accuracy, Document, InferenceRow
 from edgebench.savedmodel import run_tf
 from edgebench.sources import SourceOptions, calibration_feed, evaluation_set, finish_tflite, sample_set
+from edgebench.state_rule import DEFAULT_STATE
+from edgebench.state_rule import resolve as resolve_state
 
 DEFAULT_SAMPLES = 100          # per-layer statistics converge in far fewer; accuracy uses these too
 FLOAT_REFERENCE = {"int8": "calibrated", "int16x8": "calibrated", "fp16": "fp32", "dynamic": "fp32"}
@@ -65,6 +71,8 @@ class DiagnoseSettings:
     deadline_s: float = WORKER_DEADLINE_S
     source: SourceOptions = field(default_factory=SourceOptions)   # --signature/--input-shape/--import
     reference: str | None = None   # SRC is a vendor's quantized .tflite: its float .tflite (--reference)
+    state: str = DEFAULT_STATE     # --state: what a stateful model remembers between samples (state_rule)
+    fix_trials: int = TRIAL_CANDIDATES   # int8: layers re-quantized with them kept float to measure the gain
 
 
 # --------------------------------------------------------------------------- the command
@@ -103,6 +111,11 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
     result document (kind "diagnose"); see the module docstring for every definition."""
     if str(settings.src).endswith(".tflite") or settings.reference:
         return diagnose_tflite(settings, progress)
+    with converter_prestarted(any(p in ("int8", "int16x8") for p in settings.precisions)):   # TF import overlaps
+        return _diagnose(settings, progress)
+
+
+def _diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None) -> Document:
     say = progress or (lambda _m: None)
     settings = replace(settings, source=settings.source.for_measuring(settings.src))   # as convert-and-compare
     quantized, skipped = _precisions(tuple(settings.precisions))
@@ -114,8 +127,8 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
     manifest = convert(ConvertSettings(
         src=settings.src, precisions=tuple(quantized), data=settings.calibration_data or settings.data,
         calibration_samples=settings.calibration_samples, int8_io=settings.int8_io, out_dir=settings.out_dir,
-        preprocess=settings.preprocess, size=settings.size, seed=settings.seed, source=settings.source),
-        progress=say)
+        preprocess=settings.preprocess, size=settings.size, seed=settings.seed, source=settings.source,
+        state=settings.state), progress=say)
     check_manifest(manifest)
     out_dir = Path(manifest["out_dir"])
     src = resolve_source(settings.src, size=settings.size, work_dir=out_dir, seed=settings.seed,
@@ -126,6 +139,7 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
                         seed=settings.seed)
     inputs_path = out_dir / "diagnose_inputs.npz"
     inputs_sha = ds.save(inputs_path)
+    rule = resolve_state(settings.state, ds.streams, ds.n, how=ds.stream_how, source=ds.source)
     torch_src = src.kind == "torch"     # PyTorch: its own outputs; variants re-quantized from the FP32 .tflite
     say("PyTorch reference" if torch_src else "TensorFlow reference")
     if torch_src:
@@ -134,7 +148,7 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
         ref_out = reference_outputs(src, ds)
     else:
         ref_out = run_tf(src.saved_model_dir, src.signature, ds, signature_key=src.signature_key, loader=src.loader,
-                         tags=src.tags)
+                         tags=src.tags, rule=rule)
     declared = settings.class_output or (src.info or {}).get("class_output")
     class_out = cmp.pick_class_output(ref_out, declared) if task == "classification" or declared else None
     ref_acc = (cmp.classification(ref_out[class_out], ref_out[class_out], ds.labels)
@@ -165,16 +179,26 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
         say(f"{prec}: per-tensor comparison ({ds.n} samples)")
         t_w = time.perf_counter()
         meta, arrays = run_worker(float_path, v["path"], inputs_path, samples=ds.n, isolated=settings.isolated,
-                                  deadline_s=settings.deadline_s)
+                                  deadline_s=settings.deadline_s, state_rule=rule)
         meta["worker_seconds"] = round(time.perf_counter() - t_w, 3)
         say(f"{prec}: ranking")
         row = _row(prec, v, src.name, meta, arrays, ref_out, ds.labels, class_out, ref_acc,
-                   str(float_path), time.perf_counter() - t_p, keep_float=not src.qat)
+                   str(float_path), time.perf_counter() - t_p, keep_float=not src.qat, qat=bool(src.qat))
+        if prec == "int8" and not src.qat and settings.fix_trials and float_path != Path(fp32["path"]) \
+                and worth_trying(row["layers"], _psnr(row.get("worst"))):
+            say(f"{prec}: keep-float trials")
+            measure_fixes(row, float_path, out_dir=out_dir, inputs_path=inputs_path, ref_out=ref_out,
+                          labels=ds.labels, class_out=class_out, ref_acc=ref_acc, int8_io=settings.int8_io,
+                          rule=rule, limit=settings.fix_trials)
         if src.qat:       # convert-and-compare refuses --keep-float for QAT: nothing to suggest or prove here
             row["suggested_keep_float"] = []
             row["verdict"] = ((row.get("verdict") + "; ") if row.get("verdict") else "") + QAT_NOTE
-        row["fix_commands"] = fix_commands(settings, row, qat=bool(src.qat), aeq=torch_src)
         rows.append(row)
+    dyn = next((r for r in rows if r["precision"] == "dynamic" and r.get("status") == "ok"), None)
+    floor = _psnr((dyn or {}).get("worst"))         # 8-bit weights alone: what keeping activations float can reach
+    for row in rows:
+        if row.get("status") == "ok":
+            row["fix_commands"] = fix_commands(settings, row, qat=bool(src.qat), aeq=torch_src, floor_db=floor)
     reference = InferenceRow(role="reference", precision="torch" if torch_src else "tf",
                              target="torch" if torch_src else "tf", model=src.name,
                              model_path=str(src.saved_model_dir or src.path), model_sha256=src.sha256,
@@ -186,6 +210,7 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
         source={"path": settings.src, "sha256": src.sha256, "kind": src.kind, "task": task},
         inputs=ds.record(inputs_path, inputs_sha),
         manifest=str(out_dir / "manifest.json"),
+        state_rule=rule.to_dict(),
         method={"matching": MATCHING_RULE, "isolated": ISOLATION_RULE, "ranking": RANKING_RULE,
                 "noise_ratio": f"rmse_over_scale ~ 1/sqrt(12) = {NOISE_RATIO:.4f} for rounding alone",
                 "outlier_ratio": next((r.get("outlier_ratio_method") for r in rows if r.get("outlier_ratio_method")), None),
@@ -253,15 +278,16 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
                                      n=settings.eval_samples), sig).take(settings.eval_samples)
     inputs_path = out_dir / "diagnose_inputs.npz"
     inputs_sha = ds.save(inputs_path)
+    rule = resolve_state(settings.state, ds.streams, ds.n, how=ds.stream_how, source=ds.source)
     say("float reference (the --reference .tflite)")
-    ref_out = run_tflite_inprocess(ref_path, ds, sig)
+    ref_out = run_tflite_inprocess(ref_path, ds, sig, rule=rule)
     class_out = cmp.pick_class_output(ref_out, settings.class_output)
     ref_acc = (cmp.classification(ref_out[class_out], ref_out[class_out], ds.labels)
                if class_out is not None and ds.labels is not None else None)
     say(f"{prec}: per-tensor comparison ({ds.n} samples)")
     t_w = time.perf_counter()
     meta, arrays = run_worker(ref_path, quant, inputs_path, samples=ds.n, isolated=settings.isolated,
-                              deadline_s=settings.deadline_s)
+                              deadline_s=settings.deadline_s, state_rule=rule)
     meta["worker_seconds"] = round(time.perf_counter() - t_w, 3)
     size, ref_size = quant.stat().st_size, ref_path.stat().st_size
     v = {"path": str(quant), "sha256": sha256_file(quant), "bytes": size,
@@ -292,6 +318,7 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
         source={"path": str(quant), "sha256": v["sha256"], "kind": "tflite", "reference": str(ref_path),
                 "note": TFLITE_PAIR_NOTE},
         inputs=ds.record(inputs_path, inputs_sha),
+        state_rule=rule.to_dict(),
         method={"matching": MATCHING_RULE, "isolated": ISOLATION_RULE, "ranking": RANKING_RULE,
                 "noise_ratio": f"rmse_over_scale ~ 1/sqrt(12) = {NOISE_RATIO:.4f} for rounding alone",
                 "outlier_ratio": row.get("outlier_ratio_method"),
@@ -302,9 +329,9 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
 
 def _row(prec: str, v: dict[str, Any], model: str, meta: dict[str, Any], arrays: dict[str, np.ndarray],
          ref_out: dict[str, np.ndarray], labels, class_out: str | None, ref_acc, float_path: str,
-         seconds: float, keep_float: bool = True) -> dict[str, Any]:
+         seconds: float, keep_float: bool = True, qat: bool = False) -> dict[str, Any]:
     outputs = {k.split("::", 1)[1]: a for k, a in arrays.items() if k.startswith("out::")}
-    layers = rank_layers(meta["tensors"], prec, keep_float=keep_float)
+    layers = rank_layers(meta["tensors"], prec, keep_float=keep_float, qat=qat)
     drift = cmp.compare_outputs(ref_out, outputs) if outputs else {}
     suggested = suggest_keep_float(layers, prec)
     row: dict[str, Any] = {
@@ -330,34 +357,105 @@ def _row(prec: str, v: dict[str, Any], model: str, meta: dict[str, Any], arrays:
     return row
 
 
+def measure_fixes(row: dict[str, Any], calibrated_path: Path, *, out_dir: Path, inputs_path: Path, ref_out,
+                  labels, class_out, ref_acc, int8_io: str, rule, limit: int) -> None:
+    """Keep-float trials for the top candidates (``quant.fix_trials``): the layers re-ranked by the
+    measured gain, ``fix_trials`` recorded, and the suggested tensors the ones that gained."""
+    from edgebench.quant.keep_float import float_tensors
+
+    graph = float_tensors(calibrated_path)
+    tried = trial_candidates(row["layers"], graph, limit)
+    trials = run_trials(tried, calibrated=calibrated_path.read_bytes(), graph=graph, out_dir=out_dir,
+                        inputs_npz=str(inputs_path), ref_out=ref_out, labels=labels, class_out=class_out,
+                        ref_acc=ref_acc, int8_io=int8_io, state_rule=rule)
+    base = _psnr(row.get("worst"))
+    cos = (row.get("worst") or {}).get("cosine")
+    row["layers"] = apply_gains(row["layers"], trials, base, cos)
+    row["fix_trials"] = [{"tensor": ft, **{k: v for k, v in t.items() if k != "path"},
+                          "gain_db": None if base is None or t.get("psnr_db") is None else round(t["psnr_db"] - base, 2)}
+                         for ft, t in trials.items()]
+    gained = [l["float_tensor"] for l in row["layers"] if helped(l, base, cos)]
+    if any(t.get("psnr_db") is not None for t in trials.values()):
+        row["suggested_keep_float"] = list(dict.fromkeys(gained))[:3]
+    row["findings"] = sum(1 for l in row["layers"] if l["finding"])
+
+
 def _acc_dict(acc: Accuracy | None) -> dict[str, Any] | None:
     return None if acc is None else acc.to_dict()
 
 
-def proof_goal(row: dict[str, Any]) -> list[str] | None:
+def proof_goal(row: dict[str, Any], floor_db: float | None = None) -> list[str] | None:
     """The goal a "prove it" command sets: stricter than what plain int8 already reaches, or the
     command proves nothing -- half the top-1 points lost (with labels, when at least 0.2 are lost),
-    else 6 dB more worst-output PSNR (4x less noise power); None when int8 is already float-exact."""
+    else 6 dB more worst-output PSNR (4x less noise power) -- and never beyond what was measured to be
+    reachable: the best keep-float trial (``fix_trials``) and the 8-bit-weight floor (``floor_db``: the
+    dynamic-range file's PSNR, when diagnosed too). None when int8 is already float-exact or no
+    measured fix beats it (``row["proof_note"]`` then says why)."""
+    trials = [t for t in row.get("fix_trials") or () if t.get("psnr_db") is not None]
     drop = (row.get("accuracy") or {}).get("top1_drop_pp")
     if drop is not None and drop >= 0.2:
-        return ["--max-accuracy-drop", f"{max(0.1, round(drop / 2, 1)):g}"]
+        goal = max(0.1, round(drop / 2, 1))
+        best = min((t["top1_drop_pp"] for t in trials if t.get("top1_drop_pp") is not None), default=None)
+        if best is not None:
+            if best > drop - 0.1:
+                row["proof_note"] = (f"no tensor kept float lowers the top-1 drop (best measured {best:.2f} pp against "
+                                     f"{drop:.2f} pp): the loss is spread over the model; try int16x8, QAT or fp16")
+                return None
+            goal = max(goal, math.ceil(best * 10) / 10)
+        return ["--max-accuracy-drop", f"{goal:g}"]
     psnr = (row.get("worst") or {}).get("psnr_db")
     try:
         psnr = float(psnr)
     except (TypeError, ValueError):
         return None
+    cos = (row.get("worst") or {}).get("cosine")
+    if by_cosine(psnr, cos):       # the finding is the direction (zeros, sign flips): prove it with cosine
+        goal_cos = 0.99
+        best = max((t["cosine"] for t in trials if t.get("cosine") is not None), default=None)
+        if best is not None:
+            if best < cos + 0.05:
+                row["proof_note"] = (f"no tensor kept float moves the worst output's cosine ({cos:.3f}; best measured "
+                                     f"{best:.3f}): try int16x8 or fp16")
+                return None
+            goal_cos = min(goal_cos, math.floor(best * 100) / 100)
+        row["proof_note"] = (f"proved by cosine (the finding's metric: {cos:.3f} while PSNR reads {psnr:.1f} dB, "
+                             "which a few large values set and keeping layers float may not move)")
+        return ["--min-cosine", f"{goal_cos:g}"]
     if math.isinf(psnr) or psnr >= 100.0:
         return None
-    return ["--min-psnr", f"{math.floor(psnr) + 6:g}"]
+    goal = math.floor(psnr) + 6
+    caps = [(max(t["psnr_db"] for t in trials), "the best single tensor kept float")] if trials else []
+    if floor_db is not None:
+        caps.append((floor_db, "the 8-bit-weight floor (the dynamic-range file)"))
+    if caps:
+        cap, what = min(caps)
+        if math.floor(cap) <= psnr:
+            row["proof_note"] = (f"no goal to prove: int8's worst-output PSNR {psnr:.1f} dB is already at {what} "
+                                 f"({cap:.1f} dB, measured); keeping layers float cannot do better -- int16x8, QAT "
+                                 "or fp16 can")
+            return None
+        if math.floor(cap) < goal:
+            goal = math.floor(cap)
+            row["proof_note"] = f"goal {goal} dB: {what} reaches {cap:.1f} dB (measured)"
+    return ["--min-psnr", f"{goal:g}"]
 
 
-def fix_commands(settings: DiagnoseSettings, row: dict[str, Any], *, qat: bool = False, aeq: bool = False) -> list[str]:
+def _psnr(worst: dict[str, Any] | None) -> float | None:
+    try:
+        v = float((worst or {}).get("psnr_db"))
+    except (TypeError, ValueError):
+        return None
+    return None if math.isinf(v) or math.isnan(v) else v
+
+
+def fix_commands(settings: DiagnoseSettings, row: dict[str, Any], *, qat: bool = False, aeq: bool = False,
+                 floor_db: float | None = None) -> list[str]:
     """Commands that prove a fix for one diagnosed precision (convert-and-compare measures it),
     each with a goal plain int8 does not already meet. None for a QAT model: its int8 ranges come
     from training, and convert-and-compare refuses --keep-float for it (the fix is in training)."""
     if row.get("status") != "ok" or row["precision"] != "int8" or qat:
         return []
-    goal = proof_goal(row)
+    goal = proof_goal(row, floor_db)
     if goal is None:
         return []
     base = ["edgebench", "convert-and-compare", *source_flags(settings.src, settings.source)]

@@ -6,7 +6,9 @@ user's models here, so a kernel crash or a hang costs this process, never the CL
 JSON file::
 
     {"float_model": "m_calibrated.tflite", "quant_model": "m_int8.tflite",
-     "inputs_npz": "inputs.npz", "samples": 100, "isolated": true, "out_dir": "..."}
+     "inputs_npz": "inputs.npz", "samples": 100, "isolated": true, "out_dir": "...",
+     "float_state": null | {...}, "quant_state": null | {...},      # tflite_model.state of each file
+     "state_rule": null | {"mode": "independent" | "streams", "starts": [...]}}   # edgebench.state_rule
 
 It writes ``result.json`` (``status``, ``error``, ``error_kind``, ``tensors``, ``unmatched``,
 ``intermediates``, ``memory``) and ``result.npz`` (``out::<name>``: the quantized model's final
@@ -202,6 +204,41 @@ def match_tensors(fg: Graph, qg: Graph) -> tuple[dict[int, tuple[int, str]], lis
     return match, unmatched
 
 
+# Ops that only move elements (same values, same order): a fake quantization after them applies to
+# their input's values too.
+SAME_ELEMENTS_OPS = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS"}
+
+
+def fake_quant_views(fg: Graph) -> dict[int, int]:
+    """Float tensor -> the DEQUANTIZE output that holds its fake-quantized value, for a float model
+    that keeps its own fake quantization (a QAT model's fp32 file: T -> [RESHAPE ...] -> QUANTIZE ->
+    DEQUANTIZE). The int8 tensor T stands for that value, not for T before its fake-quant: compared
+    with the latter, a QAT model's layers read 13-29 dB instead of 49-57 and its logits got a false
+    "clipping" finding. Element-preserving ops between T and the QUANTIZE are followed (the value is
+    the DEQUANTIZE output reshaped to T's shape)."""
+    ops = {o["index"]: o for o in fg.ops}
+    views: dict[int, int] = {}
+    for f in fg.activations():
+        if np.dtype(fg.tensors[f]["dtype"]).kind != "f":
+            continue
+        cur = f
+        for _ in range(8):
+            cons = [ops[c] for c in fg.consumers.get(cur, []) if c in ops]
+            if len(cons) != 1:
+                break
+            op = cons[0]
+            if op["op"] == "QUANTIZE":
+                codes = op["outputs"][0]
+                deq = [ops[c] for c in fg.consumers.get(codes, []) if c in ops and ops[c]["op"] == "DEQUANTIZE"]
+                if deq:
+                    views[f] = deq[0]["outputs"][0]
+                break
+            if op["op"] not in SAME_ELEMENTS_OPS:
+                break
+            cur = op["outputs"][0]
+    return views
+
+
 # ---------------------------------------------------------------------------- statistics
 
 
@@ -352,19 +389,35 @@ def _interpreter(runtime, content: bytes, *, preserve: bool, delegates: bool):
 
 
 class Feeder:
-    """Sets sample i of the InputSet on one interpreter (quantizing int8/int16 inputs)."""
+    """Sets sample i of the InputSet on one interpreter (quantizing int8/int16 inputs). A stateful
+    graph (``state``: tflite_model.state of the file) goes back to its initial state where the job's
+    state rule says a sample or stream starts (``resets``; every sample without one), in place, or
+    through ``rebuild`` (a fresh interpreter) when its variables cannot be reset in place."""
 
-    def __init__(self, it, data: dict[str, np.ndarray], source: str) -> None:
+    def __init__(self, it, data: dict[str, np.ndarray], source: str, *, state: dict | None = None,
+                 resets=None, rebuild=None) -> None:
         self.it = it
         self.inputs, self.outputs = rt.io_details(it)
         self.data = rt.map_inputs(data, self.inputs, source)
         self.source = source
+        self.state, self.resets, self.rebuild = state, resets or rt.StateResets(None), rebuild
+
+    def _start(self, i: int) -> None:
+        if not self.resets(i):
+            return
+        if self.state is None:
+            self.it.reset_all_variables()
+        elif not rt.reset_state(self.it, self.state):
+            if self.rebuild is None:
+                raise rt.JobError("this model's variables can be reset only by a new interpreter", bad_input=False)
+            self.it = self.rebuild()
+            self.inputs, self.outputs = rt.io_details(self.it)
 
     def run(self, i: int) -> None:
+        self._start(i)
         for det in self.inputs:
             arr = self.data[det["name"]][i:i + 1]
             self.it.set_tensor(det["index"], np.ascontiguousarray(rt._coerce(arr, det, self.source)))  # noqa: SLF001
-        self.it.reset_all_variables()   # fused LSTM/RNN state: every sample starts clean (as TF scores it)
         try:
             self.it.invoke()
         except (RuntimeError, ValueError) as exc:
@@ -496,11 +549,21 @@ def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]
     measured = [t for t in qg.activations()
                 if t in match and _numeric(qg.tensors[t]) and np.dtype(fg.tensors[match[t][0]]["dtype"]).kind == "f"]
 
+    # Every sample (or every stream's first window) starts from the model's initial state: the job's
+    # state rule, as in the LiteRT rows and the TF reference.
+    resets = rt.StateResets(job.get("state_rule"))
+    states = {"f": job.get("float_state"), "q": job.get("quant_state")}
+
+    def feeder(which: str, raw: bytes, *, preserve: bool, delegates: bool, it=None) -> Feeder:
+        make = lambda: _interpreter(runtime, raw, preserve=preserve, delegates=delegates)  # noqa: E731
+        return Feeder(it if it is not None else make(), data, src, state=states[which], resets=resets, rebuild=make)
+
     # Pass 1 -- LiteRT#413: final outputs with and without preserved intermediates must be identical.
-    f_feed, q_feed = Feeder(f_tap, data, src), Feeder(q_tap, data, src)
-    f_plain = Feeder(_interpreter(runtime, fraw, preserve=False, delegates=False), data, src)
-    q_plain = Feeder(_interpreter(runtime, qraw, preserve=False, delegates=False), data, src)
-    q_deployed = Feeder(_interpreter(runtime, qraw, preserve=False, delegates=True), data, src)
+    f_feed = feeder("f", fraw, preserve=True, delegates=False, it=f_tap)
+    q_feed = feeder("q", qraw, preserve=True, delegates=False, it=q_tap)
+    f_plain = feeder("f", fraw, preserve=False, delegates=False)
+    q_plain = feeder("q", qraw, preserve=False, delegates=False)
+    q_deployed = feeder("q", qraw, preserve=False, delegates=True)
     diff_f = diff_q = delegate_diff = 0.0
     deployed: dict[str, list[np.ndarray]] = {}
     for i in range(n):
@@ -517,7 +580,7 @@ def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]
     def fallback(raw: bytes, g: Graph, plain: Feeder) -> Feeder | None:
         """Intermediates as graph outputs; None when even that changes the final outputs."""
         content = expose_outputs(load_model_t(raw), [t for t in g.activations() if t not in g.outputs])
-        fd = Feeder(_interpreter(runtime, content, preserve=False, delegates=False), data, src)
+        fd = feeder("f" if raw is fraw else "q", content, preserve=False, delegates=False)
         for i in range(n):
             fd.run(i)
             plain.run(i)
@@ -541,6 +604,8 @@ def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]
     op_models, iso_skipped = ([], {}) if not job.get("isolated", True) else \
         _build_op_models(runtime, qraw, qg, match, set(measured))
     needed_f = {match[t][0] for t in measured} | {match[t][0] for m in op_models for t in m.inputs if t in match}
+    views = {f: d for f, d in fake_quant_views(fg).items() if f in needed_f}   # a QAT model's own fake-quant
+    needed_f |= set(views.values())
 
     acc = {t: ErrorStats() for t in measured} if q_feed is not None else {}
     iso = {t: ErrorStats() for m in op_models for t in m.outputs if t in match}
@@ -562,6 +627,8 @@ def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]
     for i in range(n):
         f_feed.run(i)
         fv = {f: _real(f_feed.it.get_tensor(f), fg.tensors[f]) for f in needed_f}
+        for f, d in views.items():
+            fv[f] = np.asarray(fv[d]).reshape(np.shape(fv[f]))
         for f, r in ranges.items():
             r.add(fv[f])
         if q_feed is not None:
@@ -603,7 +670,8 @@ def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]
         tensors.append({
             "tensor": qg.name(t), "index": t, "op": qg.ops[node]["op"] if node is not None else "INPUT",
             "node": node, "shape": [int(x) for x in d["shape"]], "dtype": np.dtype(d["dtype"]).name,
-            "scale": s, "zero_point": zp, "float_tensor": fg.name(f), "match": match[t][1],
+            "scale": s, "zero_point": zp, "float_tensor": fg.name(f),
+            "match": match[t][1] + (" + fake-quant" if f in views else ""),
             "consumers": [qg.ops[c]["index"] for c in qg.consumers.get(t, [])],
             "input_indices": [x for x in (qg.ops[node]["inputs"] if node is not None else [])
                               if x >= 0 and (x in qg.producer or x in qg.inputs)],

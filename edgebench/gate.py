@@ -125,7 +125,8 @@ def thresholds_for(precision: str, cli: Thresholds, file: dict[str, Thresholds] 
     return t.merged(cli) if cli.any() else t
 
 
-def evaluate(rows: "Sequence[InferenceRow]", cli: Thresholds, file: dict[str, Thresholds] | None = None) -> Verdict:
+def evaluate(rows: "Sequence[InferenceRow]", cli: Thresholds, file: dict[str, Thresholds] | None = None,
+             reference: str = "TF reference") -> Verdict:
     """Check every measured row (precision x target) against its thresholds."""
     checks: list[Check] = []
     for r in rows:
@@ -155,7 +156,7 @@ def evaluate(rows: "Sequence[InferenceRow]", cli: Thresholds, file: dict[str, Th
                                "the data); pass --data with a 'labels' array or drop the accuracy gate")
             ok = drop <= th.max_accuracy_drop_pp
             checks.append(Check(prec, target, "accuracy_drop_pp", drop, th.max_accuracy_drop_pp, ok,
-                                f"{where}: top-1 drop {drop:.2f} pp vs TF reference "
+                                f"{where}: top-1 drop {drop:.2f} pp vs {reference} "
                                 f"{'<=' if ok else '>'} max {th.max_accuracy_drop_pp:g} pp"))
         if th.min_psnr_db is not None:
             psnr = r.worst.psnr_db if r.worst else None

@@ -130,6 +130,11 @@ REGISTRY: tuple[Metric, ...] = (
     Metric("cosine", "cosine", "cosine", lambda r: r.worst.cosine if r.worst else None, "higher", priority=4,
            test="absolute", threshold=0.001, change_unit="1 - cosine",
            help="Worst output's cosine similarity with the reference."),
+    Metric("stream_agreement", "stream agree", "fraction", lambda r: (r.streams or {}).get("agreement"), "higher",
+           priority=5, test="absolute", threshold=1.0, change_unit="pp", change_scale=100.0,
+           prometheus="edgebench_stream_agreement_ratio",
+           help="Share of streams whose decision (detected or not; a classifier's last-window class) equals the "
+                "reference's, state carried within each stream (--state streams)."),
     Metric("peak_memory_bytes", "peak mem", "bytes", _peak_memory, "lower", column="bigint",
            aliases=("peak_memory", "memory"), priority=3, prometheus="edgebench_peak_memory_bytes",
            help="Peak resident memory of the inference process over model load and the timed run "

@@ -17,6 +17,7 @@ import numpy as np
 
 from edgebench import compare as cmp
 from edgebench.convert import DEFAULT_PRECISIONS
+from edgebench.convert_worker import prestarted as converter_prestarted
 from edgebench.data import DEFAULT_PREPROCESS, InputSet, cast_to_signature, load_data, range_warnings, value_ranges
 from edgebench.errors import BadInput, EdgebenchError
 from edgebench.fingerprint import emulation_warning, host_fingerprint, sha256_file
@@ -25,6 +26,8 @@ from edgebench.outcome import error_sources, no_integer16_kernels, slower_reason
 from edgebench.quant.search import KeepFloatGoal
 from edgebench.rows import Accuracy, Document, InferenceRow, Worst, drifts_from_dict
 from edgebench.sources import SourceOptions, evaluation_set
+from edgebench.state_rule import DEFAULT_STATE, DEFAULT_STREAM_THRESHOLD, StateRule, stream_decisions
+from edgebench.state_rule import resolve as resolve_state
 from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, check_runtime
 from edgebench.targets.measured import TYPED_FACTS, measured_fields
 from edgebench.targets.host_pool import prestarted, wait_ready
@@ -65,6 +68,8 @@ class CompareSettings:
     keep_float: str | None = None         # int8 float islands: "auto", a regex or tensor names
     a16: str | None = None                # int8 + 16-bit activations on these tensors' ops (ai-edge-quantizer)
     precisions_given: bool = False        # --precision was given: a single float .tflite SRC is quantized
+    state: str = DEFAULT_STATE            # --state: auto | independent | streams (edgebench.state_rule)
+    stream_threshold: float = DEFAULT_STREAM_THRESHOLD   # a detector's per-window firing score (streams)
 
 
 def keep_float_goal(settings: CompareSettings):
@@ -74,7 +79,7 @@ def keep_float_goal(settings: CompareSettings):
     return KeepFloatGoal(max_accuracy_drop_pp=th.max_accuracy_drop_pp, min_psnr_db=th.min_psnr_db,
                          eval_data=settings.data, eval_samples=settings.eval_samples, preprocess=settings.preprocess,
                          seed=settings.seed, class_output=settings.class_output, threads=settings.threads,
-                         delegate=settings.delegate, control=settings.control)
+                         delegate=settings.delegate, control=settings.control, state=settings.state)
 
 
 def save_inputs(ds: InputSet, out_dir: Path) -> tuple[Path, str]:
@@ -92,7 +97,7 @@ def save_inputs(ds: InputSet, out_dir: Path) -> tuple[Path, str]:
 
 def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], ref_out, labels, class_out,
                   ref_acc, task: str, host_out: dict[str, np.ndarray] | None, thresholds: Thresholds | None = None,
-                  gpu_precision: str | None = None) -> InferenceRow:
+                  gpu_precision: str | None = None, streams: Callable | None = None) -> InferenceRow:
     if run.status == "ok" and variant.get("sha256") and run.model_sha256 != variant["sha256"]:
         # the row's size and conversion facts describe the converted file; the measured file is another
         run = RunResult.failed(
@@ -138,12 +143,53 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
                           output_mapping=mapping if mapping["how"] != "name" else None)
         if task == "detection":
             row = row.replace(detection=cmp.detection(ref_out, got))
+        if streams is not None:
+            row = row.replace(streams=streams(got))
         if host_out is not None:
             hd = cmp.compare_outputs(host_out, run.outputs)
             row = row.replace(drift_vs_host=drifts_from_dict(hd), worst_vs_host=Worst.from_dict(cmp.worst(hd)))
-        verdicts = output_verdicts(ref_out, got, row.drift, th.min_cosine) + verdicts   # aligned outputs
+        verdicts = output_verdicts(ref_out, got, row.drift, th.min_cosine, _output_steps(run.model_path)) + verdicts
         row = row.replace(warnings=tuple(row.warnings) + tuple(metric_disagreement(row.drift, row.accuracy)))
     return row.replace(verdicts=tuple(verdicts))
+
+
+def stream_judge(rule: StateRule, ref_out: dict[str, np.ndarray], class_out: str | None, stream_labels,
+                 threshold: float) -> Callable[[dict[str, np.ndarray]], dict[str, Any] | None] | None:
+    """Streams mode: a row's outputs (aligned to the reference's) -> its per-stream decisions
+    against the reference's (``state_rule.stream_decisions``); None otherwise. Without a
+    classification output, the first output with one score per window is the detector."""
+    if not rule.streams:
+        return None
+    name = class_out or next((k for k, v in ref_out.items() if int(np.prod(np.shape(v)[1:])) == 1), None)
+    if name is None:
+        return None
+    return lambda got: stream_decisions(rule, ref_out[name], got.get(name), threshold=threshold,
+                                        stream_labels=stream_labels, output=name)
+
+
+def _quantized_inputs(paths: list[str]) -> dict[str, tuple[str, float, int]]:
+    """Inputs some of the given .tflite files take quantized (name -> dtype, scale, zero point): data
+    given as those codes is dequantized with them (``data.Signature.quantized``), so a vendor's int8
+    set and its float file are fed the same values."""
+    from edgebench.tflite_model import inspect
+
+    out: dict[str, tuple[str, float, int]] = {}
+    for p in paths:
+        for d in inspect(p)["inputs"]:
+            q = d.get("quantization") or {}
+            if d["dtype"] in ("int8", "uint8", "int16") and isinstance(q.get("scale"), float) and q["scale"]:
+                out.setdefault(d["name"], (d["dtype"], q["scale"], int(q.get("zero_point") or 0)))
+    return out
+
+
+def _output_steps(model_path: str) -> dict[str, float]:
+    """The quantization step of each output of a .tflite (``tflite_model`` ``output_steps``)."""
+    from edgebench.tflite_model import inspect
+
+    try:
+        return dict(inspect(model_path).get("output_steps") or {}) if str(model_path).endswith(".tflite") else {}
+    except EdgebenchError:
+        return {}
 
 
 def _explain_slower(rows: list[InferenceRow]) -> list[InferenceRow]:
@@ -185,7 +231,8 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     the core TensorFlow's import leaves idle, and are all ready before anything is timed."""
     hosts = sum(1 for name in settings.targets for n in str(name).split(",") if n.strip() in HOST_TARGETS)
     rows = hosts * len(settings.precisions) * max(1, len(settings.gpu_precisions)) * max(1, settings.repeats)
-    with prestarted(rows):
+    calibrated = any(p in ("int8", "int16x8") for p in settings.precisions) and not settings.src.endswith(".tflite")
+    with prestarted(rows), converter_prestarted(calibrated):   # ... and the conversion worker (convert_worker)
         return _convert_and_compare(settings, progress)
 
 
@@ -231,14 +278,16 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
         ref_variant = manifest["variants"][manifest["reference_variant"]]
         src = resolve_source(settings.source.reference or ref_variant["path"], size=settings.size,
                              work_dir=Path(manifest["out_dir"]), seed=settings.seed, options=settings.source)
+        src = replace(src, signature=replace(src.signature, quantized={
+            **_quantized_inputs([v["path"] for v in manifest["variants"].values()]), **src.signature.quantized}))
     else:
         manifest = convert(ConvertSettings(
             src=settings.src, precisions=settings.precisions,
             data=settings.calibration_data or settings.data, calibration_samples=settings.calibration_samples,
             int8_io=settings.int8_io, out_dir=settings.out_dir, preprocess=settings.preprocess,
             size=settings.size, seed=settings.seed, source=settings.source, keep_float=settings.keep_float,
-            keep_float_goal=keep_float_goal(settings) if settings.keep_float == "auto" else None, a16=settings.a16),
-            progress=say)
+            state=settings.state, a16=settings.a16,
+            keep_float_goal=keep_float_goal(settings) if settings.keep_float == "auto" else None), progress=say)
         if manifest.get("static_batch_fallback"):     # converted with the dynamic batch after all
             settings = replace(settings, source=settings.source.dynamic_batch())
         src = resolve_source(settings.src, size=settings.size, work_dir=Path(manifest["out_dir"]),
@@ -256,6 +305,7 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
     inputs_path, inputs_sha = save_inputs(ds, out_dir)
     data_warnings = range_warnings((manifest.get("calibration") or {}).get("value_ranges") or {},
                                    value_ranges(ds, src.signature))
+    rule = resolve_state(settings.state, ds.streams, ds.n, how=ds.stream_how, source=ds.source)
 
     say("TensorFlow reference" if src.saved_model_dir is not None else "PyTorch reference" if src.kind == "torch"
         else "reference .tflite on the host")
@@ -263,7 +313,7 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
     from edgebench.targets.tf import TFTarget
 
     ref_job = Job(model_path=str(src.saved_model_dir or src.path), inputs_npz=str(inputs_path),
-                  control=settings.control, save_outputs=True, seed=settings.seed)
+                  control=settings.control, save_outputs=True, seed=settings.seed, state_rule=rule)
     wait_ready()             # no pre-started worker is still importing while the reference is timed
     if src.kind == "torch":   # the PyTorch model itself is the reference, as TF is for a TF model
         from edgebench.sources_torch import spec_of
@@ -292,11 +342,13 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
     ref_acc = None
     if class_out is not None and ds.labels is not None:
         ref_acc = cmp.classification(ref_out[class_out], ref_out[class_out], ds.labels)
+    streams = stream_judge(rule, ref_out, class_out, ds.stream_labels, settings.stream_threshold)
     ref_row = InferenceRow(
         role="reference", precision=ref_label, target=ref_target, model=src.name,
         model_path=str(src.saved_model_dir or src.path), model_sha256=src.sha256,
         accuracy=None if ref_acc is None else Accuracy.from_dict({**ref_acc, "output": class_out}),
-        batch_throughput=ref_run.extra.get("batch_throughput"), **measured_fields(ref_run, "TF reference run"))
+        batch_throughput=ref_run.extra.get("batch_throughput"), streams=streams(ref_out) if streams else None,
+        **measured_fields(ref_run, "TF reference run"))
 
     ok_variants = [(p, {**v, "model": src.name}, gp) for p, v in manifest["variants"].items()
                    if p in settings.precisions and v.get("status") == "ok"
@@ -310,7 +362,7 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
         job = Job(model_path=v["path"], inputs_npz=str(inputs_path), threads=settings.threads,
                   delegate=settings.delegate, control=settings.control, save_outputs=True, seed=settings.seed,
                   runtime_api=settings.runtime_api, accelerator=settings.accelerator, gpu_precision=gp,
-                  op_profile=settings.op_profile)
+                  op_profile=settings.op_profile, state_rule=rule)
         runs = [tgt.run(job)]
         if runs[0].status == "ok" and settings.repeats > 1:
             # --repeats: more worker processes of the same job (timing only: the outputs are the first's)
@@ -348,10 +400,11 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
                 rows.append(_row_from_run(run, precision=prec, variant=v, ref_out=ref_out, labels=ds.labels,
                                           class_out=class_out, ref_acc=ref_acc, task=task,
                                           host_out=host_run.outputs if (host_run and is_device(tgt)) else None,
-                                          thresholds=th, gpu_precision=gp))
+                                          thresholds=th, gpu_precision=gp, streams=streams))
 
     rows = _explain_slower(rows)
-    verdict = evaluate(rows, settings.thresholds, settings.gate_file)
+    verdict = evaluate(rows, settings.thresholds, settings.gate_file,
+                       "TF reference" if src.saved_model_dir is not None else f"reference {ref_label} .tflite")
     timings["total_s"] = time.perf_counter() - t0
     extra: dict[str, Any] = {}
     search = (manifest["variants"].get("int8") or {}).get("keep_float_search")
@@ -386,6 +439,7 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
         timings=timings,
         interrupted=outcome.interrupted is not None, interrupted_by=outcome.interrupted,
         run_control=settings.control.to_dict(),
+        state_rule=rule.to_dict(),
         runtime={"api": settings.runtime_api, "accelerator": settings.accelerator,
                  "gpu_precisions": list(settings.gpu_precisions), "op_profile": settings.op_profile},
         **extra,
@@ -434,6 +488,8 @@ class PairSettings:
     class_output: str | None = None
     seed: int = 0
     source: SourceOptions = field(default_factory=SourceOptions)   # SavedModels: --signature/--input-shape
+    state: str = DEFAULT_STATE            # --state (edgebench.state_rule)
+    stream_threshold: float = DEFAULT_STREAM_THRESHOLD
 
 
 def _model_kind(path: str) -> str:
@@ -457,10 +513,13 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
     kinds = [_model_kind(settings.a), _model_kind(settings.b)]
     srcs = [resolve_source(x, options=settings.source, require_static=False) for x in (settings.a, settings.b)]
     sig = srcs[0].signature
+    sig = replace(sig, quantized={**_quantized_inputs([x for x in (settings.a, settings.b) if x.endswith(".tflite")]),
+                                  **sig.quantized})
     if settings.data is None:
         raise BadInput("compare needs --data (an .npz/.npy/image folder of real samples, or 'synthetic')")
     ds = load_data(settings.data, sig, preprocess=settings.preprocess, seed=settings.seed, n=max(settings.samples, 1))
     ds = cast_to_signature(ds, sig).take(settings.samples)
+    rule = resolve_state(settings.state, ds.streams, ds.n, how=ds.stream_how, source=ds.source)
     tmp = Path(tempfile.mkdtemp(prefix="edgebench-compare-"))
     inputs_path = tmp / "inputs.npz"
     inputs_sha = ds.save(inputs_path)
@@ -468,7 +527,8 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
     for path, kind, src in zip((settings.a, settings.b), kinds, srcs):
         say(f"running {path}")
         job = Job(model_path=path, inputs_npz=str(inputs_path), threads=settings.threads,
-                  delegate=settings.delegate, control=settings.control, save_outputs=True, seed=settings.seed)
+                  delegate=settings.delegate, control=settings.control, save_outputs=True, seed=settings.seed,
+                  state_rule=rule)
         if kind == "saved_model":
             from edgebench.targets.tf import TFTarget
 
@@ -484,6 +544,7 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
     class_out = cmp.pick_class_output(ref.outputs or {}, settings.class_output)
     ref_acc = (cmp.classification(ref.outputs[class_out], ref.outputs[class_out], ds.labels)
                if class_out is not None and ds.labels is not None else None)
+    streams = stream_judge(rule, ref.outputs or {}, class_out, ds.stream_labels, settings.stream_threshold)
     rows = []
     for path, run, src in zip((settings.a, settings.b), runs, srcs):
         row = InferenceRow(
@@ -497,17 +558,18 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
             raw = cmp.compare_outputs(ref.outputs, got)
             row = row.replace(**measured_fields(run, f"run of {path}"), drift=drifts_from_dict(raw),
                               worst=Worst.from_dict(cmp.worst(raw)), output_mapping=mapping,
-                              accuracy=cmp.accuracy_vs_reference(ref.outputs, got, ds.labels, class_out, ref_acc))
+                              accuracy=cmp.accuracy_vs_reference(ref.outputs, got, ds.labels, class_out, ref_acc),
+                              streams=streams(got) if streams else None)
         rows.append(row)
     loaders = [{"path": x.path, "loader": x.loader, "loader_reason": x.loader_reason, "signature_key": x.signature_key}
                for x in srcs if x.saved_model_dir is not None]
     return Document.new("compare", rows, host_fingerprint(threads=settings.threads, delegate=settings.delegate),
                         reference=rows[0], model=Path(settings.b).name, saved_models=loaders,
-                        output_mapping=rows[1].output_mapping,
+                        output_mapping=rows[1].output_mapping, state_rule=rule.to_dict(),
                         gate=evaluate(rows, Thresholds()).to_dict(),   # no thresholds: NaN/Inf outputs still fail
                         inputs={"path": str(inputs_path), "sha256": inputs_sha, "samples": ds.n, "source": ds.source,
                                 "synthetic": ds.synthetic, "labels": ds.labels is not None,
-                                "binding": ds.binding})
+                                "binding": ds.binding, "streams": ds.record(inputs_path, inputs_sha)["streams"]})
 
 
 def raise_for_compare(doc: Document) -> None:

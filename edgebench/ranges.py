@@ -84,6 +84,9 @@ RANGES: dict[str, Range] = {
     "--warmup": _ge(0, 100),
     # NPU readiness
     "--compile-timeout": _gt(0, WEEK_S), "--jobs": _ge(1, 64),
+    # streams (edgebench.state_rule): a detector's score, in the output's own unit (a probability or a logit)
+    "--stream-threshold": Range(),
+    "--fix-trials": _ge(0, 100),                   # diagnose: keep-float trials (each a re-quantization and a run)
 }
 
 

@@ -176,7 +176,9 @@ class SignatureFunction:
             self._targets = sorted({g.get_tensor_by_name(n).op for n in self._fetches.values()}, key=lambda o: o.name)
         else:
             with self._placed():
-                self._fn = tf.saved_model.load(str(model_dir), tags=list(tags)).signatures[signature_key]
+                # the loaded object stays referenced: its variables are the signature's state (VariableState)
+                self._obj = tf.saved_model.load(str(model_dir), tags=list(tags))
+                self._fn = self._obj.signatures[signature_key]
 
     def _placed(self):
         return self._tf.device(self.device) if self.device else contextlib.nullcontext()
@@ -202,23 +204,104 @@ class SignatureFunction:
         return {k: v.numpy() for k, v in res.items()}  # .numpy() syncs the device
 
 
-def run_tf(saved_model_dir: Path, signature: Signature, ds: InputSet, batch: int | None = None, *,
-           signature_key: str = "serving_default", loader: str = "tf2",
-           tags: tuple[str, ...] = ("serve",)) -> dict[str, np.ndarray]:
-    """Outputs of one SavedModel signature for every sample: name -> [N, ...] (TF2 or graph loader)."""
-    sig_fn = SignatureFunction(saved_model_dir, signature_key=signature_key, loader=loader, tags=tags)
-    fn = lambda feed: sig_fn.fetch(sig_fn.prepare(feed))  # noqa: E731
-    ds = cast_to_signature(ds, signature)
+# Ops by which a graph changes a variable while it runs: a signature containing one keeps state
+# between calls (a Keras stateful=True layer, a streaming model's ring buffer).
+ASSIGN_OPS = ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "Assign", "AssignAdd", "AssignSub")
+
+
+class VariableState:
+    """The state a SavedModel signature keeps in its variables, and the way back to the initial
+    state -- the values the variables had when the model was loaded (what the converter also
+    writes into a .tflite's init subgraph). ``stateful`` is False for a signature that assigns no
+    variable; then ``restore`` does nothing. Restoring re-assigns every variable whose value
+    differs from its loaded value (checked on each call, so a variable the graph changes only
+    sometimes is never missed)."""
+
+    def __init__(self, fn: SignatureFunction) -> None:
+        self._fn = fn
+        self.variables: list[Any] = []
+        self.restores = 0
+        if fn.loader == "graph":
+            import tensorflow as tf
+
+            g = fn._sess.graph  # noqa: SLF001 -- the session is the graph loader's own
+            ops = {n.op for n in g.as_graph_def().node} | {
+                n.op for f in g.as_graph_def().library.function for n in f.node_def}
+            if any(op in ASSIGN_OPS for op in ops):
+                self.variables = list(g.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES))
+                self._initial = fn._sess.run(self.variables) if self.variables else []  # noqa: SLF001
+        else:
+            gd = fn._fn.graph.as_graph_def()  # noqa: SLF001
+            ops = {n.op for n in gd.node} | {n.op for f in gd.library.function for n in f.node_def}
+            if any(op in ASSIGN_OPS for op in ops):
+                self.variables = list(fn._fn.variables)  # noqa: SLF001
+                self._initial = [v.numpy() for v in self.variables]
+
+    @property
+    def stateful(self) -> bool:
+        return bool(self.variables)
+
+    def restore(self) -> None:
+        if not self.variables:
+            return
+        fn = self._fn
+        if fn.loader == "graph":
+            now = fn._sess.run(self.variables)  # noqa: SLF001
+            for v, cur, init in zip(self.variables, now, self._initial):
+                if not np.array_equal(cur, init):
+                    v.load(init, fn._sess)  # noqa: SLF001
+        else:
+            for v, init in zip(self.variables, self._initial):
+                if not np.array_equal(v.numpy(), init):
+                    v.assign(init)
+        self.restores += 1
+
+    def record(self, rule) -> dict[str, Any] | None:
+        """A row's ``state`` for the TF reference (None: the signature keeps no state)."""
+        if not self.stateful:
+            return None
+        streams = rule is not None and rule.streams
+        return {"kind": "tf_variables", "ops": [f"{len(self.variables)} TF variables"], "variables": len(self.variables),
+                "rule": "streams" if streams else "independent",
+                "handling": ("variables restored to their loaded values before "
+                             + ("each stream's first window; state carried between its windows" if streams
+                                else "each sample's outputs") + "; timed loop keeps state")}
+
+
+def outputs_by_rule(fn: SignatureFunction, signature: Signature, ds: InputSet, batch: int | None, rule=None,
+                    state: VariableState | None = None, first_ms: list | None = None) -> dict[str, np.ndarray]:
+    """Outputs of every sample: name -> [N, ...]. A stateless signature runs in batches of
+    ``batch`` when its inputs allow; a stateful one (``state``) runs one sample at a time and starts
+    from the loaded state where ``rule`` (``edgebench.state_rule.StateRule``; None: independent)
+    says a sample or stream starts. ``first_ms`` receives the first call's time."""
+    import time
+
     all_batched = all(t.batched for t in signature.inputs)
     fixed_one = any(t.shape and t.shape[0] == 1 for t in signature.inputs)
-    step = 1 if (not all_batched or fixed_one) else (batch or ds.n)
+    stateful = state is not None and state.stateful
+    step = 1 if (not all_batched or fixed_one or stateful) else (batch or ds.n)
     outs: dict[str, list[np.ndarray]] = {}
     for i in range(0, ds.n, step):
+        if stateful and (rule is None or rule.resets_before(i)):
+            state.restore()
         feed = {t.name: ds.arrays[t.name][i : i + step] if t.batched else ds.arrays[t.name][i]
                 for t in signature.inputs}
-        for k, v in fn(feed).items():
+        t0 = time.perf_counter_ns()
+        got = fn.fetch(fn.prepare(feed))
+        if first_ms is not None and not first_ms:
+            first_ms.append((time.perf_counter_ns() - t0) / 1e6)
+        for k, v in got.items():
             out_spec = next((o for o in signature.outputs if o.name == k), None)
             if step == 1 and out_spec is not None and not out_spec.batched:
                 v = v[None, ...]
             outs.setdefault(k, []).append(v)
     return {k: np.concatenate(v, axis=0) for k, v in outs.items()}
+
+
+def run_tf(saved_model_dir: Path, signature: Signature, ds: InputSet, batch: int | None = None, *,
+           signature_key: str = "serving_default", loader: str = "tf2",
+           tags: tuple[str, ...] = ("serve",), rule=None) -> dict[str, np.ndarray]:
+    """Outputs of one SavedModel signature for every sample: name -> [N, ...] (TF2 or graph
+    loader), a stateful signature's following the state ``rule`` (``outputs_by_rule``)."""
+    sig_fn = SignatureFunction(saved_model_dir, signature_key=signature_key, loader=loader, tags=tags)
+    return outputs_by_rule(sig_fn, signature, cast_to_signature(ds, signature), batch, rule, VariableState(sig_fn))

@@ -41,6 +41,8 @@ from edgebench.data import (InputSet, Signature, TensorSpec, calibration_generat
                             validate)
 from edgebench.errors import BadInput, first_line
 from edgebench.fingerprint import sha256_file
+from edgebench.frozen_graph import frozen_graph_savedmodel
+from edgebench.keras2_export import export_tf_keras
 from edgebench.profile import describe_tflite
 from edgebench.savedmodel import DEFAULT_SIGNATURE, SERVE_TAG, graph_session, quiet_v1, read_signature
 from edgebench.tflite_model import precision as tflite_precision
@@ -190,13 +192,19 @@ def resolve_source(src: str, *, size: str = "tiny", work_dir: Path | None = None
                                   require_static=require_static)
     if p.suffix.lower() in KERAS_SUFFIXES:
         return _keras_source(p, work_dir, opts, require_static)
+    if p.suffix.lower() == ".pb":      # a frozen TF1 graph: wrapped once as a SavedModel (frozen_graph)
+        sm, frozen = frozen_graph_savedmodel(p, work_dir)
+        src = saved_model_source(sm, opts, kind="saved_model", name=p.stem, path=src, sha256=sha256_file(p),
+                                 require_static=require_static)
+        src.info["frozen_graph"] = frozen
+        return src
     if p.suffix == ".tflite":
         if opts.static_batch:
             raise BadInput(f"{src}: --static-batch changes a conversion, and this .tflite is already converted; "
                            "drop the flag, or give the SavedModel/.keras it came from")
         return tflite_source(p)
     raise BadInput(f"{src}: unsupported source '{p.suffix or p.name}'; give a SavedModel folder, a .keras/.h5 "
-                   "file, a .tflite file or a reference model name")
+                   "file, a .tflite file, a frozen graph .pb or a reference model name")
 
 
 def _reference_source(name: str, size: str, seed: int, opts: SourceOptions) -> Source:
@@ -572,9 +580,9 @@ def _keras_source(p: Path, work_dir: Path | None, opts: SourceOptions, require_s
                              require_static=require_static)
     if note.exists():
         src.info.update(json.loads(note.read_text()))
-    if src.fixed_shapes and str(src.info.get("loaded_with", "")).startswith("keras "):
+    if src.fixed_shapes and str(src.info.get("loaded_with", "")).startswith(("keras ", "tf-keras ")):
         # Re-trace the Keras model itself at the fixed shapes: re-calling the exported signature keeps
-        # its inner traces (a Keras 3 LSTM's TensorList then has no static element shape to convert)
+        # its inner traces (a Keras 3 or 2 LSTM's TensorList then has no static element shape to convert)
         static = out.with_name(out.name + "-" + _shape_tag(src.fixed_shapes))
         if not (static / "saved_model.pb").exists():
             from edgebench.atomic import temp_dir
@@ -593,9 +601,9 @@ def _shape_tag(shapes: dict[str, tuple[int, ...]]) -> str:
 
 def _export_keras(p: Path, custom: dict[str, Any], imports: tuple[str, ...], tmp: Path,
                   shapes: dict[str, tuple[int, ...]] | None = None, trusted: bool = False) -> str:
-    """Export the Keras model to a SavedModel in ``tmp`` (``shapes``: Keras 3 only, traced at these
-    input shapes, keyed by the exported signature's input names). Both loaders run in safe mode
-    unless ``trusted`` (--trust-model); a safe-mode refusal is reported, never retried elsewhere."""
+    """Export the Keras model to a SavedModel in ``tmp`` (``shapes``: traced at these input shapes,
+    keyed by the exported signature's input names; tf-keras: ``keras2_export``). Both loaders run in
+    safe mode unless ``trusted`` (--trust-model); a safe-mode refusal is reported, never retried."""
     import contextlib
     import io
 
@@ -640,7 +648,7 @@ def _export_keras(p: Path, custom: dict[str, Any], imports: tuple[str, ...], tmp
             raise BadInput(f"{p}: written by Keras {written_by}; neither Keras {keras.__version__} "
                            f"({first_line(e)}) nor tf-keras {tf_keras.__version__} ({first_line(e2)}) can load it; "
                            f"{fix}") from None
-        export = lambda: model.export(str(tmp))  # noqa: E731
+        export = lambda: export_tf_keras(model, tmp, shapes)  # noqa: E731
         loaded_with = f"tf-keras {tf_keras.__version__} (Keras 2; Keras {keras.__version__} cannot read this file)"
     try:
         with contextlib.redirect_stdout(io.StringIO()):   # tf-keras prints the exported endpoints
@@ -701,16 +709,20 @@ def tflite_signature(path: str) -> Signature:
             dt = np.dtype(np.float32)
         return TensorSpec(d["name"], tuple(int(x) if x >= 0 else None for x in d["shape_signature"]), dt.name)
 
+    def codes(dets) -> dict[str, tuple[str, float, int]]:
+        return {d["name"]: (np.dtype(d["dtype"]).name, float(d["scale"]), int(d["zero_point"])) for d in dets
+                if np.dtype(d["dtype"]) in (np.int8, np.uint8, np.int16) and d["scale"]}
+
     if meta.get("has_signature"):
         # the subgraph's inputs are in the model's positional order; the signature names them
         position = {d["index"]: k for k, d in enumerate(meta["tensor_inputs"])}
         named = sorted(meta["inputs"], key=lambda d: position.get(d["index"], len(position)))
         return Signature(tuple(spec(d) for d in sorted(meta["inputs"], key=lambda d: d["name"])),
                          tuple(spec(d) for d in sorted(meta["outputs"], key=lambda d: d["name"])),
-                         order=tuple(d["name"] for d in named))
+                         order=tuple(d["name"] for d in named), quantized=codes(meta["inputs"]))
     # No signature (e.g. written by the TF1 converter): tensor names, in the model's order.
     return Signature(tuple(spec(d) for d in meta["tensor_inputs"]), tuple(spec(d) for d in meta["tensor_outputs"]),
-                     order=tuple(d["name"] for d in meta["tensor_inputs"]))
+                     order=tuple(d["name"] for d in meta["tensor_inputs"]), quantized=codes(meta["tensor_inputs"]))
 
 
 def tflite_variants(paths: list[str], out_dir: Path) -> dict[str, Any]:

@@ -86,10 +86,10 @@ def resolve_any(src: str, *, size: str = "tiny", work_dir: Path | None = None, s
 def check_pt2(path: str | Path, *, trusted: bool) -> None:
     """Refuse a ``.pt2`` whose loading could run code (module docstring), before ``torch.export.load``
     sees it; a no-op with consent except for the archive's size and path bounds."""
+    torch = require_torch(f"the PyTorch source {path}")     # the missing extra is the first thing to fix
     infos = check_archive(path, ".pt2 archive", max_total=MODEL_MAX_BYTES)
     if trusted:
         return
-    torch = require_torch(f"the PyTorch source {path}")
     from torch.export.pt2_archive import constants as c
 
     names = [i.filename for i in infos]

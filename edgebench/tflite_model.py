@@ -224,6 +224,7 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
                for i in ints(sg.OutputsLength(), sg.OutputsAsNumpy)]
 
     ops = []
+    init_subgraphs: list[int] = []      # CALL_ONCE targets: the subgraphs that give resource variables their values
     hist: Counter[str] = Counter()
     flops_by_op: Counter[str] = Counter()
     quantized_model = any(t["dtype"] in QUANT_TYPES and t["scale"] not in (None, 0.0) for t in tensors)
@@ -237,6 +238,8 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
         in_t = [tensors[tensor_index(i, f"operator {k}")] if i != -1 else None for i in ins]
         out_t = [tensors[tensor_index(i, f"operator {k}")] for i in outs]
         flops = _flops(name, in_t, out_t, op, schema)
+        if name == "CALL_ONCE":
+            init_subgraphs.append(_call_once_target(op, schema, model.SubgraphsLength()))
         hist[name] += 1
         if flops:
             flops_by_op[name] += flops
@@ -266,6 +269,20 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
             charge(b.DataLength())
             raw = bytes(b.DataAsNumpy().tobytes())
             stamp = [x.decode(errors="replace") for x in raw.split(b"\0") if x.strip()]
+
+    # The grid each output's values lie on: its own scale (integer outputs), else the scale of the
+    # integer tensor a final DEQUANTIZE reads (a float-I/O int8 model): a value below one step is 0.
+    produced = {o: op for op in ops for o in op["output_names"]}
+    by_name = {t["name"]: t for t in tensors}
+    output_steps: dict[str, float] = {}
+    for out in outputs:
+        q = out["quantization"]
+        op = produced.get(out["tensor_name"])
+        src = by_name.get(op["input_names"][0]) if op and op["op"] == "DEQUANTIZE" and op["input_names"] else None
+        scale = (q or {}).get("scale") or (src or {}).get("scale")
+        if isinstance(scale, (int, float)) and scale > 0:
+            output_steps[out["name"]] = float(scale)
+
     compute_ops = [o for o in ops if o["kind"] != "boundary"]
     integer_ops = [o for o in compute_ops if o["kind"] == "integer"]
     float_ops = [o for o in compute_ops if o["kind"] in ("float", "hybrid")] if quantized_model else []
@@ -283,6 +300,8 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
         "ops": ops,
         "quantized": quantized_model,
         "variable_tensors": sum(1 for t in tensors if t["variable"]),
+        "init_subgraphs": sorted(set(init_subgraphs)),
+        "output_steps": output_steps,
         "float_ops": float_ops,
         "float_op_histogram": dict(Counter(o["op"] for o in float_ops)),
         "quantization_coverage": (len(integer_ops) / len(compute_ops)) if compute_ops and quantized_model else 0.0,
@@ -331,6 +350,19 @@ def refuse_compiled(path: str | os.PathLike, info: dict[str, Any], *, host_npu: 
                "`--runtime compiled --accelerator npu`")
     raise BadInput(f"{path} is compiled for {where}: runs only on that SoC's NPU "
                    f"({aot.get('partitions', 0)} NPU partition(s) of vendor bytecode); {fix}")
+
+
+def _call_once_target(op, schema, n_subgraphs: int) -> int:
+    """The subgraph a CALL_ONCE op runs (the resource variables' initializer)."""
+    opts = op.BuiltinOptions()
+    if opts is None:
+        raise ValueError("a CALL_ONCE op has no options")
+    o = schema.CallOnceOptions()
+    o.Init(opts.Bytes, opts.Pos)
+    k = int(o.InitSubgraphIndex())
+    if not 0 < k < n_subgraphs:
+        raise ValueError(f"a CALL_ONCE op runs subgraph {k}, but the model has {n_subgraphs}")
+    return k
 
 
 def _prod(xs) -> int:
@@ -404,7 +436,9 @@ def state(info: dict[str, Any]) -> dict[str, Any] | None:
     """What carries over from one ``invoke()`` to the next, or None for a stateless graph.
 
     ``kind`` is ``variable_tensors`` (fused LSTM/RNN/SVDF state: ``reset_all_variables()`` clears
-    it) or ``resource_variables`` (VAR_HANDLE/ASSIGN_VARIABLE: only a fresh interpreter starts over)."""
+    it) or ``resource_variables`` (VAR_HANDLE/ASSIGN_VARIABLE survive that reset; running the
+    subgraphs in ``init_subgraphs`` -- what CALL_ONCE ran when the interpreter was new -- gives them
+    their initial values again, else only a fresh interpreter starts over)."""
     hist = info.get("op_histogram") or {}
     resource = [op for op in RESOURCE_VARIABLE_OPS if op in hist]
     recurrent = [op for op in RECURRENT_OPS if op in hist]
@@ -412,7 +446,7 @@ def state(info: dict[str, Any]) -> dict[str, Any] | None:
     if not resource and not nvar:
         return None
     return {"kind": "resource_variables" if resource else "variable_tensors", "ops": recurrent + resource,
-            "variable_tensors": nvar}
+            "variable_tensors": nvar, "init_subgraphs": list(info.get("init_subgraphs") or ())}
 
 
 def precision(info: dict[str, Any]) -> str:

@@ -27,6 +27,7 @@ from edgebench.rows import Delegation, Drift, Verdict
 ZERO_RATIO = 1e-3       # ||got|| below 0.1 % of ||ref||: nothing left of the signal
 CONSTANT_RATIO = 1e-3   # spread across samples below 0.1 % of the reference's: the input is ignored
 MIN_SHARE = 0.5         # zero_output: on at least half of the samples with a non-zero reference
+GRID_VALUES = 65536     # distinct values a quantized (16-bit at most) output can take
 
 ADVICE = {
     "zero_output": "the runtime returned (near-)zero vectors: on a GPU force FP32 (--gpu-precision fp32); "
@@ -43,8 +44,10 @@ ADVICE = {
 
 
 def output_verdicts(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray],
-                    drift: Mapping[str, Drift] | None, min_cosine: float | None = None) -> list[Verdict]:
-    """Findings per output (outputs present in both)."""
+                    drift: Mapping[str, Drift] | None, min_cosine: float | None = None,
+                    steps: Mapping[str, float] | None = None) -> list[Verdict]:
+    """Findings per output (outputs present in both). ``steps``: the quantization step of an
+    output (``tflite_model`` ``output_steps``), which names the cause of a zero output."""
     out: list[Verdict] = []
     for name in ref:
         if name not in got:
@@ -62,7 +65,7 @@ def output_verdicts(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray]
         if bad:
             out.append(Verdict("nonfinite", name, True, f"{name}: {bad} NaN/Inf values", ADVICE["nonfinite"],
                                value=float(bad), threshold=0.0))
-        out.extend(_zero(name, rf[finite], gf[finite]))
+        out.extend(_zero(name, rf[finite], gf[finite], (steps or {}).get(name)))
         out.extend(_constant(name, rf[finite], gf[finite]))
         if min_cosine is not None and d is not None and d.cosine is not None:
             failed = d.cosine < min_cosine
@@ -74,20 +77,46 @@ def output_verdicts(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray]
     return out
 
 
-def _zero(name: str, r: np.ndarray, g: np.ndarray) -> list[Verdict]:
+def grid_step(g: np.ndarray) -> float | None:
+    """The step of the grid an output's values lie on (a quantized output dequantized: multiples of
+    its scale), or None when they do not lie on one (a float output). At most GRID_VALUES distinct
+    values are looked at; every gap between them must be a whole number of the smallest gap."""
+    v = np.unique(np.asarray(g, np.float64)[np.isfinite(g)])
+    if v.size < 2 or v.size > GRID_VALUES:
+        return None
+    gaps = np.diff(v)
+    step = float(gaps.min())
+    if step <= 0:
+        return None
+    k = gaps / step
+    return step if np.all(np.abs(k - np.round(k)) <= 1e-3 * np.maximum(k, 1)) else None
+
+
+def _zero(name: str, r: np.ndarray, g: np.ndarray, step: float | None = None) -> list[Verdict]:
     if r.shape[0] == 0:
         return []
     rn, gn = np.linalg.norm(r, axis=1), np.linalg.norm(g, axis=1)
     live = rn > 0
     if not live.any():
         return []
-    collapsed = int((gn[live] <= ZERO_RATIO * rn[live]).sum())
+    dead = live & (gn <= ZERO_RATIO * rn)
+    collapsed = int(dead.sum())
     share = collapsed / int(live.sum())
     if share < MIN_SHARE:
         return []
+    advice = ADVICE["zero_output"]
+    step = step or grid_step(g)
+    peak = float(np.median(np.abs(r[dead]).max(axis=1)))
+    if step is not None and peak < step:
+        # not a delegate or calibration problem: the values are below one step of the output's own grid
+        advice = (f"the output is quantized with a step of {step:.3g} ({1 / step:,.0f} levels per unit; a sigmoid or "
+                  f"softmax in int8 gets 1/256) and the reference's values on those samples are below it (median "
+                  f"peak {peak:.3g}), so they round to exactly 0: keep the output layer float (--keep-float, edgebench "
+                  "diagnose names it) or use int16x8 (a 256x finer step); judge the fix by cosine (--min-cosine), "
+                  "which sees the zeros, not by PSNR, which a few large values set")
     return [Verdict("zero_output", name, True,
                     f"{name}: output is ~zero on {collapsed} of {int(live.sum())} samples where the reference "
-                    f"is not (norm <= {ZERO_RATIO:g} x the reference's)", ADVICE["zero_output"],
+                    f"is not (norm <= {ZERO_RATIO:g} x the reference's)", advice,
                     value=share, threshold=MIN_SHARE)]
 
 

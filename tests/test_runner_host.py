@@ -257,7 +257,7 @@ def test_outputs_are_read_in_an_untimed_pass_before_the_timed_loop():
         single = False
         state = None
 
-        def start_sample(self):
+        def start_sample(self, i):
             events.append("start")
         set_items = [(0, [np.zeros(1)] * 3)]
         outputs = [{"name": "y"}]

@@ -21,6 +21,17 @@ _RC = RunControl()
 _SCHEDULE = Schedule()
 _ENERGY = EnergySettings()
 
+# --- what a stateful model remembers between samples (edgebench.state_rule)
+StateOpt = Annotated[str, typer.Option(
+    "--state", help="Stateful models (Keras stateful layers, streaming models with variables, LSTMs): "
+                    "'independent' (every sample from the initial state), 'streams' (state carried within a "
+                    "stream, reset between streams; streams from a 'stream_id' array or a [streams, windows, ...] "
+                    "axis in --data, else all samples are one stream) or 'auto' (streams when the data defines "
+                    "them). One rule for TF, the parity check, every row and diagnose.")]
+StreamThresholdOpt = Annotated[float, typer.Option(
+    "--stream-threshold", help="--state streams, one score per window: a stream is detected when any window "
+                               "scores at least this (default 0.5).")]
+
 # --- outputs and the store
 JsonOpt = Annotated[Optional[str], typer.Option("--json", help="Write the result as JSON to PATH ('-' for stdout).")]
 DbOpt = Annotated[Optional[str], typer.Option(

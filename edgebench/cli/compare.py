@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from edgebench.cli._options import (DbOpt, DelegateOpt, InputShapeOpt, JsonOpt, MarkdownOpt, NoStoreOpt,
-                                    PushgatewayOpt, SignatureOpt, ThreadsOpt, TrustModelOpt, VerboseOpt, WideOpt)
+                                    PushgatewayOpt, SignatureOpt, StateOpt, StreamThresholdOpt, ThreadsOpt,
+                                    TrustModelOpt, VerboseOpt, WideOpt)
 from edgebench.targets.base import DEFAULT_DELEGATE
 
 
@@ -39,17 +40,21 @@ def register(app: typer.Typer) -> None:
         signature: SignatureOpt = None,
         input_shape: InputShapeOpt = None,
         trust_model: TrustModelOpt = False,
+        state: StateOpt = d.state,
+        stream_threshold: StreamThresholdOpt = d.stream_threshold,
     ) -> None:
         """Drift (max/mean abs, RMSE, rel L2, cosine, PSNR, NaN/Inf) and top-k agreement of B against A."""
         from edgebench.cli._common import console, deliver, progress_reporter
         from edgebench.cli._options import publish_options, source_options
+        from edgebench.cli.convert import check_state
         from edgebench.pipeline import compare_pair, raise_for_compare
         from edgebench.publish import check_store
         from edgebench.report.terminal.compare import render_compare
 
         settings = PairSettings(a=a, b=b, data=data, samples=samples, preprocess=preprocess, threads=threads,
                                 delegate=delegate, class_output=class_output,
-                                source=source_options(signature, input_shape, trust_model=trust_model))
+                                source=source_options(signature, input_shape, trust_model=trust_model),
+                                state=check_state(state), stream_threshold=stream_threshold)
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway,
                                markdown=markdown)
         check_store(opts)

@@ -6,8 +6,8 @@ from typing import Optional
 
 import typer
 
-from edgebench.cli._options import (A16Opt, ChannelsLastOpt, ImportOpt, InputShapeOpt, SignatureOpt, StaticBatchOpt,
-                                    TorchOpt, TrustModelOpt)
+from edgebench.cli._options import (A16Opt, ChannelsLastOpt, ImportOpt, InputShapeOpt, SignatureOpt, StateOpt,
+                                    StaticBatchOpt, TorchOpt, TrustModelOpt)
 
 
 def register(app: typer.Typer) -> None:
@@ -38,6 +38,7 @@ def register(app: typer.Typer) -> None:
         channels_last: ChannelsLastOpt = False,
         a16: A16Opt = None,
         trust_model: TrustModelOpt = False,
+        state: StateOpt = defaults.state,
     ) -> None:
         """Convert a model to FP32/FP16/INT8/dynamic/int16x8 .tflite, check FP32 parity, write manifest.json."""
         from edgebench.cli._common import console, progress_reporter, split_csv
@@ -70,6 +71,7 @@ def register(app: typer.Typer) -> None:
             keep_float=keep_float,
             keep_float_goal=goal,
             a16=a16,
+            state=check_state(state),
         )
         with progress_reporter("convert") as say:
             say.set_total(2 + len(settings.precisions) + ("fp32" not in settings.precisions))
@@ -98,6 +100,16 @@ def check_int8_io(value: str) -> str:
 
     if value not in INT8_IO:
         raise BadInput(f"--int8-io {value}: use {' or '.join(INT8_IO)}")
+    return value
+
+
+def check_state(value: str) -> str:
+    """--state: one of state_rule.STATE_OPTIONS (BadInput naming them otherwise)."""
+    from edgebench.errors import BadInput
+    from edgebench.state_rule import STATE_OPTIONS
+
+    if value not in STATE_OPTIONS:
+        raise BadInput(f"--state {value}: use {', '.join(STATE_OPTIONS)}")
     return value
 
 

@@ -37,7 +37,9 @@ from edgebench.cli._options import (
     RunsOpt,
     RuntimeOpt,
     SignatureOpt,
+    StateOpt,
     StaticBatchOpt,
+    StreamThresholdOpt,
     TargetsOpt,
     ThreadsOpt,
     TrustModelOpt,
@@ -131,6 +133,8 @@ def register(app: typer.Typer) -> None:
         torch: TorchOpt = None,
         channels_last: ChannelsLastOpt = False,
         a16: A16Opt = None,
+        state: StateOpt = d.state,
+        stream_threshold: StreamThresholdOpt = d.stream_threshold,
     ) -> None:
         """Convert SRC, run the TF reference and every precision x target on ONE input set, report and gate.
 
@@ -146,7 +150,7 @@ def register(app: typer.Typer) -> None:
             source_arg,
             source_options,
         )
-        from edgebench.cli.convert import check_int8_io, check_size
+        from edgebench.cli.convert import check_int8_io, check_size, check_state
         from edgebench.errors import BadInput
         from edgebench.gate import Thresholds, load_gate_file
         from edgebench.pipeline import convert_and_compare, raise_for_compare
@@ -178,7 +182,7 @@ def register(app: typer.Typer) -> None:
                                   min_delegated),
             gate_file=load_gate_file(gate) if gate else None,
             runtime_api=runtime, accelerator=accelerator, gpu_precisions=gpu_precisions(gpu_precision),
-            op_profile=op_profile, repeats=repeats,
+            op_profile=op_profile, repeats=repeats, state=check_state(state), stream_threshold=stream_threshold,
         )
         check_model_explorer(model_explorer, op_profile)
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway,

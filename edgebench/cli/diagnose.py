@@ -15,6 +15,7 @@ from edgebench.cli._options import (
     MarkdownOpt,
     NoStoreOpt,
     SignatureOpt,
+    StateOpt,
     StaticBatchOpt,
     TrustModelOpt,
     WideOpt,
@@ -44,6 +45,7 @@ def register(app: typer.Typer) -> None:
         out: Optional[str] = typer.Option(None, "--out", "-o", help="Output folder for the .tflite files and inputs."),
         class_output: Optional[str] = typer.Option(None, "--class-output", help="Output holding class scores (for top-1)."),
         no_isolated: bool = typer.Option(False, "--no-isolated", help="Skip the per-op isolated runs (accumulated error only; faster)."),
+        fix_trials: int = typer.Option(d.fix_trials, "--fix-trials", help="int8: re-quantize with each of the top N candidate layers kept float and rank by the measured output PSNR gain (0: rank by the layers' own numbers only)."),
         top: int = typer.Option(10, "--top", help="Layers shown per precision in the table/Markdown/HTML (the JSON has all)."),
         json_path: JsonOpt = None,
         html_path: Optional[str] = typer.Option(None, "--html", help="Write a self-contained HTML report to PATH."),
@@ -60,6 +62,7 @@ def register(app: typer.Typer) -> None:
         wide: WideOpt = False,
         torch: TorchOpt = None,
         channels_last: ChannelsLastOpt = False,
+        state: StateOpt = d.state,
     ) -> None:
         """Per-layer quantization error (accumulated and isolated), ranked worst first with advice.
 
@@ -67,7 +70,7 @@ def register(app: typer.Typer) -> None:
         """
         from edgebench.cli._common import console, deliver, progress_reporter, split_csv
         from edgebench.cli._options import publish_options, source_arg, source_options
-        from edgebench.cli.convert import check_size
+        from edgebench.cli.convert import check_size, check_state
         from edgebench.diagnose import diagnose
         from edgebench.errors import BadInput
         from edgebench.publish import check_store
@@ -79,7 +82,7 @@ def register(app: typer.Typer) -> None:
             src=source_arg(src, torch), precisions=tuple(split_csv(precision, option="--precision")), data=data,
             calibration_data=calibration_data, eval_samples=samples, calibration_samples=calibration_samples,
             int8_io=int8_io, out_dir=out, preprocess=preprocess, size=check_size(size), class_output=class_output,
-            isolated=not no_isolated, reference=reference, source=source_options(signature, input_shape, imports, static_batch=static_batch,
+            isolated=not no_isolated, reference=reference, state=check_state(state), fix_trials=fix_trials, source=source_options(signature, input_shape, imports, static_batch=static_batch,
                                                  dynamic_batch=dynamic_batch, torch=torch, channels_last=channels_last,
                                                  trust_model=trust_model))
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, markdown=markdown,

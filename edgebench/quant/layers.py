@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from edgebench.targets.base import model_state
 from edgebench.targets.host import spawn_worker
 
 NOISE_RATIO = 1 / math.sqrt(12)   # rms of uniform rounding error in quantization steps (0.2887)
@@ -65,15 +66,18 @@ ISOLATION_RULE = ("each op alone in a one-op .tflite (its weights and quantizati
 
 
 def run_worker(float_model: str | Path, quant_model: str | Path, inputs_npz: str | Path, *, samples: int,
-               isolated: bool = True, deadline_s: float = WORKER_DEADLINE_S) -> tuple[dict, dict]:
-    """Per-tensor statistics from ``edgebench.diagnose_worker`` in its own process."""
+               isolated: bool = True, deadline_s: float = WORKER_DEADLINE_S, state_rule=None) -> tuple[dict, dict]:
+    """Per-tensor statistics from ``edgebench.diagnose_worker`` in its own process; stateful models
+    follow ``state_rule`` (``edgebench.state_rule.StateRule``; None: every sample independent)."""
     import sys
 
     work = Path(tempfile.mkdtemp(prefix="edgebench-diagnose-"))
     try:
         job = {"float_model": str(Path(float_model).resolve()), "quant_model": str(Path(quant_model).resolve()),
                "inputs_npz": str(Path(inputs_npz).resolve()), "samples": int(samples), "isolated": bool(isolated),
-               "out_dir": str(work)}
+               "out_dir": str(work), "float_state": model_state(str(float_model)),
+               "quant_state": model_state(str(quant_model)),
+               "state_rule": None if state_rule is None else state_rule.to_job()}
         job_file = work / "job.json"
         job_file.write_text(json.dumps(job))
         return spawn_worker([sys.executable, "-m", "edgebench.diagnose_worker", str(job_file)], work,
@@ -125,8 +129,33 @@ def _input_names(layers: list[dict[str, Any]]) -> None:
         l["input_tensors"] = [by_index[i] for i in l["_inputs"] if i in by_index]
 
 
+# Ops whose integer kernels copy their input's codes unchanged (no requantization): correct only when
+# the input and output share scale and zero point. The converter sometimes gives them different ones
+# (a Keras Bidirectional LSTM's REVERSE_V2 in int8: zero point -8 in, -2 out), and every value is then
+# read on the wrong grid -- a converter defect, not a quantization error a fix on the model can avoid.
+# Integer kernels whose output quantization is fixed by the kernel, not calibrated: LOGISTIC and
+# SOFTMAX give [0, 1] in 256 steps (int8), TANH [-1, 1].
+FIXED_STEP_OPS = ("LOGISTIC", "SOFTMAX", "TANH")
+COPY_OPS = ("REVERSE_V2", "RESHAPE", "TRANSPOSE", "GATHER", "GATHER_ND", "STRIDED_SLICE", "SLICE", "SQUEEZE",
+            "EXPAND_DIMS", "SPACE_TO_DEPTH", "DEPTH_TO_SPACE", "TILE", "BROADCAST_TO")
+
+
+def _requantizing_copy(l: dict[str, Any], by_index: dict[Any, dict[str, Any]]) -> dict[str, Any] | None:
+    """{input, scale_in, scale_out, zero_point_in, zero_point_out} when a COPY_OPS layer's input and
+    output quantization differ (see COPY_OPS), else None."""
+    if l["op"] not in COPY_OPS or not l.get("scale") or not l["_inputs"]:
+        return None
+    src = by_index.get(l["_inputs"][0])
+    if src is None or not src.get("scale"):
+        return None
+    si, so, zi, zo = src["scale"], l["scale"], src.get("zero_point") or 0, l.get("zero_point") or 0
+    if abs(si - so) <= 1e-6 * max(abs(si), abs(so)) and zi == zo:
+        return None
+    return {"input": src["tensor"], "scale_in": si, "scale_out": so, "zero_point_in": zi, "zero_point_out": zo}
+
+
 def rank_layers(tensors: list[dict[str, Any]], precision: str | None = None, *,
-                keep_float: bool = True) -> list[dict[str, Any]]:
+                keep_float: bool = True, qat: bool = False) -> list[dict[str, Any]]:
     """Worker tensor entries -> layer rows, worst first (the rule in this module's docstring)."""
     layers = [_layer(e) for e in tensors if e.get("op") != "INPUT"]
     _input_names(layers)
@@ -138,7 +167,8 @@ def rank_layers(tensors: list[dict[str, Any]], precision: str | None = None, *,
     for l, x in zip(layers, noise):
         l["z"] = float(0.6745 * (x - med) / mad) if np.isfinite(x) else (math.inf if x > 0 else None)
         q = l["ranking_snr_db"]
-        l["finding"] = bool(l["nonfinite"] or (q is not None and q < SNR_FLOOR_DB)
+        l["converter_defect"] = _requantizing_copy(l, by_index)
+        l["finding"] = bool(l["nonfinite"] or (q is not None and q < SNR_FLOOR_DB) or l["converter_defect"]
                             or (l["z"] is not None and l["z"] >= Z_FINDING and (q is None or q < SNR_CEILING_DB)))
     for l in layers:   # the cause first: an input that is itself a finding and about as bad
         causes = [by_index[i] for i in l["_inputs"] if l["finding"] and i in by_index and by_index[i]["finding"]]
@@ -159,7 +189,8 @@ def rank_layers(tensors: list[dict[str, Any]], precision: str | None = None, *,
                 _place(l, out, placed, {})
     for i, l in enumerate(out, 1):
         l["rank"] = i
-        l["advice"] = advice(l, by_tensor={x["tensor"]: x for x in out}, precision=precision, keep_float=keep_float)
+        l["advice"] = advice(l, by_tensor={x["tensor"]: x for x in out}, precision=precision, keep_float=keep_float,
+                             qat=qat)
         l.pop("_index", None)
         l.pop("_inputs", None)
     return out
@@ -179,7 +210,7 @@ def _place(l: dict[str, Any], out: list, placed: set, waiting: dict) -> None:
 
 
 def advice(l: dict[str, Any], by_tensor: dict[str, dict[str, Any]] | None = None,
-           precision: str | None = None, keep_float: bool = True) -> str:
+           precision: str | None = None, keep_float: bool = True, qat: bool = False) -> str:
     """One sentence per layer: what the numbers say and what to do (``keep_float`` False: the source
     cannot be re-quantized with tensors kept float -- a QAT model -- so that fix is not offered)."""
     q = l.get("ranking_snr_db")
@@ -188,6 +219,15 @@ def advice(l: dict[str, Any], by_tensor: dict[str, dict[str, Any]] | None = None
     keep = _keep_float_option(l, precision) if keep_float else ""
     if l.get("nonfinite"):
         return f"NaN/Inf in the quantized output ({l['nonfinite']} values): {keep or 'use fp32 for this model'}"
+    bug = l.get("converter_defect")
+    if bug:
+        r = l.get("isolated_rmse_over_scale")
+        off = f" ({r:.1f} steps rms in isolation)" if r is not None else ""
+        return (f"converter defect: {l['op']} copies its input's int8 codes, but the converter gave its input and "
+                f"output different quantization (scale {_num(bug['scale_in'], 4)} -> {_num(bug['scale_out'], 4)}, "
+                f"zero point {bug['zero_point_in']} -> {bug['zero_point_out']}), so every value is read on the "
+                f"wrong grid{off}; not fixable by calibration: {keep + ', or ' if keep else ''}int16x8, and report "
+                "it to TensorFlow's converter with the model")
     if not l.get("finding"):
         r = l.get("isolated_rmse_over_scale")
         rounding = f", {r:.2f} steps rms (rounding alone: {NOISE_RATIO:.3f})" if r is not None and bits == 8 else ""
@@ -207,6 +247,11 @@ def advice(l: dict[str, Any], by_tensor: dict[str, dict[str, Any]] | None = None
     if scale and bits and l.get("float_max") is not None:
         zp = l.get("zero_point") or 0
         lo_q, hi_q = (-(2 ** (bits - 1)) - zp) * scale, ((2 ** (bits - 1)) - 1 - zp) * scale
+        if (l["float_max"] > hi_q + CLIPPED_STEPS * scale or l["float_min"] < lo_q - CLIPPED_STEPS * scale) and qat:
+            return (f"clipping: float values [{_num(l['float_min'], 3)}, {_num(l['float_max'], 3)}] beyond the range "
+                    f"[{_num(lo_q, 3)}, {_num(hi_q, 3)}] learned in quantization-aware training (its FakeQuant "
+                    "range, not calibration): the fix is in training (train on data covering these values, or keep "
+                    "this layer float in the QAT model)")
         if l["float_max"] > hi_q + CLIPPED_STEPS * scale or l["float_min"] < lo_q - CLIPPED_STEPS * scale:
             return (f"clipping: float range [{_num(l['float_min'], 3)}, {_num(l['float_max'], 3)}] exceeds the "
                     f"quantized range [{_num(lo_q, 3)}, {_num(hi_q, 3)}] fitted on the calibration data: calibrate "
@@ -219,6 +264,11 @@ def advice(l: dict[str, Any], by_tensor: dict[str, dict[str, Any]] | None = None
                 f"{x['outlier_ratio']:,.0f}x the typical channel): quantizing that input per tensor crushes the "
                 "other channels: use fp16, or int8 with --keep-float for it, or fix the model's range")
     lo, hi = l.get("float_min"), l.get("float_max")
+    if l.get("op") in FIXED_STEP_OPS and scale and bits and hi is not None and max(abs(hi), abs(lo or 0.0)) < scale:
+        return (f"the integer {l['op']} kernel's output step is fixed at {_num(scale, 4)} (1/{1 / scale:,.0f}) and "
+                f"the float values [{_num(lo, 3)}, {_num(hi, 3)}] are below one step, so they round to 0: not a "
+                f"calibration or delegate problem; {keep + ', or ' if keep else ''}int16x8 (a 256x finer step); "
+                "judge the fix by cosine, which sees the zeros")
     if scale and bits and lo is not None and hi is not None:
         used = max(hi, 0.0) - min(lo, 0.0)
         grid = (2 ** bits - 1) * scale

@@ -22,6 +22,8 @@ from edgebench.savedmodel import run_tf
 from edgebench.sources import sample_set
 from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl
 from edgebench.targets.host import HostTarget
+from edgebench.state_rule import DEFAULT_STATE
+from edgebench.state_rule import resolve as resolve_state
 
 SEARCH_CANDIDATES = 6          # ranked tensors the keep-float search may keep float
 SEARCH_DIAGNOSE_SAMPLES = 100
@@ -42,6 +44,7 @@ class KeepFloatGoal:
     delegate: str = DEFAULT_DELEGATE
     control: RunControl = field(default_factory=RunControl)   # timing of the candidates table
     candidates: int = SEARCH_CANDIDATES
+    state: str = DEFAULT_STATE            # --state: the run's state rule (edgebench.state_rule)
 
     def meets(self, cand: dict[str, Any]) -> bool:
         if self.max_accuracy_drop_pp is not None and not (cand.get("top1_drop_pp") is not None
@@ -109,9 +112,10 @@ def search_keep_float(src, calibrated: bytes, calibrated_path: Path, graph: dict
     work.mkdir(parents=True)
     inputs = work / "inputs.npz"
     inputs_sha = ds.save(inputs)
+    rule = resolve_state(goal.state, ds.streams, ds.n, how=ds.stream_how, source=ds.source)
     say("keep-float search: TensorFlow reference")
     ref = run_tf(src.saved_model_dir, src.signature, ds, signature_key=src.signature_key, loader=src.loader,
-                 tags=src.tags)
+                 tags=src.tags, rule=rule)
     class_out = None
     if goal.max_accuracy_drop_pp is not None:
         class_out = cmp.pick_class_output(ref, goal.class_output or (src.info or {}).get("class_output"))
@@ -137,7 +141,8 @@ def search_keep_float(src, calibrated: bytes, calibrated_path: Path, graph: dict
             return cand
         control = goal.control if timed else ACCURACY_ONLY   # accuracy: one untimed pass over the samples
         run = host.run(Job(model_path=cand["path"], inputs_npz=str(inputs), threads=goal.threads,
-                           delegate=goal.delegate, control=control, save_outputs=True, seed=goal.seed))
+                           delegate=goal.delegate, control=control, save_outputs=True, seed=goal.seed,
+                           state_rule=rule))
         if run.status != "ok":
             raise InfraError(f"--keep-float auto: candidate {cand['keep_float']} failed on the host: {run.error}")
         drift = cmp.compare_outputs(ref, run.outputs or {})
@@ -158,7 +163,8 @@ def search_keep_float(src, calibrated: bytes, calibrated_path: Path, graph: dict
     say("keep-float search: int8 baseline")
     base = measure([], timed=False)
     say("keep-float search: ranking layers (diagnose)")
-    meta, _ = run_worker(calibrated_path, base["path"], inputs, samples=min(SEARCH_DIAGNOSE_SAMPLES, ds.n))
+    meta, _ = run_worker(calibrated_path, base["path"], inputs, samples=min(SEARCH_DIAGNOSE_SAMPLES, ds.n),
+                         state_rule=rule.take(min(SEARCH_DIAGNOSE_SAMPLES, ds.n)))
     layers = rank_layers(meta["tensors"], "int8")
     ranked: list[str] = []
     for l in layers:

@@ -88,13 +88,19 @@ def diagnosed_rows(doc: Document) -> list[InferenceRow]:
 # --------------------------------------------------------------------------- shared text
 
 
-def accuracy_text(row: InferenceRow | Mapping[str, Any]) -> str:
+def reference_label(doc: Document) -> str:
+    """What the drift and accuracy are against: "TF", or the float .tflite given as --reference."""
+    ref = doc.reference
+    return "TF" if ref is None or ref.target == "tf" or ref.precision == "tf" else "the float .tflite"
+
+
+def accuracy_text(row: InferenceRow | Mapping[str, Any], against: str = "TF") -> str:
     row = as_row(row)
     acc, worst = row.accuracy, row.worst
     parts = []
     if acc is not None and acc.top1 is not None:
         drop = acc.top1_drop_pp
-        parts.append(f"top-1 {acc.top1 * 100:.2f}%" + ("" if drop is None else f" ({top1_change(drop)} pp vs TF)"))
+        parts.append(f"top-1 {acc.top1 * 100:.2f}%" + ("" if drop is None else f" ({top1_change(drop)} pp vs {against})"))
     if acc is not None and acc.top1_agreement is not None:
         parts.append(f"agreement {acc.top1_agreement * 100:.1f}%")
     if worst is not None and worst.psnr_db is not None:
@@ -120,6 +126,13 @@ def _notes(row: InferenceRow, suggested: bool = True) -> list[str]:
              "iso = the op alone fed the float model's values; rounding alone gives rmse/scale 0.289"]
     if d.verdict:
         notes.append(d.verdict)
+    if d.fix_trials:
+        gains = sorted((t.get("gain_db") for t in d.fix_trials if t.get("gain_db") is not None), reverse=True)
+        best = f" (best +{gains[0]:.1f} dB)" if gains and gains[0] > 0 else ""
+        notes.append(f"ranked by the measured gain of keeping a layer float: {len(d.fix_trials)} layers re-quantized "
+                     f"with it float and run{best}; the others follow in their own order")
+    if d.proof_note:
+        notes.append(d.proof_note)
     if suggested and d.suggested_keep_float:
         notes.append(suggested_note(d))
     inter = d.intermediates
@@ -147,8 +160,9 @@ def _notes(row: InferenceRow, suggested: bool = True) -> list[str]:
 def markdown_lines(doc: Document | Mapping[str, Any], escape_cell: Callable[[Any], str], top: int = TOP) -> list[str]:
     """Diagnose section for a PR comment; ``escape_cell`` is report.markdown's cell escaper."""
     out: list[str] = []
-    for row in diagnosed_rows(document(doc)):
-        out += ["", f"**{escape_cell(row.precision)}**: {escape_cell(accuracy_text(row))}", ""]
+    doc = document(doc)
+    for row in diagnosed_rows(doc):
+        out += ["", f"**{escape_cell(row.precision)}**: {escape_cell(accuracy_text(row, reference_label(doc)))}", ""]
         if row.status != "ok":
             out.append(f"_{escape_cell(row.status)}: {escape_cell(row.error)}_")
             continue
@@ -180,7 +194,7 @@ def html_section(docs: Sequence[Document | Mapping[str, Any]]) -> str:
     for doc in (document(d) for d in docs):
         for row in diagnosed_rows(doc):
             layers = [l for l in diagnosis(row).layers if l.node is not None]
-            title = f"{doc.get('model')} {row.precision}: {accuracy_text(row)}"   # Document.get: the envelope's meta
+            title = f"{doc.get('model')} {row.precision}: {accuracy_text(row, reference_label(doc))}"   # Document.get: the envelope's meta
             parts.append(f"<h3>{html.escape(title)}</h3>")
             if row.status != "ok" or not layers:
                 parts.append(f'<p class="note">{html.escape(str(row.error or "no layers"))}</p>')

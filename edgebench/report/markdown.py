@@ -296,4 +296,15 @@ def render_markdown(docs: Document | Mapping[str, Any] | Sequence[Document | Map
             out += llm_lines(doc, md_escape)
         if legend:
             out += ["", md_escape("; ".join(legend))]
+        out += _state_lines(doc, inf)
     return "\n".join(out) + "\n"
+
+
+def _state_lines(doc: Document, rows: list[tuple[InferenceRow, bool]]) -> list[str]:
+    """The state rule that ran (stateful models, streams) and each row's per-stream decisions."""
+    out = [md_escape(doc.state_rule_note)] if doc.state_rule_note else []
+    for r, is_ref in rows:
+        st = r.stream_record
+        if st is not None and not is_ref:
+            out.append(f"- streams, {md_escape(r.precision or r.model)}: {md_escape(st.text())}")
+    return [""] + out if out else []

@@ -168,9 +168,13 @@ class Layer(_Keyed):
     inherits_from: str | None = None
     rank: int | None = None
     advice: str | None = None
+    converter_defect: Mapping[str, Any] | None = None   # a copy op whose input/output quantization differ
+    fix_gain_db: float | None = None          # measured: worst-output PSNR gained with it kept float (int8)
+    fix_psnr_db: float | None = None          # ... the PSNR that trial reached
     keys: tuple[str, ...] | None = _META["keys"]
     unknown: Mapping[str, Any] = _META["unknown"]
 
+    _OPTIONAL: ClassVar[tuple[str, ...]] = ("fix_gain_db", "fix_psnr_db", "converter_defect")
     _KINDS: ClassVar[dict[str, Any]] = {
         "tensor": _str, "float_tensor": _str, "op": _str, "node": _int, "shape": _tuple_of(_int), "dtype": _str,
         "scale": _real, "zero_point": _int, "rmse_over_scale": _real, "snr_db": _real, "channel_snr_db": _real,
@@ -178,7 +182,8 @@ class Layer(_Keyed):
         "isolated_channel_snr_db": _real, "isolated_skipped": _str, "outlier_ratio": _real,
         "outlier_channel": _int, "float_min": _real, "float_max": _real, "match": _str, "nonfinite": _int,
         "ranking_snr_db": _real, "input_tensors": _tuple_of(_str), "z": _real, "finding": _bool,
-        "inherits_from": _str, "rank": _int, "advice": _str,
+        "inherits_from": _str, "rank": _int, "advice": _str, "fix_gain_db": _real, "fix_psnr_db": _real,
+        "converter_defect": lambda v: _freeze(v) if isinstance(v, Mapping) else _BAD,
     }
 
 
@@ -245,6 +250,10 @@ class Diagnosis(_Keyed):
     worker_seconds: float | None = None
     verdict: str | None = None
     fix_commands: tuple[str, ...] = ()
+    # keep-float trials (quant.fix_trials): {tensor, psnr_db, gain_db, top1_drop_pp} per layer tried, and
+    # why the proof goal is what it is (or why no proof command is offered)
+    fix_trials: tuple[Mapping[str, Any], ...] = ()
+    proof_note: str | None = None
     keys: tuple[str, ...] | None = _META["keys"]
     unknown: Mapping[str, Any] = _META["unknown"]
 
@@ -253,9 +262,10 @@ class Diagnosis(_Keyed):
         "findings": _int, "unmatched": _tuple_of(_record(Unmatched)), "suggested_keep_float": _tuple_of(_str),
         "intermediates": _record(Intermediates), "outlier_ratio_method": _str, "tensors_float": _int,
         "tensors_quantized": _int, "seconds": _real, "worker_seconds": _real, "verdict": _str,
-        "fix_commands": _tuple_of(_str),
+        "fix_commands": _tuple_of(_str), "fix_trials": _tuple_of(lambda v: _freeze(v) if isinstance(v, Mapping) else _BAD),
+        "proof_note": _str,
     }
-    _OPTIONAL: ClassVar[tuple[str, ...]] = ("verdict",)
+    _OPTIONAL: ClassVar[tuple[str, ...]] = ("verdict", "proof_note")
     KEYS: ClassVar[tuple[str, ...]] = tuple(_KINDS)      # the row keys this part owns
 
     @classmethod

@@ -160,6 +160,24 @@ class Document:
         return None if v is None else str(v)
 
     @property
+    def state_rule_note(self) -> str | None:
+        """The state rule's one line (``edgebench.state_rule``) when it mattered: some row's model
+        keeps state, or the samples were streams; None for stateless runs."""
+        rule = self.meta.get("state_rule")
+        if not isinstance(rule, Mapping) or not rule.get("line"):
+            return None
+        rows = [r for r in (*self.rows, self.reference) if isinstance(r, InferenceRow)]
+        if rule.get("mode") == "streams":
+            return str(rule["line"])
+        if any(r.state_record and r.state_record.kind in ("resource_variables", "tf_variables") for r in rows):
+            return (f"{rule['line']}; this model keeps variables between calls: if its samples are consecutive "
+                    "windows of a stream (a streaming model), evaluate it as deployed with streams (a 'stream_id' "
+                    "array or a [streams, windows, ...] axis in --data)")
+        if any(r.state for r in rows):
+            return str(rule["line"])
+        return None
+
+    @property
     def cell(self) -> Mapping[str, Any] | None:
         """A matrix cell's axis values, None outside matrices."""
         v = self.meta.get("cell")

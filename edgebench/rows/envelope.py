@@ -132,6 +132,41 @@ class StateRecord:
 
 
 @dataclass(frozen=True)
+class StreamsRecord:
+    """A row's per-stream decisions against the reference's (``--state streams``; a row's
+    ``streams``, ``state_rule.stream_decisions``)."""
+
+    streams: int | None
+    agreement: float | None
+    rule: str | None
+    output: str | None
+    detected: int | None
+    reference_detected: int | None
+    accuracy: float | None
+    reference_accuracy: float | None
+
+    @classmethod
+    def of(cls, d: Any) -> "StreamsRecord | None":
+        if not isinstance(d, Mapping):
+            return None
+        return cls(_i(d.get("streams")), _f(d.get("agreement")), _s(d.get("rule")), _s(d.get("output")),
+                   _i(d.get("detected")), _i(d.get("reference_detected")), _f(d.get("accuracy")),
+                   _f(d.get("reference_accuracy")))
+
+    def text(self) -> str:
+        """'12 streams (detected when ...): decisions agree with the reference on 100% of them; detected 9
+        (reference 9); stream accuracy 75% (reference 75%)'."""
+        out = f"{self.streams} streams, decision = {self.rule} ({self.output})"
+        if self.agreement is not None:
+            out += f": agrees with the reference on {100 * self.agreement:.1f}% of streams"
+        if self.detected is not None:
+            out += f"; detected {self.detected} of {self.streams} (reference {self.reference_detected})"
+        if self.accuracy is not None:
+            out += f"; stream accuracy {100 * self.accuracy:.1f}% (reference {100 * (self.reference_accuracy or 0):.1f}%)"
+        return out
+
+
+@dataclass(frozen=True)
 class OpProfileSummary:
     """The op profile's own summary (a row's ``op_profile_info``): source, runs, how much of the
     profiled Invoke the listed ops cover, what profiling cost, a note."""

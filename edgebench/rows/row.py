@@ -16,7 +16,7 @@ from edgebench.rows.readiness import Readiness
 from edgebench.rows.parts import Accuracy, Cost, Drift, Latency, Warmup, Worst, drifts_from_dict
 from edgebench.rows.regimes import ColdStart, Delegation, Energy, OpEntry, Paced, Sustained, Verdict, Window
 from edgebench.rows.envelope import (Binding, DetectionRecord, LoadLevel, OpProfileSummary, ServerRun, SlaSearch,
-                                     StateRecord)
+                                     StateRecord, StreamsRecord)
 
 # ------------------------------------------------------------------------------------ rows
 
@@ -121,6 +121,7 @@ class InferenceRow(_RowMixin):
     output_mapping: Mapping[str, Any] | None = None  # {how, pairs} when outputs were not paired by name
     input_mapping: Mapping[str, Any] | None = None   # {how, pairs: data key -> model input} when not by name
     state: Mapping[str, Any] | None = None           # stateful graphs: {kind, ops, handling}; None: stateless
+    streams: Mapping[str, Any] | None = None         # --state streams: per-stream decisions (state_rule.stream_decisions)
     runtime_api: str | None = None                  # "interpreter" | "compiled" (LiteRT CompiledModel)
     accelerator: str | None = None                  # compiled runtime: "cpu" | "gpu" | "npu"
     fully_accelerated: bool | None = None           # CompiledModel.is_fully_accelerated()
@@ -178,6 +179,10 @@ class InferenceRow(_RowMixin):
         return StateRecord.of(self.state)
 
     @property
+    def stream_record(self) -> StreamsRecord | None:
+        return StreamsRecord.of(self.streams)
+
+    @property
     def op_summary(self) -> OpProfileSummary:
         return OpProfileSummary.of(self.op_profile_info)
 
@@ -187,7 +192,7 @@ class InferenceRow(_RowMixin):
               "sample_class", "threads", "threads_effective", "delegate", "init_ms", "first_inference_ms", "peak_rss_bytes",
               "rss_before_load_bytes", "detection", "server", "sla", "stop_reason", "input_source",
               "input_samples", "nonfinite_outputs", "outputs_saved", "batch_throughput", "output_mapping",
-              "input_mapping", "state", "extra",
+              "input_mapping", "state", "streams", "extra",
               "runtime_api", "accelerator", "fully_accelerated", "gpu_precision", "op_profile_info")
     _LOG_KEYS = ("memory_mb", "delegates", "delegate_fallback", "delegated_nodes", "model_size_mb", "params",
                  "op_summary", "op_profile_timings", "errors", "unparsed_lines", "source", "warmup")

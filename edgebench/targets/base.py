@@ -16,6 +16,7 @@ import numpy as np
 from edgebench import tflite_model
 from edgebench.errors import EdgebenchError
 from edgebench.measure import MIN_SAMPLES
+from edgebench.state_rule import StateRule
 
 # 662: MLPerf LoadGen early-stopping minimum sample count for a p99 at 99% confidence
 # (derived once in measure.MIN_SAMPLES; imported from here by everything else).
@@ -223,6 +224,7 @@ class Job:
     accelerator: str | None = None      # compiled runtime: "cpu" | "gpu" | "npu" (None -> cpu)
     gpu_precision: str | None = None    # GPU accelerator / delegate: "fp32" | "fp16"
     op_profile: bool = False            # a separate op-profiling pass after the timed runs
+    state_rule: StateRule | None = None  # what a stateful model's outputs start from (None: independent)
 
     @property
     def deadline_s(self) -> float:
@@ -262,7 +264,8 @@ class Job:
                 "save_outputs": self.save_outputs, "seed": self.seed, **self.schedule.worker_keys(),
                 "runtime_api": self.runtime_api, "accelerator": self.accelerator,
                 "gpu_precision": self.gpu_precision, "op_profile": self.op_profile,
-                "state": model_state(self.model_path)}
+                "state": model_state(self.model_path),
+                "state_rule": None if self.state_rule is None else self.state_rule.to_job()}
 
 
 def model_state(model_path: str) -> dict[str, Any] | None:

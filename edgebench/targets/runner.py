@@ -26,7 +26,13 @@ Usage::
                   | {"mode": "first_inference", "api": "interpreter" | "compiled",
                      "xnnpack_cache_path": null | "<file>"},  # one cold-start child
      "runtime_api": "interpreter" | "compiled", "accelerator": "cpu" | "gpu" | "npu" | null,
-     "gpu_precision": "fp32" | "fp16" | null, "op_profile": false, "op_profile_runs": null}
+     "gpu_precision": "fp32" | "fp16" | null, "op_profile": false, "op_profile_runs": null,
+     "state": null | {"kind": ..., "ops": [...], "variable_tensors": n, "init_subgraphs": [k]},  # the file's state
+     "state_rule": null | {"mode": "independent" | "streams", "starts": null | [0, 40, ...]}}
+
+A stateful graph's outputs follow ``state_rule`` (edgebench.state_rule): each sample starts from the
+model's initial state (independent; also without a rule), or each stream's first window does and
+state is carried between its windows (streams); see ``Session.start_sample``.
 
 Writes ``result.json`` (facts, status, error) and ``result.npz`` (``samples_ns``,
 ``warmup_ns``, ``out::<output name>`` when outputs are saved, ``lag_ns`` for paced runs)
@@ -172,7 +178,7 @@ def run_single(job: dict, sess: Session) -> dict:
     nonfinite: dict[str, int] = {}
     for j in range(n):
         if j:
-            sess.start_sample()      # a stateful graph (LSTM state, variables) starts each sample clean
+            sess.start_sample(j)     # a stateful graph starts where the state rule says (each sample / stream)
             sess._set(j)
             sess.it.invoke()
         o = sess.read_outputs()
@@ -184,7 +190,8 @@ def run_single(job: dict, sess: Session) -> dict:
                           for d in sess.outputs}
     del outputs
     if sess.state:
-        res["state"] = {**sess.state, "handling": sess.state_handling, "fresh_interpreters": sess.fresh_interpreters}
+        res["state"] = {**sess.state, "handling": sess.state_handling, "fresh_interpreters": sess.fresh_interpreters,
+                        "rule": "streams" if sess.resets.streams else "independent"}
     it = sess.it                # a resource-variable graph got a new interpreter per sample above
     invoke = it.invoke
 

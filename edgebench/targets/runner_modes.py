@@ -281,7 +281,7 @@ def _output_pass(sess: Session) -> dict:
     """NaN/Inf count over one untimed pass of the input samples (after the timed loop)."""
     nonfinite: dict = {}
     for j in range(sess.n):
-        sess.start_sample()
+        sess.start_sample(j)
         sess._set(j)
         sess.it.invoke()
         _count_nonfinite(sess.read_outputs(), nonfinite)

@@ -334,6 +334,13 @@ def profile_job(job: dict, session) -> dict:
         raise Unavailable(f"op profiling needs the XNNPACK delegate: LiteRT 2.3's profiler runs through the "
                           f"CompiledModel CPU accelerator, which cannot run with delegate {job.get('delegate')!r}; "
                           "profile with --delegate xnnpack")
+    st = job.get("state") or {}
+    if st.get("variable_tensors"):
+        raise Unavailable(f"op profiling runs through LiteRT's CompiledModel, which does not load a model with variable "
+                          f"tensors (LiteRtCreateModelFromFile: status 5): this file keeps {st['variable_tensors']} "
+                          f"variable tensors ({', '.join(st.get('ops') or []) or 'fused LSTM/RNN'} state), so it has no "
+                          "op profile; "
+                          "the timed results are kept")
     sess = session()
     nodes = graph_nodes(sess.it)
     delegation = delegation_summary(nodes, "xnnpack")

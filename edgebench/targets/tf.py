@@ -19,7 +19,7 @@ import numpy as np
 from edgebench import progress
 from edgebench.data import InputSet, Signature, cast_to_signature
 from edgebench.fingerprint import host_fingerprint, sha256_file
-from edgebench.savedmodel import SignatureFunction, saved_model_signature
+from edgebench.savedmodel import SignatureFunction, VariableState, outputs_by_rule, saved_model_signature
 from edgebench.measure import MIN_SAMPLES
 from edgebench.targets.base import Job, RunResult, quantile_answered
 from edgebench.targets.runner_io import (
@@ -118,21 +118,12 @@ class TFTarget:
         def call(lo: int, hi: int) -> dict[str, np.ndarray]:
             return fn.fetch(feed(lo, hi))
 
-        # Outputs for every sample (batched when the signature allows it).
-        step = self.batch if batched else 1
-        outs: dict[str, list[np.ndarray]] = {}
-        first_ms = None
-        for lo in range(0, ds.n, step):
-            s = time.perf_counter_ns()
-            r = call(lo, min(lo + step, ds.n))
-            if first_ms is None:
-                first_ms = (time.perf_counter_ns() - s) / 1e6
-            for k, v in r.items():
-                spec = next((o for o in sig.outputs if o.name == k), None)
-                if step == 1 and spec is not None and not spec.batched:
-                    v = v[None, ...]
-                outs.setdefault(k, []).append(v)
-        outputs = {k: np.concatenate(v, axis=0) for k, v in outs.items()}
+        # Outputs for every sample (batched when the signature allows it; a stateful signature one
+        # sample at a time, following the run's state rule).
+        state = VariableState(fn)
+        first: list[float] = []
+        outputs = outputs_by_rule(fn, sig, ds, self.batch, job.state_rule, state, first)
+        first_ms = first[0] if first else None
 
         # Timed like the LiteRT rows time invoke(): the batch-1 input tensors are built before the
         # loop and outputs stay on the device; only the call (plus a device sync on a GPU, where
@@ -166,6 +157,8 @@ class TFTarget:
                                  "loader": self.loader, "signature": self.signature_key}
         if throughput is not None:
             extra["batch_throughput"] = throughput
+        if state.stateful:
+            extra["state"] = state.record(job.state_rule)
         return RunResult(
             target="tf",
             model_path=job.model_path,

@@ -85,12 +85,28 @@ def state_notes(rows) -> list[str]:
     """One line per way state was handled: 'stateful graph (UNIDIRECTIONAL_SEQUENCE_LSTM) in fp32,
     int8: state reset before every sample's outputs ...' (rich markup, escaped)."""
     groups: dict[tuple[str, str], list[str]] = {}
-    for r in rows:
-        st = r.state_record if isinstance(r, InferenceRow) else None
+    rows = [r for r in rows if isinstance(r, InferenceRow)]
+    labels = [str(r.precision or r.model) for r in rows]
+    if len(set(labels)) < len(labels):         # one precision on two targets: "int8 on host, int8 on adb:..."
+        labels = [f"{r.precision or r.model} on {r.target}" for r in rows]
+    if len(set(labels)) < len(labels):         # compare A B: two fp32 files on the host -- name them by model
+        labels = [str(r.model or r.precision) for r in rows]
+    for r, label in zip(rows, labels):
+        st = r.state_record
         if st is not None:
             key = (", ".join(st.ops) or str(st.kind), str(st.handling or "not reset"))
-            groups.setdefault(key, []).append(str(r.precision or r.model))
+            groups.setdefault(key, []).append(label)
     return [f"stateful graph ({e(ops)}) in {e(', '.join(who))}: {e(how)}" for (ops, how), who in groups.items()]
+
+
+def stream_notes(rows) -> list[str]:
+    """--state streams: one line per row with per-stream decisions (rich markup, escaped)."""
+    out = []
+    for r in rows:
+        st = r.stream_record if isinstance(r, InferenceRow) else None
+        if st is not None and not r.is_reference:
+            out.append(f"streams, {e(r.precision or r.model)}: {e(st.text())}")
+    return out
 
 
 def input_mapping_note(r: InferenceRow) -> list[str]:

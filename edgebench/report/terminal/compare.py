@@ -7,7 +7,8 @@ from typing import Any, Mapping
 
 from rich.table import Table
 
-from edgebench.report.terminal._cells import as_document, e, fit_columns, input_mapping_note, state_notes
+from edgebench.report.terminal._cells import (as_document, e, fit_columns, input_mapping_note, state_notes,
+                                              stream_notes)
 from edgebench.report.terminal.warnings import lines as grouped_warnings
 from edgebench.outcome import precision_label, row_verdict, top1_change  # noqa: F401 -- top1_change re-exported
 from edgebench.rows import Document, InferenceRow
@@ -91,7 +92,8 @@ def headline_lines(doc: Document) -> list[str]:
             continue
         bits = []
         if r.size_reduction_pct is not None and r.precision != "fp32":
-            bits.append(f"{r.size_reduction_pct:.0f}% smaller")
+            pct = r.size_reduction_pct
+            bits.append(f"{pct:.0f}% smaller" if pct >= 0 else f"{-pct:.0f}% larger")
         base = fp32.get(r.target)
         lat = r.latency
         if lat and lat.p50 and base is not None and base is not r and base.latency.p50:
@@ -176,7 +178,10 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
             notes.append(f"outputs of {e(r.precision or r.model)} matched to the reference by {e(mp.how)}: "
                          f"{e(pairs)}")
         notes.extend(input_mapping_note(r))
+    if doc.state_rule_note:
+        notes.append(e(doc.state_rule_note))
     notes.extend(state_notes(compare_rows(doc)))
+    notes.extend(stream_notes(compare_rows(doc)))
     if doc.error_sources_text:
         notes.append(e(doc.error_sources_text))
     per_process = sorted({str(r.target) for r in compare_rows(doc) if r.sample_class == "per-process"})

@@ -12,7 +12,7 @@ from rich.table import Table
 from edgebench.outcome import TOP1_CHANGE, top1_change
 from edgebench.formats import fmt_bytes
 from edgebench.report.diagnose import (LAYER_COLUMNS, TOP, _layer_cells, _n, _notes, _short, accuracy_text, commands,
-                                       diagnosed_rows, diagnosis, document)
+                                       diagnosed_rows, diagnosis, document, reference_label)
 from edgebench.report.terminal._cells import WholeLine, e, fit_columns
 from edgebench.rows import Document, KeepFloatSearch
 
@@ -93,7 +93,7 @@ def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP, *, width:
         d = diagnosis(row)
         samples = "-" if d.samples is None else d.samples
         t = Table(title=f"edgebench diagnose: {e(str(doc.get('model')))} {e(str(row.precision))}"
-                        f"  ({samples} samples; {e(accuracy_text(row))})", header_style="bold",
+                        f"  ({samples} samples; {e(accuracy_text(row, reference_label(doc)))})", header_style="bold",
                   caption_justify="left")
         if row.status != "ok":
             t.add_column("status")

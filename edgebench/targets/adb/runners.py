@@ -24,7 +24,7 @@ from edgebench.targets.adb.remote import (REMOTE_FILES, REMOTE_ROOT, AdbDevice, 
                                           content_name)
 from edgebench.targets.adb.thermal import ThermalPolicy, detect_throttle, monitored_shell
 from edgebench.targets.adb.thermal import cool_down as cool_down_device
-from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, PER_PROCESS, Job, RunResult, check_job_files
+from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, PER_PROCESS, Job, RunResult, check_job_files, model_state
 from edgebench.targets.host import WORKER_FILES
 from edgebench.targets.benchmark_model.argv import (
     build_argv,
@@ -369,6 +369,11 @@ class AdbTarget:
         2. with ``save_outputs``: one invocation per input sample (no warm-up, outputs only);
         3. the timed loop: one invocation per sample, each after the job's warm-up, under the
            job's stop rule (``--runs``, else ``--min-runs`` and ``--min-time``; never past ``--max-time``)."""
+        if job.state_rule is not None and job.state_rule.streams and model_state(str(job.model_path)):
+            raise BadInput(f"{job.model_path} keeps state between calls and the run streams it (--state streams), "
+                           "but benchmark_model computes every sample in a process of its own, so state cannot be "
+                           "carried; run this device with the Python runner (a device with python3 and LiteRT, "
+                           "without --benchmark-binary) or use --state independent")
         dev = self.device
         facts = self.facts()
         info = resolve_binary(self.benchmark_binary)
