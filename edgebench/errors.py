@@ -56,6 +56,28 @@ class OutputNotWritable(BadInput, OSError):
         return self.message
 
 
+class StdoutNotWritable(OutputNotWritable):
+    """Standard output (redirected to a file on a full disk, ``/dev/full``, a device that fails)
+    could not take what a command wrote. Raised by the one stdout writer (``atomic.StdoutWriter``)
+    on the first failing write -- a short write is retried, so output is never cut silently.
+    ``where`` is appended by a caller that knows where the measured result is kept."""
+
+    def __init__(self, exc: OSError, where: str | None = None) -> None:
+        import errno
+
+        OutputNotWritable.__init__(self, "standard output", exc)
+        fix = ("free space on that disk or redirect the output elsewhere"
+               if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+               else "redirect the output to a writable file")
+        self.cause = exc
+        self.message = f"could not write to standard output: {self.reason}; {fix}" + (f" ({where})" if where else "")
+        self.args = (self.message,)
+
+    def kept(self, where: str) -> "StdoutNotWritable":
+        """The same error, saying where the measured result is (a run id, an unsaved/ file)."""
+        return StdoutNotWritable(self.cause, where)
+
+
 class GateFailed(EdgebenchError):
     """A threshold was missed; the message names precision, metric, value, threshold."""
 

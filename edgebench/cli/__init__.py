@@ -99,15 +99,16 @@ def run() -> None:
     """The ``edgebench`` console script and ``python -m edgebench``: :func:`main`, then a fast
     exit (``cli/_startup.fast_exit``: every output flushed and every atexit handler run, but no
     ~1 s of TensorFlow teardown). In-process callers (tests, notebooks) call :func:`main`."""
-    from edgebench.cli._startup import fast_exit
+    from edgebench.cli._startup import fast_exit, flush_stdout, strict_stdout
 
+    strict_stdout()                 # a write error on stdout is exit 2, never output cut short with 0
     try:
         code = main()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if not isinstance(exc.code, (int, type(None))):
             print(exc.code, file=sys.stderr)
-    fast_exit(code)
+    fast_exit(flush_stdout(code))
 
 
 def _stop_on_signals() -> None:

@@ -186,20 +186,16 @@ def deliver(doc, opts, render, *, json_path: str | None = None) -> "object":
     An interruption (Ctrl-C/SIGTERM/SIGHUP) is raised after the rows measured before it were
     stored and shown; a store or push failure after the table was printed. Returns the
     published document (with ``run_id``)."""
-    from edgebench.errors import Interrupted
+    from edgebench.errors import Interrupted, StdoutNotWritable
     from edgebench.publish import publish
-    from edgebench.report.terminal._cells import WholeLine
 
     outcome = publish(doc, opts)
     doc = outcome.doc
     if json_path != "-":
-        con = console()
-        parts = render(doc)
-        for part in (parts if isinstance(parts, (list, tuple)) else [parts]):
-            if isinstance(part, WholeLine):      # a command: never wrapped or cropped by us
-                con.print(part, soft_wrap=True, markup=False, highlight=False)
-            else:
-                con.print(part)
+        try:
+            _show(render(doc))
+        except StdoutNotWritable as err:         # the table was the user's copy: say where the result is
+            raise err.kept(_kept_where(outcome)) from None
     if doc.get("interrupted"):
         signal_name = doc.get("interrupted_by") or "Ctrl-C"
         done = sum(1 for r in doc.rows if r.ok)
@@ -209,6 +205,36 @@ def deliver(doc, opts, render, *, json_path: str | None = None) -> "object":
                           f"({where}); rerun to measure the rest", signal_name=signal_name)
     outcome.raise_error()
     return doc
+
+
+def _show(parts) -> None:
+    """Print rendered parts to stdout and flush, so a write error surfaces while the result is at hand."""
+    import sys
+
+    from edgebench.report.terminal._cells import WholeLine
+
+    con = console()
+    for part in (parts if isinstance(parts, (list, tuple)) else [parts]):
+        if isinstance(part, WholeLine):      # a command: never wrapped or cropped by us
+            con.print(part, soft_wrap=True, markup=False, highlight=False)
+        else:
+            con.print(part)
+    sys.stdout.flush()
+
+
+def _kept_where(outcome) -> str:
+    """Where a published result is, for a message about output that did not arrive."""
+    from edgebench.publish import keep_unsaved
+
+    if outcome.run_id:
+        return f"the result is stored as run {outcome.run_id}: `edgebench results show {outcome.run_id}`"
+    if outcome.kept:
+        return f"the result was kept in {outcome.kept}; store it with `edgebench results import {outcome.kept}`"
+    try:
+        path = keep_unsaved(outcome.doc)
+    except OSError as exc:
+        return f"the result could not be kept in unsaved/ either ({exc.strerror or exc})"
+    return f"the result was kept in {path}; store it with `edgebench results import {path}`"
 
 
 def verdict_then_unwritten(verdict: Callable[[], None], unwritten: list[str]) -> None:

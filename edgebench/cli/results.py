@@ -175,7 +175,9 @@ def register(app: typer.Typer) -> None:
 
         text = render_csv(rows)
         if output == "-":
-            typer.echo(text, nl=False)
+            from edgebench.atomic import write_stdout
+
+            write_stdout(text)
         else:
             from edgebench.atomic import write_text
 
