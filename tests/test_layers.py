@@ -23,7 +23,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "edgebench.progress", "edgebench.measure", "edgebench.energy", "edgebench.fingerprint",
                     "edgebench.results", "edgebench.envlock", "edgebench.peak", "edgebench.profiles",
                     "edgebench.models", "edgebench.tflite_model", "edgebench.tflite_rewrite",
-                    "edgebench.formats")),
+                    "edgebench.formats", "edgebench.printable")),
     ("model and data", ("edgebench.data", "edgebench.savedmodel", "edgebench.compare", "edgebench.rows",
                         "edgebench.rows.*", "edgebench.metrics", "edgebench.identity")),
     ("runtimes", ("edgebench.targets", "edgebench.targets.*", "edgebench.profile", "edgebench.sustain",

@@ -143,13 +143,13 @@ def _stop_on_signals() -> None:
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """Python warnings from library code as one readable line (no file/line noise)."""
-    from rich.console import Console
-
     if issubclass(category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning)):
         return
     from rich.markup import escape
 
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold yellow]warning:[/] {escape(str(message))}")
+    from edgebench.report.terminal.console import DataConsole
+
+    DataConsole(stderr=True, highlight=False, soft_wrap=True).print(f"[bold yellow]warning:[/] {escape(str(message))}")
 
 
 def _main(argv: list[str] | None) -> None:
@@ -181,7 +181,13 @@ def _main(argv: list[str] | None) -> None:
         sys.exit(exc.exit_code)
     except Exception as exc:  # click usage errors and anything unforeseen
         if isinstance(exc, _click_exceptions().UsageError):
-            exc.show()
+            import io
+
+            from edgebench.printable import printable_lines
+
+            text = io.StringIO()
+            exc.show(file=text)                 # the value the user typed is data: shown, never sent
+            sys.stderr.write(printable_lines(text.getvalue()))
             sys.exit(2)
         if _SIGNALLED:
             # the signal's exception surfaced inside a library that wrapped it (TensorFlow turns it
@@ -216,8 +222,9 @@ def _interrupted() -> None:
 
 
 def _fail(message: str, code: int) -> None:
-    from rich.console import Console
     from rich.markup import escape
 
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}", markup=True)
+    from edgebench.report.terminal.console import DataConsole
+
+    DataConsole(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}", markup=True)
     sys.exit(code)

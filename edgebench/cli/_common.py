@@ -42,11 +42,11 @@ def console(stderr: bool = False):
     columns instead of rich's 80, so logs and CI output keep one line per row."""
     import os
 
-    from rich.console import Console
+    from edgebench.report.terminal.console import DataConsole
 
-    con = Console(stderr=stderr, highlight=False)
+    con = DataConsole(stderr=stderr, highlight=False)     # data's control characters shown, never sent
     if not con.is_terminal and not os.environ.get("COLUMNS"):
-        con = Console(stderr=stderr, highlight=False, width=160)
+        con = DataConsole(stderr=stderr, highlight=False, width=160)
     return con
 
 
@@ -90,7 +90,6 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
         import threading
         from contextlib import contextmanager
 
-        from rich.console import Console
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                                    TimeElapsedColumn, TimeRemainingColumn)
 
@@ -98,7 +97,9 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
 
         self._stream = terminal_stderr()
         if self._stream is not None:
-            con = Console(file=self._stream, force_terminal=True)
+            from edgebench.report.terminal.console import DataConsole
+
+            con = DataConsole(file=self._stream, force_terminal=True)
             # redrawn by our own thread, which holds off while this machine is timed (progress.measuring)
             self._progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
                                       MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
