@@ -7,6 +7,7 @@ only ``main()`` maps them to exit codes (0 ok, 1 gate failed, 2 bad input, 3 inf
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -159,6 +160,7 @@ def _main(argv: list[str] | None) -> None:
 
     warnings.showwarning = _show_warning
     try:
+        _check_arguments(sys.argv[1:] if argv is None else argv)
         rv = app(args=argv, standalone_mode=False)
     except EdgebenchError as err:
         from edgebench.errors import Interrupted
@@ -193,6 +195,10 @@ def _main(argv: list[str] | None) -> None:
             # the signal's exception surfaced inside a library that wrapped it (TensorFlow turns it
             # into SystemError/AttributeError mid-trace): it is an interruption, not a bug
             _interrupted()
+        if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
+            # a path the user gave, with a part longer than a file name can be (stat, open, mkdir)
+            _fail(f"{exc.filename or 'a path given'}: {exc.strerror}: a part of it is longer than a file name may "
+                  f"be ({_name_max()} bytes) or the whole longer than a path may be; give a shorter path", 2)
         if os.environ.get("EDGEBENCH_DEBUG"):
             raise
         _fail(f"internal error: {type(exc).__name__}: {exc} (set EDGEBENCH_DEBUG=1 for a traceback "
@@ -205,6 +211,29 @@ def _main(argv: list[str] | None) -> None:
             _interrupted()
         if isinstance(rv, int) and rv:
             sys.exit(rv)
+
+
+def _check_arguments(args: list[str]) -> None:
+    """A command-line argument that is not valid UTF-8 (a file name in another encoding, which
+    Python holds as lone surrogates) is refused before anything runs: edgebench writes every path it
+    was given into JSON, the results store and reports, and LiteRT and TensorFlow take paths as UTF-8."""
+    from edgebench.errors import BadInput
+    from edgebench.printable import printable
+
+    for arg in args:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            byte = printable(arg[exc.start])
+            raise BadInput(f"{printable(arg)}: not valid UTF-8 (the byte {byte}); rename the file (or use a "
+                           "link to it) with a UTF-8 name") from None
+
+
+def _name_max() -> int:
+    try:
+        return os.pathconf("/", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
 
 
 INTERRUPTED = ("interrupted (Ctrl-C); results already stored or written with --json are kept, the "
