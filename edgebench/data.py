@@ -167,6 +167,18 @@ class InputSet:
         return InputSet(arrays, labels, source or str(path))
 
 
+def check_npz_inputs(path: str | Path, option: str = "--data") -> None:
+    """An .npz of inputs handed to a runner as it is (``bench --data``): readable, and every float
+    array finite -- NaN/Inf inputs make the outputs meaningless and may change the timing (NaN
+    paths, denormals), so they are refused as ``load_data`` refuses them for the other commands."""
+    for name, a in _load_npz(Path(path)).items():
+        if name != LABELS_KEY and np.issubdtype(a.dtype, np.floating) and a.size and not np.all(np.isfinite(a)):
+            bad = ~np.isfinite(a)
+            first = np.argwhere(bad)[0]
+            raise BadInput(f"{option} {path}: input '{name}' holds {int(bad.sum())} NaN/Inf value(s) (the first in "
+                           f"sample {int(first[0]) if first.size else 0}); clean the data")
+
+
 def _load_npz(path: Path) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as z:

@@ -20,6 +20,9 @@ def split_csv(value: str | None, *, option: str, allowed: tuple[str, ...] | None
         bad = [v for v in items if v not in allowed]
         if bad:
             raise BadInput(f"{option}: unknown value {bad[0]!r}; use one or more of {', '.join(allowed)}")
+    twice = [v for i, v in enumerate(items) if v in items[:i]]
+    if twice:       # fp32,fp32 or host,host would run (and store) the same thing twice
+        raise BadInput(f"{option} {value}: {twice[0]!r} is given twice; list each once")
     return items
 
 
