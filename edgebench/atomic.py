@@ -29,13 +29,14 @@ from typing import Iterator
 from edgebench.errors import EdgebenchError, OutputNotWritable, StdoutNotWritable
 
 
-def ensure_dir(path: str | os.PathLike) -> Path:
-    """``mkdir -p`` for an output folder; a failure is one clear line (OutputNotWritable, exit 2)."""
+def ensure_dir(path: str | os.PathLike, fix: str | None = None) -> Path:
+    """``mkdir -p`` for an output folder; a failure is one clear line (OutputNotWritable, exit 2;
+    ``fix`` replaces the generic advice, e.g. naming the option that chose the folder)."""
     p = Path(path)
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OutputNotWritable(p, exc, "create the folder") from None
+        raise OutputNotWritable(p, exc, "create the folder", fix=fix) from None
     return p
 
 

@@ -90,6 +90,24 @@ class Signature:
         return {"inputs": [t.to_dict() for t in self.inputs], "outputs": [t.to_dict() for t in self.outputs]}
 
 
+def input_mismatch(ref: Signature, other: Signature) -> str | None:
+    """Why ``other`` cannot take the inputs made for ``ref`` (None when it can): a different number
+    of inputs, or an input whose sample shape no input of ``ref`` has -- two different models, not
+    two forms of one. Names are not compared (a .tflite renames a SavedModel's inputs:
+    ``serving_default_image:0``), nor types (an int8-I/O variant takes int8 where FP32 takes float)."""
+    def show(sig: Signature) -> str:
+        return ", ".join(f"{t.name} {[d if d is not None else 'N' for d in t.sample_shape]} {t.dtype}"
+                         for t in sig.inputs)
+
+    def fits(t: TensorSpec, u: TensorSpec) -> bool:
+        a, b = t.sample_shape, u.sample_shape
+        return len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b))
+
+    if len(ref.inputs) != len(other.inputs) or not all(any(fits(t, u) for u in ref.inputs) for t in other.inputs):
+        return f"takes {show(other)} where the reference takes {show(ref)}"
+    return None
+
+
 @dataclass(frozen=True)
 class InputSet:
     """A fixed set of samples; ``sha256`` identifies its exact bytes everywhere it is fed."""

@@ -41,12 +41,13 @@ class OutputNotWritable(BadInput, OSError):
         reason = exc.strerror or type(exc).__name__
         if exc.errno == errno.EEXIST:       # mkdir -p through a regular file
             reason = "Not a directory"
+        # the generic advice names no option: the command that has one (--out) says it in ``fix``
         if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-            fix = fix or "free space on that disk or write elsewhere (--out DIR / another path)"
+            fix = fix or "free space on that disk or write elsewhere"
         elif exc.errno in (errno.ENOTDIR, errno.EEXIST):
             fix = fix or "a part of that path is a file, not a folder: choose another path"
         else:
-            fix = fix or "choose a writable folder (--out DIR / another path) or fix its permissions"
+            fix = fix or "choose a writable folder or fix its permissions"
         self.message = f"cannot {what} {path}: {reason}; {fix}"
         self.path = str(path)
         self.reason = reason

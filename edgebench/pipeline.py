@@ -17,7 +17,8 @@ import numpy as np
 
 from edgebench import compare as cmp
 from edgebench.convert import DEFAULT_PRECISIONS
-from edgebench.data import DEFAULT_PREPROCESS, InputSet, cast_to_signature, load_data, range_warnings, value_ranges
+from edgebench.data import (DEFAULT_PREPROCESS, InputSet, cast_to_signature, input_mismatch, load_data, range_warnings,
+                            value_ranges)
 from edgebench.errors import BadInput, EdgebenchError
 from edgebench.fingerprint import emulation_warning, host_fingerprint, sha256_file
 from edgebench.gate import Thresholds, evaluate, thresholds_for
@@ -229,6 +230,13 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
         ref_variant = manifest["variants"][manifest["reference_variant"]]
         src = resolve_source(settings.source.reference or ref_variant["path"], size=settings.size,
                              work_dir=Path(manifest["out_dir"]), seed=settings.seed, options=settings.source)
+        if settings.source.reference:        # another model than the files: say so, not "reshape the data"
+            given = resolve_source(ref_variant["path"], size=settings.size, work_dir=Path(manifest["out_dir"]),
+                                   seed=settings.seed, options=settings.source)
+            why = input_mismatch(src.signature, given.signature)
+            if why:
+                raise BadInput(f"{ref_variant['path']} {why} (--reference {settings.source.reference}): the "
+                               "reference must be the model the .tflite files were converted from")
     else:
         manifest = convert(ConvertSettings(
             src=settings.src, precisions=settings.precisions,
@@ -434,6 +442,10 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
     kinds = [_model_kind(settings.a), _model_kind(settings.b)]
     srcs = [resolve_source(x, options=settings.source, require_static=False) for x in (settings.a, settings.b)]
     sig = srcs[0].signature
+    why = input_mismatch(sig, srcs[1].signature)
+    if why:       # the data is fine for A: B is another model, and feeding it would blame the data
+        raise BadInput(f"{settings.b} {why} ({settings.a}): compare runs the same inputs through two forms of "
+                       "one model (e.g. its SavedModel and its int8 .tflite); give B converted from A")
     if settings.data is None:
         raise BadInput("compare needs --data (an .npz/.npy/image folder of real samples, or 'synthetic')")
     ds = load_data(settings.data, sig, preprocess=settings.preprocess, seed=settings.seed)

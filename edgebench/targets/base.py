@@ -405,9 +405,10 @@ def check_job_files(job: Job) -> Path:
     """The job's model path, after checking that it and its input set exist (BadInput otherwise)."""
     from edgebench.errors import BadInput
 
-    model = Path(job.model_path)
-    if not model.is_file():
-        raise BadInput(f"model not found: {model}; give the path of an existing .tflite file")
+    from edgebench.paths import require_file
+
+    model = require_file(job.model_path, "a .tflite file", "give the path of an existing .tflite file",
+                         missing="model not found")
     if job.inputs_npz and not Path(job.inputs_npz).is_file():
         raise BadInput(f"input data not found: {job.inputs_npz}; give an .npz InputSet (--data)")
     return model

@@ -139,9 +139,9 @@ def import_log_file(path: str | os.PathLike) -> Document:
     """``edgebench import-log FILE``: read, parse and wrap a captured log as a result document."""
     from edgebench import __version__
 
-    p = Path(path)
-    if not p.is_file():
-        raise BadInput(f"{p}: no such file; give the path of a captured benchmark_model output")
+    from edgebench.paths import require_file
+
+    p = require_file(path, "a captured log file", "give the path of a captured benchmark_model output")
     data = p.read_bytes()
     if not data.strip():
         raise BadInput(f"{p} is empty; capture benchmark_model's output with 2>&1 into the file")
