@@ -88,7 +88,8 @@ def timeline(res: RunResult, what: str) -> tuple[tuple[Window, ...], Sustained]:
 def _summary(windows: Sequence[Window], tl: Mapping[str, Any]) -> Sustained:
     lat = [w for w in windows if w.latency is not None and w.latency.p50]
     first, last = (lat[0], lat[-1]) if lat else (None, None)
-    ratio = last.latency.p50 / first.latency.p50 if first and last else None
+    # one window has no "last vs first": the ratio is unknown, not 1.000
+    ratio = last.latency.p50 / first.latency.p50 if len(lat) >= 2 else None
     when = why = None
     caps0 = list((windows[0].thermal or {}).get("cpu_cap_khz") or []) if windows else []
     for w in windows[1:]:
