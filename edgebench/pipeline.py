@@ -361,7 +361,15 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
     quality_misses = sorted({c.precision for c in verdict.failures
                              if c.metric in ("accuracy_drop_pp", "psnr_db", "nonfinite_outputs")
                              and c.precision in ("int8", "int16x8", "fp16", "dynamic")})
-    if quality_misses:
+    if quality_misses == ["int8"] and settings.keep_float:
+        # int8 already kept the diagnosed tensors float: diagnose would name them again (a loop)
+        extra["keep_float_hint"] = (
+            "the --keep-float auto search met no goal it tried (see its table): try --precision int16x8 or a "
+            "looser goal" if settings.keep_float == "auto" else
+            f"keeping {len(next((r.keep_float for r in rows if r.precision == 'int8' and r.keep_float), ()))} "
+            "tensor(s) float did not reach it: let --keep-float auto "
+            "search measured sets of the ranked tensors, or try --precision int16x8")
+    elif quality_misses:
         from edgebench.diagnose import DEFAULT_SAMPLES, diagnose_command
 
         extra["diagnose_command"] = diagnose_command(   # same data; diagnose's own default sample count
@@ -517,5 +525,6 @@ def raise_for_compare(doc: Document) -> None:
     if conv:
         raise ConversionFailed(f"{conv[0].precision}: {conv[0].error} (other rows were reported and saved)")
     if misses:
-        hint = f"; find the layer: {doc.get('diagnose_command')}" if doc.get("diagnose_command") else ""
+        hint = (f"; find the layer: {doc.get('diagnose_command')}" if doc.get("diagnose_command") else
+                f"; {doc.get('keep_float_hint')}" if doc.get("keep_float_hint") else "")
         raise GateFailed("gate failed: " + "; ".join(c["message"] for c in misses) + hint)

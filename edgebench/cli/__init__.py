@@ -72,6 +72,15 @@ def _check_ranges() -> None:
 _check_ranges()
 
 
+def _plain_help() -> None:
+    from edgebench.cli._help import plain_placeholders
+
+    plain_placeholders()
+
+
+_plain_help()
+
+
 def _click_exceptions():
     try:  # typer >= 0.24 vendors click
         from typer._click import exceptions  # type: ignore[attr-defined]

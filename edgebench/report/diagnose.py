@@ -88,13 +88,21 @@ def diagnosed_rows(doc: Document) -> list[InferenceRow]:
 # --------------------------------------------------------------------------- shared text
 
 
-def accuracy_text(row: InferenceRow | Mapping[str, Any]) -> str:
+def against(doc: Document | None) -> str:
+    """What the accuracy was measured against: TF, or the float .tflite of ``--reference`` (no
+    TensorFlow ran then)."""
+    ref = doc.reference if doc is not None else None
+    return "TF" if ref is None or ref.precision in (None, "tf") else "the float .tflite"
+
+
+def accuracy_text(row: InferenceRow | Mapping[str, Any], doc: Document | None = None) -> str:
     row = as_row(row)
     acc, worst = row.accuracy, row.worst
     parts = []
     if acc is not None and acc.top1 is not None:
         drop = acc.top1_drop_pp
-        parts.append(f"top-1 {acc.top1 * 100:.2f}%" + ("" if drop is None else f" ({top1_change(drop)} pp vs TF)"))
+        parts.append(f"top-1 {acc.top1 * 100:.2f}%" + ("" if drop is None else
+                                                       f" ({top1_change(drop)} pp vs {against(doc)})"))
     if acc is not None and acc.top1_agreement is not None:
         parts.append(f"agreement {acc.top1_agreement * 100:.1f}%")
     if worst is not None and worst.psnr_db is not None:
@@ -147,8 +155,9 @@ def _notes(row: InferenceRow, suggested: bool = True) -> list[str]:
 def markdown_lines(doc: Document | Mapping[str, Any], escape_cell: Callable[[Any], str], top: int = TOP) -> list[str]:
     """Diagnose section for a PR comment; ``escape_cell`` is report.markdown's cell escaper."""
     out: list[str] = []
-    for row in diagnosed_rows(document(doc)):
-        out += ["", f"**{escape_cell(row.precision)}**: {escape_cell(accuracy_text(row))}", ""]
+    doc = document(doc)
+    for row in diagnosed_rows(doc):
+        out += ["", f"**{escape_cell(row.precision)}**: {escape_cell(accuracy_text(row, doc))}", ""]
         if row.status != "ok":
             out.append(f"_{escape_cell(row.status)}: {escape_cell(row.error)}_")
             continue
@@ -180,7 +189,7 @@ def html_section(docs: Sequence[Document | Mapping[str, Any]]) -> str:
     for doc in (document(d) for d in docs):
         for row in diagnosed_rows(doc):
             layers = [l for l in diagnosis(row).layers if l.node is not None]
-            title = f"{doc.get('model')} {row.precision}: {accuracy_text(row)}"   # Document.get: the envelope's meta
+            title = f"{doc.get('model')} {row.precision}: {accuracy_text(row, doc)}"   # Document.get: the envelope's meta
             parts.append(f"<h3>{html.escape(title)}</h3>")
             if row.status != "ok" or not layers:
                 parts.append(f'<p class="note">{html.escape(str(row.error or "no layers"))}</p>')

@@ -91,7 +91,9 @@ def headline_lines(doc: Document) -> list[str]:
             continue
         bits = []
         if r.size_reduction_pct is not None and r.precision != "fp32":
-            bits.append(f"{r.size_reduction_pct:.0f}% smaller")
+            red = r.size_reduction_pct          # a file that grew is "larger", never "-2% smaller"
+            bits.append(f"{red:.0f}% smaller" if round(red) > 0 else f"{-red:.0f}% larger" if round(red) < 0
+                        else "same size")
         base = fp32.get(r.target)
         lat = r.latency
         if lat and lat.p50 and base is not None and base is not r and base.latency.p50:

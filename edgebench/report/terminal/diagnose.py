@@ -11,6 +11,8 @@ from rich.table import Table
 
 from edgebench.outcome import TOP1_CHANGE, top1_change
 from edgebench.formats import fmt_bytes
+from edgebench.measure import MIN_SAMPLES
+from edgebench.report.tables import INVALID_MARK
 from edgebench.report.diagnose import (LAYER_COLUMNS, TOP, _layer_cells, _n, _notes, _short, accuracy_text, commands,
                                        diagnosed_rows, diagnosis, document)
 from edgebench.report.terminal._cells import WholeLine, e, fit_columns
@@ -93,7 +95,7 @@ def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP, *, width:
         d = diagnosis(row)
         samples = "-" if d.samples is None else d.samples
         t = Table(title=f"edgebench diagnose: {e(str(doc.get('model')))} {e(str(row.precision))}"
-                        f"  ({samples} samples; {e(accuracy_text(row))})", header_style="bold",
+                        f"  ({samples} samples; {e(accuracy_text(row, doc))})", header_style="bold",
                   caption_justify="left")
         if row.status != "ok":
             t.add_column("status")
@@ -139,11 +141,14 @@ def render_keep_float_table(search: KeepFloatSearch | Mapping[str, Any] | None) 
         t.add_column(c, overflow="fold", justify="left" if c == "kept float" else "right")
     for c in s.candidates:
         kept = ", ".join(_short(x, 40) for x in c.keep_float) or "(none: plain int8)"
-        p99 = _n(c.p99_ms, 3) + ("" if c.p99_valid is not False else "*")
+        p99 = _n(c.p99_ms, 3) + ("" if c.p99_valid is not False else INVALID_MARK)
         t.add_row(e(kept), fmt_bytes(c.bytes), _n(c.size_reduction_pct, 1) + "%",
                   _n(c.p50_ms, 3), p99, "-" if c.top1 is None else f"{c.top1 * 100:.2f}%",
                   top1_change(c.top1_drop_pp), _n(c.psnr_db),
                   ("chosen" if c.chosen else "") + (" meets" if c.meets_goal else " misses"),
                   style="green" if c.chosen else None)
-    t.caption = e("\n".join(x for x in (s.stopped_early, str(s.method or "")) if x))
+    starred = any(c.p99_valid is False for c in s.candidates)
+    t.caption = e("\n".join(x for x in (s.stopped_early, str(s.method or ""),
+                                         f"{INVALID_MARK} p99 from fewer than {MIN_SAMPLES['p99']} samples: not valid"
+                                         if starred else "") if x))
     return [t]

@@ -6,6 +6,8 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
+from edgebench.measure import MIN_SAMPLES
+from edgebench.report.tables import INVALID_MARK
 from edgebench.report.terminal._cells import e, fmt_value, numeric_column
 from edgebench.rows import COLD_START_PHASES, InferenceRow, Latency
 
@@ -31,15 +33,19 @@ def timeline_table(r: InferenceRow) -> list:
         caps = [c for c in w.cpu_cap_khz if c]
         st = w.thermal_status
         t.add_row(str(w.index + 1), fmt_value(w.t_end_s, ".1f"), str(w.samples), _ms(w.latency, "p50"),
-                  _ms(w.latency, "p90"), _ms(w.latency, "p99") + ("" if w.latency is None or w.latency.p99_valid else "*"),
+                  _ms(w.latency, "p90"), _ms(w.latency, "p99") + ("" if w.latency is None or w.latency.p99_valid
+                                                                   else INVALID_MARK),
                   fmt_value(w.hottest_c, ".1f"), _mhz(w.cpu_cur_khz),
                   "-" if not caps else f"{min(caps) / 1000:.0f}",
                   "-" if st is None else f"{st} ({STATUS_NAMES.get(st, '?')})")
     s = r.sustained
     out: list = [t]
     ttt = "never" if s.time_to_throttle_s is None else f"{s.time_to_throttle_s:.1f} s ({s.throttle_reason})"
-    out.append(Text(f"steady-state ratio (last / first window p50): {fmt_value(s.steady_state_ratio, '.3f')}; "
-                    f"time to throttle: {ttt}; * p99 from too few samples (< 662) to be valid"))
+    starred = any(w.latency is not None and not w.latency.p99_valid for w in r.timeline or ())
+    out.append(Text(f"steady-state ratio (last / first window p50): "
+                    f"{fmt_value(s.steady_state_ratio, '.3f', none='- (one window)')}; time to throttle: {ttt}"
+                    + (f"; {INVALID_MARK} p99 from fewer than {MIN_SAMPLES['p99']} samples: not valid"
+                       if starred else "")))
     reasons = {w.thermal_reason for w in r.timeline or () if w.thermal_reason}
     for why in sorted(reasons):
         out.append(Text(f"thermal: {why}", style="dim"))
