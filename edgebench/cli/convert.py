@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
             if search:
                 from edgebench.report.terminal.diagnose import render_keep_float_table
 
-                for part in render_keep_float_table(search):
+                for part in render_keep_float_table(search, console().width):
                     console().print(part)
             console().print(render_manifest(manifest))
         from edgebench.cli._common import verdict_then_unwritten

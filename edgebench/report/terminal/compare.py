@@ -7,7 +7,8 @@ from typing import Any, Mapping
 
 from rich.table import Table
 
-from edgebench.report.terminal._cells import as_document, e, fit_columns, input_mapping_note, state_notes
+from edgebench.report.terminal._cells import as_document, e, input_mapping_note, state_notes
+from edgebench.report.terminal.fit import Col, fit_tables, plan
 from edgebench.report.terminal.warnings import lines as grouped_warnings
 from edgebench.outcome import precision_label, row_verdict, top1_change  # noqa: F401 -- top1_change re-exported
 from edgebench.rows import Document, InferenceRow
@@ -20,7 +21,6 @@ from edgebench.report.tables import inference_table
 # rest are in Markdown, HTML and the JSON); every other column is drawn, narrow terminals dropping
 # by priority.
 TERMINAL_HIDDEN = ("run", "model", "device", "p90_ms", "samples", "top5_agree")
-_FLEX_CHARS = 18     # the status column wraps at spaces beyond this width (a verdict is prose)
 
 
 def _fmt(v: Any, spec: str = ".2f", suffix: str = "") -> str:
@@ -54,8 +54,14 @@ def compare_table(doc: Document) -> ResultTable:
     return inference_table([doc], hide=TERMINAL_HIDDEN).without_empty()
 
 
-def _priorities(table: ResultTable) -> list[tuple[str, int]]:
-    return [(col.label, col.priority) for col in table.columns]
+# what a row of the inference table is: kept in every table at any width (report/terminal/fit.py)
+IDENTITY = ("run", "model", "precision", "target", "device")
+
+
+def terminal_columns(table: ResultTable) -> list[Col]:
+    """The inference table's columns for ``fit``: identity columns, text (the verdict) and numbers,
+    with the table's drop priorities."""
+    return [Col(c.label, num=not c.text, identity=c.key in IDENTITY, priority=c.priority) for c in table.columns]
 
 
 def row_where(r: InferenceRow, rows: list[InferenceRow], reference: InferenceRow | None = None) -> str:
@@ -135,25 +141,12 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
     doc = as_document(doc)
     inputs = doc.inputs_record
     table = compare_table(doc)
-    cells = [list(row) for row in table.cells]
-    status = len(table.columns) - 1
-    keep, dropped = fit_columns(_priorities(table), cells, width, wide, flex={status: _FLEX_CHARS})
-    t = Table(title=f"edgebench: {e(doc.model)}  ({inputs.samples} samples, inputs sha256 "
-                    f"{str(inputs.sha256)[:12]})", header_style="bold")
-    for i in keep:
-        col = table.columns[i]
-        if col.text:
-            t.add_column(col.label, overflow="fold", justify="left")
-        else:
-            t.add_column(col.label, justify="right", no_wrap=True)
-    for row, bad in zip(cells, table.bad):
-        t.add_row(*(e(row[i]) for i in keep), style="red" if bad else None)
-    shown = ResultTable(tuple(table.columns[i] for i in keep), tuple(tuple(r[i] for i in keep) for r in table.cells),
-                  table.bad)
-    legend = shown.legend()
-    notes = ["; ".join(legend)] if legend else []
-    if dropped:
-        notes.append(f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)")
+    cols = terminal_columns(table)
+    layout = plan(cols, table.cells, width, wide)
+    shown = [i for g in layout.groups for i in g]
+    legend = ResultTable(tuple(table.columns[i] for i in dict.fromkeys(shown)),
+                         tuple(tuple(r[i] for i in dict.fromkeys(shown)) for r in table.cells), table.bad).legend()
+    notes = ["; ".join(e(x) for x in legend)] if legend else []
     if any(isinstance(r, InferenceRow) and r.keep_float for r in doc.rows):
         notes.append("+N float = int8 with N tensors kept float (--keep-float; names in the JSON row's keep_float)")
     gate = doc.gate_result
@@ -186,12 +179,14 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
         notes.append(f"[yellow]latency on {e(', '.join(per_process))}: per-process samples (benchmark_model: "
                      "each the first timed run of a fresh process), slower than the steady-state rows; compare "
                      "them only with each other[/]")
-    t.caption = "\n".join(notes)
+    tables = fit_tables(f"edgebench: {doc.model or '-'}  ({inputs.samples} samples, inputs sha256 "
+                        f"{str(inputs.sha256)[:12]})", cols, table.cells, width=width, wide=wide,
+                        row_styles=["red" if bad else None for bad in table.bad], caption=notes)
     from edgebench.report.terminal.profile import render_where, verdict_lines
 
-    out: list = [*headline_lines(doc), t]
+    out: list = [*headline_lines(doc), *tables]
     out.extend(verdict_lines(compare_rows(doc)))
-    out.extend(render_where([r for r in compare_rows(doc)]))
+    out.extend(render_where([r for r in compare_rows(doc)], width))
     items = [("data", w) for w in doc.data_warnings]
     reference_timing: list[str] = []
     for r in compare_rows(doc):
