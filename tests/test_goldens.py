@@ -159,6 +159,21 @@ def bench_regimes(width: int):
     return render_bench(regimes_doc(), width=width)
 
 
+def convert_manifest(width: int):
+    from edgebench.report.terminal.compare import render_manifest
+
+    return render_manifest(load("manifest"), width=width)
+
+
+def import_log(width: int):
+    """A real benchmark_model log (tests/fixtures/benchmark_model, op profiling on) as imported."""
+    from edgebench.report.terminal.import_log import render_import_log
+    from edgebench.targets.benchmark_model.log_rows import import_log_file
+
+    log = Path(__file__).parent / "fixtures" / "benchmark_model" / "tflite2.4_xiaomi_mi11_nnapi_gpu_opprofile.txt"
+    return render_import_log(import_log_file(log).with_meta(source=log.name), width=width)   # no machine's path
+
+
 def devices(wide: bool = False) -> Callable[[int], Any]:
     def render(width: int):
         from edgebench.report.terminal.devices import render_devices
@@ -191,6 +206,9 @@ TERMINAL: dict[str, tuple[Callable[[int], Any], tuple[int, ...]]] = {
     "bench-regimes": (bench_regimes, WIDTHS),
     "devices": (devices(), WIDTHS),
     "devices-wide": (devices(wide=True), WIDTHS),
+    # issue 37 item 10: the renderers of typed records (rows/records.py) under the same width rules
+    "convert-manifest": (convert_manifest, WIDTHS),
+    "import-log": (import_log, WIDTHS),
 }
 
 # --- nothing cut, identity kept (issue 37 item 2): every word and number a narrow terminal shows is

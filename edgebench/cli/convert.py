@@ -79,7 +79,9 @@ def register(app: typer.Typer) -> None:
 
                 for part in render_keep_float_table(search, console().width):
                     console().print(part)
-            console().print(render_manifest(manifest))
+            con = console()
+            for part in render_manifest(manifest, width=con.width):
+                con.print(part)
         from edgebench.cli._common import verdict_then_unwritten
 
         verdict_then_unwritten(lambda: check_manifest(manifest), [unwritten])

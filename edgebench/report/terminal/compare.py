@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from rich.table import Table
+from rich.text import Text
 
 from edgebench.report.terminal._cells import as_document, e, input_mapping_note, state_notes
 from edgebench.report.terminal.fit import Col, fit_tables, plan
@@ -13,6 +14,7 @@ from edgebench.report.terminal.warnings import lines as grouped_warnings
 from edgebench.outcome import precision_label, row_verdict, top1_change  # noqa: F401 -- top1_change re-exported
 from edgebench.rows import Document, InferenceRow
 from edgebench.rows.envelope import Binding, SourceRecord
+from edgebench.rows.records import Manifest
 from edgebench.formats import fmt_bytes
 from edgebench.report.tables import Table as ResultTable
 from edgebench.report.tables import inference_table
@@ -207,45 +209,38 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
     return out
 
 
-def render_manifest(m: dict[str, Any]) -> Table:
-    """The convert manifest as a table: one row per precision."""
-    src = m.get("source", {})
-    t = Table(title=f"edgebench convert: {e(src.get('name'))}  (source sha256 {str(src.get('sha256'))[:12]})")
-    for col in ("precision", "status", "size", "reduction", "convert s", "ops", "float ops (coverage)", "notes"):
-        t.add_column(col, overflow="fold")
-    for prec, v in m.get("variants", {}).items():
-        ok = v.get("status") == "ok"
-        hist = v.get("op_histogram") or {}
-        float_hist = v.get("float_op_histogram") or {}
+def render_manifest(m: Manifest | dict[str, Any], width: int | None = None, wide: bool = False) -> list:
+    """The convert manifest as a table: one row per precision (report/terminal/fit.py widths: the
+    precision stays, nothing is cut), then where the files are and how the source was read."""
+    man = m if isinstance(m, Manifest) else Manifest.of(m)
+    cols = [Col("precision", identity=True), Col("status"), Col("size", num=True), Col("reduction", num=True),
+            Col("convert s", num=True, priority=2), Col("ops", num=True, priority=3),
+            Col("float ops (coverage)", priority=1), Col("notes")]
+    rows = []
+    for v in man.variants:
         notes = []
-        if v.get("parity"):
-            notes.append(f"parity {v['parity']}")
-        q = v.get("quantization") or {}
-        if q.get("mode"):
-            notes.append(q["mode"])
-        if v.get("precision_from_tensors") not in (None, prec):
-            notes.append(f"the file is {v['precision_from_tensors']}")
-        if v.get("keep_float"):
-            notes.append(f"{len(v['keep_float'])} tensor(s) kept float, {len(v.get('keep_float_ops') or [])} op(s)")
-        if not ok:
-            notes.append(str(v.get("error")))
-        t.add_row(
-            e(prec), "[green]ok[/]" if ok else "[bold red]FAILED[/]", fmt_bytes(v.get("bytes")),
-            _fmt(v.get("size_reduction_pct"), ".1f", "%"), _fmt(v.get("seconds"), ".1f"),
-            str(sum(hist.values())) if hist else "-",
-            e(", ".join(f"{k} x{n}" for k, n in sorted(float_hist.items())) or "none")
-            if ok and v.get("quantized") else "-",
-            e("; ".join(notes)),
-        )
-    notes = ([f"files: {e(m.get('out_dir'))}"] if m.get("out_dir") else []) + source_notes(src)
-    cal = m.get("calibration")
-    if cal and cal.get("warning"):
-        notes.append(f"[bold yellow]warning:[/] {e(cal['warning'])}")
-    if cal and cal.get("needed") is False:
-        notes.append(f"calibration: none needed ({e(cal.get('reason'))})")
-    if notes:
-        t.caption = "\n".join(notes)
-    return t
+        if v.parity:
+            notes.append(f"parity {v.parity}")
+        if v.quantization_mode:
+            notes.append(v.quantization_mode)
+        if v.precision_found:
+            notes.append(f"the file is {v.precision_found}")
+        if v.keep_float:
+            notes.append(f"{len(v.keep_float)} tensor(s) kept float, {v.keep_float_ops} op(s)")
+        if not v.ok:
+            notes.append(str(v.error))
+        rows.append([v.precision, Text("ok", style="green") if v.ok else Text("FAILED", style="bold red"),
+                     fmt_bytes(v.bytes), _fmt(v.size_reduction_pct, ".1f", "%"), _fmt(v.seconds, ".1f"),
+                     "-" if v.ops is None else str(v.ops),
+                     ", ".join(f"{k} x{n}" for k, n in sorted(v.float_ops.items())) or "none"
+                     if v.ok and v.quantized else "-", "; ".join(notes) or "-"])
+    notes = ([f"files: {e(man.out_dir)}"] if man.out_dir else []) + source_notes(man.source)
+    if man.calibration_warning:
+        notes.append(f"[bold yellow]warning:[/] {e(man.calibration_warning)}")
+    if man.calibration_not_needed is not None:
+        notes.append(f"calibration: none needed ({e(man.calibration_not_needed)})")
+    return fit_tables(f"edgebench convert: {man.name}  (source sha256 {str(man.sha256)[:12]})", cols, rows,
+                      width=width, wide=wide, caption=notes)
 
 
 def source_notes(src: SourceRecord | Mapping[str, Any]) -> list[str]:

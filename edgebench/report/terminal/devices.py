@@ -5,6 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from edgebench.report.terminal._cells import e
+from edgebench.rows.records import Device, DeviceProfile
+
+
+def _or(v: Any) -> str:
+    return "-" if v is None else f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def _khz_layout(khz: list[Any]) -> str:
@@ -18,24 +23,22 @@ def _khz_layout(khz: list[Any]) -> str:
     return " + ".join(f"{n}x{k / 1e6:.2f}" for k, n in sorted(groups.items())) + " GHz"
 
 
-def _profile(p: Any) -> str:
+def _profile(p: DeviceProfile | None) -> str:
     """'pixel_8: 4 threads on f0' for a known device; 'unknown (generated: ...)' otherwise."""
-    if not p:
+    if p is None:
         return "-"
-    if p.get("error"):
-        return f"unknown ({p['error']})"
-    what = f"{p.get('threads')} threads on {p.get('affinity_mask')}"
-    if p.get("generated"):
+    if p.error:
+        return f"unknown ({p.error})"
+    what = f"{p.threads} threads on {p.affinity_mask}"
+    if p.generated:
         return f"unknown; suggested {what} (--save-profiles DIR)"
-    return f"{p['id']}: {what}"
+    return f"{p.id}: {what}"
 
 
 # (header, drop priority): the serial says which device a row is (kept); what decides a benchmark
 # (state, model, SoC, cores, runner) goes last on a narrow terminal
 _COLUMNS = (("state", 0), ("model", 0), ("SoC / board", 1), ("ABI", 3), ("Android", 2), ("CPU cores", 1),
             ("RAM", 3), ("governor", 4), ("hottest zone", 2), ("battery", 4), ("profile", 3), ("runner", 1))
-
-
 _TRANSPOSE_UP_TO = 6    # devices shown as columns (one row per fact) when a row each does not fit
 
 
@@ -48,28 +51,23 @@ def render_devices(rows: list[dict[str, Any]], width: int | None = None, wide: b
 
     cols = [Col("serial", identity=True), *(Col(h, priority=p, num=h == "RAM") for h, p in _COLUMNS)]
     cells, problems = [], []
-    for r in rows:
-        if r.get("state") != "device" or r.get("error"):
-            cells.append([str(r["serial"]), str(r.get("state", "?"))] + ["-"] * (len(_COLUMNS) - 1))
-            problems.append(f"[red]{e(r['serial'])} ({e(r.get('state', '?'))}): {e(r.get('error') or 'not ready')}[/]")
+    for d in (Device.of(r) for r in rows):
+        if not d.ready:
+            cells.append([d.serial, d.state] + ["-"] * (len(_COLUMNS) - 1))
+            problems.append(f"[red]{e(d.serial)} ({e(d.state)}): {e(d.error or 'not ready')}[/]")
             continue
-        zones = r.get("thermal_c") or {}
-        hot = max(zones.items(), key=lambda kv: kv[1]) if zones else None
-        bat = r.get("battery") or {}
-        ram = r.get("ram_bytes")
+        hot = max(d.thermal_c.items(), key=lambda kv: kv[1]) if d.thermal_c else None
         cells.append([
-            str(r["serial"]), str(r["state"]), str(r.get("model") or "-"),
-            f"{r.get('soc') or '-'} / {r.get('board') or '-'}",
-            str(r.get("abi") or "-"),
-            f"{r.get('android_version') or '-'} (SDK {r.get('sdk') or '-'})",
-            f"{r.get('cpu_cores') or '-'}: {_khz_layout(r.get('cpu_max_khz') or [])}",
-            f"{ram / 2**30:.1f} GiB" if ram else "-",
-            str(r.get("governor") or "-"),
+            d.serial, d.state, d.model or "-", f"{d.soc or '-'} / {d.board or '-'}", d.abi or "-",
+            f"{d.android_version or '-'} (SDK {d.sdk or '-'})",
+            f"{d.cpu_cores or '-'}: {_khz_layout(list(d.cpu_max_khz))}",
+            f"{d.ram_bytes / 2**30:.1f} GiB" if d.ram_bytes else "-",
+            d.governor or "-",
             f"{hot[0]} {hot[1]:.1f} °C" if hot else "-",
-            (f"{bat.get('level_pct', '-')}% {bat.get('temp_c', '-')} °C {bat.get('status', '')}".strip()
-             if bat else "-"),
-            _profile(r.get("profile")),
-            f"edgebench (python3 + {r['tflite_runtime']})" if r.get("has_python_runtime") else "benchmark_model",
+            (f"{_or(d.battery_level_pct)}% {_or(d.battery_temp_c)} °C {d.battery_status or ''}".strip()
+             if d.has_battery else "-"),
+            _profile(d.profile),
+            f"edgebench (python3 + {d.tflite_runtime})" if d.has_python_runtime else "benchmark_model",
         ])
     layout = plan(cols, cells, width, wide=True)
     if len(layout.groups) == 1 or len(cells) > _TRANSPOSE_UP_TO:

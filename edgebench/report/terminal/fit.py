@@ -13,7 +13,8 @@ returns rich tables that fit the terminal's width by these rules:
   and the caption names them -- or, with ``wide``, **every column is shown**: the columns that do not
   fit go to a second (third ...) table under the first, each with the identity columns again.
   When even the must-have columns do not fit one table, they are split the same way, ``wide`` or not.
-- Spare width goes to the identity columns, then to text, so names and verdicts take fewer lines.
+- Spare width goes to the identity columns, then to text, then to headers of numbers, so names,
+  verdicts and headers take fewer lines.
 
 ``width`` None (output to a file or a pipe with no ``$COLUMNS``) lays every column on one line.
 """
@@ -69,9 +70,9 @@ def measure(col: Col, cells: Sequence[Any]) -> tuple[int, int]:
     text from its longest word to its longest line. The header counts with its longest word."""
     texts = [_plain(c) for c in cells]
     head = max((cell_len(w) for w in _words(col.header)), default=1)
-    if col.num:
+    if col.num:      # as wide as its widest number; the header on one line when there is room
         w = max([head, *(cell_len(ln) for t in texts for ln in _lines(t))])
-        return w, w
+        return w, max(w, cell_len(col.header))
     lo = max([head, *(cell_len(w) for t in texts for w in _words(t))])
     hi = max([lo, cell_len(col.header), *(cell_len(ln) for t in texts for ln in _lines(t))])
     return lo, hi
@@ -121,7 +122,7 @@ def plan(cols: Sequence[Col], rows: Sequence[Sequence[Any]], width: int | None, 
         idx = ids + g
         w = {i: span[i][0] for i in idx}
         spare = width - table_width(list(w.values()))
-        # spare width: identity columns first, then text, in column order (fewer wrapped lines)
+        # spare width: identity columns first, then text, then numbers' headers, in column order
         for i in sorted(idx, key=lambda i: (not cols[i].identity, cols[i].num, i)):
             give = max(0, min(spare, span[i][1] - w[i]))
             w[i] += give

@@ -7,6 +7,7 @@ from typing import Any
 from edgebench.formats import fmt_metric
 from edgebench.metrics import BY_KEY, REGISTRY
 from edgebench.report.tables import INFERENCE_COLUMNS
+from edgebench.rows.records import Comparison, StoredRun
 
 
 def _e(v: Any) -> str:
@@ -43,24 +44,25 @@ def render_runs(runs: list[dict[str, Any]], where: str = "", *, width: int | Non
     cols = [Col("run id", identity=True), Col("created (UTC)", num=True), Col("kind"),
             *(Col(name, priority=p, num=name == "rows") for name, p in RUN_COLUMNS[3:])]
     rows = []
-    for r in runs:
+    for r in (StoredRun.of(x) for x in runs):
         status = run_cell(r)
-        rows.append([r["run_id"][:12], r["created"][:19].replace("T", " "), str(r["kind"]),
+        rows.append([r.run_id[:12], r.created[:19].replace("T", " "), r.kind,
                      status if status.startswith("ok") else Text(status, style="bold red"),
-                     ", ".join(str(r["models"] or "-").split(",")), str(r["n_rows"]),
-                     (r["matrix_hash"] or "-")[:12], str(r["cell_key"] or "-")])
+                     ", ".join(r.models) or "-", "-" if r.n_rows is None else str(r.n_rows),
+                     (r.matrix_hash or "-")[:12], r.cell_key or "-"])
     return group(fit_tables(f"stored runs ({len(runs)})" + (f" in {where}" if where else ""), cols, rows,
                             width=width, wide=wide))
 
 
-def run_cell(run: dict[str, Any]) -> str:
+def run_cell(run: StoredRun | dict[str, Any]) -> str:
     """A stored run's verdict in a few words (the columns ``Store.save`` fills from ``outcome``):
     a failed gate or a silent failure reads so, never "ok"."""
-    if run.get("gate") == "failed":
+    run = run if isinstance(run, StoredRun) else StoredRun.of(run)
+    if run.gate == "failed":
         return "GATE FAILED"
-    v = run.get("verdict")
+    v = run.verdict
     if v in (None, "ok", "skipped"):
-        return str(run.get("status")) + (" (gate passed)" if run.get("gate") == "passed" else "")
+        return run.status + (" (gate passed)" if run.gate == "passed" else "")
     return {"failed": "failed", "nonfinite": "NaN/Inf", "silent": "SILENT", "gate-failed": "GATE FAILED"}.get(v, v)
 
 
@@ -177,13 +179,8 @@ def _capped(lines: list[str], details: bool) -> str:
     return "\n".join(lines[:_PANEL_LINES - 1] + [f"  ... and {len(lines) - _PANEL_LINES + 1} more (--details)"])
 
 
-def _key(pair: dict[str, Any]) -> list[str]:
-    """A pair's identity cells: model, precision, target (and the batch size when there is one)."""
-    key = [str(k) for k in pair["key"]]
-    return key[:3] + [f"batch {k}" for k in key[3:] if k not in ("None", "")]
-
-
-def render_results_compare(rep: dict[str, Any], *, width: int | None = None, details: bool = False) -> list[Any]:
+def render_results_compare(rep: Comparison | dict[str, Any], *, width: int | None = None,
+                           details: bool = False) -> list[Any]:
     """What changed, first: environment/method/configuration differences (loud, a few lines), then
     one table of the metrics that got worse or better (the row pair, the metric, A, B, the change),
     then a line counting the rest -- a comparison of many rows fits a screen. ``details`` adds a
@@ -193,40 +190,41 @@ def render_results_compare(rep: dict[str, Any], *, width: int | None = None, det
 
     from edgebench.report.terminal.fit import Col, fit_tables
 
-    parts: list[Any] = [_e(f"A = run {str(rep['a'])[:12]}   B = run {str(rep['b'])[:12]}")]
-    if rep["fingerprint_diff"]:
-        lines = [f"  {d['field']}: {_e(d['a'])}  ->  {_e(d['b'])}" for d in rep["fingerprint_diff"]]
+    cmp = rep if isinstance(rep, Comparison) else Comparison.of(rep)
+    parts: list[Any] = [_e(f"A = run {cmp.a[:12]}   B = run {cmp.b[:12]}")]
+    if cmp.fingerprint_diff:
+        lines = [f"  {d.field}: {_e(d.a)}  ->  {_e(d.b)}" for d in cmp.fingerprint_diff]
         parts.append(Panel(f"[bold]These runs come from different environments; a ratio may reflect "
                            f"the environment, not the model:[/]\n{_capped(lines, details)}",
                            title="[bold yellow]ENVIRONMENT DIFFERS[/]", border_style="yellow"))
     else:
         parts.append("[green]environment key fields identical[/]")
-    mixed = [p for p in rep["pairs"] if p.get("mixed_methods")]
+    mixed = [p for p in cmp.pairs if p.mixed_methods]
     if mixed:
-        lines = [f"  {_e(' / '.join(_key(p)))}: A {_e(p['sample_class'][0])}, B {_e(p['sample_class'][1])}"
+        lines = [f"  {_e(' / '.join(p.identity))}: A {_e(p.sample_class[0])}, B {_e(p.sample_class[1])}"
                  for p in mixed]
         parts.append(Panel("[bold]Latency samples measured by different methods are not compared (no ratio, no "
                            "verdict): a fresh process's first timed run (per-process, benchmark_model) is slower "
                            f"than a long-lived process's steady state:[/]\n{_capped(lines, details)}",
                            title="[bold yellow]METHODS DIFFER[/]", border_style="yellow"))
-    differ = [p for p in rep["pairs"] if p.get("config_diff")]
+    differ = [p for p in cmp.pairs if p.config_diff]
     if differ:
-        lines = [f"  {_e(' / '.join(_key(p)))}: " + _e(", ".join(
-            f"{d['field']} {_short(d['a'])} -> {_short(d['b'])}" for d in p["config_diff"])) for p in differ]
+        lines = [f"  {_e(' / '.join(p.identity))}: " + _e(", ".join(
+            f"{d.field} {_short(d.a)} -> {_short(d.b)}" for d in p.config_diff)) for p in differ]
         parts.append(Panel("[bold]These rows are different configurations (another model file, tensors kept "
                            "float, another delegate ...): a change may come from the configuration, not "
                            f"the run:[/]\n{_capped(lines, details)}", title="[bold yellow]CONFIGURATION DIFFERS[/]",
                            border_style="yellow"))
-    width_key = max((len(_key(p)) for p in rep["pairs"]), default=3)
-    keys = [_key(p) + [""] * (width_key - len(_key(p))) for p in rep["pairs"]]
+    width_key = max((len(p.identity) for p in cmp.pairs), default=3)
+    keys = [p.identity + [""] * (width_key - len(p.identity)) for p in cmp.pairs]
     # a part of the key every pair shares (one model, one target) goes into the title, not a column
     names = ("model", "precision", "target", "batch")[:width_key]
     same = [j for j in range(width_key) if len({k[j] for k in keys}) == 1 and len(keys) > 1]
     varies = [j for j in range(width_key) if j not in same]
     key_cols = [Col(names[j], identity=True) for j in varies]
     changed, counts = [], {}
-    for pair, key in zip(rep["pairs"], keys):
-        for ch in pair["changes"]:
+    for pair, key in zip(cmp.pairs, keys):
+        for ch in pair.changes:
             counts[ch.verdict] = counts.get(ch.verdict, 0) + 1
             if ch.verdict in ("worse", "better"):
                 changed.append((ch.verdict != "worse", [key[j] for j in varies] + [
@@ -236,7 +234,7 @@ def render_results_compare(rep: dict[str, Any], *, width: int | None = None, det
     total = sum(counts.values())
     tally = ", ".join(f"{counts[v]} {v}" for v in ("worse", "better", "same", "not significant", "n/a")
                       if counts.get(v))
-    summary = (f"{total} metric(s) of {len(rep['pairs'])} row pair(s): {tally or 'none'}"
+    summary = (f"{total} metric(s) of {len(cmp.pairs)} row pair(s): {tally or 'none'}"
                + ("" if details else "; --details: every metric of every pair with its test, p and note"))
     if changed:
         cols = key_cols + [Col("metric", identity=True), Col("A", num=True), Col("B", num=True),
@@ -247,33 +245,31 @@ def render_results_compare(rep: dict[str, Any], *, width: int | None = None, det
     else:
         parts.append(_e(f"no metric changed significantly -- {summary}"))
     if details:
-        for pair in rep["pairs"]:
-            reps = pair.get("repeats") or [1, 1]
-            title = (f"{' / '.join(_key(pair))}   samples {pair['n_samples'][0]} vs {pair['n_samples'][1]}, "
-                     f"processes {reps[0]} vs {reps[1]}   run-to-run noise from: "
-                     f"{', '.join(pair.get('basis') or ['-'])}")
+        for pair in cmp.pairs:
+            title = (f"{' / '.join(pair.identity)}   samples {pair.n_samples[0]} vs {pair.n_samples[1]}, "
+                     f"processes {pair.repeats[0]} vs {pair.repeats[1]}   run-to-run noise from: "
+                     f"{', '.join(pair.basis or ('-',))}")
             rows = [[ch.metric, _f(ch.a, ".4g"), _f(ch.b, ".4g"), _change_cell(ch), str(ch.test or "-"),
                      "-" if ch.p_value is None else f"{ch.p_value:.2g}",
                      Text(ch.verdict, style=_VERDICT_STYLE.get(ch.verdict, "")), str(ch.note or "-")]
-                    for ch in pair["changes"]]
+                    for ch in pair.changes]
             cols = [Col("metric", identity=True), Col("A", num=True), Col("B", num=True),
                     Col("change [95% CI]", num=True), Col("test", priority=2), Col("p", num=True),
                     Col("verdict"), Col("note", priority=1)]
-            caption = (["[yellow]device differs: " + _e(", ".join(f"{d['field']} {d['a']} -> {d['b']}"
-                                                                   for d in pair["fingerprint_diff"])) + "[/]"]
-                       if pair["fingerprint_diff"] else [])
+            caption = (["[yellow]device differs: " + _e(", ".join(f"{d.field} {d.a} -> {d.b}"
+                                                                   for d in pair.fingerprint_diff)) + "[/]"]
+                       if pair.fingerprint_diff else [])
             parts.extend(fit_tables(title, cols, rows, width=width, wide=True, caption=caption))
-    for side in ("a", "b"):
-        if rep[f"unmatched_{side}"]:
-            parts.append(f"only in {side.upper()}: " + _e("; ".join("/".join(str(x) for x in k if x is not None)
-                                                                    for k in rep[f"unmatched_{side}"])))
-    if not rep["pairs"]:
+    for side, unmatched in (("A", cmp.unmatched_a), ("B", cmp.unmatched_b)):
+        if unmatched:
+            parts.append(f"only in {side}: " + _e("; ".join("/".join(str(x) for x in k if x is not None)
+                                                           for k in unmatched)))
+    if not cmp.pairs:
         parts.append("[yellow]no rows in common (rows are paired by model, precision, target, batch size)[/]")
-    rule = rep["rule"]
-    th = ", ".join(f"{k} {v:g}" for k, v in (rule.get("thresholds") or {}).items())
-    parts.append(_e(f"rule: a latency change counts when >= {rule['min_ratio']}x and p < {rule['alpha']} "
-                    f"({rule['test']}; p is the larger of the two); accuracy and drift when the absolute change "
-                    f"reaches {th}; {rep['regressions']} worse"))
+    th = ", ".join(f"{k} {v:g}" for k, v in cmp.thresholds.items())
+    parts.append(_e(f"rule: a latency change counts when >= {cmp.min_ratio}x and p < {cmp.alpha} "
+                    f"({cmp.test}; p is the larger of the two); accuracy and drift when the absolute change "
+                    f"reaches {th}; {cmp.regressions} worse"))
     return parts
 
 
