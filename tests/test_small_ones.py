@@ -106,3 +106,27 @@ def test_a_keep_float_run_that_misses_its_goal_does_not_point_back_to_diagnose(r
     line = [ln for ln in err.splitlines() if ln.strip()][-1]
     assert "gate failed" in line and "find the layer" not in line, line
     assert "tensor(s) float did not reach it: let --keep-float auto search" in line, line
+
+
+def test_readme_examples_are_the_programs_output_of_the_commands_the_script_runs():
+    """Each README example block (after its marker) is what scripts/readme_examples.py writes: the
+    commands it runs, each followed by its output -- a hand-edited block drifts from both."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("readme_examples", ROOT / "scripts" / "readme_examples.py")
+    mod = importlib.util.module_from_spec(spec)
+    import sys
+
+    sys.modules["readme_examples"] = mod            # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    readme = (ROOT / "README.md").read_text()
+    examples = mod.examples(Path("/tmp"))
+    assert {e.name for e in examples} == set(re.findall(r"<!-- example: ([\w-]+) \(scripts/readme_examples.py\) -->",
+                                                        readme))
+    for ex in examples:
+        at = readme.index(mod.MARKER.format(name=ex.name))
+        start = readme.index("```\n", at) + 4
+        block = readme[start:readme.index("\n```", start)]
+        shown = [ln[2:] for ln in block.splitlines() if ln.startswith("$ ") and not ln.startswith("$ cd ")]
+        assert shown == list(ex.commands), ex.name
+        assert not re.search(r"\w…|…\w", block), f"{ex.name}: a word cut in the README's example"

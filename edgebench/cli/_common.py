@@ -197,7 +197,7 @@ def deliver(doc, opts, render, *, json_path: str | None = None) -> "object":
     doc = outcome.doc
     if json_path != "-":
         try:
-            _show(render(doc))
+            show(render(doc))
         except StdoutNotWritable as err:         # the table was the user's copy: say where the result is
             raise err.kept(_kept_where(outcome)) from None
     if doc.get("interrupted"):
@@ -211,8 +211,9 @@ def deliver(doc, opts, render, *, json_path: str | None = None) -> "object":
     return doc
 
 
-def _show(parts) -> None:
-    """Print rendered parts to stdout and flush, so a write error surfaces while the result is at hand."""
+def show(parts) -> None:
+    """Print rendered parts to stdout (a ``WholeLine`` unwrapped) and flush, so a write error
+    surfaces while the result is at hand."""
     import sys
 
     from edgebench.report.terminal._cells import WholeLine

@@ -154,9 +154,11 @@ def render_keep_float_table(search: KeepFloatSearch | Mapping[str, Any] | None,
                      ("chosen" if c.chosen else "") + (" meets" if c.meets_goal else " misses")])
         styles.append("green" if c.chosen else None)
     starred = any(c.p99_valid is False for c in s.candidates)
-    caption = [*names] + [x for x in (s.stopped_early, str(s.method or ""),
+    caption = [x for x in (s.stopped_early, str(s.method or ""),
                            f"{INVALID_MARK} p99 from fewer than {MIN_SAMPLES['p99']} samples: not valid"
                            if starred else "") if x]
-    return fit_tables(f"keep-float search (goal: {s.goal}; {'met' if s.met else 'NOT met'}; "
-                      f"{s.evaluated} models evaluated)", cols, rows, width=width, row_styles=styles,
-                      caption=[e(x) for x in caption])
+    # the names whole, each on a line of its own (WholeLine: never wrapped or cropped by us; a
+    # tensor name is one word, often longer than the terminal)
+    return [*fit_tables(f"keep-float search (goal: {s.goal}; {'met' if s.met else 'NOT met'}; "
+                        f"{s.evaluated} models evaluated)", cols, rows, width=width, row_styles=styles),
+            *(WholeLine(n) for n in names), *(e(x) for x in caption)]
