@@ -6,10 +6,18 @@ never followed and two concurrent writers never share a temp file), fsync it and
 it over the target: readers (node_exporter, a browser, a CI step) see the old file or the new
 one, never half of one. ``temp_path(path)`` gives writers that need a file name (zip, npz) the
 same guarantee; ``temp_dir(path)`` does it for a folder built in place (a SavedModel export).
+
+Standard output is written the same careful way: ``write_stdout(text)`` (``--json -``, ``results
+export``, ``report --markdown -``) and ``StdoutWriter`` (the stream the command line puts under
+``sys.stdout``) write every byte or raise ``StdoutNotWritable``. Python's own unbuffered stdout
+(``PYTHONUNBUFFERED=1``, common in CI and containers) ignores a short write: on a disk that fills,
+16 KiB of a 37 KiB document reached the file and the command exited 0.
 """
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import shutil
 import stat
@@ -18,16 +26,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from edgebench.errors import EdgebenchError, OutputNotWritable
+from edgebench.errors import EdgebenchError, OutputNotWritable, StdoutNotWritable
 
 
-def ensure_dir(path: str | os.PathLike) -> Path:
-    """``mkdir -p`` for an output folder; a failure is one clear line (OutputNotWritable, exit 2)."""
+def ensure_dir(path: str | os.PathLike, fix: str | None = None) -> Path:
+    """``mkdir -p`` for an output folder; a failure is one clear line (OutputNotWritable, exit 2;
+    ``fix`` replaces the generic advice, e.g. naming the option that chose the folder)."""
     p = Path(path)
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OutputNotWritable(p, exc, "create the folder") from None
+        raise OutputNotWritable(p, exc, "create the folder", fix=fix) from None
     return p
 
 
@@ -128,3 +137,70 @@ def temp_dir(path: str | os.PathLike) -> Iterator[Path]:
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise OutputNotWritable(p, exc) from None
+
+
+def write_fully(fd: int, data: bytes) -> None:
+    """``os.write`` until every byte of ``data`` is written: a short write (a disk that fills mid-way,
+    a pipe) is retried from where it stopped, so the next attempt reports the error (ENOSPC)."""
+    view = memoryview(data).cast("B")
+    while len(view):
+        try:
+            n = os.write(fd, view)
+        except InterruptedError:
+            continue
+        view = view[n:]
+
+
+# descriptors whose output already failed (reported once) or whose reader is gone: the rest is dropped
+_DROPPED: set[int] = set()
+
+
+class StdoutWriter(io.RawIOBase):
+    """A raw stream over file descriptor ``fd`` (standard output) that writes every byte or raises
+    ``StdoutNotWritable`` naming why (exit 2) -- once: after that, like after a reader closed the
+    pipe (``| head``, no error), the rest is discarded, so the command still finishes (its result
+    is stored) and the error is reported a single time."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def write(self, b) -> int:
+        n = len(memoryview(b).cast("B"))
+        if self._fd in _DROPPED:
+            return n
+        try:
+            write_fully(self._fd, bytes(b))
+        except OSError as exc:
+            _DROPPED.add(self._fd)
+            if exc.errno == errno.EPIPE:
+                return n
+            raise StdoutNotWritable(exc) from None
+        return n
+
+
+def write_stdout(text: str) -> None:
+    """Write ``text`` to standard output, all of it or ``StdoutNotWritable``. Whatever ``sys.stdout``
+    holds is flushed first, so the order of output is kept; a stdout without a file descriptor (a
+    test's capture, a notebook) is written as a stream."""
+    import sys
+
+    stream = sys.stdout
+    stream.flush()
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        stream.write(text)
+        stream.flush()
+        return
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    StdoutWriter(fd).write(text.encode(encoding, errors=getattr(stream, "errors", None) or "strict"))

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from edgebench.data import check_npz_inputs
 from edgebench.errors import BadInput, EdgebenchError, InfraError
 from edgebench.fingerprint import emulation_warning, host_fingerprint, sha256_file
 from edgebench.rows import Cost, Delegation, Document, InferenceRow, Latency
@@ -94,6 +95,8 @@ class BenchSettings:
             raise BadInput(f"--sla-p99-ms must be > 0, got {self.sla_p99_ms}")
         if self.data is not None and not Path(self.data).is_file():
             raise BadInput(f"--data {self.data}: file not found; give an .npz InputSet")
+        if self.data is not None:
+            check_npz_inputs(self.data)
 
 
 def _job(settings: BenchSettings, model: str, gpu_precision: str | None = None) -> Job:

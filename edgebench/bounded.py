@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from edgebench.errors import BadInput
+from edgebench.printable import printable_lines
 
 # The most bytes of arrays edgebench loads from one data file (the rows a command uses, summed over
 # its arrays) -- the same bound as a synthetic set (data.SYNTHETIC_MAX_BYTES): 2 GiB holds 1000
@@ -240,17 +241,11 @@ def read_npy(path: str | Path, n: int | None = None, *, what: str = "--data") ->
 
 # --------------------------------------------------------------------------- text and JSON
 
-# Characters a terminal acts on rather than shows: C0 controls but tab and newline (ESC starts colour,
-# cursor and OSC 52 clipboard sequences; CR overwrites a line), DEL, C1 controls (0x9b is a one-byte
-# CSI), and the bidirectional overrides that make text read differently from what it is.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
 def printable(text: str) -> str:
-    """``text`` from a device or a file with every terminal control character shown as an escape
-    (``\\x1b``) instead of acted on; tabs and newlines stay, CRLF becomes a newline."""
-    text = text.replace("\r\n", "\n")
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    """``text`` from a device or a file, put through the one escaping helper (``edgebench.printable``:
+    every terminal control character shown as an escape such as ``\\x1b``, never acted on) with its
+    line structure kept: tabs and newlines stay (log parsers read them), CRLF becomes a newline."""
+    return "\t".join(printable_lines(part) for part in text.replace("\r\n", "\n").split("\t"))
 
 
 def printable_data(obj: Any) -> Any:

@@ -420,6 +420,16 @@ def run_key(settings: ConvertSettings, src: Source, calibration_sha256: str | No
 RUN_MARKER = ".edgebench-run.json"
 
 
+def out_fix(out_dir: str | None) -> str:
+    """What to do about an output folder that cannot be made: the user's ``--out``, or the working
+    folder under which ``edgebench-out/`` goes (the default, and every matrix cell's folder)."""
+    if out_dir is None:
+        return f"pass --out DIR (a writable folder) or run from a writable working folder (the default is ./{OUT_ROOT})"
+    if not Path(out_dir).is_absolute() and Path(out_dir).parts[:1] == (OUT_ROOT,):
+        return f"run from a writable working folder (edgebench writes under ./{OUT_ROOT})"
+    return "choose a writable folder for --out"
+
+
 def claim_out_dir(out_dir: Path, key: str, facts: dict[str, Any], name: str) -> None:
     """Claim an output folder for one conversion, or refuse it (BadInput, before anything is
     converted) when it holds another conversion's files: a second run must never silently
@@ -488,7 +498,7 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
 
     check_output_dir(base, "--out" if settings.out_dir else "the output folder")   # before anything is read back
     made = not base.exists()
-    ensure_dir(base)
+    ensure_dir(base, out_fix(settings.out_dir))
     try:
         src = resolve_source(settings.src, size=settings.size, work_dir=base, seed=settings.seed,
                              options=settings.source)

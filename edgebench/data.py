@@ -95,6 +95,24 @@ class Signature:
         return {"inputs": [t.to_dict() for t in self.inputs], "outputs": [t.to_dict() for t in self.outputs]}
 
 
+def input_mismatch(ref: Signature, other: Signature) -> str | None:
+    """Why ``other`` cannot take the inputs made for ``ref`` (None when it can): a different number
+    of inputs, or an input whose sample shape no input of ``ref`` has -- two different models, not
+    two forms of one. Names are not compared (a .tflite renames a SavedModel's inputs:
+    ``serving_default_image:0``), nor types (an int8-I/O variant takes int8 where FP32 takes float)."""
+    def show(sig: Signature) -> str:
+        return ", ".join(f"{t.name} {[d if d is not None else 'N' for d in t.sample_shape]} {t.dtype}"
+                         for t in sig.inputs)
+
+    def fits(t: TensorSpec, u: TensorSpec) -> bool:
+        a, b = t.sample_shape, u.sample_shape
+        return len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b))
+
+    if len(ref.inputs) != len(other.inputs) or not all(any(fits(t, u) for u in ref.inputs) for t in other.inputs):
+        return f"takes {show(other)} where the reference takes {show(ref)}"
+    return None
+
+
 @dataclass(frozen=True)
 class InputSet:
     """A fixed set of samples; ``sha256`` identifies its exact bytes everywhere it is fed."""
@@ -185,6 +203,18 @@ class InputSet:
         labels = arrays.pop(LABELS_KEY, None)
         streams, stream_labels = arrays.pop(STREAM_KEY, None), arrays.pop(STREAM_LABELS_KEY, None)
         return InputSet(arrays, labels, source or str(path), streams=streams, stream_labels=stream_labels)
+
+
+def check_npz_inputs(path: str | Path, option: str = "--data") -> None:
+    """An .npz of inputs handed to a runner as it is (``bench --data``): readable, and every float
+    array finite -- NaN/Inf inputs make the outputs meaningless and may change the timing (NaN
+    paths, denormals), so they are refused as ``load_data`` refuses them for the other commands."""
+    for name, a in _load_npz(Path(path)).items():
+        if name != LABELS_KEY and np.issubdtype(a.dtype, np.floating) and a.size and not np.all(np.isfinite(a)):
+            bad = ~np.isfinite(a)
+            first = np.argwhere(bad)[0]
+            raise BadInput(f"{option} {path}: input '{name}' holds {int(bad.sum())} NaN/Inf value(s) (the first in "
+                           f"sample {int(first[0]) if first.size else 0}); clean the data")
 
 
 def _load_npz(path: Path, n: int | None = None, what: str = "") -> dict[str, np.ndarray]:

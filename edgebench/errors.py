@@ -41,12 +41,13 @@ class OutputNotWritable(BadInput, OSError):
         reason = exc.strerror or type(exc).__name__
         if exc.errno == errno.EEXIST:       # mkdir -p through a regular file
             reason = "Not a directory"
+        # the generic advice names no option: the command that has one (--out) says it in ``fix``
         if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-            fix = fix or "free space on that disk or write elsewhere (--out DIR / another path)"
+            fix = fix or "free space on that disk or write elsewhere"
         elif exc.errno in (errno.ENOTDIR, errno.EEXIST):
             fix = fix or "a part of that path is a file, not a folder: choose another path"
         else:
-            fix = fix or "choose a writable folder (--out DIR / another path) or fix its permissions"
+            fix = fix or "choose a writable folder or fix its permissions"
         self.message = f"cannot {what} {path}: {reason}; {fix}"
         self.path = str(path)
         self.reason = reason
@@ -54,6 +55,28 @@ class OutputNotWritable(BadInput, OSError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class StdoutNotWritable(OutputNotWritable):
+    """Standard output (redirected to a file on a full disk, ``/dev/full``, a device that fails)
+    could not take what a command wrote. Raised by the one stdout writer (``atomic.StdoutWriter``)
+    on the first failing write -- a short write is retried, so output is never cut silently.
+    ``where`` is appended by a caller that knows where the measured result is kept."""
+
+    def __init__(self, exc: OSError, where: str | None = None) -> None:
+        import errno
+
+        OutputNotWritable.__init__(self, "standard output", exc)
+        fix = ("free space on that disk or redirect the output elsewhere"
+               if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+               else "redirect the output to a writable file")
+        self.cause = exc
+        self.message = f"could not write to standard output: {self.reason}; {fix}" + (f" ({where})" if where else "")
+        self.args = (self.message,)
+
+    def kept(self, where: str) -> "StdoutNotWritable":
+        """The same error, saying where the measured result is (a run id, an unsaved/ file)."""
+        return StdoutNotWritable(self.cause, where)
 
 
 class GateFailed(EdgebenchError):

@@ -287,10 +287,9 @@ def collect_history(store: Any, docs: list[dict[str, Any]]) -> dict[str, list[di
 def _write_text(text: str, path: str, option: str) -> str:
     """Write ``text`` to ``path`` atomically ('-' = stdout); BadInput when the directory is missing."""
     if path == "-":
-        import sys
+        from edgebench.atomic import write_stdout
 
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        write_stdout(text)
         return "-"
     p = Path(path)
     if p.is_dir():

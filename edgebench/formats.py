@@ -81,5 +81,6 @@ def fmt_metric(unit: str, value: Any) -> str:
         a = abs(float(f"{v:.3g}"))       # as rounded: 99.96 shows as 100, not "100."
         if a >= 100:
             return f"{v:.0f}"
-        return f"{v:#.3g}" if a >= 1e-3 else ("0" if v == 0 else f"{v:.2e}")
+        # sub-microsecond latencies stay decimals (0.000992, not 9.92e-04) down to 0.1 us
+        return f"{v:#.3g}" if a >= 1e-4 else ("0" if v == 0 else f"{v:.2e}")
     return f"{v:.3g}"

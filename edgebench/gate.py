@@ -88,31 +88,71 @@ class Verdict:
         return {"passed": self.passed, "checks": [c.to_dict() for c in self.checks]}
 
 
+# each threshold is held to the range of its command-line option (edgebench/ranges.py, written once)
+GATE_FLAGS = {
+    "max_accuracy_drop": "--max-accuracy-drop",
+    "min_psnr": "--min-psnr",
+    "max_p99_ms": "--max-p99-ms",
+    "min_size_reduction": "--min-size-reduction",
+    "min_cosine": "--min-cosine",
+    "min_delegated": "--min-delegated",
+}
+
+
 def load_gate_file(path: str | Path) -> dict[str, Thresholds]:
-    """Per-precision thresholds from YAML (yaml.safe_load; unknown keys are errors)."""
+    """Per-precision thresholds from YAML (yaml.safe_load's types; unknown keys are errors).
+
+    Every error is BadInput naming the file and line (``gate.yaml:3: ...``): an unknown precision
+    or threshold, a value that is not a number, a key given twice, and a number outside the range of
+    the command-line option it stands for (``min_psnr: .nan``, ``max_accuracy_drop: -5``:
+    ``edgebench.ranges``, the same ranges as ``--min-psnr`` and ``--max-accuracy-drop``)."""
     import yaml
+
+    from edgebench.ranges import RANGES
 
     p = Path(path)
     try:
-        raw = yaml.safe_load(p.read_text())
+        text = p.read_text()
     except OSError as e:
-        raise BadInput(f"--gate {p}: cannot read ({e.strerror})") from None
+        raise BadInput(f"--gate {p}: cannot read ({e.strerror or type(e).__name__}); give a YAML file of thresholds") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"--gate {p}: not a text file; give a YAML file of thresholds") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:
-        raise BadInput(f"--gate {p}: not valid YAML ({str(e).splitlines()[0]})") from None
-    if not isinstance(raw, dict):
+        mark = getattr(e, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise BadInput(f"--gate {where}: not valid YAML ({problem})") from None
+
+    def at(node) -> str:
+        return f"--gate {p}:{node.start_mark.line + 1}"
+
+    if not isinstance(root, yaml.MappingNode):
         raise BadInput(f"--gate {p}: expected a mapping of precision -> thresholds, e.g. 'int8: {{max_accuracy_drop: 1.0}}'")
+    loader = yaml.SafeLoader("")
     out: dict[str, Thresholds] = {}
-    for prec, vals in raw.items():
+    for key_node, vals_node in root.value:
+        prec = key_node.value
         if prec not in PRECISION_KEYS:
-            raise BadInput(f"--gate {p}: unknown precision key {prec!r}; use {', '.join(PRECISION_KEYS)}")
-        if not isinstance(vals, dict):
-            raise BadInput(f"--gate {p}: '{prec}' must map threshold names to numbers")
-        kw = {}
-        for k, v in vals.items():
+            raise BadInput(f"{at(key_node)}: unknown precision key {prec!r}; use {', '.join(PRECISION_KEYS)}")
+        if prec in out:
+            raise BadInput(f"{at(key_node)}: precision {prec!r} appears twice; keep one")
+        if not isinstance(vals_node, yaml.MappingNode):
+            raise BadInput(f"{at(key_node)}: '{prec}' must map threshold names to numbers")
+        kw: dict[str, float] = {}
+        for k_node, v_node in vals_node.value:
+            k = k_node.value
             if k not in GATE_KEYS:
-                raise BadInput(f"--gate {p}: unknown threshold {prec}.{k}; use {', '.join(GATE_KEYS)}")
+                raise BadInput(f"{at(k_node)}: unknown threshold {prec}.{k}; use {', '.join(GATE_KEYS)}")
+            if GATE_KEYS[k] in kw:
+                raise BadInput(f"{at(k_node)}: {prec}.{k} appears twice; keep one")
+            v = loader.construct_object(v_node, deep=True)
             if not isinstance(v, (int, float)) or isinstance(v, bool):
-                raise BadInput(f"--gate {p}: {prec}.{k} must be a number, got {v!r}")
+                raise BadInput(f"{at(v_node)}: {prec}.{k} must be a number, got {v!r}")
+            flag = GATE_FLAGS[k]
+            if not RANGES[flag].ok(v):
+                raise BadInput(f"{at(v_node)}: {prec}.{k}: {v!r} must be {RANGES[flag].text()} (the range of {flag})")
             kw[GATE_KEYS[k]] = float(v)
         out[prec] = Thresholds(**kw)
     return out

@@ -67,9 +67,9 @@ def early_stopping_min_samples(percentile: float, confidence: float = 0.99) -> i
     return n
 
 
-# 64 / 662: MLPerf LoadGen early-stopping minimums for p90 / p99 at 99% confidence.
+# 64 / 662: MLPerf LoadGen early-stopping minimums for p90 / p99 at 99% confidence (derived here,
+# the one place; tests/test_measure.py checks the derivation gives LoadGen's published numbers)
 MIN_SAMPLES = {name: early_stopping_min_samples(p) for name, p in PERCENTILES.items()}
-assert MIN_SAMPLES["p90"] == 64 and MIN_SAMPLES["p99"] == 662
 
 CV_WARN = 0.10            # pyperf's 10 %: for the spread of per-process values, not raw samples (below)
 # "unstable" means the median itself moved: the robust spread (MAD_TO_SD * MAD) of the medians of

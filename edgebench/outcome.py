@@ -77,6 +77,8 @@ class RunVerdict:
     gate: str | None                  # "passed" | "failed" | None (no gate ran)
     failing: tuple[str, ...] = ()     # the failing gate checks' messages
     diagnose: str | None = None       # the command that finds the layer, when quality failed
+    interrupted: str | None = None    # the signal that stopped the run ("SIGTERM", "Ctrl-C"), if one did
+    measured: tuple[int, int] = (0, 0)   # rows measured, rows in all (for an interrupted run)
 
     @property
     def text(self) -> str:
@@ -84,6 +86,9 @@ class RunVerdict:
         if self.gate == "failed":
             return f"GATE FAILED ({len(self.failing)} check{'s' * (len(self.failing) != 1)}): " \
                 + "; ".join(self.failing)
+        if self.interrupted:      # the rows it did not reach are "failed: not run", but the news is the stop
+            done, total = self.measured
+            return f"interrupted ({self.interrupted}): {done} of {total} rows measured, the rest not run"
         head = {"failed": "a row FAILED", "nonfinite": "NaN/Inf outputs", "silent": "SILENT failure",
                 "gate-failed": "GATE FAILED", "skipped": "skipped", "ok": "ok"}[self.state]
         return head + (" — gate passed" if self.gate == "passed" and self.state != "ok" else
@@ -91,7 +96,7 @@ class RunVerdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {"state": self.state, "gate": self.gate, "failing": list(self.failing),
-                "diagnose_command": self.diagnose, "text": self.text}
+                "diagnose_command": self.diagnose, "interrupted": self.interrupted, "text": self.text}
 
 
 def _checks(gate: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
@@ -140,8 +145,9 @@ def run_verdict(doc: Document) -> RunVerdict:
     quality = any(str(c.get("metric", "")).startswith(QUALITY_CHECKS + ("verdict:",)) for c in misses) \
         or state in ("silent", "nonfinite")
     diag = doc.meta.get("diagnose_command") if quality else None
+    stopped = (str(doc.meta.get("interrupted_by") or "Ctrl-C")) if doc.meta.get("interrupted") else None
     return RunVerdict(state, gate_state, tuple(str(c.get("message") or c.get("metric")) for c in misses),
-                      str(diag) if diag else None)
+                      str(diag) if diag else None, stopped, (sum(1 for r in doc.rows if r.ok), len(doc.rows)))
 
 
 # The renderers of stored JSON (HTML, Prometheus) and the store read documents that may come from

@@ -18,7 +18,8 @@ import numpy as np
 from edgebench import compare as cmp
 from edgebench.convert import DEFAULT_PRECISIONS
 from edgebench.convert_worker import prestarted as converter_prestarted
-from edgebench.data import DEFAULT_PREPROCESS, InputSet, cast_to_signature, load_data, range_warnings, value_ranges
+from edgebench.data import (DEFAULT_PREPROCESS, InputSet, cast_to_signature, input_mismatch, load_data, range_warnings,
+                            value_ranges)
 from edgebench.errors import BadInput, EdgebenchError
 from edgebench.fingerprint import emulation_warning, host_fingerprint, sha256_file
 from edgebench.gate import Thresholds, evaluate, thresholds_for
@@ -280,6 +281,13 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
                              work_dir=Path(manifest["out_dir"]), seed=settings.seed, options=settings.source)
         src = replace(src, signature=replace(src.signature, quantized={
             **_quantized_inputs([v["path"] for v in manifest["variants"].values()]), **src.signature.quantized}))
+        if settings.source.reference:        # another model than the files: say so, not "reshape the data"
+            given = resolve_source(ref_variant["path"], size=settings.size, work_dir=Path(manifest["out_dir"]),
+                                   seed=settings.seed, options=settings.source)
+            why = input_mismatch(src.signature, given.signature)
+            if why:
+                raise BadInput(f"{ref_variant['path']} {why} (--reference {settings.source.reference}): the "
+                               "reference must be the model the .tflite files were converted from")
     else:
         manifest = convert(ConvertSettings(
             src=settings.src, precisions=settings.precisions,
@@ -416,7 +424,15 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
     quality_misses = sorted({c.precision for c in verdict.failures
                              if c.metric in ("accuracy_drop_pp", "psnr_db", "nonfinite_outputs")
                              and c.precision in ("int8", "int16x8", "fp16", "dynamic")})
-    if quality_misses:
+    if quality_misses == ["int8"] and settings.keep_float:
+        # int8 already kept the diagnosed tensors float: diagnose would name them again (a loop)
+        extra["keep_float_hint"] = (
+            "the --keep-float auto search met no goal it tried (see its table): try --precision int16x8 or a "
+            "looser goal" if settings.keep_float == "auto" else
+            f"keeping {len(next((r.keep_float for r in rows if r.precision == 'int8' and r.keep_float), ()))} "
+            "tensor(s) float did not reach it: let --keep-float auto "
+            "search measured sets of the ranked tensors, or try --precision int16x8")
+    elif quality_misses:
         from edgebench.diagnose import DEFAULT_SAMPLES, diagnose_command
 
         extra["diagnose_command"] = diagnose_command(   # same data; diagnose's own default sample count
@@ -515,6 +531,10 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
     sig = srcs[0].signature
     sig = replace(sig, quantized={**_quantized_inputs([x for x in (settings.a, settings.b) if x.endswith(".tflite")]),
                                   **sig.quantized})
+    why = input_mismatch(sig, srcs[1].signature)
+    if why:       # the data is fine for A: B is another model, and feeding it would blame the data
+        raise BadInput(f"{settings.b} {why} ({settings.a}): compare runs the same inputs through two forms of "
+                       "one model (e.g. its SavedModel and its int8 .tflite); give B converted from A")
     if settings.data is None:
         raise BadInput("compare needs --data (an .npz/.npy/image folder of real samples, or 'synthetic')")
     ds = load_data(settings.data, sig, preprocess=settings.preprocess, seed=settings.seed, n=max(settings.samples, 1))
@@ -590,5 +610,6 @@ def raise_for_compare(doc: Document) -> None:
     if conv:
         raise ConversionFailed(f"{conv[0].precision}: {conv[0].error} (other rows were reported and saved)")
     if misses:
-        hint = f"; find the layer: {doc.get('diagnose_command')}" if doc.get("diagnose_command") else ""
+        hint = (f"; find the layer: {doc.get('diagnose_command')}" if doc.get("diagnose_command") else
+                f"; {doc.get('keep_float_hint')}" if doc.get("keep_float_hint") else "")
         raise GateFailed("gate failed: " + "; ".join(c["message"] for c in misses) + hint)

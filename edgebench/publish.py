@@ -59,9 +59,17 @@ class PublishOutcome:
 
     def raise_error(self) -> None:
         lines = list(self.unwritten)
-        if self.kept:
-            lines.append(f"the result was kept in {self.kept}; store it later with "
-                         f"`edgebench results import {self.kept}`")
+        kept = (f"the result was kept in {self.kept}; store it later with `edgebench results import {self.kept}`"
+                if self.kept else None)
+        stdout = [i for i, ln in enumerate(lines) if " - (standard output)" in ln]
+        if stdout:         # nothing else showed the result: where it is belongs on that line
+            where = kept or (f"the result is stored as run {self.run_id} (`edgebench results show {self.run_id} "
+                             f"--json FILE` writes it again)" if self.run_id else None)
+            if where:
+                lines[stdout[0]] += f"; {where}"
+                kept = None
+        if kept:
+            lines.append(kept)
         if self.error is not None:
             if lines:
                 raise type(self.error)("; ".join([str(self.error), *lines]))
@@ -86,6 +94,9 @@ def _why(exc: OSError) -> str:
 
 def unwritten_line(option: str, path: str, exc: OSError) -> str:
     """The one line for an output file that could not be written (the result itself is safe)."""
+    if path == "-":     # standard output: no table was printed instead of the document
+        return (f"could not write {option} - (standard output): {_why(exc)}; free space where it goes or give "
+                f"{option} a file path")
     return f"could not write {option} {path}: {_why(exc)}; choose a writable path (the table above is the result)"
 
 

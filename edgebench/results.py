@@ -78,13 +78,12 @@ def dumps(doc: dict[str, Any]) -> str:
 
 
 def write_json(doc: dict[str, Any], path: str) -> None:
-    """Write a result to PATH, or to stdout when PATH is '-'."""
+    """Write a result to PATH, or to stdout when PATH is '-' (all of it, or ``StdoutNotWritable``)."""
     text = dumps(doc)
     if path == "-":
-        import sys
+        from edgebench.atomic import write_stdout
 
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
+        write_stdout(text + "\n")
         return
     from edgebench.atomic import write_text
 

@@ -771,7 +771,7 @@ def tflite_variants(paths: list[str], out_dir: Path) -> dict[str, Any]:
     from edgebench.atomic import ensure_dir
 
     check_output_dir(out_dir)
-    ensure_dir(out_dir)
+    ensure_dir(out_dir, "choose a writable folder with --out DIR, or run from a writable working folder")
     doc = {"schema_version": 1, "kind": "tflite", "variants": variants, "reference_variant": ref,
            "reference_reason": why,
            "out_dir": str(out_dir), "parity": {"passed": None, "skipped": "no conversion: .tflite sources"}}

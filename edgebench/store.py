@@ -388,8 +388,10 @@ class Store:
                 return eng
             return sa.create_engine(self.url, pool_pre_ping=True, pool_size=2, max_overflow=2)
         except ModuleNotFoundError as exc:
-            raise InfraError(f"--db {self.where}: the database driver {exc.name!r} is not installed; install "
-                             "it (for PostgreSQL: pip install psycopg2-binary, the edgebench postgres extra)") from None
+            # the user's --db names a driver this install lacks: bad input they can fix (exit 2)
+            how = ("pip install 'edgebench[postgres]' (psycopg2)" if self.url.get_backend_name() == "postgresql"
+                   else f"install the Python package that provides {exc.name}, or pass a SQLite path")
+            raise BadInput(f"--db {self.where}: the database driver {exc.name!r} is not installed; {how}") from None
         except sa.exc.ArgumentError as exc:
             raise BadInput(f"--db {self.where}: {redact(str(exc), self._raw)}") from None
 
@@ -404,9 +406,14 @@ class Store:
         if "readonly" in low or "read-only" in low or "read only" in low:
             return InfraError(f"results database {self.where} is read-only ({msg}) while {action}; "
                               "make it writable or pass --db with a writable path")
-        if "unable to open" in low:
-            return InfraError(f"cannot open results database {self.where} ({msg}); check the path "
-                              "and its permissions, or pass another --db")
+        if "unable to open" in low:          # the path the user gave (--db, $EDGEBENCH_DB): exit 2
+            return BadInput(f"--db {self.where}: cannot open the results database ({msg}); check the path "
+                            "and its permissions, or pass another --db")
+        if "could not translate host name" in low or "invalid dsn" in low or "invalid connection option" in low:
+            return BadInput(f"--db {self.where}: {msg}; check the host and options of the URL")
+        if "connection refused" in low or "timeout expired" in low:
+            return InfraError(f"results database {self.where} is not reachable ({msg}); start the server or "
+                              "check the host and port in --db")
         if "file is not a database" in low or "malformed" in low:
             return BadInput(f"--db {self.where} is not an edgebench results database ({msg}); "
                             "pass another --db")

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from edgebench.errors import BadInput
+from edgebench.paths import require_file
 
 COUNTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "BATCH_MATMUL", "TRANSPOSE_CONV", "CONV_3D")
 FLOAT_TYPES = ("float32", "float16", "float64", "bfloat16")
@@ -81,9 +82,8 @@ def _tensor_type_name(code: int, names: dict[int, str]) -> str:
 
 def inspect(path: str | os.PathLike) -> dict[str, Any]:
     """Describe a .tflite file. Raises ``BadInput`` for a missing, truncated or non-flatbuffer file."""
-    p = Path(path)
-    if not p.is_file():
-        raise BadInput(f"model not found: {p}; give the path of an existing .tflite file")
+    p = require_file(path, "a .tflite file", "give the path of an existing .tflite file",
+                         missing="model not found")
     return inspect_bytes(p.read_bytes(), p)
 
 

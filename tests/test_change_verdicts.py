@@ -117,5 +117,5 @@ def test_results_compare_fail_on_regression_exits_1_on_an_accuracy_drop(tmp_path
     pair = json.loads((tmp_path / "c.json").read_text())["rows"][0]
     top1 = next(c for c in pair["changes"] if c["metric"] == "top-1")
     assert top1["verdict"] == "worse" and top1["change"] == pytest.approx(-8.33) and top1["unit"] == "pp"
-    code, out, _ = run_cli("results", "compare", ids[0], ids[1], "--db", db, "--accuracy-pp", "10")
+    code, out, _ = run_cli("results", "compare", ids[0], ids[1], "--db", db, "--accuracy-pp", "10", "--details")
     assert code == 0 and "-8.33 pp" in out

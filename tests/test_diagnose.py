@@ -155,7 +155,7 @@ def test_convert_keep_float_auto_on_a_healthy_model_keeps_plain_int8(digits_mode
                              "--max-accuracy-drop", "1", "--out", str(tmp_path))
     assert code == 0, err
     flat = " ".join(out.split())
-    assert "keep-float search (goal: top-1 drop <= 1 pp; met" in flat and "(none: plain int8)" in flat
+    assert "keep-float search (goal: top-1 drop <= 1 pp; met" in flat and "none (plain int8)" in flat
     v = json.loads((tmp_path / "manifest.json").read_text())["variants"]["int8"]
     assert v["keep_float"] == [] and v["quantization"]["mode"] == "full-integer"
     assert v["keep_float_search"]["candidates"][0]["chosen"]

@@ -118,3 +118,40 @@ def test_nan_fails_without_any_threshold():
     # --min-psnr on a NaN row: a failed check, not "needs drift" bad input
     v = evaluate(rows, Thresholds(min_psnr_db=30))
     assert {c.metric for c in v.failures} == {"nonfinite_outputs", "psnr_db"}
+
+
+@pytest.mark.parametrize("text,msg", [
+    # the same ranges as the command-line options (issue 37 item 4), file and line named
+    ("default:\n  min_psnr: .nan\n", "g.yaml:2: default.min_psnr: nan must be >= 0 and <= 1,000 (the range of --min-psnr)"),
+    ("int8:\n  min_psnr: 30\n  max_accuracy_drop: -5\n",
+     "g.yaml:3: int8.max_accuracy_drop: -5 must be >= 0 and <= 100 (the range of --max-accuracy-drop)"),
+    ("int8:\n  max_p99_ms: .inf\n", "g.yaml:2: int8.max_p99_ms: inf must be > 0"),
+    ("fp16:\n  min_cosine: 2\n", "g.yaml:2: fp16.min_cosine: 2 must be >= -1 and <= 1 (the range of --min-cosine)"),
+    ("int8:\n  min_delegated: 150\n", "g.yaml:2: int8.min_delegated: 150 must be >= 0 and <= 100"),
+    ("int8:\n  min_size_reduction: 101\n", "g.yaml:2: int8.min_size_reduction: 101 must be <= 100"),
+    ("int8:\n  min_psnr: 30\n  min_psnr: 40\n", "g.yaml:3: int8.min_psnr appears twice"),
+    ("int8:\n  min_psnr: 1\nint8:\n  min_psnr: 2\n", "g.yaml:3: precision 'int8' appears twice"),
+    ("int8:\n\n  max_drop: 3\n", "g.yaml:3: unknown threshold int8.max_drop"),
+])
+def test_gate_file_numbers_are_range_checked_naming_file_and_line(tmp_path, text, msg):
+    f = tmp_path / "g.yaml"
+    f.write_text(text)
+    with pytest.raises(BadInput) as err:
+        load_gate_file(f)
+    assert f"--gate {tmp_path / msg}" in str(err.value), str(err.value)
+
+
+def test_gate_file_in_range_values_still_load(tmp_path):
+    f = tmp_path / "g.yaml"
+    f.write_text("int8:\n  min_size_reduction: -20\n  min_cosine: -1\n  max_accuracy_drop: 0\n  min_psnr: 1000\n")
+    th = load_gate_file(f)["int8"]
+    assert (th.min_size_reduction_pct, th.min_cosine, th.max_accuracy_drop_pp, th.min_psnr_db) == (-20, -1, 0, 1000)
+
+
+def test_cli_refuses_an_out_of_range_gate_file_before_measuring(run_cli, tmp_path):
+    f = tmp_path / "gate.yaml"
+    f.write_text("default:\n  min_psnr: .nan\n")
+    code, out, err = run_cli("convert-and-compare", str(tmp_path / "m.tflite"), "--gate", str(f))
+    assert code == 2, err
+    assert err.strip() == (f"error: --gate {f}:2: default.min_psnr: nan must be >= 0 and <= 1,000 (the range of "
+                           "--min-psnr)")

@@ -88,7 +88,7 @@ def test_results_compare_and_history_keep_numbers_whole():
                       "changes": [Change("p99 ms", 0.064412, 0.0823451, 1.2784, 1.234e-9, "worse", False,
                                          "a long note about the tail and the rank test pointing the same way"),
                                   Change("size", 1861632, 1861632, 1.0, None, "same", False, "")]}]}
-    text = render(render_results_compare(rep))
+    text = render(render_results_compare(rep, width=80, details=True))
     assert_intact(text, ["0.06441", "0.08235", "1.278x", "1.2e-09", "1861632"])
     hist = {"model": "digits-tiny", "metric": "p99", "precision": "int8", "target": "host", "batch_size": None,
             "points": [{"created": "2026-12-01T10:00:00", "run_id": "c" * 32, "value": 0.0644123, "step": False}],

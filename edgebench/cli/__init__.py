@@ -7,6 +7,7 @@ only ``main()`` maps them to exit codes (0 ok, 1 gate failed, 2 bad input, 3 inf
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -73,6 +74,15 @@ def _check_ranges() -> None:
 _check_ranges()
 
 
+def _plain_help() -> None:
+    from edgebench.cli._help import plain_placeholders
+
+    plain_placeholders()
+
+
+_plain_help()
+
+
 def _click_exceptions():
     try:  # typer >= 0.24 vendors click
         from typer._click import exceptions  # type: ignore[attr-defined]
@@ -101,15 +111,16 @@ def run() -> None:
     """The ``edgebench`` console script and ``python -m edgebench``: :func:`main`, then a fast
     exit (``cli/_startup.fast_exit``: every output flushed and every atexit handler run, but no
     ~1 s of TensorFlow teardown). In-process callers (tests, notebooks) call :func:`main`."""
-    from edgebench.cli._startup import fast_exit
+    from edgebench.cli._startup import fast_exit, flush_stdout, strict_stdout
 
+    strict_stdout()                 # a write error on stdout is exit 2, never output cut short with 0
     try:
         code = main()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if not isinstance(exc.code, (int, type(None))):
             print(exc.code, file=sys.stderr)
-    fast_exit(code)
+    fast_exit(flush_stdout(code))
 
 
 def _stop_on_signals() -> None:
@@ -144,13 +155,13 @@ def _stop_on_signals() -> None:
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """Python warnings from library code as one readable line (no file/line noise)."""
-    from rich.console import Console
-
     if issubclass(category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning)):
         return
     from rich.markup import escape
 
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold yellow]warning:[/] {escape(str(message))}")
+    from edgebench.report.terminal.console import DataConsole
+
+    DataConsole(stderr=True, highlight=False, soft_wrap=True).print(f"[bold yellow]warning:[/] {escape(str(message))}")
 
 
 def _main(argv: list[str] | None) -> None:
@@ -160,6 +171,7 @@ def _main(argv: list[str] | None) -> None:
 
     warnings.showwarning = _show_warning
     try:
+        _check_arguments(sys.argv[1:] if argv is None else argv)
         rv = app(args=argv, standalone_mode=False)
     except EdgebenchError as err:
         from edgebench.errors import Interrupted
@@ -182,12 +194,22 @@ def _main(argv: list[str] | None) -> None:
         sys.exit(exc.exit_code)
     except Exception as exc:  # click usage errors and anything unforeseen
         if isinstance(exc, _click_exceptions().UsageError):
-            exc.show()
+            import io
+
+            from edgebench.printable import printable_lines
+
+            text = io.StringIO()
+            exc.show(file=text)                 # the value the user typed is data: shown, never sent
+            sys.stderr.write(printable_lines(text.getvalue()))
             sys.exit(2)
         if _SIGNALLED:
             # the signal's exception surfaced inside a library that wrapped it (TensorFlow turns it
             # into SystemError/AttributeError mid-trace): it is an interruption, not a bug
             _interrupted()
+        if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
+            # a path the user gave, with a part longer than a file name can be (stat, open, mkdir)
+            _fail(f"{exc.filename or 'a path given'}: {exc.strerror}: a part of it is longer than a file name may "
+                  f"be ({_name_max()} bytes) or the whole longer than a path may be; give a shorter path", 2)
         if os.environ.get("EDGEBENCH_DEBUG"):
             raise
         _fail(f"internal error: {type(exc).__name__}: {exc} (set EDGEBENCH_DEBUG=1 for a traceback "
@@ -200,6 +222,29 @@ def _main(argv: list[str] | None) -> None:
             _interrupted()
         if isinstance(rv, int) and rv:
             sys.exit(rv)
+
+
+def _check_arguments(args: list[str]) -> None:
+    """A command-line argument that is not valid UTF-8 (a file name in another encoding, which
+    Python holds as lone surrogates) is refused before anything runs: edgebench writes every path it
+    was given into JSON, the results store and reports, and LiteRT and TensorFlow take paths as UTF-8."""
+    from edgebench.errors import BadInput
+    from edgebench.printable import printable
+
+    for arg in args:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            byte = printable(arg[exc.start])
+            raise BadInput(f"{printable(arg)}: not valid UTF-8 (the byte {byte}); rename the file (or use a "
+                           "link to it) with a UTF-8 name") from None
+
+
+def _name_max() -> int:
+    try:
+        return os.pathconf("/", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
 
 
 INTERRUPTED = ("interrupted (Ctrl-C); results already stored or written with --json are kept, the "
@@ -217,11 +262,9 @@ def _interrupted() -> None:
 
 
 def _fail(message: str, code: int) -> None:
-    from rich.console import Console
     from rich.markup import escape
 
-    from edgebench.bounded import printable     # a message may quote a device or a file: no escape codes
+    from edgebench.report.terminal.console import DataConsole
 
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(printable(message))}",
-                                                                markup=True)
+    DataConsole(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}", markup=True)
     sys.exit(code)

@@ -20,6 +20,9 @@ def split_csv(value: str | None, *, option: str, allowed: tuple[str, ...] | None
         bad = [v for v in items if v not in allowed]
         if bad:
             raise BadInput(f"{option}: unknown value {bad[0]!r}; use one or more of {', '.join(allowed)}")
+    twice = [v for i, v in enumerate(items) if v in items[:i]]
+    if twice:       # fp32,fp32 or host,host would run (and store) the same thing twice
+        raise BadInput(f"{option} {value}: {twice[0]!r} is given twice; list each once")
     return items
 
 
@@ -42,11 +45,11 @@ def console(stderr: bool = False):
     columns instead of rich's 80, so logs and CI output keep one line per row."""
     import os
 
-    from rich.console import Console
+    from edgebench.report.terminal.console import DataConsole
 
-    con = Console(stderr=stderr, highlight=False)
+    con = DataConsole(stderr=stderr, highlight=False)     # data's control characters shown, never sent
     if not con.is_terminal and not os.environ.get("COLUMNS"):
-        con = Console(stderr=stderr, highlight=False, width=160)
+        con = DataConsole(stderr=stderr, highlight=False, width=160)
     return con
 
 
@@ -90,7 +93,6 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
         import threading
         from contextlib import contextmanager
 
-        from rich.console import Console
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                                    TimeElapsedColumn, TimeRemainingColumn)
 
@@ -98,7 +100,9 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
 
         self._stream = terminal_stderr()
         if self._stream is not None:
-            con = Console(file=self._stream, force_terminal=True)
+            from edgebench.report.terminal.console import DataConsole
+
+            con = DataConsole(file=self._stream, force_terminal=True)
             # redrawn by our own thread, which holds off while this machine is timed (progress.measuring)
             self._progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
                                       MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
@@ -186,20 +190,16 @@ def deliver(doc, opts, render, *, json_path: str | None = None) -> "object":
     An interruption (Ctrl-C/SIGTERM/SIGHUP) is raised after the rows measured before it were
     stored and shown; a store or push failure after the table was printed. Returns the
     published document (with ``run_id``)."""
-    from edgebench.errors import Interrupted
+    from edgebench.errors import Interrupted, StdoutNotWritable
     from edgebench.publish import publish
-    from edgebench.report.terminal._cells import WholeLine
 
     outcome = publish(doc, opts)
     doc = outcome.doc
     if json_path != "-":
-        con = console()
-        parts = render(doc)
-        for part in (parts if isinstance(parts, (list, tuple)) else [parts]):
-            if isinstance(part, WholeLine):      # a command: never wrapped or cropped by us
-                con.print(part, soft_wrap=True, markup=False, highlight=False)
-            else:
-                con.print(part)
+        try:
+            show(render(doc))
+        except StdoutNotWritable as err:         # the table was the user's copy: say where the result is
+            raise err.kept(_kept_where(outcome)) from None
     if doc.get("interrupted"):
         signal_name = doc.get("interrupted_by") or "Ctrl-C"
         done = sum(1 for r in doc.rows if r.ok)
@@ -209,6 +209,37 @@ def deliver(doc, opts, render, *, json_path: str | None = None) -> "object":
                           f"({where}); rerun to measure the rest", signal_name=signal_name)
     outcome.raise_error()
     return doc
+
+
+def show(parts) -> None:
+    """Print rendered parts to stdout (a ``WholeLine`` unwrapped) and flush, so a write error
+    surfaces while the result is at hand."""
+    import sys
+
+    from edgebench.report.terminal._cells import WholeLine
+
+    con = console()
+    for part in (parts if isinstance(parts, (list, tuple)) else [parts]):
+        if isinstance(part, WholeLine):      # a command: never wrapped or cropped by us
+            con.print(part, soft_wrap=True, markup=False, highlight=False)
+        else:
+            con.print(part)
+    sys.stdout.flush()
+
+
+def _kept_where(outcome) -> str:
+    """Where a published result is, for a message about output that did not arrive."""
+    from edgebench.publish import keep_unsaved
+
+    if outcome.run_id:
+        return f"the result is stored as run {outcome.run_id}: `edgebench results show {outcome.run_id}`"
+    if outcome.kept:
+        return f"the result was kept in {outcome.kept}; store it with `edgebench results import {outcome.kept}`"
+    try:
+        path = keep_unsaved(outcome.doc)
+    except OSError as exc:
+        return f"the result could not be kept in unsaved/ either ({exc.strerror or exc})"
+    return f"the result was kept in {path}; store it with `edgebench results import {path}`"
 
 
 def verdict_then_unwritten(verdict: Callable[[], None], unwritten: list[str]) -> None:

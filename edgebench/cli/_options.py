@@ -128,7 +128,7 @@ DurationOpt = Annotated[Optional[float], typer.Option(
                        "replaces --runs/--min-runs/--min-time/--max-time for the timed loop.")]
 ReportEveryOpt = Annotated[Optional[float], typer.Option(
     "--report-every", help=f"Sustained run (--duration): one timeline window every S seconds (default "
-                           f"{_SCHEDULE.report_every_s:g}).")]
+                           f"{_SCHEDULE.WINDOW_S:g}, or --duration / {_SCHEDULE.MIN_WINDOWS} when that is shorter).")]
 PeriodMsOpt = Annotated[Optional[float], typer.Option(
     "--period-ms", help="Paced: one invoke every P ms, sleeping in between (latency = invoke only); reported "
                         "next to a back-to-back run.")]
@@ -176,8 +176,7 @@ def schedule(duration: float | None = None, report_every: float | None = None,
     if report_every is not None and duration is None:
         raise BadInput(f"--report-every {report_every:g} sets the window of a sustained run: add --duration S "
                        "(or drop --report-every)")
-    every = _SCHEDULE.report_every_s if report_every is None else report_every
-    return Schedule(duration_s=duration, report_every_s=every, period_ms=period_ms).validate()
+    return Schedule(duration_s=duration, report_every_s=report_every, period_ms=period_ms).validate()
 
 
 def energy_settings(enabled: bool, idle_s: float = _ENERGY.idle_s) -> EnergySettings | None:

@@ -48,8 +48,39 @@ def option_flags(fn: Callable) -> dict[str, str]:
     return out
 
 
+# options whose value must be one of a few names, whatever the data turns out to be (--preprocess
+# used to be checked only when the data was an image folder: "--preprocess bogus" ran silently)
+def _choices() -> dict[str, tuple[str, ...]]:
+    from edgebench.data import PREPROCESS
+
+    return {"--preprocess": tuple(PREPROCESS)}
+
+
+# what an empty value should have been, for the message ('-' is standard output for these)
+STDOUT_OPTIONS = ("--json", "--markdown", "--output")
+EMPTY_HINTS = {"--db": "a database file or URL (or leave the option out for the default store)",
+               "--out": "a folder", "--data": "an .npz/.npy file, an image folder or 'synthetic'"}
+
+
+def check_text(flag: str, value: Any) -> None:
+    """An option typed as an empty string (``--json ''``: a script's unset variable) names nothing:
+    refused, never read as "not given"; a choice option outside its names is refused too."""
+    from edgebench.errors import BadInput
+
+    if not isinstance(value, str):
+        return
+    if value == "":
+        what = ("a file path, or - for standard output" if flag in STDOUT_OPTIONS
+                else EMPTY_HINTS.get(flag, "a value (see --help)"))
+        raise BadInput(f"{flag} '': empty; give {what}")
+    allowed = _choices().get(flag)
+    if allowed and value not in allowed:
+        raise BadInput(f"{flag} {value}: unknown; use one of {', '.join(allowed)}")
+
+
 def checked(fn: Callable) -> Callable:
-    """``fn`` with its numeric options checked before its body runs."""
+    """``fn`` with its numeric options checked before its body runs (and its text options:
+    ``check_text``)."""
     flags = option_flags(fn)
 
     @functools.wraps(fn)
@@ -57,6 +88,7 @@ def checked(fn: Callable) -> Callable:
         for name, value in kwargs.items():
             if name in flags:
                 check(flags[name], value)
+                check_text(flags[name], value)
         return fn(*args, **kwargs)
 
     return wrapper

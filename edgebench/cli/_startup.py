@@ -12,6 +12,7 @@ as before, and library callers who never run the CLI are untouched.
 from __future__ import annotations
 
 import atexit
+import io
 import os
 import sys
 import threading
@@ -52,6 +53,53 @@ def skip_keras_sklearn() -> None:
     """Install :class:`SkipKerasSklearn` once (idempotent)."""
     if not any(isinstance(f, SkipKerasSklearn) for f in sys.meta_path):
         sys.meta_path.insert(0, SkipKerasSklearn())
+
+
+def strict_stdout() -> None:
+    """Put ``atomic.StdoutWriter`` under ``sys.stdout``: every byte printed reaches the file or the
+    command fails with one line (``StdoutNotWritable``, exit 2) -- never a table or document cut
+    short with exit 0. Buffering stays what Python chose (line-buffered on a terminal, unbuffered
+    under ``PYTHONUNBUFFERED``); only the real process stdout is replaced, never a caller's stream."""
+    from edgebench.atomic import StdoutWriter
+
+    out = sys.stdout
+    if out is None or out is not sys.__stdout__:
+        return
+    buffer = getattr(out, "buffer", None)
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    unbuffered = not isinstance(buffer, io.BufferedWriter)
+    out.flush()
+    raw = StdoutWriter(fd)
+    # unbuffered: the raw writer itself (it never writes short); else a buffer like Python's own
+    buffer = raw if unbuffered else io.BufferedWriter(raw)
+    sys.stdout = io.TextIOWrapper(buffer, encoding=out.encoding, errors=out.errors, newline=None,
+                                  line_buffering=out.line_buffering, write_through=unbuffered)
+    _REPLACED.append(out)           # kept alive: collecting it would close file descriptor 1
+
+
+_REPLACED: list = []
+
+
+def flush_stdout(code: int) -> int:
+    """Flush standard output at the end of a command; a write that fails now (the last buffered
+    lines onto a full disk) is one line on stderr and exit 2 instead of a silent loss."""
+    from edgebench.errors import StdoutNotWritable
+
+    try:
+        sys.stdout.flush()
+    except StdoutNotWritable as err:
+        try:
+            sys.stderr.write(f"error: {err}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        return 2 if code == 0 else code
+    except (OSError, ValueError):     # a closed stream: nothing left to deliver
+        pass
+    return code
 
 
 def fast_exit(code: int) -> None:

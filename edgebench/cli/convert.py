@@ -82,13 +82,12 @@ def register(app: typer.Typer) -> None:
 
             unwritten = try_write("--json", json_path, lambda: write_json(manifest, json_path))
         if json_path != "-":
-            search = (manifest["variants"].get("int8") or {}).get("keep_float_search")
-            if search:
-                from edgebench.report.terminal.diagnose import render_keep_float_table
+            from edgebench.cli._common import show
+            from edgebench.report.terminal.diagnose import render_keep_float_table
 
-                for part in render_keep_float_table(search):
-                    console().print(part)
-            console().print(render_manifest(manifest))
+            width = console().width
+            search = (manifest["variants"].get("int8") or {}).get("keep_float_search")
+            show([*render_keep_float_table(search, width), *render_manifest(manifest, width=width)])
         from edgebench.cli._common import verdict_then_unwritten
 
         verdict_then_unwritten(lambda: check_manifest(manifest), [unwritten])

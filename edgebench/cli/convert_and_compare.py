@@ -191,6 +191,6 @@ def register(app: typer.Typer) -> None:
         with progress_reporter("convert-and-compare") as say:
             doc = convert_and_compare(settings, progress=say)
         width = console().width
-        doc = deliver(doc, opts, lambda d: render_keep_float_table(d.get("keep_float_search"))
+        doc = deliver(doc, opts, lambda d: render_keep_float_table(d.get("keep_float_search"), width)
                       + render_compare(d, width=width, wide=wide, verbose=verbose), json_path=json_path)
         raise_for_compare(doc)

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from edgebench.cli._options import JsonOpt
+from edgebench.cli._options import JsonOpt, WideOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -14,6 +14,7 @@ def register(app: typer.Typer) -> None:
     def devices_cmd(
         json_path: JsonOpt = None,
         props: Annotated[bool, typer.Option("--props", help="Include every getprop property in the JSON.")] = False,
+        wide: WideOpt = False,
         save_profiles: Annotated[Optional[str], typer.Option(
             "--save-profiles", help="Write a generated profile (YAML) for every device no profile matches into "
                                     "DIR (edit it, then edgebench uses its threads/affinity).")] = None,
@@ -50,7 +51,8 @@ def register(app: typer.Typer) -> None:
                       "or try the simulated device: python -m edgebench.sim.adbd --port 5599 "
                       "--sandbox /tmp/simphone --python, then adb connect 127.0.0.1:5599")
             return
-        con.print(render_devices(rows))
+        for part in render_devices(rows, width=con.width, wide=wide):
+            con.print(part)
         for path in saved:
             con.print(escape_markup(f"saved a generated profile to {path}; check it against the maker's spec "
                                     f"sheet, then put it in {Path(path).parent} (or $EDGEBENCH_DEVICE_PROFILES)"))

@@ -30,8 +30,6 @@ def register(app: typer.Typer) -> None:
         Exit codes: 0 exported, 2 bad input (unknown run, missing directory), 3 Pushgateway
         unreachable or refusing (the results stay in the store).
         """
-        import sys
-
         from edgebench.cli._common import console, progress_reporter
         from edgebench.export import export_prometheus
         from edgebench.store import Store
@@ -40,8 +38,9 @@ def register(app: typer.Typer) -> None:
             out = export_prometheus(store, run_id, latest=latest, pushgateway=pushgateway, textfile=textfile,
                                     progress=say)
         if not pushgateway and not textfile:
-            sys.stdout.write(out.text)
-            sys.stdout.flush()
+            from edgebench.atomic import write_stdout
+
+            write_stdout(out.text)          # all of it, or one line and exit 2 (a full disk)
             return
         con = console()
         con.soft_wrap = True

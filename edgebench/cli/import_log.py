@@ -27,4 +27,5 @@ def register(app: typer.Typer) -> None:
 
         from edgebench.report.terminal.import_log import render_import_log
 
-        console().print(render_import_log(doc, top_ops))
+        con = console()
+        con.print(render_import_log(doc, top_ops, width=con.width))

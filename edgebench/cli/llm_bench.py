@@ -72,6 +72,6 @@ def register(app: typer.Typer) -> None:
         check_store(opts)
         with progress_reporter("llm-bench") as say:
             doc = run_llm_bench(settings, progress=say)
-        width = None if wide else console().width
-        doc = deliver(doc, opts, lambda d: render_llm_bench(d, width=width), json_path=json_path)
+        width = console().width
+        doc = deliver(doc, opts, lambda d: render_llm_bench(d, width=width, wide=wide), json_path=json_path)
         raise_for_failures(doc)

@@ -76,6 +76,9 @@ def register(app: typer.Typer) -> None:
             unwritten = try_write("--json", json_path, lambda: write_json(
                 envelope("matrix", report["cells"], host_fingerprint(), matrix_kind=report["kind"], **extra),
                 json_path))
+            if unwritten and json_path == "-" and not dry_run:
+                unwritten += (f"; every cell run is stored (`edgebench results list --matrix "
+                              f"{report['matrix_hash']}`)")
         if json_path != "-":
             from edgebench.report.terminal.matrix import render_matrix
 

@@ -84,8 +84,9 @@ def register(app: typer.Typer) -> None:
         cosine: Optional[float] = typer.Option(None, "--cosine", help="Change of 1 - cosine that counts (default 0.001)."),
         db: DbOpt = None,
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the comparison as JSON to PATH ('-' for stdout)."),
+        details: bool = typer.Option(False, "--details", help="Also every metric of every row pair: its test, p and note (the JSON has them always)."),
     ) -> None:
-        """Compare two runs: environment differences first, then per metric ratio and significance."""
+        """Compare two runs: environment differences first, then what changed (worse/better), then counts; --details for every metric."""
         from edgebench.cli._common import console
         from edgebench.errors import BadInput, GateFailed
         from edgebench.results import envelope, write_json
@@ -106,7 +107,7 @@ def register(app: typer.Typer) -> None:
             con = console()
             from edgebench.report.terminal.results import render_results_compare
 
-            for part in render_results_compare(rep):
+            for part in render_results_compare(rep, width=con.width, details=details):
                 con.print(part)
         if fail_on_regression and rep["regressions"]:
             raise GateFailed(f"{rep['regressions']} metric(s) worse in {rep['b'][:12]} than {rep['a'][:12]} "
@@ -175,7 +176,9 @@ def register(app: typer.Typer) -> None:
 
         text = render_csv(rows)
         if output == "-":
-            typer.echo(text, nl=False)
+            from edgebench.atomic import write_stdout
+
+            write_stdout(text)
         else:
             from edgebench.atomic import write_text
 

@@ -88,19 +88,23 @@ def diagnosed_rows(doc: Document) -> list[InferenceRow]:
 # --------------------------------------------------------------------------- shared text
 
 
-def reference_label(doc: Document) -> str:
-    """What the drift and accuracy are against: "TF", or the float .tflite given as --reference."""
-    ref = doc.reference
-    return "TF" if ref is None or ref.target == "tf" or ref.precision == "tf" else "the float .tflite"
+def against(doc: Document | None) -> str:
+    """What the drift and accuracy were measured against: TF, PyTorch (a PyTorch source), or the
+    float .tflite of ``--reference`` (no TensorFlow ran then)."""
+    ref = doc.reference if doc is not None else None
+    if ref is None or ref.precision in (None, "tf"):
+        return "TF"
+    return "PyTorch" if ref.precision == "torch" else "the float .tflite"
 
 
-def accuracy_text(row: InferenceRow | Mapping[str, Any], against: str = "TF") -> str:
+def accuracy_text(row: InferenceRow | Mapping[str, Any], doc: Document | None = None) -> str:
     row = as_row(row)
     acc, worst = row.accuracy, row.worst
     parts = []
     if acc is not None and acc.top1 is not None:
         drop = acc.top1_drop_pp
-        parts.append(f"top-1 {acc.top1 * 100:.2f}%" + ("" if drop is None else f" ({top1_change(drop)} pp vs {against})"))
+        parts.append(f"top-1 {acc.top1 * 100:.2f}%" + ("" if drop is None else
+                                                       f" ({top1_change(drop)} pp vs {against(doc)})"))
     if acc is not None and acc.top1_agreement is not None:
         parts.append(f"agreement {acc.top1_agreement * 100:.1f}%")
     if worst is not None and worst.psnr_db is not None:
@@ -162,7 +166,7 @@ def markdown_lines(doc: Document | Mapping[str, Any], escape_cell: Callable[[Any
     out: list[str] = []
     doc = document(doc)
     for row in diagnosed_rows(doc):
-        out += ["", f"**{escape_cell(row.precision)}**: {escape_cell(accuracy_text(row, reference_label(doc)))}", ""]
+        out += ["", f"**{escape_cell(row.precision)}**: {escape_cell(accuracy_text(row, doc))}", ""]
         if row.status != "ok":
             out.append(f"_{escape_cell(row.status)}: {escape_cell(row.error)}_")
             continue
@@ -194,7 +198,7 @@ def html_section(docs: Sequence[Document | Mapping[str, Any]]) -> str:
     for doc in (document(d) for d in docs):
         for row in diagnosed_rows(doc):
             layers = [l for l in diagnosis(row).layers if l.node is not None]
-            title = f"{doc.get('model')} {row.precision}: {accuracy_text(row, reference_label(doc))}"   # Document.get: the envelope's meta
+            title = f"{doc.get('model')} {row.precision}: {accuracy_text(row, doc)}"   # Document.get: the envelope's meta
             parts.append(f"<h3>{html.escape(title)}</h3>")
             if row.status != "ok" or not layers:
                 parts.append(f'<p class="note">{html.escape(str(row.error or "no layers"))}</p>')

@@ -113,6 +113,8 @@ def _verdict_lines(doc: Document) -> list[str]:
     if v.gate == "failed":
         out = [f"**❌ gate failed** ({len(v.failing)} check{'s' * (len(v.failing) != 1)}):", ""]
         out += [f"- {md_escape(m)}" for m in v.failing]
+    elif v.interrupted:
+        out = [f"**⏹ {md_escape(v.text)}**"]
     elif v.state != "ok":
         out = [f"**❌ {md_escape(v.text)}**"]
     else:

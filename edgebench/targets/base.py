@@ -167,8 +167,20 @@ class Schedule:
     default written here once. A sustained run replaces RunControl's stop rule by its duration."""
 
     duration_s: float | None = None
-    report_every_s: float = 10.0
+    report_every_s: float | None = None    # None: WINDOW_S, shortened to give MIN_WINDOWS windows (window_s)
     period_ms: float | None = None
+
+    # a sustained run's window when --report-every is not given: 10 s, or duration / 3 when that is
+    # shorter -- "--duration 10" is three windows, never one window and a steady-state ratio of 1
+    WINDOW_S = 10.0
+    MIN_WINDOWS = 3
+
+    @property
+    def window_s(self) -> float | None:
+        """The window a sustained run is closed into (the given --report-every or the default)."""
+        if self.report_every_s is not None or self.duration_s is None:
+            return self.report_every_s
+        return min(self.WINDOW_S, self.duration_s / self.MIN_WINDOWS)
 
     @property
     def sustained(self) -> bool:
@@ -187,22 +199,26 @@ class Schedule:
                 raise BadInput(f"{flag} {v}: must be a finite number")
         if self.duration_s is not None and self.duration_s <= 0:
             raise BadInput(f"--duration must be > 0 seconds, got {self.duration_s:g}")
-        if self.report_every_s <= 0:
+        if self.report_every_s is not None and self.report_every_s <= 0:
             raise BadInput(f"--report-every must be > 0 seconds, got {self.report_every_s:g}")
-        if self.duration_s is not None and self.report_every_s > self.duration_s:
-            raise BadInput(f"--report-every {self.report_every_s:g} is longer than --duration "
-                           f"{self.duration_s:g}, so there would be no second window; lower --report-every")
+        if self.duration_s is not None and self.report_every_s is not None \
+                and self.report_every_s * 2 > self.duration_s:
+            n = int(self.duration_s // self.report_every_s)
+            raise BadInput(f"--report-every {self.report_every_s:g} with --duration {self.duration_s:g} gives "
+                           f"{n} window{'' if n == 1 else 's'}, and the steady-state ratio compares the first window "
+                           f"with the last: use --report-every {self.duration_s / 2:g} or less (or leave it out for "
+                           f"{self.MIN_WINDOWS} windows)")
         if self.period_ms is not None and self.period_ms <= 0:
             raise BadInput(f"--period-ms must be > 0, got {self.period_ms:g}")
         return self
 
     def worker_keys(self) -> dict[str, Any]:
         """The worker contract's ``period_ms`` and ``timeline`` keys (runner.py)."""
-        tl = ({"duration_s": self.duration_s, "report_every_s": self.report_every_s} if self.sustained else None)
+        tl = ({"duration_s": self.duration_s, "report_every_s": self.window_s} if self.sustained else None)
         return {"period_ms": self.period_ms, "timeline": tl}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"duration_s": self.duration_s, "report_every_s": self.report_every_s, "period_ms": self.period_ms}
+        return {"duration_s": self.duration_s, "report_every_s": self.window_s, "period_ms": self.period_ms}
 
 
 @dataclass(frozen=True)
@@ -408,9 +424,10 @@ def check_job_files(job: Job) -> Path:
     """The job's model path, after checking that it and its input set exist (BadInput otherwise)."""
     from edgebench.errors import BadInput
 
-    model = Path(job.model_path)
-    if not model.is_file():
-        raise BadInput(f"model not found: {model}; give the path of an existing .tflite file")
+    from edgebench.paths import require_file
+
+    model = require_file(job.model_path, "a .tflite file", "give the path of an existing .tflite file",
+                         missing="model not found")
     if job.inputs_npz and not Path(job.inputs_npz).is_file():
         raise BadInput(f"input data not found: {job.inputs_npz}; give an .npz InputSet (--data)")
     return model

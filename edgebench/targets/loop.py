@@ -58,6 +58,18 @@ def resolve_targets(spec: str | Sequence[str], *, threads: int | None = None, de
     names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s and s.strip()]
     if not names:
         raise BadInput("--targets is empty; use host, adb:SERIAL or adb:all")
+    twice = [n for i, n in enumerate(names) if n in names[:i]]
+    if twice:       # host,host ran (and stored) every row twice
+        raise BadInput(f"--targets {','.join(names)}: {twice[0]!r} is given twice; list each target once")
+    if benchmark_binary is not None:      # given for nothing, or a file that is not there: say so now
+        from edgebench.targets.benchmark_model.binary import resolve_binary
+
+        resolve_binary(benchmark_binary)
+        if not any(n == "adb" or n.startswith("adb:") for n in names):
+            import warnings
+
+            warnings.warn(f"--benchmark-binary {benchmark_binary} is for adb devices without Python; "
+                          f"--targets {','.join(names)} has none, so it is not used", stacklevel=2)
     out: list[Any] = []
     for name in names:
         if name in HOST_TARGETS:
@@ -75,6 +87,11 @@ def resolve_targets(spec: str | Sequence[str], *, threads: int | None = None, de
         if delegate is not None:
             kw["delegate"] = delegate
         out.extend(resolve_adb_targets(",".join(adb_names), **kw))
+    seen = [getattr(t, "name", None) for t in out]
+    twice = [n for i, n in enumerate(seen) if n is not None and n in seen[:i]]
+    if twice:       # adb:all,adb:SERIAL names one device twice
+        raise BadInput(f"--targets {','.join(names)}: {twice[0]} is named twice (adb:all includes every "
+                       "device); list each target once")
     return out
 
 

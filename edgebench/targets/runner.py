@@ -115,6 +115,7 @@ _io = _sibling("runner_io")
 _modes = _sibling("runner_modes")
 from runner_io import (  # noqa: E402,F401 -- the worker's parts (FAULT_ENV re-exported for tests)
     DEFAULT_MAX_TIME_S,
+    DEFAULT_MIN_RUNS,
     EXIT_BAD_INPUT,
     EXIT_INFRA,
     EXIT_OK,
@@ -461,7 +462,7 @@ def profile_main(job_path: str) -> int:
         return Session(load_runtime(), {**job, "runtime_api": "interpreter", "delegate": "xnnpack"}, data)
 
     try:
-        result, code = rp.profile_job(job, session), EXIT_OK
+        result, code = rp.profile_job({**job, "min_runs": job.get("min_runs", DEFAULT_MIN_RUNS)}, session), EXIT_OK
     except rp.Unavailable as exc:
         result, code = {"op_profile_error": str(exc)}, rp.PROFILE_EXIT_UNAVAILABLE
     except (JobError, RuntimeError, OSError, ValueError) as exc:

@@ -32,7 +32,9 @@ FAULT_ENV = "EDGEBENCH_RUNNER_FAULT"
 
 
 # Run-control fallbacks for a job that omits them (the parent always sends RunControl's values;
-# the worker cannot import edgebench, so these mirror targets/base.RunControl's defaults).
+# the worker cannot import edgebench, so these mirror targets/base.RunControl's defaults). The p99
+# minimum is the one copy of measure.MIN_SAMPLES["p99"] outside measure.py, pinned equal to it by
+# tests/test_typed_renderers.py (the worker alone may not import it).
 DEFAULT_MIN_RUNS, DEFAULT_MIN_TIME_S, DEFAULT_MAX_TIME_S = 662, 1.0, 60.0
 
 

@@ -271,7 +271,7 @@ def _period_ns(job: dict, warmup: list) -> int | None:
     w = sorted(warmup[1:] or warmup)
     med = w[len(w) // 2]
     if med >= period:
-        raise JobError(f"--period-ms {period / 1e6:g} is shorter than one inference of {job['model_path']} "
+        raise JobError(f"--period-ms {float(job['period_ms']):g} is shorter than one inference of {job['model_path']} "
                        f"(median {med / 1e6:.3g} ms over {len(w)} warm-up runs), so the invokes cannot keep "
                        f"that pace; use a --period-ms above {med / 1e6:.3g}")
     return period

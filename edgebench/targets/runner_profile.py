@@ -345,7 +345,7 @@ def profile_job(job: dict, session) -> dict:
     nodes = graph_nodes(sess.it)
     delegation = delegation_summary(nodes, "xnnpack")
     feeds = [(d["name"], sess.samples[d["index"]]) for d in sess.inputs]
-    runs = int(job.get("op_profile_runs") or job.get("runs") or job.get("min_runs", 662))
+    runs = int(job.get("op_profile_runs") or job.get("runs") or job["min_runs"])   # runner.py fills min_runs
     raw = profile_ops(job["model_path"], job.get("threads"), feeds, runs, int(job.get("warmup_runs", 10)),
                       float(job.get("max_time_s", 60.0)))
     out = aggregate(raw, nodes, delegation)

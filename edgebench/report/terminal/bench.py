@@ -5,18 +5,16 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from rich.table import Table
 from rich.text import Text
 
 from edgebench.report.terminal._cells import (
     as_document,
-    chunk_columns,
-    e,
     fmt_bytes,
     fmt_value,
     input_mapping_note,
     state_notes,
 )
+from edgebench.report.terminal.fit import Col, fit_tables
 from edgebench.formats import fmt_metric
 from edgebench.metrics import REGISTRY
 from edgebench.report.terminal.sustain import render_regimes
@@ -132,18 +130,11 @@ def render_bench(doc: Document | Mapping[str, Any], *, width: int | None = None)
     heads = [(r.model if one_target else f"{r.model} @ {r.target}") + (f" (GPU {r.gpu_precision})" if r.gpu_precision
                                                                           else "") for r in rows]
     spec = list(SPEC) + registry_rows(rows)
-    cells = [[fn(r) for r in rows] for _, fn in spec]
-    widths = [max([len(str(h))] + [len(c[j]) for c in cells]) for j, h in enumerate(heads)]
-    groups = chunk_columns(widths, width, max(len(label) for label, _ in spec))
-    for g, group in enumerate(groups):
-        title = "edgebench bench" + (f" ({g + 1} of {len(groups)})" if len(groups) > 1 else "")
-        t = Table(title=title, show_header=True, header_style="bold")
-        t.add_column("metric", no_wrap=True)
-        for j in group:
-            t.add_column(e(heads[j]), justify="right", no_wrap=True)
-        for (label, _), row_cells in zip(spec, cells):
-            t.add_row(label, *[e(row_cells[j]) for j in group])
-        out.append(t)
+    # a column per model, every one shown: the ones that do not fit go to a table of their own
+    # under the first, the metric names repeated (report/terminal/fit.py)
+    cols = [Col("metric", identity=True), *(Col(h, num=True) for h in heads)]
+    out.extend(fit_tables("edgebench bench", cols, [[label, *(fn(r) for r in rows)] for label, fn in spec],
+                          width=width, wide=True))
     for r in rows:
         if not r.ok:
             out.append(Text(f"FAILED ({r.model} @ {r.target}): {r.error}", style="bold red"))
@@ -153,27 +144,23 @@ def render_bench(doc: Document | Mapping[str, Any], *, width: int | None = None)
         out.append(Text("sample class: per-process samples (benchmark_model: each the first timed run of a fresh "
                         "process) are slower than steady-state ones; do not compare the two directly", style="yellow"))
     for r in rows:
-        name = e(r.model if one_target else f"{r.model} @ {r.target}")
+        name = str(r.model if one_target else f"{r.model} @ {r.target}")     # a title: fit_tables escapes it
         if r.load_levels:
-            ct = Table(title=f"{name}: concurrency", header_style="bold")
-            for c in ("level", "QPS", "x vs first", "p50 ms", "p99 ms", "samples", "p99 valid"):
-                ct.add_column(c, justify="right", no_wrap=True)
-            for c in r.load_levels:
-                ct.add_row(fmt_value(c.level, "d"), fmt_value(c.qps, ".1f"), fmt_value(c.speedup_vs_first, ".2f"),
-                           fmt_value(c.p50_ms, ".4g"), fmt_value(c.p99_ms, ".4g"), fmt_value(c.samples, "d"),
-                           fmt_value(c.p99_valid))
-            out.append(ct)
+            cols = [Col("level", num=True, identity=True),
+                    *(Col(c, num=True) for c in ("QPS", "x vs first", "p50 ms", "p99 ms", "samples", "p99 valid"))]
+            out.extend(fit_tables(f"{name}: concurrency", cols, [
+                [fmt_value(c.level, "d"), fmt_value(c.qps, ".1f"), fmt_value(c.speedup_vs_first, ".2f"),
+                 fmt_value(c.p50_ms, ".4g"), fmt_value(c.p99_ms, ".4g"), fmt_value(c.samples, "d"),
+                 fmt_value(c.p99_valid)] for c in r.load_levels], width=width, wide=True))
         s = r.server_run
         if s is not None:
-            st = Table(title=f"{name}: server (Poisson arrivals, latency incl. queueing)", header_style="bold")
-            for c in ("target QPS", "achieved QPS", "workers", "p50 ms", "p99 ms", "samples", "p99 valid",
-                      "overloaded"):
-                st.add_column(c, justify="right", no_wrap=True)
             lb = "> " if s.latency_lower_bound else ""   # backlog at the stop: a lower bound only
-            st.add_row(fmt_value(s.target_qps, ".1f"), fmt_value(s.achieved_qps, ".1f"), fmt_value(s.workers, "d"),
-                       lb + fmt_value(s.p50_ms, ".4g"), lb + fmt_value(s.p99_ms, ".4g"), fmt_value(s.samples, "d"),
-                       fmt_value(s.p99_valid), fmt_value(s.overloaded))
-            out.append(st)
+            cols = [Col(c, num=True, identity=c == "target QPS") for c in (
+                "target QPS", "achieved QPS", "workers", "p50 ms", "p99 ms", "samples", "p99 valid", "overloaded")]
+            out.extend(fit_tables(f"{name}: server (Poisson arrivals, latency incl. queueing)", cols, [[
+                fmt_value(s.target_qps, ".1f"), fmt_value(s.achieved_qps, ".1f"), fmt_value(s.workers, "d"),
+                lb + fmt_value(s.p50_ms, ".4g"), lb + fmt_value(s.p99_ms, ".4g"), fmt_value(s.samples, "d"),
+                fmt_value(s.p99_valid), fmt_value(s.overloaded)]], width=width, wide=True))
         sla = r.sla_search
         if sla is not None:
             if sla.met:
@@ -182,7 +169,7 @@ def render_bench(doc: Document | Mapping[str, Any], *, width: int | None = None)
                                 f"resolution {sla.resolution_qps:.1f} QPS)"))
             else:
                 out.append(Text(f"{r.model}: SLA p99 <= {sla.sla_p99_ms:g} ms not met: {sla.reason}"))
-        out.extend(render_regimes(r))
+        out.extend(render_regimes(r, width))
         out.extend(Text.from_markup(n, style="dim") for n in input_mapping_note(r) + state_notes([r]))
         for w in r.warnings:
             out.append(Text(f"warning ({r.model if one_target else f'{r.model} @ {r.target}'}): {w}", style="yellow"))
@@ -190,7 +177,7 @@ def render_bench(doc: Document | Mapping[str, Any], *, width: int | None = None)
             out.append(Text(f"% of peak ({r.model} @ {r.target}): {r.cost.peak_note}", style="dim"))
     from edgebench.report.terminal.profile import render_where
 
-    out.extend(render_where(rows))
+    out.extend(render_where(rows, width))
     host_rows = [r for r in rows if r.ok and not (r.cost and r.cost.peak_note)]
     if host_rows and all(r.cost is None or r.cost.pct_of_peak is None for r in host_rows):
         out.append(Text("% of peak: run `edgebench env --peak` once to measure this machine's peak GFLOP/s",

@@ -6,13 +6,16 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from rich.table import Table
+from rich.text import Text
 
 from edgebench.report.terminal._cells import (as_document, e, fit_columns, input_mapping_note, state_notes,
                                               stream_notes)
+from edgebench.report.terminal.fit import Col, fit_tables, plan
 from edgebench.report.terminal.warnings import lines as grouped_warnings
 from edgebench.outcome import precision_label, row_verdict, top1_change  # noqa: F401 -- top1_change re-exported
 from edgebench.rows import Document, InferenceRow
 from edgebench.rows.envelope import Binding, SourceRecord
+from edgebench.rows.records import Manifest
 from edgebench.formats import fmt_bytes
 from edgebench.report.tables import Table as ResultTable
 from edgebench.report.tables import inference_table
@@ -21,7 +24,6 @@ from edgebench.report.tables import inference_table
 # rest are in Markdown, HTML and the JSON); every other column is drawn, narrow terminals dropping
 # by priority.
 TERMINAL_HIDDEN = ("run", "model", "device", "p90_ms", "samples", "top5_agree")
-_FLEX_CHARS = 18     # the status column wraps at spaces beyond this width (a verdict is prose)
 
 
 def _fmt(v: Any, spec: str = ".2f", suffix: str = "") -> str:
@@ -55,8 +57,14 @@ def compare_table(doc: Document) -> ResultTable:
     return inference_table([doc], hide=TERMINAL_HIDDEN).without_empty()
 
 
-def _priorities(table: ResultTable) -> list[tuple[str, int]]:
-    return [(col.label, col.priority) for col in table.columns]
+# what a row of the inference table is: kept in every table at any width (report/terminal/fit.py)
+IDENTITY = ("run", "model", "precision", "target", "device")
+
+
+def terminal_columns(table: ResultTable) -> list[Col]:
+    """The inference table's columns for ``fit``: identity columns, text (the verdict) and numbers,
+    with the table's drop priorities."""
+    return [Col(c.label, num=not c.text, identity=c.key in IDENTITY, priority=c.priority) for c in table.columns]
 
 
 def row_where(r: InferenceRow, rows: list[InferenceRow], reference: InferenceRow | None = None) -> str:
@@ -92,8 +100,9 @@ def headline_lines(doc: Document) -> list[str]:
             continue
         bits = []
         if r.size_reduction_pct is not None and r.precision != "fp32":
-            pct = r.size_reduction_pct
-            bits.append(f"{pct:.0f}% smaller" if pct >= 0 else f"{-pct:.0f}% larger")
+            red = r.size_reduction_pct          # a file that grew is "larger", never "-2% smaller"
+            bits.append(f"{red:.0f}% smaller" if round(red) > 0 else f"{-red:.0f}% larger" if round(red) < 0
+                        else "same size")
         base = fp32.get(r.target)
         lat = r.latency
         if lat and lat.p50 and base is not None and base is not r and base.latency.p50:
@@ -135,25 +144,12 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
     doc = as_document(doc)
     inputs = doc.inputs_record
     table = compare_table(doc)
-    cells = [list(row) for row in table.cells]
-    status = len(table.columns) - 1
-    keep, dropped = fit_columns(_priorities(table), cells, width, wide, flex={status: _FLEX_CHARS})
-    t = Table(title=f"edgebench: {e(doc.model)}  ({inputs.samples} samples, inputs sha256 "
-                    f"{str(inputs.sha256)[:12]})", header_style="bold")
-    for i in keep:
-        col = table.columns[i]
-        if col.text:
-            t.add_column(col.label, overflow="fold", justify="left")
-        else:
-            t.add_column(col.label, justify="right", no_wrap=True)
-    for row, bad in zip(cells, table.bad):
-        t.add_row(*(e(row[i]) for i in keep), style="red" if bad else None)
-    shown = ResultTable(tuple(table.columns[i] for i in keep), tuple(tuple(r[i] for i in keep) for r in table.cells),
-                  table.bad)
-    legend = shown.legend()
-    notes = ["; ".join(legend)] if legend else []
-    if dropped:
-        notes.append(f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)")
+    cols = terminal_columns(table)
+    layout = plan(cols, table.cells, width, wide)
+    shown = [i for g in layout.groups for i in g]
+    legend = ResultTable(tuple(table.columns[i] for i in dict.fromkeys(shown)),
+                         tuple(tuple(r[i] for i in dict.fromkeys(shown)) for r in table.cells), table.bad).legend()
+    notes = ["; ".join(e(x) for x in legend)] if legend else []
     if any(isinstance(r, InferenceRow) and r.keep_float for r in doc.rows):
         notes.append("+N float = int8 with N tensors kept float (--keep-float; names in the JSON row's keep_float)")
     gate = doc.gate_result
@@ -189,12 +185,14 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
         notes.append(f"[yellow]latency on {e(', '.join(per_process))}: per-process samples (benchmark_model: "
                      "each the first timed run of a fresh process), slower than the steady-state rows; compare "
                      "them only with each other[/]")
-    t.caption = "\n".join(notes)
+    tables = fit_tables(f"edgebench: {doc.model or '-'}  ({inputs.samples} samples, inputs sha256 "
+                        f"{str(inputs.sha256)[:12]})", cols, table.cells, width=width, wide=wide,
+                        row_styles=["red" if bad else None for bad in table.bad], caption=notes)
     from edgebench.report.terminal.profile import render_where, verdict_lines
 
-    out: list = [*headline_lines(doc), t]
+    out: list = [*headline_lines(doc), *tables]
     out.extend(verdict_lines(compare_rows(doc)))
-    out.extend(render_where([r for r in compare_rows(doc)]))
+    out.extend(render_where([r for r in compare_rows(doc)], width))
     items = [("data", w) for w in doc.data_warnings]
     reference_timing: list[str] = []
     for r in compare_rows(doc):
@@ -215,45 +213,38 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
     return out
 
 
-def render_manifest(m: dict[str, Any]) -> Table:
-    """The convert manifest as a table: one row per precision."""
-    src = m.get("source", {})
-    t = Table(title=f"edgebench convert: {e(src.get('name'))}  (source sha256 {str(src.get('sha256'))[:12]})")
-    for col in ("precision", "status", "size", "reduction", "convert s", "ops", "float ops (coverage)", "notes"):
-        t.add_column(col, overflow="fold")
-    for prec, v in m.get("variants", {}).items():
-        ok = v.get("status") == "ok"
-        hist = v.get("op_histogram") or {}
-        float_hist = v.get("float_op_histogram") or {}
+def render_manifest(m: Manifest | dict[str, Any], width: int | None = None, wide: bool = False) -> list:
+    """The convert manifest as a table: one row per precision (report/terminal/fit.py widths: the
+    precision stays, nothing is cut), then where the files are and how the source was read."""
+    man = m if isinstance(m, Manifest) else Manifest.of(m)
+    cols = [Col("precision", identity=True), Col("status"), Col("size", num=True), Col("reduction", num=True),
+            Col("convert s", num=True, priority=2), Col("ops", num=True, priority=3),
+            Col("float ops (coverage)", priority=1), Col("notes")]
+    rows = []
+    for v in man.variants:
         notes = []
-        if v.get("parity"):
-            notes.append(f"parity {v['parity']}")
-        q = v.get("quantization") or {}
-        if q.get("mode"):
-            notes.append(q["mode"])
-        if v.get("precision_from_tensors") not in (None, prec):
-            notes.append(f"the file is {v['precision_from_tensors']}")
-        if v.get("keep_float"):
-            notes.append(f"{len(v['keep_float'])} tensor(s) kept float, {len(v.get('keep_float_ops') or [])} op(s)")
-        if not ok:
-            notes.append(str(v.get("error")))
-        t.add_row(
-            e(prec), "[green]ok[/]" if ok else "[bold red]FAILED[/]", fmt_bytes(v.get("bytes")),
-            _fmt(v.get("size_reduction_pct"), ".1f", "%"), _fmt(v.get("seconds"), ".1f"),
-            str(sum(hist.values())) if hist else "-",
-            e(", ".join(f"{k} x{n}" for k, n in sorted(float_hist.items())) or "none")
-            if ok and v.get("quantized") else "-",
-            e("; ".join(notes)),
-        )
-    notes = ([f"files: {e(m.get('out_dir'))}"] if m.get("out_dir") else []) + source_notes(src)
-    cal = m.get("calibration")
-    if cal and cal.get("warning"):
-        notes.append(f"[bold yellow]warning:[/] {e(cal['warning'])}")
-    if cal and cal.get("needed") is False:
-        notes.append(f"calibration: none needed ({e(cal.get('reason'))})")
-    if notes:
-        t.caption = "\n".join(notes)
-    return t
+        if v.parity:
+            notes.append(f"parity {v.parity}")
+        if v.quantization_mode:
+            notes.append(v.quantization_mode)
+        if v.precision_found:
+            notes.append(f"the file is {v.precision_found}")
+        if v.keep_float:
+            notes.append(f"{len(v.keep_float)} tensor(s) kept float, {v.keep_float_ops} op(s)")
+        if not v.ok:
+            notes.append(str(v.error))
+        rows.append([v.precision, Text("ok", style="green") if v.ok else Text("FAILED", style="bold red"),
+                     fmt_bytes(v.bytes), _fmt(v.size_reduction_pct, ".1f", "%"), _fmt(v.seconds, ".1f"),
+                     "-" if v.ops is None else str(v.ops),
+                     ", ".join(f"{k} x{n}" for k, n in sorted(v.float_ops.items())) or "none"
+                     if v.ok and v.quantized else "-", "; ".join(notes) or "-"])
+    notes = ([f"files: {e(man.out_dir)}"] if man.out_dir else []) + source_notes(man.source)
+    if man.calibration_warning:
+        notes.append(f"[bold yellow]warning:[/] {e(man.calibration_warning)}")
+    if man.calibration_not_needed is not None:
+        notes.append(f"calibration: none needed ({e(man.calibration_not_needed)})")
+    return fit_tables(f"edgebench convert: {man.name}  (source sha256 {str(man.sha256)[:12]})", cols, rows,
+                      width=width, wide=wide, caption=notes)
 
 
 def source_notes(src: SourceRecord | Mapping[str, Any]) -> list[str]:

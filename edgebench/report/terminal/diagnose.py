@@ -11,9 +11,12 @@ from rich.table import Table
 
 from edgebench.outcome import TOP1_CHANGE, top1_change
 from edgebench.formats import fmt_bytes
+from edgebench.measure import MIN_SAMPLES
+from edgebench.report.tables import INVALID_MARK
 from edgebench.report.diagnose import (LAYER_COLUMNS, TOP, _layer_cells, _n, _notes, _short, accuracy_text, commands,
-                                       diagnosed_rows, diagnosis, document, reference_label)
+                                       diagnosed_rows, diagnosis, document)
 from edgebench.report.terminal._cells import WholeLine, e, fit_columns
+from edgebench.report.terminal.fit import Col, fit_tables
 from edgebench.rows import Document, KeepFloatSearch
 
 # The layer table's columns (LAYER_COLUMNS, then "finding"): header as drawn (a header of two words
@@ -93,7 +96,7 @@ def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP, *, width:
         d = diagnosis(row)
         samples = "-" if d.samples is None else d.samples
         t = Table(title=f"edgebench diagnose: {e(str(doc.get('model')))} {e(str(row.precision))}"
-                        f"  ({samples} samples; {e(accuracy_text(row, reference_label(doc)))})", header_style="bold",
+                        f"  ({samples} samples; {e(accuracy_text(row, doc))})", header_style="bold",
                   caption_justify="left")
         if row.status != "ok":
             t.add_column("status")
@@ -145,23 +148,35 @@ def _proof_lines(proof: Mapping[str, Any]) -> list:
     return out
 
 
-def render_keep_float_table(search: KeepFloatSearch | Mapping[str, Any] | None) -> list[Table]:
-    """The ``--keep-float auto`` candidates: kept-float layers, size, latency, accuracy ([] without a search)."""
+def render_keep_float_table(search: KeepFloatSearch | Mapping[str, Any] | None,
+                            width: int | None = None) -> list:
+    """The ``--keep-float auto`` candidates: kept-float layers, size, latency, accuracy ([] without a
+    search). The kept tensors are the identity of a candidate: shown whole, one name a line."""
     if not search:
         return []
     s = search if isinstance(search, KeepFloatSearch) else KeepFloatSearch.from_dict(search)
-    t = Table(title=f"keep-float search (goal: {e(str(s.goal))}; "
-                    f"{'met' if s.met else 'NOT met'}; {s.evaluated} models evaluated)",
-              header_style="bold", caption_justify="left")
-    for c in ("kept float", "size", "size red.", "p50 ms", "p99 ms", "top-1", TOP1_CHANGE, "PSNR dB", "goal"):
-        t.add_column(c, overflow="fold", justify="left" if c == "kept float" else "right")
-    for c in s.candidates:
-        kept = ", ".join(_short(x, 40) for x in c.keep_float) or "(none: plain int8)"
-        p99 = _n(c.p99_ms, 3) + ("" if c.p99_valid is not False else "*")
-        t.add_row(e(kept), fmt_bytes(c.bytes), _n(c.size_reduction_pct, 1) + "%",
-                  _n(c.p50_ms, 3), p99, "-" if c.top1 is None else f"{c.top1 * 100:.2f}%",
-                  top1_change(c.top1_drop_pp), _n(c.psnr_db),
-                  ("chosen" if c.chosen else "") + (" meets" if c.meets_goal else " misses"),
-                  style="green" if c.chosen else None)
-    t.caption = e("\n".join(x for x in (s.stopped_early, str(s.method or "")) if x))
-    return [t]
+    # a candidate is its number and how many tensors it keeps; the names (long, and one "word" each)
+    # follow the table whole, one candidate a line
+    cols = [Col("#", num=True, identity=True), Col("kept float", identity=True), Col("size", num=True, priority=2),
+            Col("size red.", num=True), Col("p50 ms", num=True), Col("p99 ms", num=True, priority=1),
+            Col("top-1", num=True, priority=3), Col(TOP1_CHANGE, num=True), Col("PSNR dB", num=True), Col("goal")]
+    rows, styles, names = [], [], []
+    for k, c in enumerate(s.candidates, 1):
+        p99 = _n(c.p99_ms, 3) + ("" if c.p99_valid is not False else INVALID_MARK)
+        if c.keep_float:
+            names.append(f"#{k} keeps float: {', '.join(c.keep_float)}")
+        rows.append([str(k), f"{len(c.keep_float)} tensor{'s' * (len(c.keep_float) != 1)}" if c.keep_float
+                     else "none (plain int8)", fmt_bytes(c.bytes),
+                     _n(c.size_reduction_pct, 1) + "%", _n(c.p50_ms, 3), p99,
+                     "-" if c.top1 is None else f"{c.top1 * 100:.2f}%", top1_change(c.top1_drop_pp), _n(c.psnr_db),
+                     ("chosen" if c.chosen else "") + (" meets" if c.meets_goal else " misses")])
+        styles.append("green" if c.chosen else None)
+    starred = any(c.p99_valid is False for c in s.candidates)
+    caption = [x for x in (s.stopped_early, str(s.method or ""),
+                           f"{INVALID_MARK} p99 from fewer than {MIN_SAMPLES['p99']} samples: not valid"
+                           if starred else "") if x]
+    # the names whole, each on a line of its own (WholeLine: never wrapped or cropped by us; a
+    # tensor name is one word, often longer than the terminal)
+    return [*fit_tables(f"keep-float search (goal: {s.goal}; {'met' if s.met else 'NOT met'}; "
+                        f"{s.evaluated} models evaluated)", cols, rows, width=width, row_styles=styles),
+            *(WholeLine(n) for n in names), *(e(x) for x in caption)]

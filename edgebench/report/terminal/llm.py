@@ -43,20 +43,19 @@ def _ratio(s) -> str:
     return f"{s.ratio:.2f}x{ci}"
 
 
-def render_llm_bench(doc: Document | dict[str, Any], width: int | None = None) -> list[Any]:
-    """Pure renderer: the rows table, its legend and warnings, and the precision comparison."""
-    from rich.table import Table
-
+def render_llm_bench(doc: Document | dict[str, Any], width: int | None = None, wide: bool = False) -> list[Any]:
+    """Pure renderer: the rows table, its legend and warnings, and the precision comparison
+    (report/terminal/fit.py widths: what a row is stays, no number or word is cut)."""
     from edgebench.report.terminal._cells import as_document, e
+    from edgebench.report.terminal.fit import Col, fit_tables
 
     doc = as_document(doc)
     rows = [r for r in doc.rows if isinstance(r, InferenceRow) and r.llm is not None]
-    t = Table(title="llm-bench: LiteRT-LM", show_header=True, header_style="bold")
-    for name in ("model", "precision", "target", "tokens", "ctx", "runs"):
-        t.add_column(name, overflow="fold")
-    for _k, header, _u in COLUMNS:
-        t.add_column(header, justify="right")
-    t.add_column("status", overflow="fold")
+    cols = [Col("model", identity=True), Col("precision", identity=True), Col("target", identity=True),
+            Col("tokens", identity=True), Col("ctx", num=True, priority=2), Col("runs", num=True, priority=3),
+            *[Col(header, num=True, priority=p) for (_k, header, _u), p in zip(COLUMNS, (0, 0, 0, 1, 2))],
+            Col("status")]
+    body = []
     for r in rows:
         llm = r.llm
         runs = str(len(r.repeats or ())) if r.ok else "-"
@@ -66,9 +65,9 @@ def render_llm_bench(doc: Document | dict[str, Any], width: int | None = None) -
         else:
             cells = ["-"] * len(COLUMNS)
             status = "FAILED (below)"
-        t.add_row(e(r.model), e(r.precision), e(r.target), e(f"{llm.prefill_tokens}+{llm.decode_tokens}"),
-                  e(llm.context_tokens), runs, *cells, e(status))
-    parts: list[Any] = [t]
+        body.append([r.model, r.precision, r.target, f"{llm.prefill_tokens}+{llm.decode_tokens}",
+                     "-" if llm.context_tokens is None else str(llm.context_tokens), runs, *cells, status])
+    parts: list[Any] = list(fit_tables("llm-bench: LiteRT-LM", cols, body, width=width, wide=wide))
     legend = interval_legend(rows)
     if legend:
         parts.append(e(legend))
@@ -86,23 +85,21 @@ def render_llm_bench(doc: Document | dict[str, Any], width: int | None = None) -
             parts.append(e(f"warning ({r.model} {r.precision} {r.llm.shape}): {w}"))
     pairs = precision_pairs(rows)
     if pairs:
-        c = Table(title="precisions side by side (speed-up over the reference: >1 = faster)", show_header=True,
-                  header_style="bold")
-        for name in ("model", "vs", "tokens", "size"):
-            c.add_column(name, overflow="fold")
-        for _k, label, _h in SPEEDUP_METRICS:
-            c.add_column(label, justify="right")
-        c.add_column("greedy tokens", overflow="fold")
+        pcols = [Col("model", identity=True), Col("vs", identity=True), Col("tokens", identity=True),
+                 Col("size", priority=1), *[Col(label, num=True) for _k, label, _h in SPEEDUP_METRICS],
+                 Col("greedy tokens", priority=1)]
+        pbody = []
         for p in pairs:
             ag = p.agreement
             agree = "-" if ag is None else (
                 f"identical over {ag.compared}" if ag.first_divergence is None else
                 f"first divergence at token {ag.first_divergence} of {ag.compared} ({100 * (ag.rate or 0):.0f}% agree)")
-            c.add_row(e(p.model), e(f"{p.candidate} vs {p.reference}"), e(f"{p.prefill}+{p.decode}"),
-                      "-" if p.size_ratio is None else f"{p.size_ratio:.2f}x smaller" if p.size_ratio >= 1
-                      else f"{1 / p.size_ratio:.2f}x larger",
-                      *[_ratio(p.speedup(k)) for k, _l, _h in SPEEDUP_METRICS], e(agree))
-        parts.append(c)
+            pbody.append([p.model, f"{p.candidate} vs {p.reference}", f"{p.prefill}+{p.decode}",
+                          "-" if p.size_ratio is None else f"{p.size_ratio:.2f}x smaller" if p.size_ratio >= 1
+                          else f"{1 / p.size_ratio:.2f}x larger",
+                          *[_ratio(p.speedup(k)) for k, _l, _h in SPEEDUP_METRICS], agree])
+        parts += fit_tables("precisions side by side (speed-up over the reference: >1 = faster)", pcols, pbody,
+                            width=width, wide=wide)
     note = (doc.get("comparison") or {}).get("agreement_note") if isinstance(doc.get("comparison"), dict) else None
     if note:
         parts.append(e(note))

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgebench.report.terminal.fit import Col, fit_tables, group
+from edgebench.rows.records import MatrixCell, MatrixReport
+
 _STATUS = {"ok": "green", "failed": "bold red", "skipped": "yellow", "resumed": "cyan", "planned": "white"}
 
 
-def varying_axes(cells: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any]]:
+def varying_axes(cells: list[MatrixCell]) -> tuple[list[str], dict[str, Any]]:
     """(the parameters whose value differs between cells, in matrix order; the fixed ones)."""
     keys: list[str] = []
     for c in cells:
-        for k in (c.get("params") or {}):
+        for k in c.params:
             if k not in keys:
                 keys.append(k)
-    varying = [k for k in keys if len({repr((c.get("params") or {}).get(k)) for c in cells}) > 1]
-    fixed = {k: (cells[0].get("params") or {}).get(k) for k in keys if k not in varying} if cells else {}
+    varying = [k for k in keys if len({repr(c.params.get(k)) for c in cells}) > 1]
+    fixed = {k: cells[0].params.get(k) for k in keys if k not in varying} if cells else {}
     return varying, fixed
 
 
@@ -24,45 +27,27 @@ def _short(v: Any) -> str:
     return s.rsplit("/", 1)[-1] if "/" in s and s.endswith(".tflite") else s
 
 
-def render_matrix(report: dict[str, Any], *, width: int | None = None, wide: bool = False):
-    """The cells as a table (pure): the axes that vary are columns (values never split across
-    lines), the fixed ones are in the caption. At a narrow ``width`` the run id and then axis
-    columns are dropped (and named), never folded."""
+def render_matrix(report: MatrixReport | dict[str, Any], *, width: int | None = None, wide: bool = False):
+    """The cells as a table (pure): the cell number and the axes that vary say what a cell is, the
+    fixed axes are in the caption (report/terminal/fit.py: nothing cut; a narrow ``width`` drops
+    the run id first, ``wide`` shows every column)."""
     from rich.markup import escape
-    from rich.table import Table
+    from rich.text import Text
 
-    from edgebench.report.terminal._cells import fit_columns
-
-    cells = report["cells"]
-    varying, fixed = varying_axes(cells)
-    counts = ", ".join(f"{v} {k}" for k, v in sorted(report["counts"].items()))
-    shard = f" shard {report['shard']}" if report.get("shard") else ""
-    columns = [("#", 0), *[(k, 1) for k in varying], ("status", 0), ("run id", 2), ("result / reason", 0)]
-    rows = [[str(c["index"]), *[_short((c.get("params") or {}).get(k)) for k in varying], str(c["status"]),
-             (c["run_id"] or "-")[:12], str(c["headline"] or c["reason"] or "")] for c in cells]
-    last = len(columns) - 1
-    keep, dropped = fit_columns(columns, rows, width, wide, flex={last: 24})
-    t = Table(title=f"matrix {escape(report['matrix'])} ({report['kind']}, hash {report['matrix_hash']}){shard}: "
-                    f"{len(cells)} of {report['total_cells']} cells: {counts}")
-    for i in keep:
-        if i == last:
-            t.add_column(columns[i][0], overflow="fold")
-        else:
-            t.add_column(columns[i][0], no_wrap=True, justify="right" if i == 0 else "left")
-    status_col = 1 + len(varying)
-    for c, row in zip(cells, rows):
-        shown = [escape(row[i]) for i in keep]
-        if status_col in keep:
-            style = _STATUS.get(c["status"], "")
-            j = keep.index(status_col)
-            shown[j] = f"[{style}]{shown[j]}[/]" if style else shown[j]
-        t.add_row(*shown)
+    rep = report if isinstance(report, MatrixReport) else MatrixReport.of(report)
+    varying, fixed = varying_axes(list(rep.cells))
+    counts = ", ".join(f"{v} {k}" for k, v in sorted(rep.counts.items()))
+    shard = f" shard {rep.shard}" if rep.shard else ""
+    cols = [Col("#", num=True, identity=True), *(Col(k, identity=True) for k in varying), Col("status"),
+            Col("run id", priority=2), Col("result / reason")]
+    rows = [[str(c.index), *(_short(c.params.get(k)) for k in varying),
+             Text(c.status, style=_STATUS.get(c.status, "")), (c.run_id or "-")[:12],
+             str(c.headline or c.reason or "-")] for c in rep.cells]
     notes = []
     if fixed:
         notes.append("every cell: " + ", ".join(f"{k}={escape(_short(v))}" for k, v in fixed.items()))
-    if dropped:
-        notes.append(f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)")
-    if report.get("db"):
-        notes.append(f"stored in {escape(str(report['db']))}; resume with --resume")
-    t.caption = "\n".join(notes) or None
-    return t
+    if rep.db:
+        notes.append(f"stored in {escape(rep.db)}; resume with --resume")
+    return group(fit_tables(f"matrix {rep.matrix} ({rep.kind}, hash {rep.matrix_hash}){shard}: "
+                            f"{len(rep.cells)} of {rep.total_cells} cells: {counts}", cols, rows, width=width,
+                            wide=wide, caption=notes))

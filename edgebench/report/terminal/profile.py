@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from rich.table import Table
 from rich.text import Text
 
 from edgebench import profile as prof
-from edgebench.report.terminal._cells import e, fmt_value, numeric_column, text_column
+from edgebench.report.terminal._cells import e, fmt_value
+from edgebench.report.terminal.fit import Col, fit_tables
 from edgebench.rows import InferenceRow
 
 TOP_OPS = 10
@@ -37,23 +37,17 @@ def coverage_line(r: InferenceRow) -> str:
     return "; ".join(parts)
 
 
-def render_op_profile(r: InferenceRow) -> list:
-    """Top ops, op types and the coverage line for one profiled row."""
+def render_op_profile(r: InferenceRow, width: int | None = None, wide: bool = False) -> list:
+    """Top ops, op types and the coverage line for one profiled row (report/terminal/fit.py widths:
+    the node and op stay, names whole -- dropped before a number on a narrow terminal)."""
     info = r.op_summary
     entries = list(r.op_profile or ())
-    t = Table(title=f"where the time goes: {e(_label(r))}  ({info.source or 'profile'}, "
-                    f"{'?' if info.runs is None else info.runs} runs)", header_style="bold")
-    for c in ("node",):
-        numeric_column(t, c)
-    text_column(t, "op")
-    for c in ("ms", "p50 ms", "share"):
-        numeric_column(t, c)
-    text_column(t, "runs on")
-    text_column(t, "name")
-    for x in prof.top_ops(entries, TOP_OPS):
-        where = "delegate partition (one entry)" if x.delegated else "CPU interpreter"
-        t.add_row(fmt_value(x.node, "d"), e(x.op), fmt_value(x.ms, ".4f"), fmt_value(x.p50_ms, ".4f"),
-                  _pct(x.share), where, e((x.name or "")[:70]))
+    cols = [Col("node", num=True, identity=True), Col("op", identity=True), Col("ms", num=True),
+            Col("p50 ms", num=True, priority=1), Col("share", num=True), Col("runs on", priority=2),
+            Col("name", priority=3)]
+    rows = [[fmt_value(x.node, "d"), str(x.op), fmt_value(x.ms, ".4f"), fmt_value(x.p50_ms, ".4f"), _pct(x.share),
+             "delegate partition (one entry)" if x.delegated else "CPU interpreter", str(x.name or "-")]
+            for x in prof.top_ops(entries, TOP_OPS)]
     notes = [coverage_line(r)] if coverage_line(r) else []
     if len(entries) > TOP_OPS:
         notes.append(f"top {TOP_OPS} of {len(entries)} entries (all of them are in --json)")
@@ -61,46 +55,44 @@ def render_op_profile(r: InferenceRow) -> list:
         notes.append(info.note)
     notes.append("a delegate partition is one entry: its inner ops are timed by the delegate itself "
                  "(the op-type table splits them)")
-    t.caption = e("\n".join(notes))
-    types = Table(title=f"op types: {e(_label(r))}", header_style="bold")
-    text_column(types, "op type")
-    for c in ("ms", "share", "CPU interpreter ms", "delegate ms"):
-        numeric_column(types, c)
-    for fam, v in list(prof.by_op_type(entries).items())[:TOP_OPS]:
-        types.add_row(e(fam), fmt_value(v["ms"], ".4f"), _pct(v["share"]), fmt_value(v["cpu_ms"], ".4f"),
-                      fmt_value(v["delegated_ms"], ".4f"))
+    out = fit_tables(f"where the time goes: {_label(r)}  ({info.source or 'profile'}, "
+                     f"{'?' if info.runs is None else info.runs} runs)", cols, rows, width=width, wide=wide,
+                     caption=[e(n) for n in notes])
     q = prof.quantize_cost(entries)
-    types.caption = e(f"QUANTIZE/DEQUANTIZE (XNNPACK 'Convert'): {q['ms']:.4f} ms per inference, "
-                      f"{_pct(q['share'])} of the profile")
-    return [t, types]
+    types = [[str(fam), fmt_value(v["ms"], ".4f"), _pct(v["share"]), fmt_value(v["cpu_ms"], ".4f"),
+              fmt_value(v["delegated_ms"], ".4f")] for fam, v in list(prof.by_op_type(entries).items())[:TOP_OPS]]
+    out += fit_tables(f"op types: {_label(r)}", [Col("op type", identity=True), Col("ms", num=True),
+                                                 Col("share", num=True), Col("CPU interpreter ms", num=True),
+                                                 Col("delegate ms", num=True)], types, width=width, wide=True,
+                      caption=[e(f"QUANTIZE/DEQUANTIZE (XNNPACK 'Convert'): {q['ms']:.4f} ms per inference, "
+                                 f"{_pct(q['share'])} of the profile")])
+    return out
 
 
-def render_speedups(rows: Sequence[InferenceRow]) -> list:
+def render_speedups(rows: Sequence[InferenceRow], width: int | None = None) -> list:
     """FP32 -> quantized speed-up per op type, for every target with both profiled."""
     out: list = []
     for base, other in prof.profile_pairs(rows):
         a, b = base.precision or base.model, other.precision or other.model
-        t = Table(title=f"{e(a)} -> {e(b)} per op type on {e(base.target)} (speed-up > 1: faster)",
-                  header_style="bold")
-        text_column(t, "op type")
-        for c in (f"{a} ms", f"{b} ms", "speed-up", f"{b} on CPU interp. ms"):
-            numeric_column(t, c)
-        for x in prof.speedup_by_op_type(base.op_profile or (), other.op_profile or ())[:TOP_OPS]:
-            t.add_row(e(x["op_type"]), fmt_value(x["base_ms"], ".4f"), fmt_value(x["other_ms"], ".4f"),
-                      "< resolution" if x.get("below_resolution") else
-                      "-" if x["speedup"] is None else f"{x['speedup']:.2f}x",
-                      fmt_value(x["other_on_cpu_ms"] or None, ".4f"))
-        out.append(t)
+        cols = [Col("op type", identity=True),
+                *(Col(c, num=True) for c in (f"{a} ms", f"{b} ms", "speed-up", f"{b} on CPU interp. ms"))]
+        cells = [[str(x["op_type"]), fmt_value(x["base_ms"], ".4f"), fmt_value(x["other_ms"], ".4f"),
+                  "< resolution" if x.get("below_resolution") else
+                  "-" if x["speedup"] is None else f"{x['speedup']:.2f}x",
+                  fmt_value(x["other_on_cpu_ms"] or None, ".4f")]
+                 for x in prof.speedup_by_op_type(base.op_profile or (), other.op_profile or ())[:TOP_OPS]]
+        out += fit_tables(f"{a} -> {b} per op type on {base.target} (speed-up > 1: faster)", cols, cells,
+                          width=width, wide=True)
     return out
 
 
-def render_where(rows: Sequence[InferenceRow]) -> list:
+def render_where(rows: Sequence[InferenceRow], width: int | None = None) -> list:
     """Every profiled row's tables, then the speed-ups."""
     out: list = []
     for r in rows:
         if r.ok and r.op_profile:
-            out.extend(render_op_profile(r))
-    out.extend(render_speedups(rows))
+            out.extend(render_op_profile(r, width))
+    out.extend(render_speedups(rows, width))
     return out
 
 

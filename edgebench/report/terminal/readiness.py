@@ -2,37 +2,35 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import PurePosixPath
 from typing import Any, Mapping
 
-from rich.table import Table
-
 from edgebench.report.readiness import COLUMNS, details, table
-from edgebench.report.terminal._cells import as_document, e, fit_columns
+from edgebench.report.terminal._cells import as_document, e
+from edgebench.report.terminal.fit import Col, fit_tables
 from edgebench.rows import Document
 
 _NUMERIC = ("on NPU", "compiled", "s", "p50 ms")
-_FLEX = {"target": 16, "checkable": 14, "left on CPU": 16, "SDK": 14, "vs CPU": 10}
+_IDENTITY = ("precision", "target")
+_LONG_PATH = 48     # a library path longer than this is shown by its file name (--json keeps it whole)
+
+
+def _short_paths(line: str) -> str:
+    """A line under the table with long file paths cut to '…/NAME': a path is one word, and a word
+    wider than the terminal would be folded mid-word."""
+    return re.sub(r"\S*/\S+", lambda m: m.group() if len(m.group()) <= _LONG_PATH
+                  else "…/" + PurePosixPath(m.group()).name, line)
 
 
 def render_readiness(doc: Document | Mapping[str, Any], *, width: int | None = None, wide: bool = False) -> list:
-    """The table (columns dropped first on a narrow terminal are named under it) and the lines."""
+    """The table (report/terminal/fit.py: precision and target stay, columns dropped on a narrow
+    terminal are named under it) and the lines that say why ops stayed on the CPU."""
     doc = as_document(doc)
     headers, body = table(doc)
     prio = dict(COLUMNS)
-    cols = [(h, prio[h]) for h in headers]
-    flex = {i: _FLEX[h] for i, h in enumerate(headers) if h in _FLEX}
-    keep, dropped = fit_columns(cols, body, width, wide, flex=flex)
-    t = Table(title=f"NPU readiness: {e(doc.model or '?')}", title_justify="left")
-    for i in keep:
-        h = headers[i]
-        if h in _NUMERIC:
-            t.add_column(e(h), justify="right", no_wrap=True)
-        else:
-            t.add_column(e(h), overflow="fold")
-    for row in body:
-        t.add_row(*[e(row[i]) for i in keep])
-    out: list = [t]
-    if dropped:
-        out.append(f"[dim]columns left out at this width: {e(', '.join(dropped))} (--wide shows them, --json has all)[/dim]")
-    out += [e(line) for line in details(doc)]
+    cols = [Col(h, num=h in _NUMERIC, identity=h in _IDENTITY, priority=prio[h]) for h in headers]
+    out: list = list(fit_tables(f"NPU readiness: {doc.model or '?'}", cols, body, width=width, wide=wide,
+                                title_justify="left"))
+    out += [e(_short_paths(line)) for line in details(doc)]
     return out

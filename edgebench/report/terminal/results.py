@@ -6,6 +6,8 @@ from typing import Any
 
 from edgebench.formats import fmt_metric
 from edgebench.metrics import BY_KEY, REGISTRY
+from edgebench.report.tables import INFERENCE_COLUMNS
+from edgebench.rows.records import Comparison, StoredRun
 
 
 def _e(v: Any) -> str:
@@ -25,46 +27,42 @@ def _f(v: Any, spec: str = ".3g") -> str:
     return _e(v)
 
 
-# (column, drop priority: 0 = always shown, higher = dropped first on a narrow terminal)
-RUN_COLUMNS = (("run id", 0), ("created (UTC)", 0), ("kind", 0), ("status", 0), ("models", 1), ("rows", 0),
-               ("matrix", 3), ("cell", 2))
+# (column, drop priority: 0 = always shown, higher = dropped first on a narrow terminal); the run id
+# is the identity of a row, the verdict and what was measured (models) come before the matrix keys
+RUN_COLUMNS = (("run id", 0), ("created (UTC)", 0), ("kind", 0), ("status", 0), ("models", 1), ("rows", 2),
+               ("matrix", 4), ("cell", 3))
 
 
 def render_runs(runs: list[dict[str, Any]], where: str = "", *, width: int | None = None, wide: bool = False):
-    """Stored runs, one line each. At a narrow ``width`` the matrix and cell columns are dropped
-    (and the caption says so) rather than splitting an id; ``wide`` keeps every column."""
-    from rich.table import Table
+    """Stored runs, one line each (``report/terminal/fit.py``: the run id stays, no id or word is
+    cut; a narrow ``width`` drops the matrix and cell first and the caption says so; ``wide`` shows
+    every column, in a second table when one does not fit)."""
+    from rich.text import Text
 
-    from edgebench.report.terminal._cells import fit_columns
+    from edgebench.report.terminal.fit import Col, fit_tables, group
 
-    cells = [[r["run_id"][:12], r["created"][:19].replace("T", " "), str(r["kind"]), run_cell(r),
-              str(r["models"] or "-"), str(r["n_rows"]), (r["matrix_hash"] or "-")[:12], str(r["cell_key"] or "-")]
-             for r in runs]
-    keep, dropped = fit_columns(list(RUN_COLUMNS), cells, width, wide, flex={4: 24, 7: 24})
-    t = Table(title=f"stored runs ({len(runs)})" + (f" in {where}" if where else ""))
-    for i in keep:
-        if i in (4, 7):      # lists of names / a cell key: wrap at their separators
-            t.add_column(RUN_COLUMNS[i][0], overflow="fold")
-        else:
-            t.add_column(RUN_COLUMNS[i][0], no_wrap=True)
-    for row in cells:
-        shown = [_e(row[i]) for i in keep]
-        if not row[3].startswith("ok") and 3 in keep:
-            shown[keep.index(3)] = f"[bold red]{_e(row[3])}[/]"
-        t.add_row(*shown)
-    if dropped:
-        t.caption = f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)"
-    return t
+    cols = [Col("run id", identity=True), Col("created (UTC)", num=True), Col("kind"),
+            *(Col(name, priority=p, num=name == "rows") for name, p in RUN_COLUMNS[3:])]
+    rows = []
+    for r in (StoredRun.of(x) for x in runs):
+        status = run_cell(r)
+        rows.append([r.run_id[:12], r.created[:19].replace("T", " "), r.kind,
+                     status if status.startswith("ok") else Text(status, style="bold red"),
+                     ", ".join(r.models) or "-", "-" if r.n_rows is None else str(r.n_rows),
+                     (r.matrix_hash or "-")[:12], r.cell_key or "-"])
+    return group(fit_tables(f"stored runs ({len(runs)})" + (f" in {where}" if where else ""), cols, rows,
+                            width=width, wide=wide))
 
 
-def run_cell(run: dict[str, Any]) -> str:
+def run_cell(run: StoredRun | dict[str, Any]) -> str:
     """A stored run's verdict in a few words (the columns ``Store.save`` fills from ``outcome``):
     a failed gate or a silent failure reads so, never "ok"."""
-    if run.get("gate") == "failed":
+    run = run if isinstance(run, StoredRun) else StoredRun.of(run)
+    if run.gate == "failed":
         return "GATE FAILED"
-    v = run.get("verdict")
+    v = run.verdict
     if v in (None, "ok", "skipped"):
-        return str(run.get("status")) + (" (gate passed)" if run.get("gate") == "passed" else "")
+        return run.status + (" (gate passed)" if run.gate == "passed" else "")
     return {"failed": "failed", "nonfinite": "NaN/Inf", "silent": "SILENT", "gate-failed": "GATE FAILED"}.get(v, v)
 
 
@@ -84,9 +82,14 @@ def _plain(v: Any, spec: str = ".3g") -> str:
 _IDENTITY_COLS = (("model", "model"), ("precision", "prec"), ("target", "target"), ("status", "status"),
                   ("batch_size", "batch"))
 _IDENTITY_PRIORITY = {"model": 0, "precision": 0, "target": 0, "status": 0, "batch_size": 2}
+_IDENTITY_KEYS = ("model", "precision", "target")
+_NOTES_PRIORITY = 9            # the notes are the JSON's details: the first to go
 # the registry's summary metrics follow (metrics.REGISTRY: label, unit, drop priority)
 _ROW_COLS = _IDENTITY_COLS + tuple((m.key, m.label) for m in REGISTRY if m.summary)
-_ROW_PRIORITY = {**_IDENTITY_PRIORITY, **{m.key: m.priority for m in REGISTRY}}
+# the drop order of the one inference table (report/tables.py) where it has the column, so a stored
+# run drops what its live table drops: the size reduction and the top-1 change stay with p50/p99
+_ROW_PRIORITY = {**_IDENTITY_PRIORITY, **{m.key: m.priority for m in REGISTRY},
+                 **{c.key: c.priority for c in INFERENCE_COLUMNS if c.key in BY_KEY}}
 
 
 def _show_cell(key: str, value: Any) -> str:
@@ -103,7 +106,8 @@ def render_show(doc: dict[str, Any], *, width: int | None = None, wide: bool = F
     from edgebench.fingerprint import KEY_FIELDS
     from edgebench.identity import headline
     from edgebench.outcome import precision_label, row_verdict, run_verdict
-    from edgebench.report.terminal._cells import as_document, fit_columns
+    from edgebench.report.terminal._cells import as_document
+    from edgebench.report.terminal.fit import Col, fit_tables
 
     typed = as_document(doc)
     gate = typed.gate
@@ -119,20 +123,14 @@ def render_show(doc: dict[str, Any], *, width: int | None = None, wide: bool = F
             notes.append(str(row.error))
         if row.samples_ns is not None:
             notes.append(f"{len(row.samples_ns)} samples")
-        cells.append([_show_cell(k, h.get(k)) for k, _ in used] + ["; ".join(notes)])
-    columns = [(lbl, _ROW_PRIORITY.get(k, 1)) for k, lbl in used] + [("notes", 0)]
-    keep, dropped = fit_columns(columns, cells, width, wide, flex={len(used): 20})
+        cells.append([_show_cell(k, h.get(k)) for k, _ in used] + ["; ".join(notes) or "-"])
+    # what a row is (model, precision, target) stays; its verdict and the metrics by their registry
+    # priority; the notes (details of the JSON) go first on a narrow terminal
+    cols = [Col(lbl, identity=k in _IDENTITY_KEYS, num=k not in _TEXT_COLS,
+                priority=_ROW_PRIORITY.get(k, 1)) for k, lbl in used] + [Col("notes", priority=_NOTES_PRIORITY)]
     verdict = run_verdict(typed)
-    t = Table(title=f"run {(typed.run_id or '?')[:12]}  {typed.kind}  created {typed.created}")
-    for i in keep:
-        if i == len(used) or used[i][0] == "status":
-            t.add_column(columns[i][0], overflow="fold")
-        else:
-            t.add_column(columns[i][0], no_wrap=True, justify="left" if used[i][0] in _TEXT_COLS else "right")
-    for row in cells:
-        t.add_row(*[_e(row[i]) for i in keep])
-    if dropped:
-        t.caption = f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)"
+    tables = fit_tables(f"run {(typed.run_id or '?')[:12]}  {typed.kind}  created {typed.created}", cols, cells,
+                        width=width, wide=wide)
     fp = typed.fingerprint       # free-form: the environment's own keys
     env = Table(title="environment (key fields)")
     env.add_column("field")
@@ -144,7 +142,7 @@ def render_show(doc: dict[str, Any], *, width: int | None = None, wide: bool = F
     parts: list[Any] = [f"[{style}]{_e(verdict.text)}[/]"]
     if verdict.diagnose:
         parts.append(f"find the layer: {_e(verdict.diagnose)}")
-    parts.append(t)
+    parts.extend(tables)
     if typed.cell is not None:
         parts.append(f"matrix {str(typed.get('matrix_hash'))[:12]} cell {_e(typed.cell.get('key'))}")
     parts.append(env)
@@ -172,66 +170,106 @@ def _change_cell(ch: Any) -> str:
     return text + (f" [{ch.ci[0]:.3f}x, {ch.ci[1]:.3f}x]" if ch.ci else "")
 
 
-def render_results_compare(rep: dict[str, Any]) -> list[Any]:
-    """Environment differences FIRST (loud), then one table per paired row."""
-    from rich.panel import Panel
-    from rich.table import Table
+_PANEL_LINES = 6         # an environment/method/configuration panel names at most this many rows
 
-    parts: list[Any] = []
-    if rep["fingerprint_diff"]:
-        lines = "\n".join(f"  {d['field']}: {_e(d['a'])}  ->  {_e(d['b'])}" for d in rep["fingerprint_diff"])
+
+def _capped(lines: list[str], details: bool) -> str:
+    if details or len(lines) <= _PANEL_LINES:
+        return "\n".join(lines)
+    return "\n".join(lines[:_PANEL_LINES - 1] + [f"  ... and {len(lines) - _PANEL_LINES + 1} more (--details)"])
+
+
+def render_results_compare(rep: Comparison | dict[str, Any], *, width: int | None = None,
+                           details: bool = False) -> list[Any]:
+    """What changed, first: environment/method/configuration differences (loud, a few lines), then
+    one table of the metrics that got worse or better (the row pair, the metric, A, B, the change),
+    then a line counting the rest -- a comparison of many rows fits a screen. ``details`` adds a
+    table per row pair with every metric, its test, p and note (report/terminal/fit.py widths)."""
+    from rich.panel import Panel
+    from rich.text import Text
+
+    from edgebench.report.terminal.fit import Col, fit_tables
+
+    cmp = rep if isinstance(rep, Comparison) else Comparison.of(rep)
+    parts: list[Any] = [_e(f"A = run {cmp.a[:12]}   B = run {cmp.b[:12]}")]
+    if cmp.fingerprint_diff:
+        lines = [f"  {d.field}: {_e(d.a)}  ->  {_e(d.b)}" for d in cmp.fingerprint_diff]
         parts.append(Panel(f"[bold]These runs come from different environments; a ratio may reflect "
-                           f"the environment, not the model:[/]\n{lines}",
+                           f"the environment, not the model:[/]\n{_capped(lines, details)}",
                            title="[bold yellow]ENVIRONMENT DIFFERS[/]", border_style="yellow"))
     else:
         parts.append("[green]environment key fields identical[/]")
-    mixed = [p for p in rep["pairs"] if p.get("mixed_methods")]
+    mixed = [p for p in cmp.pairs if p.mixed_methods]
     if mixed:
-        lines = "\n".join(f"  {_e(' / '.join(str(k) for k in p['key']))}: A {_e(p['sample_class'][0])}, "
-                          f"B {_e(p['sample_class'][1])}" for p in mixed)
+        lines = [f"  {_e(' / '.join(p.identity))}: A {_e(p.sample_class[0])}, B {_e(p.sample_class[1])}"
+                 for p in mixed]
         parts.append(Panel("[bold]Latency samples measured by different methods are not compared (no ratio, no "
                            "verdict): a fresh process's first timed run (per-process, benchmark_model) is slower "
-                           f"than a long-lived process's steady state:[/]\n{lines}",
+                           f"than a long-lived process's steady state:[/]\n{_capped(lines, details)}",
                            title="[bold yellow]METHODS DIFFER[/]", border_style="yellow"))
-    differ = [p for p in rep["pairs"] if p.get("config_diff")]
+    differ = [p for p in cmp.pairs if p.config_diff]
     if differ:
-        lines = "\n".join(f"  {_e(' / '.join(str(k) for k in p['key']))}: " + _e(", ".join(
-            f"{d['field']} {_short(d['a'])} -> {_short(d['b'])}" for d in p["config_diff"])) for p in differ)
+        lines = [f"  {_e(' / '.join(p.identity))}: " + _e(", ".join(
+            f"{d.field} {_short(d.a)} -> {_short(d.b)}" for d in p.config_diff)) for p in differ]
         parts.append(Panel("[bold]These rows are different configurations (another model file, tensors kept "
                            "float, another delegate ...): a change may come from the configuration, not "
-                           f"the run:[/]\n{lines}", title="[bold yellow]CONFIGURATION DIFFERS[/]",
+                           f"the run:[/]\n{_capped(lines, details)}", title="[bold yellow]CONFIGURATION DIFFERS[/]",
                            border_style="yellow"))
-    rule = rep["rule"]
-    for pair in rep["pairs"]:
-        reps = pair.get("repeats") or [1, 1]
-        t = Table(title=f"{_e(' / '.join(str(k) for k in pair['key']))}   A={str(rep['a'])[:12]}  "
-                        f"B={str(rep['b'])[:12]}   samples {pair['n_samples'][0]} vs {pair['n_samples'][1]}, "
-                        f"processes {reps[0]} vs {reps[1]}   run-to-run noise from: "
-                        f"{', '.join(pair.get('basis') or ['-'])}")
-        for col in ("metric", "A", "B", "change [95% CI]", "test", "p", "verdict", "note"):
-            if col in ("note", "test"):
-                t.add_column(col, overflow="fold")
-            else:     # numbers never split across lines
-                t.add_column(col, no_wrap=True, justify="left" if col in ("metric", "verdict") else "right")
-        for ch in pair["changes"]:
-            style = _VERDICT_STYLE.get(ch.verdict, "")
-            t.add_row(ch.metric, _f(ch.a, ".4g"), _f(ch.b, ".4g"), _change_cell(ch), _e(ch.test),
-                      "-" if ch.p_value is None else f"{ch.p_value:.2g}",
-                      f"[{style}]{ch.verdict}[/]" if style else ch.verdict, _e(ch.note))
-        if pair["fingerprint_diff"]:
-            t.caption = "[yellow]device differs: " + _e(", ".join(
-                f"{d['field']} {d['a']} -> {d['b']}" for d in pair["fingerprint_diff"])) + "[/]"
-        parts.append(t)
-    for side in ("a", "b"):
-        if rep[f"unmatched_{side}"]:
-            parts.append(f"only in {side.upper()}: " + _e("; ".join("/".join(str(x) for x in k if x is not None)
-                                                                    for k in rep[f"unmatched_{side}"])))
-    if not rep["pairs"]:
+    width_key = max((len(p.identity) for p in cmp.pairs), default=3)
+    keys = [p.identity + [""] * (width_key - len(p.identity)) for p in cmp.pairs]
+    # a part of the key every pair shares (one model, one target) goes into the title, not a column
+    names = ("model", "precision", "target", "batch")[:width_key]
+    same = [j for j in range(width_key) if len({k[j] for k in keys}) == 1 and len(keys) > 1]
+    varies = [j for j in range(width_key) if j not in same]
+    key_cols = [Col(names[j], identity=True) for j in varies]
+    changed, counts = [], {}
+    for pair, key in zip(cmp.pairs, keys):
+        for ch in pair.changes:
+            counts[ch.verdict] = counts.get(ch.verdict, 0) + 1
+            if ch.verdict in ("worse", "better"):
+                changed.append((ch.verdict != "worse", [key[j] for j in varies] + [
+                    ch.metric, _f(ch.a, ".4g"), _f(ch.b, ".4g"), _change_cell(ch),
+                    Text(ch.verdict, style=_VERDICT_STYLE.get(ch.verdict, ""))]))
+    shared = " / ".join(keys[0][j] for j in same) if same else ""
+    total = sum(counts.values())
+    tally = ", ".join(f"{counts[v]} {v}" for v in ("worse", "better", "same", "not significant", "n/a")
+                      if counts.get(v))
+    summary = (f"{total} metric(s) of {len(cmp.pairs)} row pair(s): {tally or 'none'}"
+               + ("" if details else "; --details: every metric of every pair with its test, p and note"))
+    if changed:
+        cols = key_cols + [Col("metric", identity=True), Col("A", num=True), Col("B", num=True),
+                           Col("change [95% CI]", num=True), Col("verdict")]
+        changed.sort(key=lambda x: x[0])             # worse first
+        parts.extend(fit_tables("what changed (B vs A)" + (f": {shared}" if shared else ""), cols,
+                                [c for _, c in changed], width=width, caption=[_e(summary)]))
+    else:
+        parts.append(_e(f"no metric changed significantly -- {summary}"))
+    if details:
+        for pair in cmp.pairs:
+            title = (f"{' / '.join(pair.identity)}   samples {pair.n_samples[0]} vs {pair.n_samples[1]}, "
+                     f"processes {pair.repeats[0]} vs {pair.repeats[1]}   run-to-run noise from: "
+                     f"{', '.join(pair.basis or ('-',))}")
+            rows = [[ch.metric, _f(ch.a, ".4g"), _f(ch.b, ".4g"), _change_cell(ch), str(ch.test or "-"),
+                     "-" if ch.p_value is None else f"{ch.p_value:.2g}",
+                     Text(ch.verdict, style=_VERDICT_STYLE.get(ch.verdict, "")), str(ch.note or "-")]
+                    for ch in pair.changes]
+            cols = [Col("metric", identity=True), Col("A", num=True), Col("B", num=True),
+                    Col("change [95% CI]", num=True), Col("test", priority=2), Col("p", num=True),
+                    Col("verdict"), Col("note", priority=1)]
+            caption = (["[yellow]device differs: " + _e(", ".join(f"{d.field} {d.a} -> {d.b}"
+                                                                   for d in pair.fingerprint_diff)) + "[/]"]
+                       if pair.fingerprint_diff else [])
+            parts.extend(fit_tables(title, cols, rows, width=width, wide=True, caption=caption))
+    for side, unmatched in (("A", cmp.unmatched_a), ("B", cmp.unmatched_b)):
+        if unmatched:
+            parts.append(f"only in {side}: " + _e("; ".join("/".join(str(x) for x in k if x is not None)
+                                                           for k in unmatched)))
+    if not cmp.pairs:
         parts.append("[yellow]no rows in common (rows are paired by model, precision, target, batch size)[/]")
-    th = ", ".join(f"{k} {v:g}" for k, v in (rule.get("thresholds") or {}).items())
-    parts.append(_e(f"rule: a latency change counts when >= {rule['min_ratio']}x and p < {rule['alpha']} "
-                    f"({rule['test']}; p is the larger of the two); accuracy and drift when the absolute change "
-                    f"reaches {th}; {rep['regressions']} worse"))
+    th = ", ".join(f"{k} {v:g}" for k, v in cmp.thresholds.items())
+    parts.append(_e(f"rule: a latency change counts when >= {cmp.min_ratio}x and p < {cmp.alpha} "
+                    f"({cmp.test}; p is the larger of the two); accuracy and drift when the absolute change "
+                    f"reaches {th}; {cmp.regressions} worse"))
     return parts
 
 

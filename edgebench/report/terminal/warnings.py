@@ -151,11 +151,24 @@ def _one_line(head: str, finding: str, options: list[str], width: int | None, *,
     for opts, why in tries:
         if not width or len(line(finding, opts, why)) <= width:
             return line(finding, opts, why)
-    for opts in (options[:2], options[:1]):
-        room = width - len(line("", opts, False)) - 1
-        if room >= 20:
-            return line(finding[:room].rstrip() + "…", opts, False)
-    return (head + finding)[:max(width - 1, 1)] + "…"
+    for opts, why in ((options[:2], True), (options[:2], False), (options[:1], False)):
+        room = width - len(line("", opts, why)) - 2
+        if room >= 30:      # "…" says there is more; --verbose shows it
+            return line(_words_within(finding, room) + " …", opts, why)
+    # no room to shorten: the whole finding, which the terminal wraps between words
+    return line(finding, options[:1], more)
+
+
+def _words_within(text: str, room: int) -> str:
+    """The words of ``text`` that fit ``room`` characters -- cut between words, never inside one
+    (a number or a name is shown whole or not at all)."""
+    out = ""
+    for word in text.split(" "):
+        nxt = f"{out} {word}" if out else word
+        if len(nxt) > room:
+            break
+        out = nxt
+    return out.rstrip(",;:") or text.split(" ", 1)[0]
 
 
 def _clauses(text: str) -> list[str]:

@@ -143,9 +143,9 @@ def import_log_file(path: str | os.PathLike) -> Document:
     (a ``litert-benchmark --result_json`` file becomes a summary row: ``litert_json``)."""
     from edgebench import __version__
 
-    p = Path(path)
-    if not p.is_file():
-        raise BadInput(f"{p}: no such file; give the path of a captured benchmark_model output")
+    from edgebench.paths import require_file
+
+    p = require_file(path, "a captured log file", "give the path of a captured benchmark_model output")
     data = read_bytes(p, LOG_MAX_BYTES, "a benchmark_model log", "give the log of one run (a run with op "
                       "profiling of a large model prints a few MB)")
     if not data.strip():
