@@ -534,7 +534,15 @@ def describe_tflite(path: "str | os.PathLike[str]") -> dict[str, Any]:
     keep = ("inputs", "outputs", "op_count", "op_histogram", "quantized", "float_op_histogram",
             "quantization_coverage", "flops", "counted_ops")
     out = {k: info[k] for k in keep if k in info}
-    # Quantization coverage: the compute ops that stayed float (index + op type) in a quantized model.
-    out["float_ops"] = [f"{o['op']}#{o['index']}" for o in info.get("float_ops", [])]
+    if info.get("flops_note"):
+        out["flops_note"] = info["flops_note"]
+    if info.get("subgraph_roles"):          # the subgraphs the model's ops run (JSON keys are strings)
+        out["subgraph_roles"] = {str(k): v for k, v in info["subgraph_roles"].items()}
+    # Quantization coverage: the compute ops that stayed float (index + op type) in a quantized model;
+    # an op of another subgraph (a loop body) says which: "FULLY_CONNECTED#0 (subgraph 2, WHILE body)".
+    roles = info.get("subgraph_roles") or {}
+    out["float_ops"] = [f"{o['op']}#{o['index']}" + (f" (subgraph {o['subgraph']}, {roles.get(o['subgraph'], '?')})"
+                                                    if o.get("subgraph") else "")
+                        for o in info.get("float_ops", [])]
     out["gpu_compatibility"] = gpu_readiness(str(path))     # host readiness without a phone (issue 15)
     return out
