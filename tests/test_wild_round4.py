@@ -338,3 +338,43 @@ def test_shape_bookkeeping_is_no_float_op_of_a_dynamic_batch_file(tmp_path):
     assert dyn["quantization_coverage"] == 0.0            # hybrid kernels compute in float
     assert tflite_model.precision(int8) == "int8" and int8["quantization_coverage"] == 1.0
     assert {o["op"] for o in tflite_model.math_ops(int8)} == {"CONV_2D", "FULLY_CONNECTED"}
+
+
+def test_op_types_are_the_models_ops_not_xnnpacks_names(tmp_path):
+    """33.7: "Fully Connected 89 %" on a MobileNet with one FC -- XNNPACK runs every 1x1 (pointwise)
+    convolution as a "Fully Connected" GEMM and the op-type table used its operator names. The
+    delegate's inner operators are now matched to the partition's nodes: a pointwise conv's time is a
+    Convolution's, the one Dense layer is the one Fully Connected, and the share says what it is of."""
+    import keras
+    import tensorflow as tf
+    from rich.console import Console
+
+    from edgebench import profile as prof
+    from edgebench.bench import BenchSettings, run_bench
+    from edgebench.report.terminal.profile import render_op_profile
+    from edgebench.targets.base import RunControl
+
+    keras.utils.set_random_seed(0)
+    L = keras.layers
+    m = keras.Sequential([keras.Input((24, 24, 3), batch_size=1), L.Conv2D(8, 3, activation="relu"),
+                          L.DepthwiseConv2D(3, activation="relu"), L.Conv2D(32, 1, activation="relu"),
+                          L.Conv2D(32, 1, activation="relu"), L.GlobalAveragePooling2D(), L.Dense(10)])
+    path = tmp_path / "mobilenetish.tflite"
+    path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(m).convert())
+    doc = run_bench(BenchSettings(models=(str(path),), op_profile=True,
+                                  control=RunControl(min_runs=100, min_time_s=0.05, max_time_s=10, answer_width=None)))
+    (row,) = doc.rows
+    assert row.ok, row.error
+    part = next(e for e in row.op_profile if e.delegated and e.details.get("inner"))
+    named_fc = [i for i in part.details["inner"] if i["op"].startswith("Fully Connected")]
+    assert len(named_fc) == 3                       # XNNPACK's names: two pointwise convs + the Dense
+    types = prof.by_op_type(row.op_profile, prof.node_flops(str(path)))
+    assert types["Fully Connected"]["count"] == 1 and types["Convolution"]["count"] == 3
+    assert types["Depthwise Convolution"]["count"] == 1
+    assert all(v["split"] in ([], ["inner operators in order"]) for v in types.values()), types
+    assert sum(v["share"] for v in types.values()) == pytest.approx(1.0)
+    con = Console(width=200, record=True)
+    for t in render_op_profile(row):
+        con.print(t)
+    text = con.export_text()
+    assert "share of op time" in text and "measured, not FLOPs" in text and "counts as Convolution here" in text

@@ -62,17 +62,34 @@ def render_op_profile(r: InferenceRow) -> list:
     notes.append("a delegate partition is one entry: its inner ops are timed by the delegate itself "
                  "(the op-type table splits them)")
     t.caption = e("\n".join(notes))
-    types = Table(title=f"op types: {e(_label(r))}", header_style="bold")
+    types = Table(title=f"time by op type: {e(_label(r))}", header_style="bold")
     text_column(types, "op type")
-    for c in ("ms", "share", "CPU interpreter ms", "delegate ms"):
+    for c in ("ms", "share of op time", "CPU interpreter ms", "delegate ms"):
         numeric_column(types, c)
-    for fam, v in list(prof.by_op_type(entries).items())[:TOP_OPS]:
+    by_type = prof.by_op_type(entries, prof.node_flops(r.model_path) if r.model_path else None)
+    for fam, v in list(by_type.items())[:TOP_OPS]:
         types.add_row(e(fam), fmt_value(v["ms"], ".4f"), _pct(v["share"]), fmt_value(v["cpu_ms"], ".4f"),
                       fmt_value(v["delegated_ms"], ".4f"))
     q = prof.quantize_cost(entries)
-    types.caption = e(f"QUANTIZE/DEQUANTIZE (XNNPACK 'Convert'): {q['ms']:.4f} ms per inference, "
-                      f"{_pct(q['share'])} of the profile")
+    types.caption = e("\n".join([split_note(by_type), f"QUANTIZE/DEQUANTIZE (XNNPACK 'Convert'): {q['ms']:.4f} ms per "
+                                                       f"inference, {_pct(q['share'])} of the profile"]))
     return [t, types]
+
+
+def split_note(by_type: dict) -> str:
+    """What the op-type table's numbers are: measured time (not FLOPs), shared out of the profile's
+    sum, and how a delegate partition's time reached the model's ops."""
+    hows = list(dict.fromkeys(h for v in by_type.values() for h in v.get("split") or ()))
+    text = "share = of the profiled op time (measured, not FLOPs)"
+    if "the delegate's operator names" in hows:
+        return (f"{text}; delegated time goes by the delegate's own operator names (this profile has no node "
+                f"list): '{prof.GEMM_TYPE}' is XNNPACK's GEMM, which runs fully connected layers and 1x1 convolutions")
+    how = {"inner operators in order": "matched to the partition's nodes in order",
+           "op type share": "split over the partition's nodes by op family, then by FLOPs"}
+    if hows:
+        text += ("; op types are the model's ops: a partition's inner operators " + ", ".join(how.get(h, h) for h in hows)
+                 + " (XNNPACK runs a 1x1 convolution as a 'Fully Connected' GEMM: it counts as Convolution here)")
+    return text
 
 
 def render_speedups(rows: Sequence[InferenceRow]) -> list:
@@ -85,7 +102,8 @@ def render_speedups(rows: Sequence[InferenceRow]) -> list:
         text_column(t, "op type")
         for c in (f"{a} ms", f"{b} ms", "speed-up", f"{b} on CPU interp. ms"):
             numeric_column(t, c)
-        for x in prof.speedup_by_op_type(base.op_profile or (), other.op_profile or ())[:TOP_OPS]:
+        flops = [prof.node_flops(x.model_path) if x.model_path else None for x in (base, other)]
+        for x in prof.speedup_by_op_type(base.op_profile or (), other.op_profile or (), *flops)[:TOP_OPS]:
             t.add_row(e(x["op_type"]), fmt_value(x["base_ms"], ".4f"), fmt_value(x["other_ms"], ".4f"),
                       "< resolution" if x.get("below_resolution") else
                       "-" if x["speedup"] is None else f"{x['speedup']:.2f}x",
