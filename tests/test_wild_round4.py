@@ -299,12 +299,12 @@ def test_precision_flops_and_coverage_read_the_loop_body(tmp_path):
     (tmp_path / "loop_dynamic.tflite").write_bytes(c.convert())
     info = tflite_model.inspect(tmp_path / "loop_dynamic.tflite")
     assert info["op_histogram"] == {"WHILE": 1}                          # subgraph 0 holds the loop only
-    assert set(info["subgraph_roles"].values()) == {"WHILE cond", "WHILE body"}
     assert tflite_model.precision(info) == "dynamic"
+    assert info["float_op_histogram"] == {"FULLY_CONNECTED": 1}          # not WHILE, not the loop counter
+    assert set(info["subgraph_roles"].values()) == {"WHILE cond", "WHILE body"}
     body = [o for o in info["subgraph_ops"] if o["op"] == "FULLY_CONNECTED"]
     assert len(body) == 1 and body[0]["kind"] == "hybrid" and info["subgraph_roles"][body[0]["subgraph"]] == "WHILE body"
     assert info["flops"] == 2 * 64 * 64 and "WHILE body" in info["flops_note"] and "trip count" in info["flops_note"]
-    assert info["float_op_histogram"] == {"FULLY_CONNECTED": 1}          # not WHILE, not the loop counter
     d = describe_tflite(tmp_path / "loop_dynamic.tflite")
     assert d["float_ops"] == [f"FULLY_CONNECTED#{body[0]['index']} (subgraph {body[0]['subgraph']}, WHILE body)"]
 
@@ -368,7 +368,7 @@ def test_op_types_are_the_models_ops_not_xnnpacks_names(tmp_path):
     part = next(e for e in row.op_profile if e.delegated and e.details.get("inner"))
     named_fc = [i for i in part.details["inner"] if i["op"].startswith("Fully Connected")]
     assert len(named_fc) == 3                       # XNNPACK's names: two pointwise convs + the Dense
-    types = prof.by_op_type(row.op_profile, prof.node_flops(str(path)))
+    types = prof.by_op_type(row.op_profile)
     assert types["Fully Connected"]["count"] == 1 and types["Convolution"]["count"] == 3
     assert types["Depthwise Convolution"]["count"] == 1
     assert all(v["split"] in ([], ["inner operators in order"]) for v in types.values()), types
