@@ -482,7 +482,7 @@ def _flops_note(sub_ops: list[dict[str, Any]], roles: dict[int, str]) -> str | N
     counted = sorted({roles[o["subgraph"]] for o in sub_ops if o.get("flops")})
     if not counted:
         return None
-    parts = [f"the ops of the {', '.join(counted)} are counted once"]
+    parts = [f"ops in the {', '.join(counted)} subgraph{'s' * (len(counted) > 1)} counted once each"]
     if any("WHILE" in r for r in counted):
         parts.append("a loop runs its body as often as its condition decides at run time: multiply that part "
                      "by the trip count")
