@@ -430,6 +430,7 @@ def _call_once_target(op, schema, n_subgraphs: int) -> int:
 
 
 INIT_ROLE = "CALL_ONCE init"
+_REF_FIELDS: dict[Any, list[str]] = {}     # options class -> its subgraph-index fields (read once)
 
 
 def _subgraph_refs(name: str, op, opt_names, schema, n_subgraphs: int) -> list[tuple[str, int]]:
@@ -442,7 +443,9 @@ def _subgraph_refs(name: str, op, opt_names, schema, n_subgraphs: int) -> list[t
                                (opt_names[1], getattr(op, "BuiltinOptions2Type", lambda: 0)(),
                                 getattr(op, "BuiltinOptions2", lambda: None))):
         cls = getattr(schema, union.get(kind, ""), None) if kind else None
-        fields = [f for f in dir(cls) if f.endswith("SubgraphIndex") or f == "Subgraph"] if cls else []
+        if cls is not None and cls not in _REF_FIELDS:
+            _REF_FIELDS[cls] = [f for f in dir(cls) if f.endswith("SubgraphIndex") or f == "Subgraph"]
+        fields = _REF_FIELDS.get(cls, []) if cls is not None else []
         tab = table() if fields else None
         if tab is None:
             continue
