@@ -130,7 +130,7 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
     cost = Cost(flops=info["flops"], counted_ops=info["counted_ops"], quantized=info["quantized"],
                 quantization_coverage=info["quantization_coverage"],
                 float_ops=tuple(sorted({o["op"] for o in info["float_ops"]})), inputs=tuple(info["inputs"]),
-                outputs=tuple(info["outputs"]))
+                outputs=tuple(info["outputs"]), flops_note=info.get("flops_note"))
     try:
         results = []
         for k in range(settings.repeats):

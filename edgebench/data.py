@@ -314,10 +314,9 @@ def _from_arrays(arrays: dict[str, np.ndarray], signature: Signature, source: st
     else:
         positional = sorted((k for k in arrays if re.fullmatch(r"arr_\d+", k)), key=lambda s: int(s[4:]))
         if len(positional) == len(names) == len(arrays) and len(names) > 1:
-            pairs = _bind_positional(positional, arrays, signature, source)
+            pairs, how = _bind_positional(positional, arrays, signature, source)
             out = {n: arrays[k] for k, n in pairs.items()}
-            binding = {"how": "position (the model's input order)" if signature.order else "shape",
-                       "pairs": pairs}
+            binding = {"how": how, "pairs": pairs}
         elif len(arrays) == 1 and len(names) == 1:
             key = next(iter(arrays))
             out = {names[0]: arrays[key]}
@@ -351,18 +350,24 @@ def _fits(a: np.ndarray, spec: TensorSpec) -> bool:
     return not spec.is_integer or np.issubdtype(np.asarray(a).dtype, np.integer)
 
 
+BY_SHAPE = "shape"
+BY_POSITION = "position (the model's input order)"
+
+
 def _bind_positional(keys: list[str], arrays: dict[str, np.ndarray], signature: Signature,
-                     source: str) -> dict[str, str]:
-    """``arr_0, arr_1 ...`` -> input names: in the model's own input order when the file records it
-    (``Signature.order``), else by shape when that tells every input apart; refused when two inputs
-    could take the same array and no order is known (binding them alphabetically, as the
-    SignatureDef lists them, fed swapped data to TF and TFLite alike: drift looked perfect)."""
-    if signature.order and set(signature.order) == set(signature.input_names):
-        return dict(zip(keys, signature.order))
+                     source: str) -> tuple[dict[str, str], str]:
+    """(``arr_0, arr_1 ...`` -> input names, how): by one sample's shape when that tells every input
+    apart -- the same for a SavedModel and every .tflite converted from it, whatever order each file
+    lists its inputs in --, else in the model's own input order when the file records it
+    (``Signature.order``); refused when two inputs could take the same array and no order is known
+    (binding them alphabetically, as the SignatureDef lists them, fed swapped data to TF and TFLite
+    alike: drift looked perfect)."""
     specs = {s.name: s for s in signature.inputs}
     options = {k: [n for n, s in specs.items() if _fits(arrays[k], s)] for k in keys}
     if all(len(v) == 1 for v in options.values()) and len({v[0] for v in options.values()}) == len(keys):
-        return {k: v[0] for k, v in options.items()}
+        return {k: v[0] for k, v in options.items()}, BY_SHAPE
+    if signature.order and set(signature.order) == set(signature.input_names):
+        return dict(zip(keys, signature.order)), BY_POSITION
     names = ", ".join(signature.input_names)
     raise BadInput(f"--data {source}: positional arrays ({', '.join(keys)}) but the model records no input "
                    f"order and its inputs ({names}) could take the same array; save the arrays by input "

@@ -250,26 +250,66 @@ def op_family(op: str) -> str:
     return _XNN_ALIASES.get(base, base)
 
 
-def by_op_type(entries: Iterable[OpEntry]) -> dict[str, dict[str, Any]]:
-    """Mean ms per inference by op type: interpreter nodes by their op, delegated work by the
-    delegate's inner operators (a partition without inner events counts as 'DELEGATE')."""
+# The model's op types where the families above merge two (XNNPACK names both "Convolution").
+_OP_TYPE = {"DEPTHWISE_CONV_2D": "Depthwise Convolution"}
+# A delegate's GEMM no node was matched to: XNNPACK runs FULLY_CONNECTED and 1x1 CONV_2D alike.
+GEMM_TYPE = "GEMM (FC or 1x1 conv)"
+
+
+def op_type(op: str) -> str:
+    """The op type a node's time is shown under: a TFLite op's family (CONV_2D -> Convolution,
+    DEPTHWISE_CONV_2D -> Depthwise Convolution). A delegate's own operator name that no node of the
+    model was matched to keeps its family ("... DWConv" is a Depthwise Convolution), except that
+    XNNPACK's "Fully Connected" GEMM may be a 1x1 convolution: ``GEMM_TYPE``, never the model's
+    FULLY_CONNECTED."""
+    if op in _OP_TYPE:
+        return _OP_TYPE[op]
+    family = op_family(op)
+    if op in OP_FAMILY or re.fullmatch(r"[A-Z0-9_]+(:.*)?", op):
+        return family
+    if family == "Convolution" and "DWConv" in op:
+        return _OP_TYPE["DEPTHWISE_CONV_2D"]
+    return GEMM_TYPE if family == "Fully Connected" else family
+
+
+def by_op_type(entries: Iterable[OpEntry], flops: Mapping[int, int] | None = None) -> dict[str, dict[str, Any]]:
+    """Mean ms per inference by the model's op type (``op_type``), and its ``share`` of the profiled
+    op time (the sum of the entries -- not of the timed latency).
+
+    Interpreter nodes count under their op. A delegate partition's time is split over its member
+    nodes (``partition_split``: the delegate's inner operators matched to the nodes in order, else
+    each op family's share by FLOPs) and counted under each node's op: XNNPACK runs a MobileNet's
+    1x1 convolutions as "Fully Connected" GEMMs, and that time is the CONV_2D nodes'. Inner operators
+    no member list comes with (rows recorded before members were) go by the delegate's names
+    (``op_type``); a partition without inner events counts as 'DELEGATE'. ``split`` lists how
+    delegated time was attributed."""
     out: dict[str, dict[str, Any]] = {}
 
-    def add(family: str, ms: float | None, where: str) -> None:
+    def add(family: str, ms: float | None, where: str, how: str | None = None) -> None:
         if ms is None:
             return
-        slot = out.setdefault(family, {"ms": 0.0, "cpu_ms": 0.0, "delegated_ms": 0.0, "count": 0})
+        slot = out.setdefault(family, {"ms": 0.0, "cpu_ms": 0.0, "delegated_ms": 0.0, "count": 0, "split": []})
         slot["ms"] += ms
         slot[where] += ms
         slot["count"] += 1
+        if how and how not in slot["split"]:
+            slot["split"].append(how)
 
     for e in entries:
         inner = e.details.get("inner") if e.delegated else None
         if inner:
+            values, how = partition_split(e, flops)
+            ops = list(e.details.get("member_ops") or ())
+            if values is None and ops and not e.ms:
+                values, how = [0.0] * len(ops), None      # nothing measurable to split (under 1 us)
+            if values is not None:
+                for op, ms in zip(ops, values):
+                    add(op_type(op), ms, "delegated_ms", how)
+                continue
             for i in inner:
-                add(op_family(str(i["op"])), i.get("ms"), "delegated_ms")
+                add(op_type(str(i["op"])), i.get("ms"), "delegated_ms", "the delegate's operator names")
         else:
-            add("DELEGATE" if e.delegated and e.op == "DELEGATE" else op_family(e.op), e.ms,
+            add("DELEGATE" if e.delegated and e.op == "DELEGATE" else op_type(e.op), e.ms,
                 "delegated_ms" if e.delegated else "cpu_ms")
     total = sum(v["ms"] for v in out.values())
     for v in out.values():
@@ -284,12 +324,13 @@ def top_ops(entries: Sequence[OpEntry], n: int = 10) -> list[OpEntry]:
 RESOLUTION_MS = 0.001     # the LiteRT profiler's unit: 1 us per event
 
 
-def speedup_by_op_type(base: Sequence[OpEntry], other: Sequence[OpEntry]) -> list[dict[str, Any]]:
-    """Per op type: base ms, other ms and base/other (> 1: the other precision is faster).
+def speedup_by_op_type(base: Sequence[OpEntry], other: Sequence[OpEntry], base_flops: Mapping[int, int] | None = None,
+                       other_flops: Mapping[int, int] | None = None) -> list[dict[str, Any]]:
+    """Per op type (``by_op_type``): base ms, other ms and base/other (> 1: the other precision is faster).
 
     A side under the profiler's resolution (< 1 us per inference: mostly 0-us events) has no
     honest ratio: ``speedup`` is None and ``below_resolution`` True."""
-    a, b = by_op_type(base), by_op_type(other)
+    a, b = by_op_type(base, base_flops), by_op_type(other, other_flops)
     rows = []
     for fam in sorted(set(a) | set(b), key=lambda f: (-max(a.get(f, {}).get("ms", 0.0), b.get(f, {}).get("ms", 0.0)), f)):
         ma, mb = a.get(fam, {}).get("ms"), b.get(fam, {}).get("ms")
@@ -302,9 +343,9 @@ def speedup_by_op_type(base: Sequence[OpEntry], other: Sequence[OpEntry]) -> lis
 
 def quantize_cost(entries: Sequence[OpEntry]) -> dict[str, Any]:
     """What QUANTIZE/DEQUANTIZE (XNNPACK: Convert) cost per inference, and their share."""
-    fam = by_op_type(entries).get("Convert")
+    types = by_op_type(entries)
     total = sum(e.ms or 0.0 for e in entries)
-    ms = fam["ms"] if fam else 0.0
+    ms = types["Convert"]["ms"] if "Convert" in types else 0.0
     return {"ms": ms, "share": ms / total if total > 0 else None}
 
 
@@ -358,6 +399,8 @@ def partition_split(e: OpEntry, flops: Mapping[int, int] | None = None) -> tuple
         return [sum(float(inner[k]["ms"]) for k in g) * total / inner_sum for g in groups], "inner operators in order"
     by_fam: dict[str, float] = {}
     for f, i in zip(fam_i, inner):
+        if f not in fam_m:      # a 1x1 convolution run as a GEMM is the convolution's time
+            f = next((g for g in fam_m if frozenset((f, g)) in _SAME_WORK), f)
         by_fam[f] = by_fam.get(f, 0.0) + float(i["ms"])
     weights = []
     for k, f in enumerate(fam_m):
@@ -426,7 +469,7 @@ def model_explorer_node_data(row: InferenceRow) -> dict[str, Any]:
         members = e.details.get("member_names") if e.delegated else None
         if members:
             if flops is None:
-                flops = _node_flops(row.model_path)
+                flops = node_flops(row.model_path)
             values, _how = partition_split(e, flops)
             for k, key in enumerate(members):
                 results[str(key)] = ({"value": NOT_TIMED} if values is None or k >= len(values)
@@ -438,7 +481,7 @@ def model_explorer_node_data(row: InferenceRow) -> dict[str, Any]:
                          {"stop": 1, "bgColor": "#f44336"}]}
 
 
-def _node_flops(model_path: str | None) -> dict[int, int]:
+def node_flops(model_path: str | None) -> dict[int, int]:
     """Node index -> FLOPs, read from the .tflite (empty when the file is not here)."""
     try:
         return {o["index"]: int(o.get("flops") or 0) for o in inspect(str(model_path))["ops"]} if model_path else {}
@@ -534,7 +577,15 @@ def describe_tflite(path: "str | os.PathLike[str]") -> dict[str, Any]:
     keep = ("inputs", "outputs", "op_count", "op_histogram", "quantized", "float_op_histogram",
             "quantization_coverage", "flops", "counted_ops")
     out = {k: info[k] for k in keep if k in info}
-    # Quantization coverage: the compute ops that stayed float (index + op type) in a quantized model.
-    out["float_ops"] = [f"{o['op']}#{o['index']}" for o in info.get("float_ops", [])]
+    if info.get("flops_note"):
+        out["flops_note"] = info["flops_note"]
+    if info.get("subgraph_roles"):          # the subgraphs the model's ops run (JSON keys are strings)
+        out["subgraph_roles"] = {str(k): v for k, v in info["subgraph_roles"].items()}
+    # Quantization coverage: the compute ops that stayed float (index + op type) in a quantized model;
+    # an op of another subgraph (a loop body) says which: "FULLY_CONNECTED#0 (subgraph 2, WHILE body)".
+    roles = info.get("subgraph_roles") or {}
+    out["float_ops"] = [f"{o['op']}#{o['index']}" + (f" (subgraph {o['subgraph']}, {roles.get(o['subgraph'], '?')})"
+                                                    if o.get("subgraph") else "")
+                        for o in info.get("float_ops", [])]
     out["gpu_compatibility"] = gpu_readiness(str(path))     # host readiness without a phone (issue 15)
     return out

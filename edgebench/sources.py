@@ -447,12 +447,16 @@ def calibration_feed(src: Source, ds: InputSet, n: int) -> Callable[[], Iterator
 def finish_tflite(src: Source, data: bytes) -> bytes:
     """Graph-loader output gets the signature's names back; TF2 output converted from a re-traced
     function (fixed shapes: a static batch, --input-shape) gets its signature's key back (the
-    converter names it serving_default); other TF2 output is already named."""
+    converter names it serving_default); other TF2 output is already named. Every file lists its
+    inputs in the source's positional order when the source records one (``order_inputs``)."""
     from edgebench.tflite_model import rename_signature, restore_signature
+    from edgebench.tflite_rewrite import order_inputs
 
     if src.loader != "graph":
-        return rename_signature(data, src.signature_key) if src.fixed_shapes else data
-    return restore_signature(data, src.signature_key, src.graph_inputs, src.graph_outputs)
+        data = rename_signature(data, src.signature_key) if src.fixed_shapes else data
+    else:
+        data = restore_signature(data, src.signature_key, src.graph_inputs, src.graph_outputs)
+    return order_inputs(data, src.signature.order)    # the source's positional order, as LiteRT lists inputs
 
 
 def _graph_name(tensor: str) -> str:

@@ -1,8 +1,12 @@
 """Read a .tflite flatbuffer without running it: ops, dtypes, I/O, quantization, FLOPs.
 
 ``inspect(path)`` parses the file with the LiteRT flatbuffer schema
-(``ai_edge_litert.schema_py_generated``, else TensorFlow's copy). Only the main subgraph
-(0) is described; control-flow subgraphs are listed by count.
+(``ai_edge_litert.schema_py_generated``, else TensorFlow's copy). Subgraph 0 is the model: its
+I/O, ``ops`` (node = index) and ``op_histogram``. The subgraphs its ops run -- a WHILE's cond and
+body, an IF's branches, CALL_ONCE's init, a composite's decomposition: every ``*SubgraphIndex`` the
+schema gives an op -- are read too (``subgraph_roles``), and the ones every inference runs
+(``subgraph_ops``: all but CALL_ONCE's init) count in the precision, the quantization coverage,
+the float ops and the FLOPs: int8 weights inside a loop body make a dynamic-range file.
 
 FLOPs count one multiply-add as 2 FLOPs, for these ops only (``COUNTED_OPS``)::
 
@@ -15,7 +19,13 @@ FLOPs count one multiply-add as 2 FLOPs, for these ops only (``COUNTED_OPS``)::
 
 Element-wise ops, pooling, activations and softmax are not counted (typically < 2% of a CNN's
 arithmetic); the result lists the counted types so a reader knows what "GFLOP" means here.
-Dynamic dimensions (-1) are taken at their stored size (1 for a dynamic batch).
+Dynamic dimensions (-1) are taken at their stored size (1 for a dynamic batch). An op in a loop
+body counts once (the trip count is decided at run time) and ``flops_note`` says so.
+
+Quantization coverage is integer compute ops / compute ops; compute leaves out QUANTIZE/DEQUANTIZE
+and bookkeeping (``BOOKKEEPING_OPS``: shape reads and reshapes, control flow, variable handles,
+and ops on int32/int64/bool tensors only -- a dynamic batch's SHAPE -> STRIDED_SLICE -> PACK ->
+RESHAPE is no float op of a dynamic-range file and no int8 op of an int8 one).
 
 ``precision(info)`` names the precision a file actually has, from its kernels and constants.
 One writer: ``restore_signature`` adds a SignatureDef to a model converted without one.
@@ -36,6 +46,7 @@ input, as is any dangling or negative tensor index and any missing required name
 from __future__ import annotations
 
 import os
+import re
 import struct
 from collections import Counter
 from pathlib import Path
@@ -148,45 +159,117 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
             name = f"CUSTOM:{text(custom, 'custom op') if custom else '?'}"
         codes.append(name)
 
-    if model.SubgraphsLength() < 1:
+    n_sub = model.SubgraphsLength()
+    if n_sub < 1:
         raise ValueError("no subgraph")
-    sg = model.Subgraphs(0)
+    opt_names = (_enum_names(schema.BuiltinOptions), _enum_names(getattr(schema, "BuiltinOptions2", object)))
 
-    def tensor(i: int) -> dict[str, Any]:
-        t = sg.Tensors(i)
-        shape = ints(t.ShapeLength(), t.ShapeAsNumpy)
-        sig = ints(t.ShapeSignatureLength(), t.ShapeSignatureAsNumpy) or list(shape)
-        q = t.Quantization()
-        scales: list[float] = []
-        zps: list[int] = []
-        if q is not None and q.ScaleLength():
-            charge(4 * q.ScaleLength())
-            scales = [float(x) for x in q.ScaleAsNumpy()]
-        if q is not None and q.ZeroPointLength():
-            charge(8 * q.ZeroPointLength())
-            zps = [int(x) for x in q.ZeroPointAsNumpy()]
-        raw_name = t.Name()
-        if raw_name:
-            charge(len(raw_name))
-        buffer_idx = t.Buffer()
-        is_const = False
-        if 0 < buffer_idx < model.BuffersLength():
-            bb = model.Buffers(buffer_idx)
-            is_const = bb.DataLength() > 0 or bb.Offset() > 1
-        return {
-            "index": i,
-            "name": (raw_name or b"").decode(errors="replace"),
-            "shape": shape,
-            "shape_signature": sig,
-            "dtype": _tensor_type_name(t.Type(), type_names),
-            "scale": scales[0] if len(scales) == 1 else (scales or None),
-            "zero_point": zps[0] if len(zps) == 1 else (zps or None),
-            "constant": is_const,
-            "variable": bool(t.IsVariable()),
-        }
+    def read_subgraph(k: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[tuple[str, int]]]:
+        """(tensors, ops, [(role, subgraph)] its ops run: a WHILE's cond and body, an IF's branches,
+        CALL_ONCE's init ...) of subgraph ``k``."""
+        sg = model.Subgraphs(k)
 
-    charge(4 * sg.TensorsLength())
-    tensors = [tensor(i) for i in range(sg.TensorsLength())]
+        def tensor(i: int) -> dict[str, Any]:
+            t = sg.Tensors(i)
+            shape = ints(t.ShapeLength(), t.ShapeAsNumpy)
+            sig = ints(t.ShapeSignatureLength(), t.ShapeSignatureAsNumpy) or list(shape)
+            q = t.Quantization()
+            scales: list[float] = []
+            zps: list[int] = []
+            if q is not None and q.ScaleLength():
+                charge(4 * q.ScaleLength())
+                scales = [float(x) for x in q.ScaleAsNumpy()]
+            if q is not None and q.ZeroPointLength():
+                charge(8 * q.ZeroPointLength())
+                zps = [int(x) for x in q.ZeroPointAsNumpy()]
+            raw_name = t.Name()
+            if raw_name:
+                charge(len(raw_name))
+            buffer_idx = t.Buffer()
+            is_const = False
+            if 0 < buffer_idx < model.BuffersLength():
+                bb = model.Buffers(buffer_idx)
+                is_const = bb.DataLength() > 0 or bb.Offset() > 1
+            return {
+                "index": i,
+                "name": (raw_name or b"").decode(errors="replace"),
+                "shape": shape,
+                "shape_signature": sig,
+                "dtype": _tensor_type_name(t.Type(), type_names),
+                "scale": scales[0] if len(scales) == 1 else (scales or None),
+                "zero_point": zps[0] if len(zps) == 1 else (zps or None),
+                "constant": is_const,
+                "variable": bool(t.IsVariable()),
+            }
+
+        charge(4 * sg.TensorsLength())
+        tensors = [tensor(i) for i in range(sg.TensorsLength())]
+
+        def tensor_index(i: int, what: str) -> int:
+            if not 0 <= i < len(tensors):
+                raise ValueError(f"{what} refers to tensor {i}, but the subgraph has {len(tensors)}")
+            return i
+
+        ops, refs = [], []
+        charge(4 * sg.OperatorsLength())
+        for j in range(sg.OperatorsLength()):
+            op = sg.Operators(j)
+            name = codes[op.OpcodeIndex()]
+            ins = ints(op.InputsLength(), op.InputsAsNumpy)
+            outs = ints(op.OutputsLength(), op.OutputsAsNumpy)
+            # -1 marks an omitted optional input; any other index must exist
+            in_t = [tensors[tensor_index(i, f"operator {j}")] if i != -1 else None for i in ins]
+            out_t = [tensors[tensor_index(i, f"operator {j}")] for i in outs]
+            if name == "CALL_ONCE":
+                refs.append((INIT_ROLE, _call_once_target(op, schema, n_sub)))
+            else:
+                refs.extend(_subgraph_refs(name, op, opt_names, schema, n_sub))
+            act_in = [t["dtype"] for t in in_t if t is not None and not t["constant"]]
+            weight_in = [t["dtype"] for t in in_t if t is not None and t["constant"]]
+            out_dtypes = [t["dtype"] for t in out_t]
+            if name in BOUNDARY_OPS:
+                kind = "boundary"
+            elif any(d in FLOAT_TYPES for d in act_in + out_dtypes):
+                kind = "hybrid" if any(d in QUANT_TYPES for d in weight_in) else "float"
+            else:
+                kind = "integer"
+            entry = {"index": j, "op": name, "inputs": [t["dtype"] if t else None for t in in_t],
+                     "outputs": out_dtypes, "kind": kind, "flops": _flops(name, in_t, out_t, op, schema),
+                     "bookkeeping": _bookkeeping(name, act_in + out_dtypes),
+                     "input_names": [t["name"] for t in in_t if t is not None and not t["constant"]],
+                     "output_names": [t["name"] for t in out_t]}
+            if k:
+                entry["subgraph"] = k
+            ops.append(entry)
+        return tensors, ops, refs
+
+    # Subgraph 0 is the model. The subgraphs its ops run are read too: a dynamic-range matmul inside
+    # a WHILE body is the model's math as much as one in subgraph 0. Each is read once (a subgraph two
+    # ops run, or one that runs itself, is not read again).
+    tensors, ops, refs0 = read_subgraph(0)
+    subgraphs: dict[int, dict[str, Any]] = {}
+    queue = list(refs0)
+    while queue:
+        role, k = queue.pop(0)
+        if k in subgraphs:
+            continue
+        sub_t, sub_o, sub_refs = read_subgraph(k)
+        subgraphs[k] = {"role": role, "tensors": sub_t, "ops": sub_o, "refs": sub_refs}
+        queue.extend(sub_refs)
+    # What runs on every invoke: subgraph 0 and what it reaches other than through CALL_ONCE (whose
+    # init subgraph runs once per interpreter and only gives resource variables their first values).
+    per_inference: list[int] = []
+    queue = [k for role, k in refs0 if role != INIT_ROLE]
+    while queue:
+        k = queue.pop(0)
+        if k in per_inference:
+            continue
+        per_inference.append(k)
+        queue.extend(kk for role, kk in subgraphs[k]["refs"] if role != INIT_ROLE)
+    init_subgraphs = [k for role, k in refs0 if role == INIT_ROLE] + [
+        kk for k in per_inference for role, kk in subgraphs[k]["refs"] if role == INIT_ROLE]
+    sub_ops = [o for k in per_inference for o in subgraphs[k]["ops"]]
+    run_tensors = tensors + [t for k in per_inference for t in subgraphs[k]["tensors"]]
 
     def tensor_index(i: int, what: str) -> int:
         if not 0 <= i < len(tensors):
@@ -219,43 +302,17 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
                 "quantization": ({"scale": t["scale"], "zero_point": t["zero_point"]}
                                  if t["scale"] not in (None, 0.0) else None)}
 
-    inputs = [io(tensor_index(i, "a subgraph input"), sig_in) for i in ints(sg.InputsLength(), sg.InputsAsNumpy)]
+    sg0 = model.Subgraphs(0)
+    inputs = [io(tensor_index(i, "a subgraph input"), sig_in) for i in ints(sg0.InputsLength(), sg0.InputsAsNumpy)]
     outputs = [io(tensor_index(i, "a subgraph output"), sig_out)
-               for i in ints(sg.OutputsLength(), sg.OutputsAsNumpy)]
+               for i in ints(sg0.OutputsLength(), sg0.OutputsAsNumpy)]
 
-    ops = []
-    init_subgraphs: list[int] = []      # CALL_ONCE targets: the subgraphs that give resource variables their values
-    hist: Counter[str] = Counter()
+    hist = Counter(o["op"] for o in ops)
     flops_by_op: Counter[str] = Counter()
-    quantized_model = any(t["dtype"] in QUANT_TYPES and t["scale"] not in (None, 0.0) for t in tensors)
-    charge(4 * sg.OperatorsLength())
-    for k in range(sg.OperatorsLength()):
-        op = sg.Operators(k)
-        name = codes[op.OpcodeIndex()]
-        ins = ints(op.InputsLength(), op.InputsAsNumpy)
-        outs = ints(op.OutputsLength(), op.OutputsAsNumpy)
-        # -1 marks an omitted optional input; any other index must exist
-        in_t = [tensors[tensor_index(i, f"operator {k}")] if i != -1 else None for i in ins]
-        out_t = [tensors[tensor_index(i, f"operator {k}")] for i in outs]
-        flops = _flops(name, in_t, out_t, op, schema)
-        if name == "CALL_ONCE":
-            init_subgraphs.append(_call_once_target(op, schema, model.SubgraphsLength()))
-        hist[name] += 1
-        if flops:
-            flops_by_op[name] += flops
-        act_in = [t["dtype"] for t in in_t if t is not None and not t["constant"]]
-        weight_in = [t["dtype"] for t in in_t if t is not None and t["constant"]]
-        out_dtypes = [t["dtype"] for t in out_t]
-        if name in BOUNDARY_OPS:
-            kind = "boundary"
-        elif any(d in FLOAT_TYPES for d in act_in + out_dtypes):
-            kind = "hybrid" if any(d in QUANT_TYPES for d in weight_in) else "float"
-        else:
-            kind = "integer"
-        ops.append({"index": k, "op": name, "inputs": [t["dtype"] if t else None for t in in_t],
-                    "outputs": out_dtypes, "kind": kind, "flops": flops,
-                    "input_names": [t["name"] for t in in_t if t is not None and not t["constant"]],
-                    "output_names": [t["name"] for t in out_t]})
+    for o in ops + sub_ops:
+        if o["flops"]:
+            flops_by_op[o["op"]] += o["flops"]
+    quantized_model = any(t["dtype"] in QUANT_TYPES and t["scale"] not in (None, 0.0) for t in run_tensors)
 
     stamp = None
     charge(4 * model.MetadataLength())
@@ -283,7 +340,9 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
         if isinstance(scale, (int, float)) and scale > 0:
             output_steps[out["name"]] = float(scale)
 
-    compute_ops = [o for o in ops if o["kind"] != "boundary"]
+    # Quantization coverage counts compute: not the QUANTIZE/DEQUANTIZE boundaries, not bookkeeping
+    # (shape arithmetic, control flow, variable handles: no arithmetic on the model's values).
+    compute_ops = [o for o in ops + sub_ops if o["kind"] != "boundary" and not o["bookkeeping"]]
     integer_ops = [o for o in compute_ops if o["kind"] == "integer"]
     float_ops = [o for o in compute_ops if o["kind"] in ("float", "hybrid")] if quantized_model else []
     total = int(sum(flops_by_op.values()))
@@ -291,15 +350,19 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
         "path": str(p),
         "size_bytes": len(buf),
         "schema_version": int(model.Version()),
-        "subgraphs": int(model.SubgraphsLength()),
+        "subgraphs": int(n_sub),
         "signatures": signature_keys,
         "inputs": inputs,
         "outputs": outputs,
         "op_count": len(ops),
         "op_histogram": dict(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))),
         "ops": ops,
+        "subgraph_ops": sub_ops,
+        "subgraph_roles": {k: subgraphs[k]["role"] for k in sorted(subgraphs)},
+        "subgraph_op_histogram": dict(Counter(o["op"] for k in sorted(subgraphs) for o in subgraphs[k]["ops"])),
         "quantized": quantized_model,
-        "variable_tensors": sum(1 for t in tensors if t["variable"]),
+        "variable_tensors": sum(1 for t in tensors if t["variable"]) + sum(
+            1 for k in subgraphs for t in subgraphs[k]["tensors"] if t["variable"]),
         "init_subgraphs": sorted(set(init_subgraphs)),
         "output_steps": output_steps,
         "float_ops": float_ops,
@@ -307,6 +370,7 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
         "quantization_coverage": (len(integer_ops) / len(compute_ops)) if compute_ops and quantized_model else 0.0,
         "flops": total,
         "flops_by_op": dict(flops_by_op),
+        "flops_note": _flops_note(sub_ops, {k: subgraphs[k]["role"] for k in per_inference}),
         "counted_ops": list(COUNTED_OPS),
         "aot": _aot(stamp, ops),
     }
@@ -365,6 +429,71 @@ def _call_once_target(op, schema, n_subgraphs: int) -> int:
     return k
 
 
+INIT_ROLE = "CALL_ONCE init"
+_REF_FIELDS: dict[Any, list[str]] = {}     # options class -> its subgraph-index fields (read once)
+
+
+def _subgraph_refs(name: str, op, opt_names, schema, n_subgraphs: int) -> list[tuple[str, int]]:
+    """The subgraphs an op runs, each with its role ("WHILE body", "IF then", "STABLEHLO_COMPOSITE
+    decomposition" ...): every ``*SubgraphIndex`` field (and CALL's ``subgraph``) of its options
+    table, read from the schema, so an op that gains such a field is followed without a list here.
+    Subgraph 0 is the model itself, not a callee; an index past the last subgraph is a corrupt file."""
+    out = []
+    for union, kind, table in ((opt_names[0], op.BuiltinOptionsType(), op.BuiltinOptions),
+                               (opt_names[1], getattr(op, "BuiltinOptions2Type", lambda: 0)(),
+                                getattr(op, "BuiltinOptions2", lambda: None))):
+        cls = getattr(schema, union.get(kind, ""), None) if kind else None
+        if cls is not None and cls not in _REF_FIELDS:
+            _REF_FIELDS[cls] = [f for f in dir(cls) if f.endswith("SubgraphIndex") or f == "Subgraph"]
+        fields = _REF_FIELDS.get(cls, []) if cls is not None else []
+        tab = table() if fields else None
+        if tab is None:
+            continue
+        opts = cls()
+        opts.Init(tab.Bytes, tab.Pos)
+        for f in sorted(fields):
+            k = int(getattr(opts, f)())
+            if not 0 <= k < n_subgraphs:
+                raise ValueError(f"a {name} op runs subgraph {k}, but the model has {n_subgraphs}")
+            if k:
+                what = f[:-len("SubgraphIndex")] if f.endswith("SubgraphIndex") else "callee"
+                out.append((f"{name} {re.sub(r'(?<!^)(?=[A-Z])', ' ', what).lower()}", k))
+    return out
+
+
+# Ops that do no arithmetic on the model's values whatever their dtypes: reading or changing a
+# tensor's shape (the bytes stay as they are), running other subgraphs (their ops are counted
+# themselves), handling resource variables.
+BOOKKEEPING_OPS = frozenset({
+    "SHAPE", "RANK", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "BROADCAST_ARGS",
+    "WHILE", "IF", "CALL", "CALL_ONCE", "STABLEHLO_WHILE", "STABLEHLO_CASE", "STABLEHLO_COMPOSITE",
+    "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE",
+})
+_VALUE_TYPES = FLOAT_TYPES + QUANT_TYPES
+
+
+def _bookkeeping(name: str, dtypes: list[str]) -> bool:
+    """An op that is not compute in any precision: a ``BOOKKEEPING_OPS`` op, or one whose
+    non-constant inputs and outputs are all int32/int64/bool -- the shape arithmetic of a dynamic
+    batch (STRIDED_SLICE of a SHAPE, PACK of shape ints), a loop's counter and its condition."""
+    return name in BOOKKEEPING_OPS or not any(d in _VALUE_TYPES for d in dtypes)
+
+
+def _flops_note(sub_ops: list[dict[str, Any]], roles: dict[int, str]) -> str | None:
+    """How ops in other subgraphs were counted, when some hold FLOPs: a loop body once (its trip
+    count is decided at run time), every branch of a conditional (one runs)."""
+    counted = sorted({roles[o["subgraph"]] for o in sub_ops if o.get("flops")})
+    if not counted:
+        return None
+    parts = [f"ops in the {', '.join(counted)} subgraph{'s' * (len(counted) > 1)} counted once each"]
+    if any("WHILE" in r for r in counted):
+        parts.append("a loop runs its body as often as its condition decides at run time: multiply that part "
+                     "by the trip count")
+    if any(r.startswith(("IF ", "STABLEHLO_CASE")) for r in counted):
+        parts.append("every branch of a conditional is counted, though one runs")
+    return "; ".join(parts)
+
+
 def _prod(xs) -> int:
     out = 1
     for x in xs:
@@ -420,9 +549,17 @@ DATA_OPS = frozenset({
 })
 
 
+def run_ops(info: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every op an inference runs: subgraph 0's and those of the subgraphs it runs (loop bodies,
+    branches; not CALL_ONCE's init)."""
+    return list(info.get("ops", [])) + list(info.get("subgraph_ops", []))
+
+
 def math_ops(info: dict[str, Any]) -> list[dict[str, Any]]:
-    """The ops that carry the model's math (not boundaries, not data movement: ``DATA_OPS``)."""
-    return [o for o in info.get("ops", []) if o["kind"] != "boundary" and o["op"] not in DATA_OPS]
+    """The ops that carry the model's math (not boundaries, not data movement: ``DATA_OPS``, not
+    bookkeeping: ``BOOKKEEPING_OPS`` and integer index arithmetic), in every subgraph an inference runs."""
+    return [o for o in run_ops(info) if o["kind"] != "boundary" and o["op"] not in DATA_OPS
+            and not o.get("bookkeeping")]
 
 
 # Fused recurrent kernels keep their state in variable tensors across invoke() calls; resource
@@ -439,7 +576,7 @@ def state(info: dict[str, Any]) -> dict[str, Any] | None:
     it) or ``resource_variables`` (VAR_HANDLE/ASSIGN_VARIABLE survive that reset; running the
     subgraphs in ``init_subgraphs`` -- what CALL_ONCE ran when the interpreter was new -- gives them
     their initial values again, else only a fresh interpreter starts over)."""
-    hist = info.get("op_histogram") or {}
+    hist = {**(info.get("subgraph_op_histogram") or {}), **(info.get("op_histogram") or {})}
     resource = [op for op in RESOURCE_VARIABLE_OPS if op in hist]
     recurrent = [op for op in RECURRENT_OPS if op in hist]
     nvar = int(info.get("variable_tensors") or 0)
@@ -464,7 +601,7 @@ def precision(info: dict[str, Any]) -> str:
         # (ai-edge-quantizer's a16w8 on a scope) is int8, and precision_detail says "+ a16 on N ops"
         wide = sum(1 for o in quant if "int16" in o["outputs"])
         return "int16x8" if wide * 2 > len(quant) else "int8"
-    ops = info.get("ops", [])
+    ops = run_ops(info)
     if any(o["kind"] == "hybrid" for o in ops) or any(
             o["op"] == "DEQUANTIZE" and "int8" in o["inputs"] for o in ops):
         return "dynamic"

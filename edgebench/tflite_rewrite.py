@@ -3,11 +3,16 @@
 Used by ``edgebench.diagnose_worker``. The LiteRT flatbuffer schema (``ai_edge_litert.
 schema_py_generated``, else TensorFlow's copy) is read into its object form (``ModelT``), changed
 and packed again with the ``TFL3`` file identifier; nothing here runs a model.
+
+``order_inputs`` (used when a conversion is written) puts a converted file's inputs in its source's
+positional order, in place: the same bytes but for the order of one vector.
 """
 
 from __future__ import annotations
 
 import copy
+import struct
+from typing import Sequence
 
 import numpy as np
 
@@ -119,3 +124,46 @@ def expose_outputs(model_t, tensor_ids: list[int]) -> bytes:
     sg.outputs = outs + [t for t in tensor_ids if t not in outs]
     m.subgraphs = [sg] + list(m.subgraphs[1:])
     return _pack(m)
+
+
+def order_inputs(data: bytes, order: Sequence[str] | None) -> bytes:
+    """The .tflite with subgraph 0's inputs listed in ``order`` (the source model's positional order,
+    by signature input name); unchanged when it already is, or when the file or the order cannot
+    say (no SignatureDef for subgraph 0, names that differ, a vector shared with another table).
+
+    Why: TF 2.21's converter lists a SavedModel's inputs in an order of its own -- neither the
+    model's positional order nor the alphabetical one (a Keras model with inputs ``alpha, zeta``
+    gets ``zeta, alpha``) -- and LiteRT's positional views (``get_input_details()``, a C++ app's
+    ``inputs()``, positional ``arr_0, arr_1`` data) follow that list. In place: the vector keeps its
+    length, so every offset in the file stays valid; the SignatureDef maps names to tensors and
+    does not change."""
+    if not order or len(order) < 2:
+        return data
+    schema = _schema()
+    m = schema.Model.GetRootAs(data, 0)
+    if not m.SubgraphsLength():
+        return data
+    sg = m.Subgraphs(0)
+    name_of = {}
+    for i in range(m.SignatureDefsLength()):
+        sd = m.SignatureDefs(i)
+        if sd.SubgraphIndex() == 0:
+            name_of = {sd.Inputs(j).TensorIndex(): (sd.Inputs(j).Name() or b"").decode(errors="replace")
+                       for j in range(sd.InputsLength())}
+            break
+    current = [int(sg.Inputs(j)) for j in range(sg.InputsLength())]
+    names = [name_of.get(t) for t in current]
+    if None in names or sorted(names) != sorted(order) or len(set(names)) != len(names) or names == list(order):
+        return data
+    offset = sg._tab.Offset(6)          # SubGraph.inputs (the schema's field 1)
+    start = sg._tab.Vector(offset)
+    shared = [sg._tab.Vector(sg._tab.Offset(8))] if sg.OutputsLength() else []
+    for j in range(sg.OperatorsLength()):
+        op = sg.Operators(j)
+        shared += [op._tab.Vector(op._tab.Offset(f)) for f in (6, 8) if op._tab.Offset(f)]
+    if start in shared:                 # a writer that deduplicates vectors: rewriting would move an op's too
+        return data
+    tensor_of = dict(zip(names, current))
+    out = bytearray(data)
+    struct.pack_into(f"<{len(order)}i", out, start, *(tensor_of[n] for n in order))
+    return bytes(out)

@@ -115,3 +115,85 @@ def tiny_two_input_savedmodel(tmp_path):
     path = tmp_path / "kw_sm"
     tf.saved_model.save(m, str(path), signatures={"serving_default": fn})
     return path, ("a", "b")
+
+
+@pytest.fixture(scope="module")
+def alpha_zeta(tmp_path_factory):
+    """A Keras model with inputs alpha, zeta (both [4]; output alpha * 2 - zeta) exported as a
+    SavedModel, its positional .npz (arr_0 = alpha's data) and what the outputs must be. TF 2.21's
+    converter lists this model's inputs zeta, alpha in the .tflite it writes."""
+    import keras
+
+    alpha, zeta = keras.Input((4,), name="alpha"), keras.Input((4,), name="zeta")
+    model = keras.Model([alpha, zeta], keras.layers.Subtract(name="out")([keras.layers.Rescaling(2.0)(alpha), zeta]))
+    d = tmp_path_factory.mktemp("alpha_zeta")
+    model.export(str(d / "sm"), verbose=False)
+    rng = np.random.default_rng(0)
+    a = rng.uniform(0, 1, (N, 4)).astype(np.float32)
+    z = rng.uniform(5, 6, (N, 4)).astype(np.float32)
+    np.savez(d / "positional.npz", a, z)
+    return d, a * 2 - z
+
+
+def test_a_savedmodel_and_its_own_tflite_bind_positional_data_alike(alpha_zeta, tmp_path, run_cli):
+    """Issue 33.7: the SavedModel bound arr_0 to alpha (its serving function's order), the .tflite
+    converted from it to zeta (the converter's own input order): the same .npz fed swapped inputs
+    to `bench model.tflite`. Converted files now list their inputs in the source's order."""
+    import tensorflow as tf
+
+    from edgebench.sources import resolve_source, sample_set, tflite_signature
+
+    d, want = alpha_zeta
+    src = resolve_source(str(d / "sm"), work_dir=tmp_path)
+    assert src.signature.order == ("alpha", "zeta")
+    ds = sample_set(src, str(d / "positional.npz"), preprocess="none", seed=0, split="evaluation")
+    assert ds.binding["pairs"] == {"arr_0": "alpha", "arr_1": "zeta"}
+    raw = tmp_path / "raw.tflite"
+    raw.write_bytes(tf.lite.TFLiteConverter.from_saved_model(str(d / "sm")).convert())
+    assert tflite_signature(str(raw)).order == ("zeta", "alpha")       # the converter's order: the trap
+    code, _, err = run_cli("convert", str(d / "sm"), "-p", "fp32", "--out", str(tmp_path / "conv"))
+    assert code == 0, err
+    tfl = next((tmp_path / "conv").rglob("*fp32*.tflite"))
+    assert tflite_signature(str(tfl)).order == ("alpha", "zeta")
+    js = tmp_path / "bench.json"
+    code, _, err = run_cli("bench", str(tfl), "--data", str(d / "positional.npz"), "--runs", "20", "--min-time", "0",
+                           "--json", str(js), "--no-store")
+    assert code == 0, err
+    assert json.loads(js.read_text())["rows"][0]["input_mapping"]["pairs"] == {"arr_0": "alpha", "arr_1": "zeta"}
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_path=str(tfl))          # LiteRT's positional view follows the source too
+    it.allocate_tensors()
+    (i0, i1), (o,) = it.get_input_details(), it.get_output_details()
+    it.set_tensor(i0["index"], ds.arrays["alpha"][:1])
+    it.set_tensor(i1["index"], ds.arrays["zeta"][:1])
+    it.invoke()
+    np.testing.assert_allclose(it.get_tensor(o["index"]), want[:1], rtol=1e-5)
+
+
+def test_shapes_that_tell_inputs_apart_bind_every_file_alike(tmp_path, run_cli):
+    """A .tflite converted elsewhere keeps the converter's order; when one sample's shape tells the
+    inputs apart, positional arrays bind by shape on every path (before, `bench` bound by that order
+    and refused the SavedModel's own data as the wrong shape)."""
+    import tensorflow as tf
+
+    class M(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="alpha"),
+                                      tf.TensorSpec([None, 3], tf.float32, name="zeta")])
+        def serve(self, alpha, zeta):
+            return {"y": tf.reduce_sum(alpha, 1, keepdims=True) - tf.reduce_sum(zeta, 1, keepdims=True)}
+
+    m = M()
+    tf.saved_model.save(m, str(tmp_path / "sm"), signatures={"serving_default": m.serve})
+    tfl = tmp_path / "m.tflite"
+    tfl.write_bytes(tf.lite.TFLiteConverter.from_saved_model(str(tmp_path / "sm")).convert())
+    from edgebench.sources import tflite_signature
+
+    assert tflite_signature(str(tfl)).order == ("zeta", "alpha")      # not the SavedModel's order
+    np.savez(tmp_path / "p.npz", np.ones((8, 4), np.float32), np.zeros((8, 3), np.float32))
+    js = tmp_path / "bench.json"
+    code, _, err = run_cli("bench", str(tfl), "--data", str(tmp_path / "p.npz"), "--runs", "20", "--min-time", "0",
+                           "--json", str(js), "--no-store")
+    assert code == 0, err
+    mapping = json.loads(js.read_text())["rows"][0]["input_mapping"]
+    assert mapping == {"how": "shape", "pairs": {"arr_0": "alpha", "arr_1": "zeta"}}

@@ -262,3 +262,119 @@ def test_op_profiling_a_fused_lstm_says_why_there_is_none(tmp_path):
     assert res.status == "ok", res.error
     msg = res.extra.get("op_profile_error") or ""
     assert "does not load a model with variable tensors" in msg and "status 5" in msg, res.extra
+
+
+def _loop_savedmodel(path):
+    """A SavedModel whose only matmul (a 64x64 weight: big enough for dynamic-range quantization)
+    sits inside a tf.while_loop body run 3 times."""
+    import tensorflow as tf
+
+    class Loop(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(np.random.default_rng(0).normal(0, 0.1, (64, 64)).astype("f4"))
+
+        @tf.function(input_signature=[tf.TensorSpec([1, 64], tf.float32, name="x")])
+        def serve(self, x):
+            _, h = tf.while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, tf.nn.relu(tf.matmul(h, self.w))),
+                                 [tf.constant(0), x])
+            return {"y": h}
+
+    m = Loop()
+    tf.saved_model.save(m, str(path), signatures={"serving_default": m.serve})
+    return path
+
+
+def test_precision_flops_and_coverage_read_the_loop_body(tmp_path):
+    """33.7: only subgraph 0 was read, so int8 weights inside a WHILE body were missed: the
+    dynamic-range file read "dynamic (fp32 file)", with 0 FLOPs and no float op."""
+    import tensorflow as tf
+
+    from edgebench import tflite_model
+    from edgebench.profile import describe_tflite
+
+    sm = _loop_savedmodel(tmp_path / "loop_sm")
+    c = tf.lite.TFLiteConverter.from_saved_model(str(sm))
+    c.optimizations = [tf.lite.Optimize.DEFAULT]
+    (tmp_path / "loop_dynamic.tflite").write_bytes(c.convert())
+    info = tflite_model.inspect(tmp_path / "loop_dynamic.tflite")
+    assert info["op_histogram"] == {"WHILE": 1}                          # subgraph 0 holds the loop only
+    assert tflite_model.precision(info) == "dynamic"
+    assert info["float_op_histogram"] == {"FULLY_CONNECTED": 1}          # not WHILE, not the loop counter
+    assert set(info["subgraph_roles"].values()) == {"WHILE cond", "WHILE body"}
+    body = [o for o in info["subgraph_ops"] if o["op"] == "FULLY_CONNECTED"]
+    assert len(body) == 1 and body[0]["kind"] == "hybrid" and info["subgraph_roles"][body[0]["subgraph"]] == "WHILE body"
+    assert info["flops"] == 2 * 64 * 64 and "WHILE body" in info["flops_note"] and "trip count" in info["flops_note"]
+    d = describe_tflite(tmp_path / "loop_dynamic.tflite")
+    assert d["float_ops"] == [f"FULLY_CONNECTED#{body[0]['index']} (subgraph {body[0]['subgraph']}, WHILE body)"]
+
+
+def test_shape_bookkeeping_is_no_float_op_of_a_dynamic_batch_file(tmp_path):
+    """33.7: a dynamic-batch Flatten computes its target shape at run time (SHAPE -> STRIDED_SLICE ->
+    PACK -> RESHAPE); a dynamic-range file listed SHAPE and RESHAPE as float ops and counted
+    STRIDED_SLICE/PACK as int8 coverage (33 % of an int8-free file)."""
+    import keras
+    import tensorflow as tf
+
+    from edgebench import tflite_model
+
+    keras.utils.set_random_seed(0)
+    m = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Conv2D(4, 3), keras.layers.Flatten(),
+                          keras.layers.Dense(40)])
+    m.export(str(tmp_path / "sm"), verbose=False)
+    infos = {}
+    for prec in ("dynamic", "int8"):
+        c = tf.lite.TFLiteConverter.from_saved_model(str(tmp_path / "sm"))
+        c.optimizations = [tf.lite.Optimize.DEFAULT]
+        if prec == "int8":
+            rng = np.random.default_rng(0)
+            c.representative_dataset = lambda: ([rng.uniform(0, 1, (1, 8, 8, 1)).astype("f4")] for _ in range(8))
+        (tmp_path / f"{prec}.tflite").write_bytes(c.convert())
+        infos[prec] = tflite_model.inspect(tmp_path / f"{prec}.tflite")
+    dyn, int8 = infos["dynamic"], infos["int8"]
+    assert {"SHAPE", "STRIDED_SLICE", "PACK", "RESHAPE"} <= set(dyn["op_histogram"])    # a dynamic batch
+    assert tflite_model.precision(dyn) == "dynamic"
+    assert dyn["float_op_histogram"] == {"CONV_2D": 1, "FULLY_CONNECTED": 1}
+    assert dyn["quantization_coverage"] == 0.0            # hybrid kernels compute in float
+    assert tflite_model.precision(int8) == "int8" and int8["quantization_coverage"] == 1.0
+    assert {o["op"] for o in tflite_model.math_ops(int8)} == {"CONV_2D", "FULLY_CONNECTED"}
+
+
+def test_op_types_are_the_models_ops_not_xnnpacks_names(tmp_path):
+    """33.7: "Fully Connected 89 %" on a MobileNet with one FC -- XNNPACK runs every 1x1 (pointwise)
+    convolution as a "Fully Connected" GEMM and the op-type table used its operator names. The
+    delegate's inner operators are now matched to the partition's nodes: a pointwise conv's time is a
+    Convolution's, the one Dense layer is the one Fully Connected, and the share says what it is of."""
+    import keras
+    import tensorflow as tf
+    from rich.console import Console
+
+    from edgebench import profile as prof
+    from edgebench.bench import BenchSettings, run_bench
+    from edgebench.report.terminal.profile import render_op_profile
+    from edgebench.targets.base import RunControl
+
+    keras.utils.set_random_seed(0)
+    L = keras.layers
+    m = keras.Sequential([keras.Input((24, 24, 3), batch_size=1), L.Conv2D(8, 3, activation="relu"),
+                          L.DepthwiseConv2D(3, activation="relu"), L.Conv2D(32, 1, activation="relu"),
+                          L.Conv2D(32, 1, activation="relu"), L.GlobalAveragePooling2D(), L.Dense(10)])
+    path = tmp_path / "mobilenetish.tflite"
+    path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(m).convert())
+    doc = run_bench(BenchSettings(models=(str(path),), op_profile=True,
+                                  control=RunControl(min_runs=100, min_time_s=0.05, max_time_s=10, answer_width=None)))
+    (row,) = doc.rows
+    assert row.ok, row.error
+    part = next(e for e in row.op_profile if e.delegated and e.details.get("inner"))
+    named_fc = [i for i in part.details["inner"] if i["op"].startswith("Fully Connected")]
+    assert len(named_fc) == 3                       # XNNPACK's names: two pointwise convs + the Dense
+    types = prof.by_op_type(row.op_profile)
+    assert types["Fully Connected"]["count"] == 1 and types["Convolution"]["count"] == 3
+    assert types["Depthwise Convolution"]["count"] == 1
+    assert all(v["split"] in ([], ["inner operators in order"]) for v in types.values()), types
+    assert sum(v["share"] for v in types.values()) == pytest.approx(1.0)
+    con = Console(width=200, record=True)
+    for t in render_op_profile(row):
+        con.print(t)
+    text = con.export_text()
+    assert "share of op time" in text and "measured, not FLOPs" in text and "counts as Convolution here" in text

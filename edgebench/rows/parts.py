@@ -365,9 +365,10 @@ class Cost:
     peak_gflops: float | None = None
     pct_of_peak: float | None = None
     peak_note: str | None = None
+    flops_note: str | None = None       # how ops in other subgraphs (a loop body) were counted
 
     KEYS = ("flops", "counted_ops", "quantized", "quantization_coverage", "float_ops", "inputs", "outputs",
-            "achieved_gflops_per_s", "peak_gflops", "pct_of_peak", "peak_note")
+            "achieved_gflops_per_s", "peak_gflops", "pct_of_peak", "peak_note", "flops_note")
 
     @property
     def gflops(self) -> float | None:
@@ -382,7 +383,7 @@ class Cost:
                    float_ops=tuple(d.get("float_ops") or ()), inputs=tuple(d.get("inputs") or ()),
                    outputs=tuple(d.get("outputs") or ()), achieved_gflops_per_s=_f(d.get("achieved_gflops_per_s")),
                    peak_gflops=_f(d.get("peak_gflops")), pct_of_peak=_f(d.get("pct_of_peak")),
-                   peak_note=d.get("peak_note"))
+                   peak_note=d.get("peak_note"), flops_note=d.get("flops_note"))
 
     def to_row(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.KEYS}

@@ -355,9 +355,10 @@ def _bijection(data: list[str], names: list[str], fits) -> dict[str, str] | None
 def pair_inputs(data: dict[str, np.ndarray], inputs: list[dict], path: str) -> tuple[dict[str, str], str]:
     """(model input name -> data key, how). Tried in order: exact names ("name"); a single input
     ("single input"); names as a converter without a signature writes them, ``serving_default_x:0``
-    for data key ``x`` ("converter names"); ``arr_0``.. in the model's positional order -- the subgraph's
-    inputs, ``position`` -- not the signature's alphabetical one ("order"); one sample's shape
-    when it tells every input apart ("shape"). JobError when none pairs every input."""
+    for data key ``x`` ("converter names"); one sample's shape when it tells every input apart
+    ("shape": the same pairs for every file of one model, whatever order each lists its inputs in);
+    ``arr_0``.. in the model's positional order -- the subgraph's inputs, ``position`` -- not the
+    signature's alphabetical one ("order"). JobError when none pairs every input."""
     names = [d["name"] for d in inputs]
     keys = list(data)
     if set(keys) == set(names):
@@ -367,13 +368,13 @@ def pair_inputs(data: dict[str, np.ndarray], inputs: list[dict], path: str) -> t
     pairs = _bijection(keys, names, lambda k, n: _plain_name(n) == k or _plain_name(n).endswith("_" + k))
     if pairs is not None:
         return pairs, "converter names"
-    if len(keys) == len(names) and {f"arr_{i}" for i in range(len(names))} == set(keys):
-        ordered = [d["name"] for d in sorted(inputs, key=lambda d: d.get("position", names.index(d["name"])))]
-        return {n: f"arr_{i}" for i, n in enumerate(ordered)}, "order"
     shapes = {d["name"]: list(d["shape"][1:]) for d in inputs}
     pairs = _bijection(keys, names, lambda k, n: np.ndim(data[k]) >= 1 and list(np.shape(data[k])[1:]) == shapes[n])
     if pairs is not None:
         return pairs, "shape"
+    if len(keys) == len(names) and {f"arr_{i}" for i in range(len(names))} == set(keys):
+        ordered = [d["name"] for d in sorted(inputs, key=lambda d: d.get("position", names.index(d["name"])))]
+        return {n: f"arr_{i}" for i, n in enumerate(ordered)}, "order"
     raise JobError(f"input data {path} has keys {sorted(keys)} but the model's inputs are {names}, and neither "
                    "their names nor one sample's shape pairs them; save the .npz with one array per model input name")
 

@@ -175,6 +175,8 @@ def render_bench(doc: Document | Mapping[str, Any], *, width: int | None = None)
             out.append(Text(f"warning ({r.model if one_target else f'{r.model} @ {r.target}'}): {w}", style="yellow"))
         if r.cost is not None and r.cost.peak_note:
             out.append(Text(f"% of peak ({r.model} @ {r.target}): {r.cost.peak_note}", style="dim"))
+        if r.cost is not None and r.cost.flops_note:
+            out.append(Text(f"GFLOP ({r.model}): {r.cost.flops_note}", style="dim"))
     from edgebench.report.terminal.profile import render_where
 
     out.extend(render_where(rows, width))

@@ -59,14 +59,33 @@ def render_op_profile(r: InferenceRow, width: int | None = None, wide: bool = Fa
                      f"{'?' if info.runs is None else info.runs} runs)", cols, rows, width=width, wide=wide,
                      caption=[e(n) for n in notes])
     q = prof.quantize_cost(entries)
+    by_type = prof.by_op_type(entries, prof.node_flops(r.model_path) if r.model_path else None)
     types = [[str(fam), fmt_value(v["ms"], ".4f"), _pct(v["share"]), fmt_value(v["cpu_ms"], ".4f"),
-              fmt_value(v["delegated_ms"], ".4f")] for fam, v in list(prof.by_op_type(entries).items())[:TOP_OPS]]
-    out += fit_tables(f"op types: {_label(r)}", [Col("op type", identity=True), Col("ms", num=True),
-                                                 Col("share", num=True), Col("CPU interpreter ms", num=True),
-                                                 Col("delegate ms", num=True)], types, width=width, wide=True,
-                      caption=[e(f"QUANTIZE/DEQUANTIZE (XNNPACK 'Convert'): {q['ms']:.4f} ms per inference, "
+              fmt_value(v["delegated_ms"], ".4f")] for fam, v in list(by_type.items())[:TOP_OPS]]
+    out += fit_tables(f"time by op type: {_label(r)}", [Col("op type", identity=True), Col("ms", num=True),
+                                                        Col("share of op time", num=True),
+                                                        Col("CPU interpreter ms", num=True),
+                                                        Col("delegate ms", num=True)], types, width=width, wide=True,
+                      caption=[e(split_note(by_type)),
+                               e(f"QUANTIZE/DEQUANTIZE (XNNPACK 'Convert'): {q['ms']:.4f} ms per inference, "
                                  f"{_pct(q['share'])} of the profile")])
     return out
+
+
+def split_note(by_type: dict) -> str:
+    """What the op-type table's numbers are: measured time (not FLOPs), shared out of the profile's
+    sum, and how a delegate partition's time reached the model's ops."""
+    hows = list(dict.fromkeys(h for v in by_type.values() for h in v.get("split") or ()))
+    text = "share = of the profiled op time (measured, not FLOPs)"
+    if "the delegate's operator names" in hows:
+        return (f"{text}; delegated time goes by the delegate's own operator names (this profile has no node "
+                f"list): '{prof.GEMM_TYPE}' is XNNPACK's GEMM, which runs fully connected layers and 1x1 convolutions")
+    how = {"inner operators in order": "matched to the partition's nodes in order",
+           "op type share": "split over the partition's nodes by op family, then by FLOPs"}
+    if hows:
+        text += ("; op types are the model's ops: a partition's inner operators " + ", ".join(how.get(h, h) for h in hows)
+                 + " (XNNPACK runs a 1x1 convolution as a 'Fully Connected' GEMM: it counts as Convolution here)")
+    return text
 
 
 def render_speedups(rows: Sequence[InferenceRow], width: int | None = None) -> list:
@@ -76,11 +95,12 @@ def render_speedups(rows: Sequence[InferenceRow], width: int | None = None) -> l
         a, b = base.precision or base.model, other.precision or other.model
         cols = [Col("op type", identity=True),
                 *(Col(c, num=True) for c in (f"{a} ms", f"{b} ms", "speed-up", f"{b} on CPU interp. ms"))]
+        flops = [prof.node_flops(x.model_path) if x.model_path else None for x in (base, other)]
         cells = [[str(x["op_type"]), fmt_value(x["base_ms"], ".4f"), fmt_value(x["other_ms"], ".4f"),
                   "< resolution" if x.get("below_resolution") else
                   "-" if x["speedup"] is None else f"{x['speedup']:.2f}x",
                   fmt_value(x["other_on_cpu_ms"] or None, ".4f")]
-                 for x in prof.speedup_by_op_type(base.op_profile or (), other.op_profile or ())[:TOP_OPS]]
+                 for x in prof.speedup_by_op_type(base.op_profile or (), other.op_profile or (), *flops)[:TOP_OPS]]
         out += fit_tables(f"{a} -> {b} per op type on {base.target} (speed-up > 1: faster)", cols, cells,
                           width=width, wide=True)
     return out
