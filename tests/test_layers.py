@@ -32,7 +32,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
                   "edgebench.train.metrics", "edgebench.train.data", "edgebench.train.cell",
                   "edgebench.train.multiworker")),
     ("records and verdicts", ("edgebench.outcome", "edgebench.verdicts", "edgebench.gate", "edgebench.store",
-                              "edgebench.stats")),
+                              "edgebench.stats", "edgebench.changepoints")),
     ("renderers and publishing", ("edgebench.report", "edgebench.report.*", "edgebench.export",
                                   "edgebench.publish")),
     ("sources", ("edgebench.sources",)),
