@@ -75,6 +75,17 @@ def render_op_profile(r: InferenceRow) -> list:
     return [t, types]
 
 
+def _speedup_cell(x: dict) -> str:
+    if x.get("below_resolution"):
+        return "< resolution"
+    if x["speedup"] is None:
+        return "-"
+    text = f"{x['speedup']:.2f}x"
+    if x.get("ci"):
+        text += f" [{x['ci'][0]:.2f}, {x['ci'][1]:.2f}]"
+    return text + (" unstable" if x.get("unstable") else "")
+
+
 def render_speedups(rows: Sequence[InferenceRow]) -> list:
     """FP32 -> quantized speed-up per op type, for every target with both profiled."""
     out: list = []
@@ -83,13 +94,17 @@ def render_speedups(rows: Sequence[InferenceRow]) -> list:
         t = Table(title=f"{e(a)} -> {e(b)} per op type on {e(base.target)} (speed-up > 1: faster)",
                   header_style="bold")
         text_column(t, "op type")
-        for c in (f"{a} ms", f"{b} ms", "speed-up", f"{b} on CPU interp. ms"):
+        rows_ = prof.speedup_by_op_type(base.op_profile or (), other.op_profile or (), base.op_profile_info,
+                                        other.op_profile_info)
+        medians = bool(rows_) and rows_[0]["basis"] == "medians"
+        for c in (f"{a} ms", f"{b} ms", "speed-up" + (" [95% CI]" if medians else ""), f"{b} on CPU interp. ms"):
             numeric_column(t, c)
-        for x in prof.speedup_by_op_type(base.op_profile or (), other.op_profile or ())[:TOP_OPS]:
+        for x in rows_[:TOP_OPS]:
             t.add_row(e(x["op_type"]), fmt_value(x["base_ms"], ".4f"), fmt_value(x["other_ms"], ".4f"),
-                      "< resolution" if x.get("below_resolution") else
-                      "-" if x["speedup"] is None else f"{x['speedup']:.2f}x",
-                      fmt_value(x["other_on_cpu_ms"] or None, ".4f"))
+                      _speedup_cell(x), fmt_value(x["other_on_cpu_ms"] or None, ".4f"))
+        t.caption = ("medians over the profiled runs; unstable: the interval spans more than "
+                     f"{prof.OP_UNSTABLE_SPAN:g}x" if medians else
+                     "ratios of per-op means (this profile kept no per-run times): stalls move them")
         out.append(t)
     return out
 

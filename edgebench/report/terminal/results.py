@@ -158,18 +158,30 @@ def _short(v: Any) -> str:
 
 
 _VERDICT_STYLE = {"worse": "bold red", "better": "bold green", "same": "dim", "not significant": "yellow",
-                  "n/a": "dim"}
+                  "n/a": "dim", "within threshold": "dim", "stalls": "yellow"}
+# How an interval that is not one for a rerun is named where it is printed (apart from the verdict).
+_APART = {"within-run": "within-run interval (one run a side: not an interval for a rerun)",
+          "loaded": "interval of these runs' load (stalls from other work)"}
 
 
 def _change_cell(ch: Any) -> str:
-    """The change as it reads: a ratio with its interval (``1.08x [1.05x, 1.11x]``), or an
-    absolute change in its unit (``-8.33 pp``)."""
+    """The change as it reads: a ratio with its interval for a rerun (``1.08x [1.05x, 1.11x]``), or an
+    absolute change in its unit (``-8.33 pp``). A within-run or load-bound interval is not printed
+    here, beside the verdict: the note carries it (``_note``)."""
     if ch.change is not None:
         return f"{ch.change:+.4g} {ch.unit}"
     if ch.ratio is None:
         return "-"
     text = f"{ch.ratio:.3f}x"
-    return text + (f" [{ch.ci[0]:.3f}x, {ch.ci[1]:.3f}x]" if ch.ci else "")
+    return text + (f" [{ch.ci[0]:.3f}x, {ch.ci[1]:.3f}x]" if ch.ci and ch.rerun_interval else "")
+
+
+def _note(ch: Any) -> str:
+    """The change's note, then an interval that is not one for a rerun, named for what it is."""
+    apart = _APART.get(ch.ci_basis) if ch.ci and not ch.rerun_interval else None
+    if not apart:
+        return ch.note
+    return "; ".join(x for x in (ch.note, f"{apart}: [{ch.ci[0]:.3f}x, {ch.ci[1]:.3f}x]") if x)
 
 
 def render_results_compare(rep: dict[str, Any]) -> list[Any]:
@@ -204,10 +216,13 @@ def render_results_compare(rep: dict[str, Any]) -> list[Any]:
     rule = rep["rule"]
     for pair in rep["pairs"]:
         reps = pair.get("repeats") or [1, 1]
+        loaded = [s for s, f in zip("AB", pair.get("loaded") or ()) if f]
         t = Table(title=f"{_e(' / '.join(str(k) for k in pair['key']))}   A={str(rep['a'])[:12]}  "
                         f"B={str(rep['b'])[:12]}   samples {pair['n_samples'][0]} vs {pair['n_samples'][1]}, "
                         f"processes {reps[0]} vs {reps[1]}   run-to-run noise from: "
-                        f"{', '.join(pair.get('basis') or ['-'])}")
+                        f"{', '.join(pair.get('basis') or ['-'])}"
+                        + (f"   [yellow]load signal on {' and '.join(loaded)}: the tail, mean and QPS reflect "
+                           "other work on this machine[/]" if loaded else ""))
         for col in ("metric", "A", "B", "change [95% CI]", "test", "p", "verdict", "note"):
             if col in ("note", "test"):
                 t.add_column(col, overflow="fold")
@@ -217,7 +232,7 @@ def render_results_compare(rep: dict[str, Any]) -> list[Any]:
             style = _VERDICT_STYLE.get(ch.verdict, "")
             t.add_row(ch.metric, _f(ch.a, ".4g"), _f(ch.b, ".4g"), _change_cell(ch), _e(ch.test),
                       "-" if ch.p_value is None else f"{ch.p_value:.2g}",
-                      f"[{style}]{ch.verdict}[/]" if style else ch.verdict, _e(ch.note))
+                      f"[{style}]{ch.verdict}[/]" if style else ch.verdict, _e(_note(ch)))
         if pair["fingerprint_diff"]:
             t.caption = "[yellow]device differs: " + _e(", ".join(
                 f"{d['field']} {d['a']} -> {d['b']}" for d in pair["fingerprint_diff"])) + "[/]"
@@ -229,9 +244,10 @@ def render_results_compare(rep: dict[str, Any]) -> list[Any]:
     if not rep["pairs"]:
         parts.append("[yellow]no rows in common (rows are paired by model, precision, target, batch size)[/]")
     th = ", ".join(f"{k} {v:g}" for k, v in (rule.get("thresholds") or {}).items())
-    parts.append(_e(f"rule: a latency change counts when >= {rule['min_ratio']}x and p < {rule['alpha']} "
-                    f"({rule['test']}; p is the larger of the two); accuracy and drift when the absolute change "
-                    f"reaches {th}; {rep['regressions']} worse"))
+    parts.append(_e(f"rule: a latency change counts when >= {rule['min_ratio']}x, p < {rule['alpha']} (the larger "
+                    "of the within-run and the run-to-run test) and its interval for a rerun clears the measured "
+                    f"run-to-run spread ({rule['test']}); accuracy and drift when the absolute change exceeds {th}; "
+                    f"{rep['regressions']} worse"))
     return parts
 
 
@@ -242,14 +258,19 @@ def render_history(h: dict[str, Any]):
 
     conf = series_label(h.get("series") or {}, skip=())
     t = Table(title=_e(f"{h['model']} {h['metric']}  {conf}"))
-    for col in ("#", "created (UTC)", "run id", "value", "step"):
-        t.add_column(col, no_wrap=col != "step", overflow="fold")
+    for col in ("#", "created (UTC)", "run id", "value", "change point"):
+        t.add_column(col, no_wrap=col != "change point", overflow="fold")
     steps = {s["run_id"]: s for s in h["steps"]}
     for i, p in enumerate(h["points"]):
         s = steps.get(p["run_id"]) if p["step"] else None
-        mark = f"[bold red]level shift {s['ratio']:.2f}x (p={s['p_value']:.2g})[/]" if s else ""
+        mark = (f"[bold red]shifted {s['ratio']:.2f}x here: {_f(s['before'], '.4g')} -> {_f(s['after'], '.4g')} "
+                f"(p={s['p_value']:.2g})[/]" if s else "")
         t.add_row(str(i), p["created"][:19].replace("T", " "), p["run_id"][:12], f"{p['value']:.4g}", mark)
-    notes = [] if h["steps"] else ["no level shift (needs >= 1.1x and >= 4 runs on each side)"]
+    notes = [] if h["steps"] else ["no change point (a shift needs >= 1.1x)"]
+    if h.get("method"):
+        notes.append(_e(f"change points: {h['method']}"))
+    if h.get("note"):
+        notes.append(_e(h["note"]))
     if h.get("left_out"):
         notes.append(_e(f"{h['left_out']} run(s) left out: {h['left_out_reason']}"))
     t.caption = "\n".join(notes) or None

@@ -1,0 +1,224 @@
+"""Honest under noise (issue 35), on real runs of this machine with load added by the test.
+
+Real LiteRT worker processes time two tiny conv models (A: three 3x3 CONV_2D layers on a 12x12x12
+input; B: four, ~1.3x A's compute) through ``run_bench`` -- ``bench A A2 A3 A4 A5 B --repeats 3``
+(A2..A5 are copies of A's file), whose processes run interleaved (A A2 .. B, A A2 .. B, ...) -- while
+busy-loop processes at normal priority compete for the cores. Every pair of rows of one command is
+judged by ``stats.compare_runs``, the comparison ``results compare`` makes:
+
+* A/A (the same model as two rows: 20 pairs): no "worse" verdict, and the intervals for a rerun
+  cover 1.0 in >= 90 % of them;
+* A/B (a real ~1.3x slowdown: 10 pairs): "worse" on the p50 in >= 90 % of them;
+* the load signal fires under the added load, and stays silent in timed windows the kernel saw no
+  preemption in (this machine is shared: "without added load" is not idle, so the silent case is
+  defined by the kernel's own count, measured in the same test).
+
+Pairs are rows of one command: that is what interleaving is for (load that comes and goes hits both
+alike). Between separate commands, load that changes in between is in no run's replicates; how
+often an A/A pair across commands is covered is measured by scripts/stats_power.py (README).
+
+Cheap by design (~20-40 s on a busy 2-core machine): tiny models (~21 us), 700 samples per process. The
+models are compute-bound with cache-resident weights on purpose: a memory-bound one (three 256-wide
+dense layers, 0.8 MB of weights) had per-process p50s 10-25 % apart under the other developers'
+load of this machine (its last-level cache is shared), these 0.3 %.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import multiprocessing as mp
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+LOAD = 2            # busy loops beside the benchmark (2 cores here): more runnable work than cores
+RUNS = 2            # bench commands, each: C(5, 2) = 10 A/A pairs and 5 A/B pairs
+COPIES = 5          # rows of model A per command
+REPEATS = 3
+PER_PROCESS = 700   # >= 662: each process's p99 is valid
+
+
+def _spin(stop_at: float) -> None:
+    x = 0
+    while time.time() < stop_at:
+        x += 1
+
+
+@contextlib.contextmanager
+def busy_loops(n: int = LOAD):
+    """``n`` busy-loop processes at normal priority for the duration of the block."""
+    procs = [mp.get_context("fork").Process(target=_spin, args=(time.time() + 600,), daemon=True) for _ in range(n)]
+    for p in procs:
+        p.start()
+    time.sleep(0.2)
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.join(5)
+
+
+def _conv(path: Path, layers: int) -> Path:
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    inp = keras.Input(shape=(12, 12, 12), name="x")
+    x = inp
+    for _ in range(layers):
+        x = keras.layers.Conv2D(12, 3, padding="same", activation="relu")(x)
+    path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(keras.Model(inp, x)).convert())
+    return path
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, list[Path]]:
+    out = tmp_path_factory.mktemp("conv")
+    a = _conv(out / "conv3.tflite", 3)
+    copies = [a] + [Path(shutil.copy(a, out / f"conv3_copy{k}.tflite")) for k in range(1, COPIES)]
+    return {"a": copies, "b": [_conv(out / "conv4.tflite", 4)]}
+
+
+def _bench(models, repeats: int = REPEATS, runs: int = PER_PROCESS) -> dict:
+    from edgebench.bench import BenchSettings, run_bench
+    from edgebench.targets.base import RunControl
+
+    doc = run_bench(BenchSettings(models=tuple(str(m) for m in models), repeats=repeats,
+                                  control=RunControl(runs=runs)))
+    return doc.to_dict()
+
+
+@pytest.fixture(scope="module")
+def loaded_runs(models) -> list[dict]:
+    """RUNS commands of `bench A A2 A3 A4 A5 B --repeats 3`, one after another, LOAD busy loops beside them."""
+    with busy_loops():
+        return [_bench((*models["a"], *models["b"])) for _ in range(RUNS)]
+
+
+def _pair(doc: dict, i: int, j: int) -> tuple[dict, dict]:
+    """Rows i and j of one document as two one-row documents, j's row named as i's (rows are paired
+    by model, precision, target)."""
+    ri, rj = dict(doc["rows"][i]), dict(doc["rows"][j])
+    rj["model"] = ri["model"]
+    return {**doc, "run_id": "a", "rows": [ri]}, {**doc, "run_id": "b", "rows": [rj]}
+
+
+def _verdicts(rep: dict) -> dict:
+    (pair,) = rep["pairs"]
+    return {c.metric: c for c in pair["changes"]}
+
+
+def test_replicates_are_interleaved_and_the_order_is_recorded(loaded_runs):
+    """bench A A2 A3 A4 A5 B --repeats 3 runs every row's k-th process before any row's next, and each
+    process says where it ran."""
+    from edgebench.targets.loop import PROCESS_ORDER
+
+    doc = loaded_runs[0]
+    assert doc["settings"]["process_order"] == PROCESS_ORDER
+    orders = [[p["order"] for p in row["repeats"]] for row in doc["rows"]]
+    rows = COPIES + 1
+    assert orders == [[k, k + rows, k + 2 * rows] for k in range(1, rows + 1)]
+
+
+def test_a_model_compared_with_itself_is_never_worse_under_load(loaded_runs):
+    """A/A: no "worse" (a mean/QPS/tail moved by stalls is "stalls"), and the intervals printed as
+    intervals for a rerun (hierarchical bootstrap over the processes) cover 1.0 in >= 90 % of pairs."""
+    from edgebench.stats import compare_runs
+
+    worse, covered, intervals, pairs = [], 0, 0, 0
+    for doc in loaded_runs:
+        for i, j in itertools.combinations(range(COPIES), 2):
+            pairs += 1
+            rep = compare_runs(*_pair(doc, i, j))
+            for c in _verdicts(rep).values():
+                if c.verdict == "worse":
+                    worse.append(c)
+                if c.rerun_interval:
+                    intervals += 1
+                    covered += c.ci[0] <= 1.0 <= c.ci[1]
+            assert rep["regressions"] == len([c for c in _verdicts(rep).values() if c.verdict == "worse"])
+    assert pairs >= 10 and not worse, worse
+    assert intervals >= pairs and covered >= 0.9 * intervals, (covered, intervals)
+
+
+def test_a_real_slowdown_is_still_worse_under_load(loaded_runs):
+    """A ~1.3x slower model (one more layer), interleaved with A in the same commands: its p50 is
+    "worse" in >= 90 % of the pairs, on replicates, with an interval for a rerun that clears the
+    measured run-to-run spread."""
+    from edgebench.stats import compare_runs
+
+    worse, pairs = 0, 0
+    for doc in loaded_runs:
+        for i in range(COPIES):
+            pairs += 1
+            p50 = _verdicts(compare_runs(*_pair(doc, i, COPIES)))["p50 ms"]
+            assert 1.15 < p50.ratio < 1.6, p50                     # the slowdown is real
+            if p50.verdict == "worse":
+                worse += 1
+                assert p50.basis == "repeats" and p50.rerun_interval and p50.ci[0] > p50.noise_band
+    assert pairs >= 10 and worse >= 0.9 * pairs, (worse, pairs)
+
+
+def test_the_load_signal_fires_under_added_load(loaded_runs):
+    """Every loaded run's rows carry the load signal: the share of wall time in stalls, and the
+    warning that the tail, mean and QPS reflect other work."""
+    rows = [r for d in loaded_runs for r in d["rows"]]
+    fired = [r for r in rows if r["latency_ms"]["loaded"] or any(p["loaded"] for p in r["repeats"])]
+    assert len(fired) >= 0.9 * len(rows)
+    warned = [r for r in fired if any("reflect other work on this machine" in w for w in r["warnings"])]
+    assert len(warned) == len(fired)
+
+
+def test_the_load_signal_stays_silent_without_preemption(models):
+    """Short timed windows of real LiteRT invokes (60 inferences, ~1 ms), each with the kernel's count
+    of this process's preemptions around it: alternately without and with two busy loops. In the
+    windows the kernel saw no preemption in -- "without load", on a shared machine -- the signal,
+    from the samples alone, is silent: the model's own tail does not trip it."""
+    import resource
+
+    from ai_edge_litert.interpreter import Interpreter
+
+    from edgebench.rows import Latency
+
+    it = Interpreter(str(models["a"][0]))
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], np.ones((1, 12, 12, 12), np.float32))
+    for _ in range(200):
+        it.invoke()
+
+    def window() -> tuple[Latency, int]:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+        ns = []
+        for _ in range(60):
+            t0 = time.perf_counter_ns()
+            it.invoke()
+            ns.append(time.perf_counter_ns() - t0)
+        return Latency.from_samples(ns), resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw - before
+
+    quiet, loaded = [], []
+    for _ in range(4):
+        quiet += [window() for _ in range(40)]
+        with busy_loops():
+            loaded += [window() for _ in range(40)]
+    unpreempted = [lat for lat, n in quiet + loaded if n == 0]
+    assert len(unpreempted) >= 20, "the machine preempted nearly every 1 ms window: no silent case to see"
+    # >= 90 %, not all: on a VM the hypervisor's own scheduling (steal) and interrupts stall a window
+    # without a switch the guest counts (seen here: 2 of ~150 windows)
+    assert sum(not lat.loaded for lat in unpreempted) >= 0.9 * len(unpreempted), \
+        [lat.stall_share for lat in unpreempted if lat.loaded]
+    # the busy loops did preempt, and stalled windows were seen (the rows of whole runs under them fire:
+    # test_the_load_signal_fires_under_added_load); a window preempted between two invokes, or for less
+    # than 3x the median, has no stall in its samples, so it need not fire
+    assert sum(n > 0 for _, n in loaded) > sum(n > 0 for _, n in quiet) and any(lat.loaded for lat, _ in loaded)
+
+
+def test_rows_carry_the_workers_preemption_count(loaded_runs):
+    rows = [r for d in loaded_runs for r in d["rows"]]
+    assert all(isinstance(r["latency_ms"]["preemptions"], int) for r in rows)
+    assert all(isinstance(p["preemptions"], int) for r in rows for p in r["repeats"])
