@@ -338,7 +338,8 @@ def speedup_by_op_type(base: Sequence[OpEntry], other: Sequence[OpEntry], base_i
     From medians when both profiles carry per-op-type medians (``op_profile_info["op_types"]``:
     ``op_type_medians``): the ratio of the medians over the profiled runs (a stall in a few runs
     moves a mean, not a median), with ``ci`` -- its interval from the two medians' intervals
-    ([lo_a / hi_b, hi_a / lo_b]) -- and ``unstable`` when that spans more than OP_UNSTABLE_SPAN;
+    ([lo_a / hi_b, hi_a / lo_b]) -- and ``unstable`` when that spans more than OP_UNSTABLE_SPAN or a
+    median cannot be bounded at all;
     ``basis`` "medians". Else (benchmark_model's table, older rows) from the per-entry means,
     ``basis`` "means". A side under the profiler's resolution (< 1 us per inference: mostly 0-us
     events) has no honest ratio: ``speedup`` is None and ``below_resolution`` True."""
@@ -356,6 +357,8 @@ def speedup_by_op_type(base: Sequence[OpEntry], other: Sequence[OpEntry], base_i
             if None not in (la, ha, lb, hb) and lb > 0 and hb > 0:
                 ci = (la / hb, ha / lb)
                 unstable = ci[0] <= 0 or ci[1] / ci[0] > OP_UNSTABLE_SPAN
+            else:     # a median the runs cannot bound (its time moved during the profile) is unstable too
+                unstable = True
         else:
             ma, mb = a.get(fam, {}).get("ms"), b.get(fam, {}).get("ms")
         tiny = any(m is not None and m < RESOLUTION_MS for m in (ma, mb))

@@ -561,9 +561,12 @@ def _counts(row: dict[str, Any]) -> tuple[int, int] | None:
 def stalls_rule(changes: list[Change], loaded: tuple[bool, bool], rates: tuple[float, float],
                 min_ratio: float) -> list[Change]:
     """A mean, QPS or tail percentile that moved (worse/better) while the p50 did not, with the load
-    signal on either side, is "stalls": stalls from other work moved it, not the model. A
-    percentile counts as shaped by stalls when stalls are at least (100 - p) % of either side's
-    samples. Its interval is then one of these runs' load (``ci_basis`` "loaded")."""
+    signal on either side, is "stalls": other work moved it, not the model. Not only the stalls
+    themselves: the inferences right after a preemption run on cold caches, so a p90 or p99 moves
+    with the load even where stalls are fewer than (100 - p) % of the samples (measured: a p99 1.64x,
+    a p90 1.24-1.37x, stalls under 1 %, p50 1.00x). Its interval is then one of these runs' load
+    (``ci_basis`` "loaded"). ``rates``: each side's share of samples that are stalls (reported in the
+    note)."""
     p50 = next((c for c in changes if c.metric.startswith("p50")), None)
     if not any(loaded) or p50 is None or p50.ratio is None:
         return changes
@@ -571,15 +574,16 @@ def stalls_rule(changes: list[Change], loaded: tuple[bool, bool], rates: tuple[f
     out = []
     for c in changes:
         pct = next((PERCENTILE_OF[m.key] for m in REGISTRY if m.label == c.metric and m.key in PERCENTILE_OF), None)
-        shaped = c.test == TESTS["mean"] or (pct is not None and pct > 50 and max(rates) >= (100 - pct) / 100)
+        shaped = c.test == TESTS["mean"] or (pct is not None and pct > 50)
         if not shaped or c.ratio is None:
             out.append(c)
             continue
         sides = " and ".join(s for s, f in zip(("A", "B"), loaded) if f)
         if unmoved and c.verdict in ("worse", "better"):
             c = replace(c, verdict="stalls", ci_basis="loaded",
-                        note=f"stalls from other work moved the {c.metric} (load signal on {sides}; p50 "
-                             f"{p50.ratio:.3f}x, unchanged): not the model -- compare on a quiet machine")
+                        note=f"stalls from other work moved the {c.metric} (load signal on {sides}, stalls "
+                             f"{rates[0]:.2%} / {rates[1]:.2%} of the samples; p50 {p50.ratio:.3f}x, unchanged): "
+                             "not the model -- compare on a quiet machine")
         elif c.ci is not None:
             c = replace(c, ci_basis="loaded")
         out.append(c)

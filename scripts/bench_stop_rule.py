@@ -30,6 +30,8 @@ archive`` into a temporary folder.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import multiprocessing as mp
 import os
@@ -99,7 +101,8 @@ def _dense_model(path: Path) -> str:
     x = inp
     for _ in range(3):
         x = keras.layers.Dense(256, activation="relu")(x)
-    path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(keras.Model(inp, x)).convert())
+    with contextlib.redirect_stdout(io.StringIO()):      # the converter prints its SavedModel export
+        path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(keras.Model(inp, x)).convert())
     return str(path)
 
 
