@@ -102,7 +102,7 @@ TREND_BINS = 30           # block medians the Theil-Sen trend is fitted to (robu
 MAD_TO_SD = 1.4826        # 1 / Phi^-1(3/4): MAD of a normal distribution -> its standard deviation
 # The load signal (``load_signal``). A sample more than STALL_FACTOR times the median is a stall:
 # the model's own spread (caches, interrupts) stays well below it on every trace measured here
-# (scripts/bench_stability_rule.py: p99/p50 1.8-2.5 on runs without stalls), while a preemption by
+# (scripts/bench_stability_rule.py: p99/p50 1.3-2.5 on runs without stalls), while a preemption by
 # another process costs milliseconds, 50-500x a 10-20 us inference. A stall share of 10 % inflates
 # the mean (and deflates QPS) by 1 / (1 - 0.10) = 1.11x: as much as a change must reach to count
 # (stats.MIN_RATIO 1.1), so from there the mean/QPS are not the model's.
