@@ -480,33 +480,50 @@ def test_worker_stops_on_a_valid_answer(bench_models):
         assert not p99_answered(s[:c], 0.99), c     # checked there, and it did not stop: not answered
 
 
-def test_tf_batch_throughput_stops_when_its_median_is_answered():
+def test_tf_batch_throughput_stops_when_its_median_is_answered(monkeypatch):
     """The TF reference's batch-throughput baseline: a warm-up of its own at that shape, then calls
-    until the median is answered (LoadGen's minimum for a median, 11, at least); with an explicit
-    --min-time (no answer width) it times for that long instead."""
-    import time
-
+    until the median is answered (LoadGen's minimum for a median, 11, at least; checked at 11 and each
+    25 % more calls, not after every call); with an explicit --min-time (no answer width) it times for
+    that long instead. On a clock of its own (1 ms calls, then a slow spell): the rule, not this
+    machine's load, is under test."""
+    from edgebench.targets import tf as tf_mod
+    from edgebench.targets.base import answer_checkpoint
     from edgebench.targets.tf import THROUGHPUT_MIN_CALLS, THROUGHPUT_WARMUP_S, TFTarget
 
+    class Clock:
+        now = 0.0
+
+        def perf_counter(self):
+            return self.now
+
+        def perf_counter_ns(self):
+            return int(self.now * 1e9)
+
+    clock = Clock()
+    monkeypatch.setattr(tf_mod, "time", clock)
     calls: list[float] = []
+    durations = iter([])
 
-    def call(lo: int, hi: int) -> None:       # a steady 1 ms call
-        calls.append(time.perf_counter())
-        end = time.perf_counter() + 0.001
-        while time.perf_counter() < end:
-            pass
+    def call(lo: int, hi: int) -> None:
+        calls.append(clock.now)
+        clock.now += next(durations, 0.001)
 
-    t0 = time.perf_counter()
     r = TFTarget._batch_throughput(call, 32, make_job("m.tflite", warmup_runs=3))
-    took = time.perf_counter() - t0
     assert r["stop_reason"] == "answer_valid" and r["calls"] >= THROUGHPUT_MIN_CALLS
+    assert answer_checkpoint(r["calls"], THROUGHPUT_MIN_CALLS)        # on the schedule, not after any call
     assert r["warmup_calls"] >= 3 and calls[r["warmup_calls"]] - calls[0] >= THROUGHPUT_WARMUP_S
-    assert r["median_call_ms"] == pytest.approx(1.0, rel=0.3) and r["examples_per_s"] == pytest.approx(
-        32 / (r["median_call_ms"] / 1e3))
-    assert took < 0.45                                        # not the old fixed 0.5 s window
+    assert r["median_call_ms"] == pytest.approx(1.0) and r["examples_per_s"] == pytest.approx(32 / 1e-3)
+    # calls 3x slower after the first 5 timed: the halves disagree at 11, 14 and 18 calls, so the
+    # answer waits for a window whose halves agree, and it is the new level's
+    calls.clear()
+    warm = int(round(THROUGHPUT_WARMUP_S / 0.001))
+    durations = iter([0.001] * (warm + 5) + [0.003] * 1000)
+    r = TFTarget._batch_throughput(call, 32, make_job("m.tflite", warmup_runs=3))
+    assert r["stop_reason"] == "answer_valid" and r["calls"] > 18 and r["median_call_ms"] == pytest.approx(3.0)
+    durations = iter([])
     timed = TFTarget._batch_throughput(call, 32, make_job("m.tflite", warmup_runs=1, min_time_s=0.6,
                                                           answer_width=None))
-    assert timed["stop_reason"] == "time" and timed["calls"] > 200
+    assert timed["stop_reason"] == "time" and timed["calls"] > 590
 
 
 def test_wait_exit_wakes_at_exit_and_times_out():
