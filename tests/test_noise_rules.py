@@ -110,6 +110,22 @@ def test_history_interval_and_noise_band():
     assert noisy.verdict == "not significant" and noisy.noise_band > 1.3
 
 
+def test_replicates_and_history_must_agree():
+    """Replicates of one run cannot see load that changed between runs; with stored history too, the
+    larger p and band and the hull of both intervals decide (basis "repeats+history")."""
+    rng = np.random.default_rng(6)
+    ga = [rng.lognormal(0, 0.02, 800) for _ in range(3)]
+    gb = [1.12 * rng.lognormal(0, 0.02, 800) for _ in range(3)]
+    a, b = np.concatenate(ga), np.concatenate(gb)
+    kw = dict(higher_is_better=False, samples_a=a, samples_b=b, repeats_a=[float(np.median(g)) for g in ga],
+              repeats_b=[float(np.median(g)) for g in gb], groups_a=ga, groups_b=gb)
+    reps = classify("p50", np.median(a), np.median(b), **kw)
+    both = classify("p50", np.median(a), np.median(b), noise=(0.08, 12, 11), **kw)
+    assert reps.verdict == "worse" and reps.basis == "repeats" and reps.ci_basis == "processes"
+    assert both.basis == "repeats+history" and both.rerun_interval and both.verdict == "not significant"
+    assert both.ci[0] <= reps.ci[0] and both.ci[1] >= reps.ci[1] and both.noise_band > reps.noise_band
+
+
 def test_answer_rule_guards():
     from edgebench.measure import quantile_answered
 
