@@ -417,7 +417,7 @@ def widen_to_resolution(interval: tuple[float, float], ratio: float, rel: float)
 
 def rerun_interval(groups_a: list[np.ndarray], groups_b: list[np.ndarray], kind: str,
                    percentile: float | None = None, inverse: bool = False, resamples: int = 400,
-                   confidence: float = CI_CONFIDENCE, per_process: int = 2000,
+                   confidence: float = CI_CONFIDENCE, per_process: int = 1000,
                    seed: int = 0) -> tuple[float, float] | None:
     """A ``confidence`` interval of B's statistic over A's (``inverse``: A's over B's, for QPS) for
     a *rerun*: a hierarchical bootstrap over each side's worker processes (``groups_*``: one array of

@@ -337,8 +337,7 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
     elif kind == "mean":
         p_samples, b_larger = welch(samples_a, samples_b)
     else:
-        _, p_samples = mann_whitney(samples_a, samples_b)
-        u, _ = mann_whitney(samples_a, samples_b)
+        u, p_samples = mann_whitney(samples_a, samples_b)
         half = len(samples_a) * len(samples_b) / 2
         b_larger = None if u == half else u < half   # U of A small -> B's samples tend larger
 

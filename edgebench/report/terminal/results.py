@@ -244,10 +244,9 @@ def render_results_compare(rep: dict[str, Any]) -> list[Any]:
     if not rep["pairs"]:
         parts.append("[yellow]no rows in common (rows are paired by model, precision, target, batch size)[/]")
     th = ", ".join(f"{k} {v:g}" for k, v in (rule.get("thresholds") or {}).items())
-    parts.append(_e(f"rule: a latency change counts when >= {rule['min_ratio']}x, p < {rule['alpha']} (the larger "
-                    "of the within-run and the run-to-run test) and its interval for a rerun clears the measured "
-                    f"run-to-run spread ({rule['test']}); accuracy and drift when the absolute change exceeds {th}; "
-                    f"{rep['regressions']} worse"))
+    parts.append(_e(f"rule: a latency change counts when >= {rule['min_ratio']}x and p < {rule['alpha']} (the larger "
+                    f"of the within-run and the run-to-run test; {rule['test']}); accuracy and drift when the "
+                    f"absolute change exceeds {th}; {rep['regressions']} worse"))
     return parts
 
 
