@@ -239,7 +239,8 @@ class Change:
     higher_is_better: bool = False
     note: str = ""
     test: str = ""                    # the within-run test (see TESTS)
-    basis: str = "samples"            # "repeats" | "history" | "repeats+history" | "samples" | "deterministic" | "absolute"
+    basis: str = "samples"            # "repeats" | "history" | "repeats+history" | "samples" | "deterministic"
+    #                                   | "absolute"
     p_samples: float | None = None    # within-run test on the raw samples
     p_runs: float | None = None       # between-run test (replicates or history noise)
     ci: tuple[float, float] | None = None   # CI_LEVEL interval of the ratio (see ``ci_basis``)
@@ -266,9 +267,10 @@ class Change:
 VERDICTS = ("better", "worse", "same", "within threshold", "stalls", "not significant", "n/a")
 # What a change's ``ci`` is an interval for: "processes" (a hierarchical bootstrap over each side's
 # worker processes: an interval for a rerun), "history" (the ratio widened by the stored run-to-run
-# noise of this configuration), "processes+history" (the hull of both), "within-run" (one run a side: the samples resampled -- not an interval
-# for a rerun, printed apart from the verdict), "loaded" (a mean/QPS/tail that stalls from other work
-# shaped: an interval of these runs' load, printed apart).
+# noise of this configuration), "processes+history" (the hull of both), "within-run" (one run a
+# side: the samples resampled -- not an interval for a rerun, printed apart from the verdict),
+# "loaded" (a mean/QPS/tail that stalls from other work shaped: an interval of these runs' load,
+# printed apart).
 CI_BASES = ("processes", "history", "processes+history", "within-run", "loaded")
 Z_CI = 1.959964          # the normal quantile of CI_LEVEL (0.95): the noise band's width
 

@@ -36,7 +36,8 @@ def measure(models: dict[str, Path], runs: int, min_time: float) -> dict[str, li
     out: dict[str, list[tuple]] = {p: [] for p in models}
     for _ in range(runs):
         for prec, path in models.items():
-            res = HostTarget().run(Job(model_path=str(path), control=RunControl(min_time_s=min_time, answer_width=None)))
+            ctl = RunControl(min_time_s=min_time, answer_width=None)
+            res = HostTarget().run(Job(model_path=str(path), control=ctl))
             ms = np.asarray(res.samples_ns, dtype=np.float64) / 1e6
             ru = res.extra.get("timed_rusage") or {}
             out[prec].append((float(ms.std(ddof=1) / ms.mean()), window_median_spread(ms),

@@ -6,15 +6,17 @@ machine, BEFORE (a baseline revision) and AFTER (this tree), side by side in one
    the digits reference model's FP32 and INT8 .tflite and a small dense model (three 256-wide
    FULLY_CONNECTED layers, ~16 us: fast enough for the p99 rule to answer before its 1 s) for
    ``--seconds`` each (every per-inference sample kept), and the TF reference times digits' batch-32
-   call (the ``batch_throughput`` median) for as long; first on the machine as it is, then with ``--load`` busy-loop processes at normal
-   priority beside it. ``--save FILE`` keeps them (``--traces FILE`` replays a saved set).
+   call (the ``batch_throughput`` median) for as long; first on the machine as it is, then with
+   ``--load`` busy-loop processes at normal priority beside it. ``--save FILE`` keeps them
+   (``--traces FILE`` replays a saved set).
 2. Replay: each tree's stop rule runs from many starting points ("windows") of every trace, as its
    timed loop would (elapsed time = the sum of the samples so far):
    * the p99 rule: ``RunControl().stop_reason(n, elapsed, samples)`` -- the default run control
      (>= 662 runs; stop at 1 s, or earlier once the p99 is answered);
    * the TF batch rule: >= 11 calls, stop once the median is answered (``quantile_answered(times,
      0.5, width)``), at most 0.5 s. BEFORE checked it after every call; AFTER on the checkpoint
-     schedule (``answer_checkpoint``) -- each tree's own arithmetic decides each check.
+     schedule (``answer_checkpoint``; a tree whose tf target uses it) -- each tree's own arithmetic
+     decides each check.
    At each stop the window's quantile is compared with the same process's long-run quantile (the
    whole trace): "within ±5 %" is the share of stops whose quantile is within 5 % of it (what an
    answer width of 10 % was read as), "bias" the median of estimate / long-run, "answered" the

@@ -91,9 +91,10 @@ class RunControl:
 
     Timed runs stop when ``runs`` were done (if set), else when at least ``min_runs`` runs AND
     ``min_time_s`` seconds were timed, or earlier, with ``answer_width`` set (the CLI's default
-    when --min-time is not given), once ``min_runs`` were timed, ``ANSWER_MIN_TIME_S`` passed and
-    the p99 is answered (``p99_answered``, stop reason "answer_valid"); in every case at ``max_time_s`` (a forced ``runs`` is
-    capped too, and the row says so, so a slow model is never mistaken for a hang). Warm-up
+    when --min-time is not given), once ``min_runs`` were timed, ``ANSWER_MIN_TIME_S`` passed
+    and the p99 is answered (``p99_answered``, stop reason "answer_valid"); in every case at
+    ``max_time_s`` (a forced ``runs`` is capped too, and the row says so, so a slow model is never
+    mistaken for a hang). Warm-up
     runs ``warmup_runs`` times and for at least ``warmup_time_s`` seconds, untimed.
     """
 
@@ -376,7 +377,8 @@ class RunResult:
         warnings.append(f"run-to-run: p50 across {len(p50s)} worker processes {min(p50s):.4g}-{max(p50s):.4g} ms "
                         f"(spread {max(p50s) / min(p50s) - 1:.1%})")
         rus = [r.extra.get("timed_rusage") for r in results]
-        summed = ({k: sum(ru[k] for ru in rus) for k in rus[0] if all(isinstance(ru.get(k), (int, float)) for ru in rus)}
+        summed = ({k: sum(ru[k] for ru in rus) for k in rus[0]
+                   if all(isinstance(ru.get(k), (int, float)) for ru in rus)}
                   if all(isinstance(ru, dict) for ru in rus) else None)
         return replace(first, samples_ns=np.concatenate([np.asarray(r.samples_ns, np.int64) for r in results]),
                        peak_rss_bytes=max((r.peak_rss_bytes or 0) for r in results) or first.peak_rss_bytes,

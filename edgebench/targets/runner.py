@@ -34,8 +34,8 @@ into ``out_dir``. Single-stream runs add ``timed_span_boottime_s`` [start, end] 
 CLOCK_BOOTTIME (the clock of /proc/uptime) so a target's sensor samples line up with the timed
 loop, and ``timed_rusage`` {cpu_s, involuntary_switches, voluntary_switches}: what the kernel
 counted for the whole process during the timed loop (involuntary switches = preemptions by other
-work: the parent's load signal weighs them); paced runs add ``paced`` {period_ms, achieved_period_ms, late_starts}; sustained runs add
-``timeline`` {duration_s, report_every_s, start_boottime_s, windows: [{end_index, t_end_s,
+work: the parent's load signal weighs them); paced runs add ``paced`` {period_ms,
+achieved_period_ms, late_starts}; sustained runs add ``timeline`` {duration_s, report_every_s, start_boottime_s, windows: [{end_index, t_end_s,
 boottime_end_s}]}; cold starts add ``cold_start`` {count, xnnpack_cache, cache_bytes, starts:
 [{kind, cache, runtime, process_start_ms, init_ms, first_inference_ms, total_ms}]}; a
 cold-start child writes {ready_ns, first_done_ns, init_ms, first_inference_ms, runtime}.

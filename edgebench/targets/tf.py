@@ -33,7 +33,8 @@ MAX_PREBUILT_FEEDS = 256
 # The batch-throughput baseline reports a median call time. Under the answer rule it stops once
 # LoadGen's minimum for a median is in and the median is answered (``quantile_answered``: its 95 %
 # interval at the effective sample size within the answer width, confirmed by both halves), checked
-# at THROUGHPUT_MIN_CALLS and each 25 % more calls, capped at THROUGHPUT_CAP_S; an explicit --min-time times it for that long (up to 2 s).
+# at THROUGHPUT_MIN_CALLS and each 25 % more calls, capped at THROUGHPUT_CAP_S; an explicit
+# --min-time times it for that long (up to 2 s).
 # The first calls at the larger shape run up to 1.5x slower (measured on digits: window medians
 # 1.5 -> 0.9 ms over the first 40 calls), so the window starts after a warm-up of its own.
 THROUGHPUT_MIN_CALLS = MIN_SAMPLES["p50"]
