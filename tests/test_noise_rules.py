@@ -237,3 +237,32 @@ def test_change_points_come_from_apache_otava_when_installed(tmp_path):
     assert "shifted 1.30x here" in text and "change points: Apache Otava E-divisive means" in text
     svg = svg_lines([("m", list(range(20)), y)], xlabel="x", ylabel="y", marks=[(12.0, "x1.30")])
     assert "change x1.30" in svg
+
+
+def test_html_history_charts_mark_the_change_points(tmp_path, monkeypatch):
+    """The HTML report's history series carry their change points (``export.collect_history``) and the
+    chart draws a dashed line at each, labelled with the shift."""
+    from edgebench import changepoints
+    from edgebench.export import collect_history
+    from edgebench.report.html import render_html
+    from edgebench.results import envelope
+    from edgebench.store import Store
+
+    monkeypatch.setattr(changepoints, "_otava", lambda: None)       # the same without the extra
+    rng = np.random.default_rng(7)
+    with Store(str(tmp_path / "r.db")) as st:
+        docs = []
+        for i in range(12):
+            p99 = (2.0 if i < 6 else 2.6) * float(rng.lognormal(0, 0.01))
+            ns = (rng.lognormal(0, 0.05, 700) * 1e6).astype(np.int64)
+            row = {"model": "m", "precision": "int8", "target": "host", "status": "ok", "samples_ns": ns,
+                   "latency_ms": {"p50": 1.0, "p99": p99, "mean": 1.0, "samples": 700, "p99_valid": True}}
+            doc = dict(envelope("bench", [row], {}), created=f"2026-11-{i + 1:02d}T10:00:00+00:00")
+            doc["run_id"] = st.save(doc)
+            docs.append(doc)
+        history = collect_history(st, [docs[-1]])
+    (points,) = history.values()
+    marked = [p for p in points if p["step"]]
+    assert len(marked) == 1 and marked[0]["run_id"] == docs[6]["run_id"] and marked[0]["shift"] == pytest.approx(1.3, rel=0.03)
+    html = render_html([docs[-1]], history=history)
+    assert "change x1.30" in html or "change x1.29" in html or "change x1.31" in html
