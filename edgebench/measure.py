@@ -51,7 +51,8 @@ Definitions (written once, used by every latency number edgebench prints):
   the load signal is silent (a tail of stalls is the machine's, never "answered").
 * Intervals for a rerun (``rerun_interval``): with several worker processes per side, a
   hierarchical bootstrap -- processes resampled, then samples within each -- of the ratio of a
-  statistic; never narrower than the timer's resolution (``resolution``) allows.
+  statistic, with Student-t quantiles for the few processes; never narrower than the timer's
+  resolution (``resolution``) allows.
 """
 
 from __future__ import annotations
@@ -424,9 +425,10 @@ def rerun_interval(groups_a: list[np.ndarray], groups_b: list[np.ndarray], kind:
     samples per process), resampling processes with replacement, then ``per_process`` samples with
     replacement within each chosen process (each process weighs the same: it is one replicate),
     then the statistic of the pooled resample (Davison & Hinkley, *Bootstrap Methods and their
-    Application*, 1997, sec. 3.8: resampling the top stage carries the between-process variance),
-    stretched by sqrt(k / (k - 1)) for the few processes resampled. Never narrower than the timer's
-    resolution allows (``widen_to_resolution``). None without two processes of two samples a side."""
+    Application*, 1997, sec. 3.8: resampling the top stage carries the between-process variance):
+    the percentile interval, widened where a Student-t interval on the bootstrap's standard error
+    is wider (few processes: see below). Never narrower than the timer's resolution allows
+    (``widen_to_resolution``). None without two processes of two samples a side."""
     ga = [np.asarray(g, np.float64).ravel() for g in groups_a if len(g) >= 2]
     gb = [np.asarray(g, np.float64).ravel() for g in groups_b if len(g) >= 2]
     if len(ga) < 2 or len(gb) < 2:
@@ -458,12 +460,17 @@ def rerun_interval(groups_a: list[np.ndarray], groups_b: list[np.ndarray], kind:
     if point_a <= 0 or point_b <= 0 or lo <= 0:
         return float(lo), float(hi)
     ratio = point_a / point_b if inverse else point_b / point_a
-    # resampling k processes with replacement gives (k - 1) / k of their variance (Davison & Hinkley,
-    # sec. 2.3 and 3.8): with 3 processes a side the raw interval is ~20 % too narrow, so each end's
-    # distance from the ratio (in logs) is stretched by sqrt(k / (k - 1)), k the smaller side
+    # Few processes: resampling k of them with replacement gives (k - 1) / k of their variance
+    # (Davison & Hinkley, sec. 2.3), and with so few clusters normal-theory quantiles are too narrow:
+    # Cameron, Gelbach & Miller (2008, "Bootstrap-based improvements for inference with clustered
+    # errors") use Student's t with G - 1 degrees of freedom. So the interval is also the ratio times
+    # exp(+-t_df * se), se the bootstrap's sd of the log ratio stretched by sqrt(k / (k - 1)), df =
+    # processes - 2 (as the replicate t-test); the wider of the two decides each end.
+    from scipy.stats import t as student_t
+
     k = min(len(ga), len(gb))
-    stretch = math.sqrt(k / (k - 1.0))
-    lo = ratio * math.exp(math.log(lo / ratio) * stretch) if lo < ratio else lo
-    hi = ratio * math.exp(math.log(hi / ratio) * stretch) if hi > ratio else hi
+    se = float(np.std(np.log(ratios), ddof=1)) * math.sqrt(k / (k - 1.0))
+    half = float(student_t.ppf(0.5 + confidence / 2, len(ga) + len(gb) - 2)) * se
+    lo, hi = min(float(lo), ratio * math.exp(-half)), max(float(hi), ratio * math.exp(half))
     rel = resolution(pa) / point_a + resolution(pb) / point_b
-    return widen_to_resolution((float(lo), float(hi)), ratio, rel)
+    return widen_to_resolution((lo, hi), ratio, rel)
