@@ -51,6 +51,9 @@ TAIL = 0.025        # simulation: share of samples in the tail
 
 
 def _spin(stop_at: float) -> None:
+    # a session of its own, as another user's program (Linux's autogroup scheduler shares the CPUs
+    # between sessions first; the benchmark's worker runs in a session of its own)
+    os.setsid()
     x = 0
     while time.time() < stop_at:
         x += 1
