@@ -361,7 +361,7 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
         ci_basis = "processes"
     if noise is not None:
         # the stored history sees what replicates of one run cannot: load that changed between runs
-        # (scripts/stats_power.py: 3 processes covered a second run's p50 in 87-98 % of run pairs, the
+        # (scripts/stats_power.py: 3 processes covered a second run's p50 in 87-100 % of run pairs, the
         # history in all). With both, both must agree: the larger p and band, the hull of the intervals.
         h_p = noise_test(ratio, noise[0], noise[2])
         h_band = math.exp(Z_CI * noise[0] * math.sqrt(2.0))
