@@ -419,7 +419,7 @@ def widen_to_resolution(interval: tuple[float, float], ratio: float, rel: float)
 def rerun_interval(groups_a: list[np.ndarray], groups_b: list[np.ndarray], kind: str,
                    percentile: float | None = None, inverse: bool = False, resamples: int = 400,
                    confidence: float = CI_CONFIDENCE, per_process: int = 1000,
-                   seed: int = 0) -> tuple[float, float] | None:
+                   seed: int = 0, cache: dict | None = None) -> tuple[float, float] | None:
     """A ``confidence`` interval of B's statistic over A's (``inverse``: A's over B's, for QPS) for
     a *rerun*: a hierarchical bootstrap over each side's worker processes (``groups_*``: one array of
     samples per process), resampling processes with replacement, then ``per_process`` samples with
@@ -428,14 +428,17 @@ def rerun_interval(groups_a: list[np.ndarray], groups_b: list[np.ndarray], kind:
     Application*, 1997, sec. 3.8: resampling the top stage carries the between-process variance):
     the percentile interval, widened where a Student-t interval on the bootstrap's standard error
     is wider (few processes: see below). Never narrower than the timer's resolution allows
-    (``widen_to_resolution``). None without two processes of two samples a side."""
+    (``widen_to_resolution``). None without two processes of two samples a side. ``cache``: a dict
+    kept across the statistics of one pair of rows, so they share one set of resamples."""
     ga = [np.asarray(g, np.float64).ravel() for g in groups_a if len(g) >= 2]
     gb = [np.asarray(g, np.float64).ravel() for g in groups_b if len(g) >= 2]
     if len(ga) < 2 or len(gb) < 2:
         return None
     rng = np.random.default_rng(seed)
 
-    def draws(groups: list[np.ndarray]) -> np.ndarray:
+    def draws(groups: list[np.ndarray], side: str) -> np.ndarray:
+        if cache is not None and side in cache:
+            return statistic(cache[side], kind, percentile)
         k = len(groups)
         m = min(per_process, max(g.size for g in groups))
         pick = rng.integers(0, k, (resamples, k))                       # stage 1: processes
@@ -444,9 +447,12 @@ def rerun_interval(groups_a: list[np.ndarray], groups_b: list[np.ndarray], kind:
         pooled = np.concatenate(groups)
         within = (rng.random((resamples, k, m)) * sizes[pick][:, :, None]).astype(np.int64)   # stage 2
         idx = offsets[pick][:, :, None] + within
-        return statistic(pooled[idx.reshape(resamples, k * m)], kind, percentile)
+        values = pooled[idx.reshape(resamples, k * m)]
+        if cache is not None:
+            cache[side] = values
+        return statistic(values, kind, percentile)
 
-    sa, sb = draws(ga), draws(gb)
+    sa, sb = draws(ga, "a"), draws(gb, "b")
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = sa / sb if inverse else sb / sa
     ratios = ratios[np.isfinite(ratios)]

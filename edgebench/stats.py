@@ -283,7 +283,7 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
              noise: tuple[float, int, int] | None = None, threshold: float | None = None,
              unit: str = "", scale: float = 1.0, per_process: int | None = None,
              groups_a: Sequence[np.ndarray] | None = None, groups_b: Sequence[np.ndarray] | None = None,
-             counts: tuple[int, int, int, int] | None = None) -> Change:
+             counts: tuple[int, int, int, int] | None = None, resamples: dict | None = None) -> Change:
     """Apply the rule of the module docstring to one metric.
 
     ``kind`` defaults to "location" when samples are given, else "deterministic";
@@ -291,7 +291,8 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
     with ``threshold`` -- on whole sample ``counts`` (correct A, samples A, correct B, samples B)
     when given (top-1). ``repeats_a``/``repeats_b``: the metric per worker process, ``groups_a``/
     ``groups_b`` each process's samples (the rerun interval); ``noise``: (sigma, runs, df) from
-    ``run_noise``. ``inverse``: the metric falls when the samples rise (QPS from latency samples). A
+    ``run_noise``; ``resamples``: a dict the metrics of one pair share their bootstrap resamples in.
+    ``inverse``: the metric falls when the samples rise (QPS from latency samples). A
     change also needs the within-run test to point the same way as the ratio: a mean pulled down by
     a few outliers while most samples got slower is not "better".
     """
@@ -355,7 +356,7 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
         sigma = replicate_sigma(ra, rb)
         band = math.exp(Z_CI * sigma * math.sqrt(2.0))
         runs_note = f"t-test on log per-process values, {len(ra)} vs {len(rb)} processes"
-        ci = (rerun_interval(list(groups_a), list(groups_b), kind, percentile, inverse)
+        ci = (rerun_interval(list(groups_a), list(groups_b), kind, percentile, inverse, cache=resamples)
               if groups_a is not None and groups_b is not None else None)
         ci = ci or replicate_interval(ra, rb)
         ci_basis = "processes"
@@ -646,6 +647,7 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
         mixed = classes[0] != classes[1] and None not in classes
         changes = []
         groups = (process_groups(ra, sa_ms), process_groups(rb, sb_ms))
+        shared: dict = {}                          # one set of bootstrap resamples for this pair's metrics
         ca, cb = _counts(ra), _counts(rb)
         for col, label, hib, kind in METRICS:
             if ha.get(col) is None and hb.get(col) is None:
@@ -669,7 +671,7 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
                           threshold=_threshold(col, rb, doc_b, thresholds), unit=BY_KEY[col].change_unit,
                           scale=BY_KEY[col].change_scale, per_process=_per_process(ra, rb),
                           groups_a=groups[0] if latency else None, groups_b=groups[1] if latency else None,
-                          counts=(*ca, *cb) if col == "top1" and ca and cb else None)
+                          counts=(*ca, *cb) if col == "top1" and ca and cb else None, resamples=shared)
             changes.append(ch)
         loaded = (loaded_side(ra, sa_ms), loaded_side(rb, sb_ms))
         if not mixed:
