@@ -5,9 +5,11 @@ apart, init and first-inference time, peak RSS, model cost (FLOPs from the graph
 achieved GFLOP/s / % of this machine's cached peak, plus the optional load-mode results
 (``concurrency``, ``server``, ``sla``).
 
-``repeats`` > 1 runs each model x target in that many worker processes, one after another: the
-row's ``latency_ms`` and ``samples_ns`` pool every process's samples (in process order), and
-``repeats`` lists each process's own summary -- the run-level replicates that ``results
+``repeats`` > 1 runs each model x target in that many worker processes, interleaved across the
+models (every model's first process, then every model's second, ...: ABAB, so load that comes and
+goes hits every model alike; ``targets.loop.measure_in_rounds``): the row's ``latency_ms`` and
+``samples_ns`` pool every process's samples (in process order), and ``repeats`` lists each
+process's own summary and its ``order`` on the target -- the run-level replicates that ``results
 compare`` needs to tell a change from run-to-run noise (``stats.MIN_REPEATS``).
 
 A model file that is missing, truncated or not a flatbuffer fails the whole call up front
@@ -32,8 +34,8 @@ from edgebench.rows import Cost, Delegation, Document, InferenceRow, Latency
 from edgebench import sustain
 from edgebench.energy import EnergySettings
 from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, Schedule, check_runtime
-from edgebench.targets.measured import measured_fields
-from edgebench.targets.loop import Stop, is_device, resolve_targets, run_on_targets
+from edgebench.targets.measured import measured_fields, preemptions
+from edgebench.targets.loop import PROCESS_ORDER, Stop, is_device, measure_in_rounds, resolve_targets, run_on_targets
 from edgebench.tflite_model import precision as tflite_precision, precision_detail
 
 
@@ -114,8 +116,11 @@ def failed_row(target_name: str, model: str, err: EdgebenchError, **known: Any) 
 
 def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
               peak: dict[str, Any] | None, progress: Callable[[str], None] | None = None,
-              gpu_precision: str | None = None) -> InferenceRow:
-    """Benchmark one model on one target; failures become a failed row."""
+              gpu_precision: str | None = None, measured: list[RunResult] | None = None,
+              order: list[int] | None = None) -> InferenceRow:
+    """Benchmark one model on one target; failures become a failed row. ``measured``: its worker
+    processes, already run (``--repeats`` interleaved with the other models: ``run_bench``), with
+    their ``order`` in the target's sequence; None runs them here, one after another."""
     from edgebench import load
     from edgebench.peak import peak_for_threads
     from edgebench.profile import runtime_row_parts
@@ -132,19 +137,29 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
                 float_ops=tuple(sorted({o["op"] for o in info["float_ops"]})), inputs=tuple(info["inputs"]),
                 outputs=tuple(info["outputs"]), flops_note=info.get("flops_note"))
     try:
-        results = []
-        for k in range(settings.repeats):
-            if progress and settings.repeats > 1:
-                progress(f"{name} on {target.name} (process {k + 1}/{settings.repeats})")
-            results.append(target.run(job))
-        res = RunResult.pooled(results, name)
+        if measured is None:
+            results = []
+            for k in range(settings.repeats):
+                if progress and settings.repeats > 1:
+                    progress(f"{name} on {target.name} (process {k + 1}/{settings.repeats})")
+                results.append(target.run(job))
+        else:
+            results = measured
+            if not results:
+                raise InfraError(f"not run: interrupted before {name} on {target.name} was measured")
+        res = RunResult.pooled(results, name, order)
+        if res.status != "ok":        # an interleaved process failed (its error, its exit code)
+            raise (BadInput if res.extra.get("exit_code") == 2 else InfraError)(res.error or "worker failed")
         pooled = np.asarray(res.samples_ns, np.int64)
-        lat = Latency.from_samples(pooled, what=f"run of {name}")
+        lat = Latency.from_samples(pooled, what=f"run of {name}", preemptions=preemptions(res))
         threads_eff = res.extra.get("threads") or 1  # LiteRT's Python default is 1 thread
         reps = res.extra.get("repeats")
         # with several processes, each process's own warnings (a pooled drift check would read
         # run-to-run noise as drift) and the run-to-run spread
         warnings = list(res.extra["repeat_warnings"]) if reps else list(lat.warnings)
+        if measured is not None and len(results) < settings.repeats:
+            warnings.append(f"interrupted: {len(results)} of {settings.repeats} worker processes were measured; "
+                            "the row pools those")
         nonfinite = res.extra.get("nonfinite_outputs") or {}
         if nonfinite:
             bad = ", ".join(f"{k}: {v}" for k, v in nonfinite.items())
@@ -239,18 +254,33 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
                               benchmark_binary=settings.benchmark_binary)
     peak = load_cached()
     if hasattr(progress, "set_total"):
-        progress.set_total(len(targets) * len(settings.models) * max(1, len(settings.gpu_precisions)))
-    items = [(m, gp) for m in settings.models for gp in (settings.gpu_precisions or (None,))]
+        progress.set_total(len(targets) * len(settings.models) * max(1, len(settings.gpu_precisions))
+                           * settings.repeats)
+    items = [(i, m, gp) for i, (m, gp) in enumerate((m, gp) for m in settings.models
+                                                    for gp in (settings.gpu_precisions or (None,)))]
+    describe = (lambda t, it: f"{Path(it[1]).stem} on {t.name}" + (f" (GPU {it[2]})" if it[2] else ""))
+    rounds, row_settings = None, settings
+    if settings.repeats > 1:
+        # replicates that are replicates: every model's k-th process runs before any model's k+1-th
+        rounds = measure_in_rounds(
+            targets, items, settings.repeats,
+            measure=lambda t, it, r: t.run(_job(settings, it[1], it[2])),
+            on_error=lambda t, it, err: RunResult.failed(t.name, it[1], str(err), exit_code=err.exit_code),
+            progress=progress, describe=describe)
+        if rounds.interrupted:      # the rows pool what was measured; nothing new is started
+            row_settings = replace(settings, concurrency=(), server_qps=None, sla_p99_ms=None)
     outcome = run_on_targets(
         targets, items,
-        run=lambda t, it: bench_one(t, it[0], infos[it[0]], settings, peak, progress, gpu_precision=it[1]),
-        on_error=lambda t, it, err: failed_row(t.name, it[0], err, gpu_precision=it[1]),
-        progress=progress,
-        describe=lambda t, it: f"{Path(it[0]).stem} on {t.name}" + (f" (GPU {it[1]})" if it[1] else ""))
+        run=lambda t, it: bench_one(t, it[1], infos[it[1]], row_settings, peak, progress, gpu_precision=it[2],
+                                    measured=None if rounds is None else rounds.processes.get((t.name, it[0]), []),
+                                    order=None if rounds is None else rounds.order.get((t.name, it[0]))),
+        on_error=lambda t, it, err: failed_row(t.name, it[1], err, gpu_precision=it[2]),
+        progress=progress if rounds is None else None, describe=describe)
     rows = sustain.ranking_changes([outcome.results[(t.name, i)] for t in targets for i in range(len(items))])
     fp = host_fingerprint(threads=settings.threads, delegate=settings.delegate)
+    stopped = (rounds.interrupted if rounds is not None else None) or outcome.interrupted
     return Document.new("bench", rows, fp, settings=_settings_dict(settings), peak=peak,
-                        interrupted=outcome.interrupted is not None, interrupted_by=outcome.interrupted)
+                        interrupted=stopped is not None, interrupted_by=stopped)
 
 
 def _settings_dict(s: BenchSettings) -> dict[str, Any]:
@@ -259,6 +289,8 @@ def _settings_dict(s: BenchSettings) -> dict[str, Any]:
     out.update(s.schedule.to_dict())
     out["energy"] = None if s.energy is None else s.energy.to_dict()
     out["gpu_precisions"] = list(s.gpu_precisions)
+    if s.repeats > 1:
+        out["process_order"] = PROCESS_ORDER
     return out
 
 

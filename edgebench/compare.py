@@ -203,6 +203,7 @@ def classification(ref: np.ndarray, got: np.ndarray, labels: np.ndarray | None =
         if labels.size and (labels.min() < 0 or labels.max() >= got.shape[1]):
             raise BadInput(f"labels span [{labels.min()}, {labels.max()}] but the model has {got.shape[1]} "
                            "classes; check the label encoding")
+        out["top1_correct"] = int((got_top1 == labels).sum())     # whole samples: what results compare counts
         out["top1"] = float((got_top1 == labels).mean())
         out["top5"] = float((got_top5 == labels[:, None]).any(axis=1).mean()) if top5 else None
     return out

@@ -245,7 +245,8 @@ HISTORY_MAX_SERIES = 24  # keeps a matrix report's size bounded; the rest are in
 
 def collect_history(store: Any, docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Stored series for the rows of ``docs``: p99 per (model, precision, target) and training
-    throughput per (model, precision, batch size). Labels end in " — <unit>" (the y axis)."""
+    throughput per (model, precision, batch size), each point marked where a change point began
+    (``step``, ``shift``). Labels end in " — <unit>" (the y axis)."""
     out: dict[str, list[dict[str, Any]]] = {}
     seen: set[tuple] = set()
     for d in docs:
@@ -281,7 +282,20 @@ def collect_history(store: Any, docs: list[dict[str, Any]]) -> dict[str, list[di
                 label = f"{model} / {r['precision']} / {r['target']}" + (f" ({what})" if what else "") + " — p99 ms"
                 out[label] = [p for p in store.history("p99", model=str(model), precision=r["precision"],
                                                        target=r["target"]) if p.get("series") == ident]
-    return out
+    return {label: _with_change_points(points) for label, points in out.items()}
+
+
+def _with_change_points(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A series' points, each with ``step`` (a change point began at this run) and, there, ``shift``
+    (after / before): what the HTML history charts mark (``changepoints.history_with_steps``)."""
+    from edgebench.changepoints import history_with_steps
+
+    pts = [p for p in points if isinstance(p.get("value"), (int, float))]
+    if len(pts) < 3:
+        return points
+    h = history_with_steps(pts)
+    shifts = {s["run_id"]: s["ratio"] for s in h["steps"]}
+    return [dict(p, shift=shifts.get(p.get("run_id")), change_points=h["method"]) for p in h["points"]]
 
 
 def _write_text(text: str, path: str, option: str) -> str:

@@ -265,8 +265,8 @@ def slower_reason(r: InferenceRow, base: InferenceRow) -> str | None:
             why = (f"{d.delegate} took {d.nodes_delegated}/{d.nodes_total} nodes in {d.partitions} partition(s) "
                    f"(fp32: {b.nodes_delegated}/{b.nodes_total} in {b.partitions}); left on the CPU interpreter: {left}")
     if why is None and r.op_profile and base.op_profile:
-        slow = [x for x in speedup_by_op_type(base.op_profile, r.op_profile)
-                if x["speedup"] is not None and x["speedup"] < 1 / SLOWER_RATIO]
+        slow = [x for x in speedup_by_op_type(base.op_profile, r.op_profile, base.op_profile_info, r.op_profile_info)
+                if x["speedup"] is not None and x["speedup"] < 1 / SLOWER_RATIO and not x["unstable"]]
         slow.sort(key=lambda x: (x["other_ms"] or 0.0) - (x["base_ms"] or 0.0), reverse=True)
         if slow:
             why = "slower op types (--op-profile): " + ", ".join(

@@ -20,7 +20,7 @@ from edgebench.convert import DEFAULT_PRECISIONS
 from edgebench.convert_worker import prestarted as converter_prestarted
 from edgebench.data import (DEFAULT_PREPROCESS, InputSet, cast_to_signature, input_mismatch, load_data, range_warnings,
                             value_ranges)
-from edgebench.errors import BadInput, EdgebenchError
+from edgebench.errors import BadInput, EdgebenchError, InfraError
 from edgebench.fingerprint import emulation_warning, host_fingerprint, sha256_file
 from edgebench.gate import Thresholds, evaluate, thresholds_for
 from edgebench.outcome import error_sources, no_integer16_kernels, slower_reason
@@ -32,7 +32,8 @@ from edgebench.state_rule import resolve as resolve_state
 from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, check_runtime
 from edgebench.targets.measured import TYPED_FACTS, measured_fields
 from edgebench.targets.host_pool import prestarted, wait_ready
-from edgebench.targets.loop import HOST_TARGETS, is_device, resolve_targets, run_on_targets
+from edgebench.targets.loop import (HOST_TARGETS, PROCESS_ORDER, LoopOutcome, is_device, measure_in_rounds,
+                                    resolve_targets, run_on_targets)
 
 DEFAULT_EVAL_SAMPLES = 1000
 
@@ -193,6 +194,16 @@ def _output_steps(model_path: str) -> dict[str, float]:
         return {}
 
 
+def _row_job(settings: CompareSettings, item: tuple[str, dict[str, Any], str | None], inputs_path: Path,
+             rule: StateRule | None = None) -> Job:
+    """The job of one precision x target row (its first worker process: outputs saved)."""
+    _prec, v, gp = item
+    return Job(model_path=v["path"], inputs_npz=str(inputs_path), threads=settings.threads,
+               delegate=settings.delegate, control=settings.control, save_outputs=True, seed=settings.seed,
+               runtime_api=settings.runtime_api, accelerator=settings.accelerator, gpu_precision=gp,
+               op_profile=settings.op_profile, state_rule=rule)
+
+
 def _explain_slower(rows: list[InferenceRow]) -> list[InferenceRow]:
     """A quantized row slower than fp32 on its target gets a warning saying why, where the rows
     know (delegation, per-op profiles)."""
@@ -262,7 +273,7 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
 
     if hasattr(say, "set_total"):   # convert stages + parity + inputs + reference + every row
         say.set_total(2 + len(settings.precisions) + 1 + 1 + len(settings.precisions) * max(len(targets), 1)
-                      * max(1, len(settings.gpu_precisions)))
+                      * max(1, len(settings.gpu_precisions)) * settings.repeats)
     t = time.perf_counter()
     from edgebench.convert import resolve_source
 
@@ -367,24 +378,39 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
         if src.saved_model_dir is None and prec == ref_label and gp is None and not is_device(tgt) \
                 and settings.runtime_api == "interpreter" and not settings.op_profile and settings.repeats == 1:
             return ref_run   # the reference .tflite was just measured on this host with the same job
-        job = Job(model_path=v["path"], inputs_npz=str(inputs_path), threads=settings.threads,
-                  delegate=settings.delegate, control=settings.control, save_outputs=True, seed=settings.seed,
-                  runtime_api=settings.runtime_api, accelerator=settings.accelerator, gpu_precision=gp,
-                  op_profile=settings.op_profile, state_rule=rule)
-        runs = [tgt.run(job)]
-        if runs[0].status == "ok" and settings.repeats > 1:
-            # --repeats: more worker processes of the same job (timing only: the outputs are the first's)
-            again = replace(job, save_outputs=False, op_profile=False)
-            runs += [tgt.run(again) for _ in range(settings.repeats - 1)]
-        return RunResult.pooled(runs, f"{prec} on {tgt.name}")
+        return tgt.run(_row_job(settings, item, inputs_path, rule))
 
     def failed(tgt, item: tuple[str, dict[str, Any], str | None], err: EdgebenchError) -> RunResult:
         return RunResult.failed(tgt.name, item[1]["path"], str(err), model_sha256=item[1].get("sha256", ""),
                                 exit_code=err.exit_code)
 
+    def describe(tg, item: tuple[str, dict[str, Any], str | None]) -> str:
+        return f"{item[0]} on {tg.name}" + (f" (GPU {item[2]})" if item[2] else "")
+
     t = time.perf_counter()
-    outcome = run_on_targets(targets, ok_variants, run_one, failed, progress=say,
-                             describe=lambda tg, item: f"{item[0]} on {tg.name}" + (f" (GPU {item[2]})" if item[2] else ""))
+    if settings.repeats > 1:
+        # replicates that are replicates: every row's k-th worker process runs before any row's next
+        # (ABAB...), so load that comes and goes hits every precision alike; the first process of a
+        # row saves the outputs (drift, accuracy), the others time only
+        def one_process(tgt, item: tuple[str, dict[str, Any], str | None], r: int) -> RunResult:
+            job = _row_job(settings, item, inputs_path, rule)
+            return tgt.run(job if r == 0 else replace(job, save_outputs=False, op_profile=False))
+
+        rounds = measure_in_rounds(targets, ok_variants, settings.repeats, one_process, failed, progress=say,
+                                   describe=describe)
+        outcome = LoopOutcome(interrupted=rounds.interrupted)
+        for tg in targets:
+            for i, item in enumerate(ok_variants):
+                runs = rounds.processes.get((tg.name, i)) or [failed(tg, item, InfraError(
+                    f"not run: interrupted ({rounds.interrupted}) before this row was measured"))]
+                res = RunResult.pooled(runs, describe(tg, item), rounds.order.get((tg.name, i)))
+                if res.status == "ok" and len(runs) < settings.repeats:
+                    res = replace(res, extra={**res.extra, "repeat_warnings": [
+                        *res.extra.get("repeat_warnings", ()), f"interrupted: {len(runs)} of {settings.repeats} "
+                        "worker processes were measured; the row pools those"]})
+                outcome.results[(tg.name, i)] = res
+    else:
+        outcome = run_on_targets(targets, ok_variants, run_one, failed, progress=say, describe=describe)
     results = {(ok_variants[i][0], ok_variants[i][2], name): r for (name, i), r in outcome.results.items()}
     timings["targets_s"] = time.perf_counter() - t
 
@@ -458,6 +484,7 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
         state_rule=rule.to_dict(),
         runtime={"api": settings.runtime_api, "accelerator": settings.accelerator,
                  "gpu_precisions": list(settings.gpu_precisions), "op_profile": settings.op_profile},
+        **({"process_order": PROCESS_ORDER} if settings.repeats > 1 else {}),
         **extra,
         data_warnings=data_warnings,
     )

@@ -11,7 +11,8 @@ typed row parts (``rows.Delegation``, ``rows.OpEntry``) and the views the report
 * ``op_profile_from_worker`` / ``op_profile_from_log``: ``op_profile`` entries (mean ms per
   inference, share of the profile) and ``op_profile_info`` (source, runs, totals, ``coverage``:
   what share of the profiler's own Invoke the listed ops explain, and ``profiler_overhead``).
-* ``by_op_type``, ``speedup_by_op_type``, ``quantize_cost``: the report's tables. Delegated work
+* ``by_op_type``, ``speedup_by_op_type`` (from per-op-type medians over the profiled runs, with an
+  interval; ``op_type_medians``), ``quantize_cost``: the report's tables. Delegated work
   is split into op types by the delegate's own inner operators (XNNPACK: "Convolution (NHWC,
   QC8) IGEMM" -> Convolution), interpreter nodes by their TFLite op (CONV_2D -> Convolution),
   so FP32 and INT8 rows compare op type by op type.
@@ -23,6 +24,8 @@ from __future__ import annotations
 import os
 import re
 from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
 
 from edgebench.rows import Delegation, InferenceRow, OpEntry
 from edgebench.tflite_model import inspect
@@ -186,7 +189,57 @@ def op_profile_from_worker(raw: Mapping[str, Any], latency: Any = None,
     if raw.get("note"):
         info["note"] = raw["note"]
     info.update(coverage(sum_mean, sum_p50, latency, info["invoke_ms"], info["invoke_p50_ms"]))
+    types = op_type_medians(raw)
+    if types:
+        info["op_types"] = types
     return tuple(entries), info
+
+
+def op_type_medians(raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per op type (the model's op types, as ``by_op_type`` keys them when a partition's inner operators
+    match its nodes in order; the delegate's names otherwise): the median over the profiled runs
+    of each run's total ms in that op type, and its 95 % order-statistic interval at the effective
+    sample size (``measure.order_stat_ci``, ``autocorrelation_time`` of the runs above the median),
+    widened by half the profiler's 1 us unit either way:
+    ``{family: {"p50_ms", "ci_ms": [lo, hi], "runs"}}``. Empty when the worker kept no per-run times."""
+    from edgebench.measure import autocorrelation_time, order_stat_ci
+
+    per: dict[str, np.ndarray] = {}
+
+    def add(family: str, us: Any) -> None:
+        a = np.asarray(us, dtype=np.float64)
+        per[family] = per[family] + a if family in per and per[family].size == a.size else a
+
+    for e in raw.get("entries", ()):
+        inner = e.get("inner") if e.get("delegated") else None
+        if inner and all("us_per_run" in i for i in inner):
+            ops = list(e.get("member_ops") or ())
+            groups = _align([op_family(o) for o in ops], [op_family(str(i["op"])) for i in inner]) if ops else None
+            if groups is not None:    # as by_op_type: the inner operators matched to the nodes, in order
+                for op, g in zip(ops, groups):
+                    if g:
+                        add(op_type(op), np.sum([np.asarray(inner[k]["us_per_run"], dtype=np.float64) for k in g],
+                                                axis=0))
+            else:                     # by the delegate's own operator names (as by_op_type's fallback)
+                for i in inner:
+                    add(op_type(str(i["op"])), i["us_per_run"])
+        elif e.get("us_per_run") is not None and not inner:
+            add("DELEGATE" if e.get("delegated") and e.get("op") == "DELEGATE" else op_type(str(e["op"])),
+                e["us_per_run"])
+    out = {}
+    for family, us in per.items():
+        if us.size < 2:
+            continue
+        ms = np.sort(us / 1e3)
+        med = float(np.median(ms))
+        tau = autocorrelation_time(us > np.median(us)) if np.ptp(us) > 0 else 1.0
+        lo, hi = order_stat_ci(ms, 50.0, n_eff=ms.size / tau)
+        # the profiler counts whole microseconds: the median is known to its unit at best, never to a
+        # zero-width interval (RESOLUTION_MS)
+        if lo is not None and hi is not None:
+            lo, hi = max(lo - RESOLUTION_MS / 2, 0.0), hi + RESOLUTION_MS / 2
+        out[family] = {"p50_ms": med, "ci_ms": [lo, hi], "runs": int(ms.size)}
+    return out
 
 
 def coverage(sum_mean: float, sum_p50: float, latency: Any, invoke_ms: float | None = None,
@@ -324,19 +377,49 @@ def top_ops(entries: Sequence[OpEntry], n: int = 10) -> list[OpEntry]:
 RESOLUTION_MS = 0.001     # the LiteRT profiler's unit: 1 us per event
 
 
-def speedup_by_op_type(base: Sequence[OpEntry], other: Sequence[OpEntry], base_flops: Mapping[int, int] | None = None,
-                       other_flops: Mapping[int, int] | None = None) -> list[dict[str, Any]]:
-    """Per op type (``by_op_type``): base ms, other ms and base/other (> 1: the other precision is faster).
+# A per-op-type speed-up whose 95 % interval spans more than this factor (hi / lo) is "unstable": the
+# op's time moved between the profiled runs (stalls, frequency) more than the ratio can carry.
+OP_UNSTABLE_SPAN = 1.25
 
-    A side under the profiler's resolution (< 1 us per inference: mostly 0-us events) has no
-    honest ratio: ``speedup`` is None and ``below_resolution`` True."""
+
+def speedup_by_op_type(base: Sequence[OpEntry], other: Sequence[OpEntry], base_info: Mapping[str, Any] | None = None,
+                       other_info: Mapping[str, Any] | None = None, *, base_flops: Mapping[int, int] | None = None,
+                       other_flops: Mapping[int, int] | None = None) -> list[dict[str, Any]]:
+    """Per op type (``by_op_type``: the model's op types): base ms, other ms and base/other (> 1: the
+    other precision is faster).
+
+    From medians where both profiles carry that op type's median over the profiled runs
+    (``op_profile_info["op_types"]``: ``op_type_medians``, keyed like ``by_op_type``): the ratio of the
+    medians (a stall in a few runs moves a mean, not a median), with ``ci`` -- its interval from the
+    two medians' intervals ([lo_a / hi_b, hi_a / lo_b]) -- and ``unstable`` when that spans more than
+    OP_UNSTABLE_SPAN or a median cannot be bounded at all; ``basis`` "medians". Else (benchmark_model's
+    table, older rows, an op type whose delegated time was split by FLOPs) from the per-entry means,
+    ``basis`` "means". A side under the profiler's resolution (< 1 us per inference: mostly 0-us
+    events) has no honest ratio: ``speedup`` is None and ``below_resolution`` True."""
     a, b = by_op_type(base, base_flops), by_op_type(other, other_flops)
+    ta = (base_info or {}).get("op_types") or {}
+    tb = (other_info or {}).get("op_types") or {}
     rows = []
     for fam in sorted(set(a) | set(b), key=lambda f: (-max(a.get(f, {}).get("ms", 0.0), b.get(f, {}).get("ms", 0.0)), f)):
-        ma, mb = a.get(fam, {}).get("ms"), b.get(fam, {}).get("ms")
+        ci, unstable = None, False
+        medians = fam in ta and fam in tb
+        if medians:
+            xa, xb = ta.get(fam) or {}, tb.get(fam) or {}
+            ma, mb = xa.get("p50_ms"), xb.get("p50_ms")
+            (la, ha), (lb, hb) = (xa.get("ci_ms") or (None, None)), (xb.get("ci_ms") or (None, None))
+            if None not in (la, ha, lb, hb) and lb > 0 and hb > 0:
+                ci = (la / hb, ha / lb)
+                unstable = ci[0] <= 0 or ci[1] / ci[0] > OP_UNSTABLE_SPAN
+            else:     # a median the runs cannot bound (its time moved during the profile) is unstable too
+                unstable = True
+        else:
+            ma, mb = a.get(fam, {}).get("ms"), b.get(fam, {}).get("ms")
         tiny = any(m is not None and m < RESOLUTION_MS for m in (ma, mb))
+        ok = bool(ma and mb and not tiny)
         rows.append({"op_type": fam, "base_ms": ma, "other_ms": mb,
-                     "speedup": (ma / mb) if (ma and mb and not tiny) else None, "below_resolution": tiny,
+                     "speedup": (ma / mb) if ok else None, "below_resolution": tiny,
+                     "ci": ci if ok else None, "unstable": unstable if ok else False,
+                     "basis": "medians" if medians else "means",
                      "other_on_cpu_ms": b.get(fam, {}).get("cpu_ms")})
     return rows
 

@@ -1,14 +1,17 @@
 """Honest change detection between stored results.
 
-**A change between two runs** counts only when it is large *and* significant (asv's rule): the
-ratio of the metric is >= ``MIN_RATIO`` (1.1x) in either direction *and* the evidence gives
-p < ``ALPHA`` (0.002; asv's ``--factor 1.1`` and ``p < 0.002``). Accuracy and drift (top-1, PSNR,
-cosine) are judged by an *absolute* change in their own unit -- percentage points, dB, 1 - cosine
--- of at least a threshold (``metrics.REGISTRY``: 1 pp, 3 dB, 0.001; for top-1, B's own gate
-threshold when it had one; ``results compare --accuracy-pp/--psnr-db/--cosine``), because a ratio
-rule calls 98.33 % -> 90 % top-1 "same". Other deterministic metrics (size, memory) have no noise,
-so the ratio alone decides and ``p`` is None. Every latency change shows a 95 % bootstrap interval
-of its ratio (the samples of each side resampled), as criterion does. For latency metrics the
+**A change between two runs** counts only when it is large, significant *and* beyond the noise:
+the ratio of the metric is >= ``MIN_RATIO`` (1.1x) in either direction, the evidence gives p <
+``ALPHA`` (0.002; asv's ``--factor 1.1`` and ``p < 0.002``), and -- as criterion's noise threshold
+-- the interval of the ratio for a *rerun* lies wholly beyond the measured run-to-run spread
+(``noise_band``: a rerun moves the ratio within [1/band, band] in 95 % of reruns, band =
+exp(1.96 sigma sqrt 2), sigma the run-to-run noise of one run's log value). Accuracy and drift
+(top-1, PSNR, cosine) are judged by an *absolute* change in their own unit -- percentage points
+(on whole sample counts for top-1), dB, 1 - cosine -- above a threshold (``metrics.REGISTRY``: 1
+pp, 3 dB, 0.001; for top-1, B's own gate threshold when it had one; ``results compare
+--accuracy-pp/--psnr-db/--cosine``); "same" means no change at all, a change up to the threshold is
+"within threshold", and a threshold of 0 counts any lost sample. Other deterministic metrics
+(size, memory) have no noise, so the ratio alone decides and ``p`` is None. For latency metrics the
 evidence has two parts, and the larger p decides:
 
 * *within a run* (``p_samples``), a test of the metric itself on the raw per-inference samples:
@@ -24,42 +27,50 @@ evidence has two parts, and the larger p decides:
 * *between runs* (``p_runs``): per-inference samples of one run are not replicates of the run --
   a second process lands on other cores, caches and clock states, so two runs of the same model
   differ by more than their samples suggest. The run-to-run noise comes from
-  - ``repeats``: both rows hold >= ``MIN_REPEATS`` worker processes (``bench --repeats N``):
-    Student's t-test (pooled variance) on the log of the per-process values of the metric. With
-    3 processes a side and 5% run-to-run noise only changes of ~1.35x and more reach p < 0.002;
-    5 a side reach ~1.15x; or else
+  - ``repeats``: both rows hold >= ``MIN_REPEATS`` worker processes (``bench --repeats N``,
+    interleaved across rows): Student's t-test (pooled variance) on the log of the per-process
+    values of the metric; the rerun interval is a hierarchical bootstrap (processes, then samples
+    within them: ``measure.rerun_interval``). With 3 processes a side and 5% run-to-run noise only
+    changes of ~1.35x and more reach p < 0.002; 5 a side reach ~1.15x; or else
   - ``history``: >= ``HISTORY_MIN_RUNS`` earlier stored runs of exactly the same configuration
     (``identity.series_key``): sigma = pooled standard deviation of their log values around the
     mean of their own level (the history is cut at its level shifts), and t = |log ratio| /
-    (sigma * sqrt(2)) with runs - levels degrees of freedom; or else
+    (sigma * sqrt(2)) with runs - levels degrees of freedom; the rerun interval is the ratio times
+    exp(+-t_0.975 sigma sqrt 2). With both (``repeats+history``) both must agree: the larger p and
+    noise band, the hull of the two intervals -- the history sees load that changed between runs,
+    which no run's replicates can; or else
   - ``samples``: neither exists. Then the run-to-run noise is unknown and no latency change is
-    called significant (verdict "not significant", the note says what to do).
-  Each pair reports which ``basis`` it used.
+    called significant (verdict "not significant", the note says what to do); the interval is a
+    *within-run* bootstrap of the samples (``ci_basis`` "within-run"), printed apart from the verdict.
+  Each pair reports which ``basis`` it used; no interval is narrower than the timer's resolution.
 
-**Step detection in a history** (one value per run) uses binary segmentation on the L1 cost
-(sum of absolute deviations from each segment's median), the same cost asv's step detector
-minimises, searching only admissible splits (>= ``STEP_MIN_RUNS`` runs on each side, so one
-outlier run at either end cannot hide a clean step). A split is a step when the segment medians
-differ by >= ``MIN_RATIO`` and the two segments differ by a Mann-Whitney U test at
-``STEP_ALPHA`` (with 4 runs a side the smallest possible p is 0.029, hence 4 and 0.05).
+**Stalls** (``stalls_rule``): a mean, QPS or tail percentile that moved while the p50 did not, with
+the load signal (``measure.load_signal``) on either side, gets the verdict "stalls" ("stalls from
+other work moved the mean/QPS"), not "worse": the p50 is immune to preemption, the mean is set by a
+few 10-100 ms stalls. It is not counted as a regression.
+
+**Change points in a history**: ``edgebench.changepoints`` (Apache Otava's E-divisive means when the
+``changepoints`` extra is installed, else edgebench's binary segmentation), re-exported here.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
 
+from edgebench.changepoints import (STEP_ALPHA, STEP_MIN_RUNS, Step, detect_steps,  # noqa: F401 -- re-exported
+                                    history_series, history_with_steps)
 from edgebench.identity import headline, series_key
+from edgebench.measure import STALL_FACTOR, load_signal, rerun_interval, resolution, widen_to_resolution
 from edgebench.metrics import BY_KEY, REGISTRY
-from edgebench.metrics import metric as metric_of
+from edgebench.stats_rows import (PERCENTILE_OF, REPEAT_KEY, loaded_side, process_groups,  # noqa: F401
+                                  repeat_values, samples_ms, stall_rate, top1_counts)
 
 MIN_RATIO = 1.1          # asv --factor default
 ALPHA = 0.002            # asv's significance level
-STEP_MIN_RUNS = 4        # runs needed on each side of a step (see module docstring)
-STEP_ALPHA = 0.05        # significance of a step between two segments of runs
 MIN_REPEATS = 3          # worker processes per side for a replicate-based test
 HISTORY_MIN_RUNS = 5     # earlier runs of the same configuration for a history-based noise estimate
 HISTORY_MAX_RUNS = 20    # ... the most recent this many
@@ -76,9 +87,7 @@ NOISY_TESTS = LATENCY_TESTS + ("repeats",)   # metrics judged against the run-to
 CI_LEVEL = 0.95          # the interval every latency change shows (bootstrap of the ratio)
 CI_RESAMPLES = 400
 CI_MAX_SAMPLES = 20000   # per side: a larger run is subsampled (evenly) for the bootstrap
-PERCENTILE_OF = {m.key: m.percentile for m in REGISTRY if m.percentile is not None}
 # the per-repeat summary key of each latency metric (``bench --repeats``: row["repeats"])
-REPEAT_KEY = {m.key: m.repeat_key for m in REGISTRY if m.repeat_key}
 TESTS = {"location": "Mann-Whitney U", "mean": "Welch t-test (means)", "percentile": "quantile test (Fisher)",
          "deterministic": "ratio only (deterministic)", "absolute": "absolute change (own units)",
          "repeats": "per-process values (no per-inference samples)"}
@@ -103,7 +112,9 @@ def ratio_interval(a: np.ndarray, b: np.ndarray, kind: str, percentile: float | 
                    inverse: bool = False) -> tuple[float, float] | None:
     """A ``CI_LEVEL`` bootstrap interval of B's statistic over A's (median, mean or percentile;
     ``inverse``: of A's over B's, for QPS from latency samples), resampling each side's samples
-    (fixed seed: the same runs give the same interval)."""
+    (fixed seed: the same runs give the same interval). A *within-run* interval: it knows nothing of
+    how a second run would differ (``measure.rerun_interval`` does, from replicate processes). Never
+    narrower than the samples' timer resolution (``measure.widen_to_resolution``)."""
     x = np.asarray(a, dtype=np.float64).ravel()
     y = np.asarray(b, dtype=np.float64).ravel()
     if x.size < 2 or y.size < 2:
@@ -126,7 +137,11 @@ def ratio_interval(a: np.ndarray, b: np.ndarray, kind: str, percentile: float | 
         return None
     tail = (1 - CI_LEVEL) / 2 * 100
     lo, hi = np.percentile(ratios, [tail, 100 - tail])
-    return float(lo), float(hi)
+    pa, pb = float(stat(x[None, :])[0]), float(stat(y[None, :])[0])
+    if pa <= 0 or pb <= 0:
+        return float(lo), float(hi)
+    rel = resolution(x) / pa + resolution(y) / pb
+    return widen_to_resolution((float(lo), float(hi)), pa / pb if inverse else pb / pa, rel)
 
 
 def mann_whitney(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> tuple[float, float]:
@@ -222,19 +237,44 @@ class Change:
     b: float | None
     ratio: float | None               # b / a
     p_value: float | None             # the p that decided (max of p_samples, p_runs); None: deterministic
-    verdict: str                      # "better" | "worse" | "same" | "not significant" | "n/a"
+    verdict: str                      # see VERDICTS
     higher_is_better: bool = False
     note: str = ""
     test: str = ""                    # the within-run test (see TESTS)
-    basis: str = "samples"            # "repeats" | "history" | "samples" | "deterministic"
+    basis: str = "samples"            # "repeats" | "history" | "repeats+history" | "samples" | "deterministic"
+    #                                   | "absolute"
     p_samples: float | None = None    # within-run test on the raw samples
     p_runs: float | None = None       # between-run test (replicates or history noise)
-    ci: tuple[float, float] | None = None   # CI_LEVEL interval of the ratio (bootstrap of the samples)
+    ci: tuple[float, float] | None = None   # CI_LEVEL interval of the ratio (see ``ci_basis``)
     change: float | None = None       # "absolute" tests: B - A in the metric's change unit
     unit: str = ""                    # ... that unit (pp, dB, 1 - cosine)
+    ci_basis: str = ""                # what ``ci`` is an interval for (CI_BASES)
+    noise_band: float | None = None   # the measured run-to-run spread: a rerun moves the ratio within
+    #                                   [1/band, band] in CI_LEVEL of reruns (repeats or history)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def rerun_interval(self) -> bool:
+        """True when ``ci`` is an interval for a rerun (replicate processes or stored history), printed
+        with the verdict; False when it is a within-run or load-bound one (printed apart)."""
+        return self.ci is not None and self.ci_basis in ("processes", "history", "processes+history")
+
+
+# Verdicts of a change. "stalls": the mean, QPS or a tail percentile moved while the p50 did not and
+# the load signal fired on either side -- other work on the machine, not the model (not counted as a
+# regression). "within threshold": an accuracy/drift change that is not zero but does not reach its
+# threshold ("same" means no change at all).
+VERDICTS = ("better", "worse", "same", "within threshold", "stalls", "not significant", "n/a")
+# What a change's ``ci`` is an interval for: "processes" (a hierarchical bootstrap over each side's
+# worker processes: an interval for a rerun), "history" (the ratio widened by the stored run-to-run
+# noise of this configuration), "processes+history" (the hull of both), "within-run" (one run a
+# side: the samples resampled -- not an interval for a rerun, printed apart from the verdict),
+# "loaded" (a mean/QPS/tail that stalls from other work shaped: an interval of these runs' load,
+# printed apart).
+CI_BASES = ("processes", "history", "processes+history", "within-run", "loaded")
+Z_CI = 1.959964          # the normal quantile of CI_LEVEL (0.95): the noise band's width
 
 
 def classify(metric: str, a: float | None, b: float | None, *, higher_is_better: bool,
@@ -243,16 +283,20 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
              kind: str | None = None, percentile: float | None = None,
              repeats_a: Sequence[float] | None = None, repeats_b: Sequence[float] | None = None,
              noise: tuple[float, int, int] | None = None, threshold: float | None = None,
-             unit: str = "", scale: float = 1.0, per_process: int | None = None) -> Change:
+             unit: str = "", scale: float = 1.0, per_process: int | None = None,
+             groups_a: Sequence[np.ndarray] | None = None, groups_b: Sequence[np.ndarray] | None = None,
+             counts: tuple[int, int, int, int] | None = None, resamples: dict | None = None) -> Change:
     """Apply the rule of the module docstring to one metric.
 
     ``kind`` defaults to "location" when samples are given, else "deterministic";
     "percentile" needs ``percentile``; "absolute" compares B - A (times ``scale``, in ``unit``)
-    with ``threshold``. ``repeats_a``/``repeats_b``: the metric per worker
-    process; ``noise``: (sigma, runs) from ``run_noise``. ``inverse``: the metric falls when the
-    samples rise (QPS from latency samples). A change also needs the within-run test to point the
-    same way as the ratio: a mean pulled down by a few outliers while most samples got slower is
-    not "better".
+    with ``threshold`` -- on whole sample ``counts`` (correct A, samples A, correct B, samples B)
+    when given (top-1). ``repeats_a``/``repeats_b``: the metric per worker process, ``groups_a``/
+    ``groups_b`` each process's samples (the rerun interval); ``noise``: (sigma, runs, df) from
+    ``run_noise``; ``resamples``: a dict the metrics of one pair share their bootstrap resamples in.
+    ``inverse``: the metric falls when the samples rise (QPS from latency samples). A
+    change also needs the within-run test to point the same way as the ratio: a mean pulled down by
+    a few outliers while most samples got slower is not "better".
     """
     from edgebench.measure import MIN_SAMPLES
 
@@ -270,20 +314,8 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
     else:
         ratio = b / a
     if kind == "absolute":
-        # accuracy and drift: a change in the metric's own unit, not a ratio (98.33 % -> 90 % top-1 is a
-        # 0.92x ratio: "same" by the latency rule, though a CI gate would fail it)
-        change = (float(b) - float(a)) * scale
-        th = threshold if threshold is not None else 0.0
-        if unit == "1 - cosine":          # shown as the change of 1 - cosine: positive = further from the reference
-            change = -change
-        size = abs(change)
-        if math.isinf(float(a)) and math.isinf(float(b)):
-            size, change = 0.0, 0.0
-        up = (float(b) > float(a))
-        verdict = "same" if size < th else ("better" if up == higher_is_better else "worse")
-        note = f"{change:+.4g} {unit} (a change counts from {th:g} {unit})"
-        return Change(metric, float(a), float(b), float(ratio), None, verdict, higher_is_better, note, test,
-                      "absolute", change=change, unit=unit)
+        return _absolute(metric, float(a), float(b), float(ratio), higher_is_better, test, threshold, unit, scale,
+                         counts)
     big = ratio >= min_ratio or (ratio > 0 and ratio <= 1.0 / min_ratio) or (ratio < 0)
     if kind == "repeats":
         return _classify_repeats(metric, float(a), float(b), float(ratio), big, higher_is_better, alpha,
@@ -313,23 +345,43 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
     elif kind == "mean":
         p_samples, b_larger = welch(samples_a, samples_b)
     else:
-        _, p_samples = mann_whitney(samples_a, samples_b)
-        u, _ = mann_whitney(samples_a, samples_b)
+        u, p_samples = mann_whitney(samples_a, samples_b)
         half = len(samples_a) * len(samples_b) / 2
         b_larger = None if u == half else u < half   # U of A small -> B's samples tend larger
 
-    # -- between runs: replicates, else the stored history's run-to-run noise, else unknown
-    basis, p_runs, runs_note = "samples", None, ""
+    # -- between runs: replicates, else the stored history's run-to-run noise, else unknown; each
+    # gives the run-to-run spread (the noise band) and an interval for a rerun
+    basis, p_runs, runs_note, band = "samples", None, "", None
+    ci, ci_basis = None, "within-run"
     ra = [x for x in (repeats_a or []) if x is not None and x > 0]
     rb = [x for x in (repeats_b or []) if x is not None and x > 0]
     if len(ra) >= MIN_REPEATS and len(rb) >= MIN_REPEATS:
         basis = "repeats"
         p_runs, _ = replicate_test(ra, rb)
+        sigma = replicate_sigma(ra, rb)
+        band = math.exp(Z_CI * sigma * math.sqrt(2.0))
         runs_note = f"t-test on log per-process values, {len(ra)} vs {len(rb)} processes"
-    elif noise is not None:
-        basis = "history"
-        p_runs = noise_test(ratio, noise[0], noise[2])
-        runs_note = f"run-to-run noise {noise[0]:.1%} from {noise[1]} stored runs of this configuration"
+        ci = (rerun_interval(list(groups_a), list(groups_b), kind, percentile, inverse, cache=resamples)
+              if groups_a is not None and groups_b is not None else None)
+        ci = ci or replicate_interval(ra, rb)
+        ci_basis = "processes"
+    if noise is not None:
+        # the stored history sees what replicates of one run cannot: load that changed between runs
+        # (scripts/stats_power.py: 3 processes covered a second run's p50 in 87-100 % of run pairs, the
+        # history in all). With both, both must agree: the larger p and band, the hull of the intervals.
+        h_p = noise_test(ratio, noise[0], noise[2])
+        h_band = math.exp(Z_CI * noise[0] * math.sqrt(2.0))
+        h_note = f"run-to-run noise {noise[0]:.1%} from {noise[1]} stored runs of this configuration"
+        h_ci = history_interval(ratio, noise[0], noise[2])
+        if basis == "repeats":
+            basis, p_runs, band = "repeats+history", max(p_runs, h_p), max(band, h_band)
+            runs_note = f"{runs_note}; {h_note}"
+            ci = ci if h_ci is None else (h_ci if ci is None else (min(ci[0], h_ci[0]), max(ci[1], h_ci[1])))
+            ci_basis = "processes+history"
+        else:
+            basis, p_runs, band, runs_note, ci, ci_basis = "history", h_p, h_band, h_note, h_ci, "history"
+    if ci is None:
+        ci, ci_basis = ratio_interval(samples_a, samples_b, kind, percentile, inverse), "within-run"
     p = p_samples if p_runs is None else max(p_samples, p_runs)
     metric_up = ratio > 1
     agrees = b_larger is None or (metric_up == (b_larger != inverse))
@@ -347,11 +399,92 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
     elif not (p < alpha):
         verdict = "not significant"
         note = f"ratio {ratio:.3g}x but p = {p:.3g} >= {alpha} ({runs_note})"
+    elif ci is not None and not beyond(ci, max(band or 1.0, 1.0), metric_up):
+        # criterion's rule: the interval for a rerun must clear the noise band, not only the ratio
+        verdict = "not significant"
+        note = (f"within the run-to-run spread: the rerun interval [{ci[0]:.3f}x, {ci[1]:.3f}x] reaches into "
+                f"[{1 / band:.3f}x, {band:.3f}x] ({runs_note})")
     else:
         verdict = "better" if metric_up == higher_is_better else "worse"
         note = runs_note
     return Change(metric, float(a), float(b), float(ratio), p, verdict, higher_is_better, note, test, basis,
-                  p_samples, p_runs, ratio_interval(samples_a, samples_b, kind, percentile, inverse))
+                  p_samples, p_runs, ci, ci_basis=ci_basis, noise_band=band)
+
+
+def beyond(ci: tuple[float, float], band: float, up: bool) -> bool:
+    """Whether an interval of a ratio lies wholly beyond the noise band [1/band, band] on the side
+    the ratio moved (``up``: above ``band``)."""
+    return ci[0] > band if up else ci[1] < 1.0 / band
+
+
+def replicate_sigma(a: Sequence[float], b: Sequence[float]) -> float:
+    """Pooled standard deviation of the log per-process values of both sides (the run-to-run noise
+    of one process, as ``replicate_test`` assumes it)."""
+    x, y = np.log(np.asarray(a, np.float64)), np.log(np.asarray(b, np.float64))
+    ss = float(((x - x.mean()) ** 2).sum() + ((y - y.mean()) ** 2).sum())
+    return math.sqrt(ss / max(x.size + y.size - 2, 1))
+
+
+def replicate_interval(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """CI_LEVEL interval of the ratio of the geometric means of per-process values (Student's t,
+    pooled variance): the rerun interval of a row whose per-process samples are not at hand."""
+    from scipy.stats import t as student_t
+
+    x, y = np.log(np.asarray(a, np.float64)), np.log(np.asarray(b, np.float64))
+    d = float(y.mean() - x.mean())
+    half = float(student_t.ppf(0.5 + CI_LEVEL / 2, x.size + y.size - 2)) * replicate_sigma(a, b) * math.sqrt(
+        1.0 / x.size + 1.0 / y.size)
+    return math.exp(d - half), math.exp(d + half)
+
+
+def history_interval(ratio: float, sigma: float, df: int) -> tuple[float, float] | None:
+    """CI_LEVEL interval of a ratio between two single runs whose run-to-run noise is ``sigma`` (sd of
+    one run's log value, from the stored history with ``df`` degrees of freedom)."""
+    from scipy.stats import t as student_t
+
+    if not ratio > 0 or not math.isfinite(ratio):
+        return None
+    half = float(student_t.ppf(0.5 + CI_LEVEL / 2, max(df, 1))) * sigma * math.sqrt(2.0)
+    return ratio * math.exp(-half), ratio * math.exp(half)
+
+
+def _absolute(metric: str, a: float, b: float, ratio: float, higher_is_better: bool, test: str,
+              threshold: float | None, unit: str, scale: float,
+              counts: tuple[int, int, int, int] | None) -> Change:
+    """Accuracy and drift: a change in the metric's own unit, not a ratio (98.33 % -> 90 % top-1 is a
+    0.92x ratio: "same" by the latency rule, though a CI gate would fail it). A change counts when it
+    is larger than the threshold (a drop of exactly the threshold passes, as the gate's ``drop <= max``
+    does); "same" means no change at all, and a change up to the threshold is "within threshold".
+    With sample ``counts`` (top-1), the comparison is on whole samples, exactly: a threshold of 0
+    means any sample lost, and float rounding of a percentage never decides."""
+    from fractions import Fraction
+
+    th = Fraction(str(threshold)) if threshold is not None else Fraction(0)
+    change = (b - a) * scale
+    if unit == "1 - cosine":          # shown as the change of 1 - cosine: positive = further from the reference
+        change = -change
+    extra = ""
+    if counts is not None and all(isinstance(c, int) for c in counts) and counts[1] > 0 and counts[3] > 0:
+        ca, na, cb, nb = counts
+        # B - A in units of 1/(na*nb) of a sample share; a percentage point is scale/100 of it
+        diff = Fraction(cb * na - ca * nb, na * nb) * Fraction(str(scale))
+        size, up, zero = abs(diff), diff > 0, diff == 0
+        change = float(diff)
+        extra = (f" ({cb - ca:+d} of {na} samples)" if na == nb
+                 else f" ({cb}/{nb} vs {ca}/{na} samples)")
+    else:
+        if math.isinf(a) and math.isinf(b):
+            change = 0.0
+        size, up, zero = Fraction(abs(change)), b > a, change == 0
+    if zero:
+        verdict = "same"
+    elif size <= th:
+        verdict = "within threshold"
+    else:
+        verdict = "better" if up == higher_is_better else "worse"
+    note = f"{change:+.4g} {unit}{extra} (a change counts above {float(th):g} {unit})"
+    return Change(metric, a, b, ratio, None, verdict, higher_is_better, note, test, "absolute",
+                  change=change, unit=unit)
 
 
 def _classify_repeats(metric: str, a: float, b: float, ratio: float, big: bool, higher_is_better: bool,
@@ -422,30 +555,6 @@ def _pair_rows(rows_a: dict[tuple, dict[str, Any]], rows_b: dict[tuple, dict[str
     return pairs
 
 
-def _samples_ms(row: dict[str, Any]) -> np.ndarray | None:
-    s = row.get("samples_ns")
-    if s is None or len(s) == 0:
-        return None
-    return np.asarray(s, dtype=np.float64) / 1e6
-
-
-def repeat_values(row: dict[str, Any], col: str) -> list[float] | None:
-    """The metric per worker process (``row["repeats"]``), or None; a percentile counts only
-    when every process had enough samples for it to be valid."""
-    from edgebench.measure import MIN_SAMPLES
-
-    reps = row.get("repeats")
-    key = REPEAT_KEY.get(col)
-    if not isinstance(reps, list) or len(reps) < 2 or key is None:
-        return None
-    if col in PERCENTILE_OF:
-        need = MIN_SAMPLES[f"p{PERCENTILE_OF[col]:g}"]
-        if any((r.get("samples") or 0) < need for r in reps):
-            return None
-    vals = [r.get(key) for r in reps]
-    return [float(v) for v in vals] if all(isinstance(v, (int, float)) for v in vals) else None
-
-
 def _threshold(col: str, row_b: dict[str, Any], doc_b: dict[str, Any], given: dict[str, float] | None) -> float | None:
     """The change that counts for an "absolute" metric: the command line's, else for top-1 the
     accuracy-drop threshold B's own gate applied to this row, else the registry's default."""
@@ -460,6 +569,38 @@ def _threshold(col: str, row_b: dict[str, Any], doc_b: dict[str, Any], given: di
                     and c.get("precision") == row_b.get("precision") and c.get("target") == row_b.get("target")):
                 return float(c["threshold"])
     return m.threshold
+
+
+def stalls_rule(changes: list[Change], loaded: tuple[bool, bool], rates: tuple[float, float],
+                min_ratio: float) -> list[Change]:
+    """A mean, QPS or tail percentile that moved (worse/better) while the p50 did not, with the load
+    signal on either side, is "stalls": other work moved it, not the model. Not only the stalls
+    themselves: the inferences right after a preemption run on cold caches, so a p90 or p99 moves
+    with the load even where stalls are fewer than (100 - p) % of the samples (measured: a p99 1.64x,
+    a p90 1.24-1.37x, stalls under 1 %, p50 1.00x). Its interval is then one of these runs' load
+    (``ci_basis`` "loaded"). ``rates``: each side's share of samples that are stalls (reported in the
+    note)."""
+    p50 = next((c for c in changes if c.metric.startswith("p50")), None)
+    if not any(loaded) or p50 is None or p50.ratio is None:
+        return changes
+    unmoved = p50.verdict in ("same", "not significant") and 1 / min_ratio < p50.ratio < min_ratio
+    out = []
+    for c in changes:
+        pct = next((PERCENTILE_OF[m.key] for m in REGISTRY if m.label == c.metric and m.key in PERCENTILE_OF), None)
+        shaped = c.test == TESTS["mean"] or (pct is not None and pct > 50)
+        if not shaped or c.ratio is None:
+            out.append(c)
+            continue
+        sides = " and ".join(s for s, f in zip(("A", "B"), loaded) if f)
+        if unmoved and c.verdict in ("worse", "better"):
+            c = replace(c, verdict="stalls", ci_basis="loaded",
+                        note=f"stalls from other work moved the {c.metric} (load signal on {sides}, stalls "
+                             f"{rates[0]:.2%} / {rates[1]:.2%} of the samples; p50 {p50.ratio:.3f}x, unchanged): "
+                             "not the model -- compare on a quiet machine")
+        elif c.ci is not None:
+            c = replace(c, ci_basis="loaded")
+        out.append(c)
+    return out
 
 
 def _per_process(ra: dict[str, Any], rb: dict[str, Any]) -> int | None:
@@ -500,10 +641,13 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
         row_fdiff = [{"field": f, "a": va, "b": vb}
                      for f, va, vb in diff_fingerprints(ra.get("fingerprint") or {}, rb.get("fingerprint") or {})]
         ha, hb = headline(ra), headline(rb)
-        sa_ms, sb_ms = _samples_ms(ra), _samples_ms(rb)
+        sa_ms, sb_ms = samples_ms(ra), samples_ms(rb)
         classes = [sample_class_of(ra), sample_class_of(rb)]
         mixed = classes[0] != classes[1] and None not in classes
         changes = []
+        groups = (process_groups(ra, sa_ms), process_groups(rb, sb_ms))
+        shared: dict = {}                          # one set of bootstrap resamples for this pair's metrics
+        ca, cb = top1_counts(ra), top1_counts(rb)
         for col, label, hib, kind in METRICS:
             if ha.get(col) is None and hb.get(col) is None:
                 continue
@@ -525,9 +669,14 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
                           repeats_b=repeat_values(rb, col) if noisy else None,
                           noise=noise.get((key_b, col)) if noisy else None,
                           threshold=_threshold(col, rb, doc_b, thresholds), unit=BY_KEY[col].change_unit,
-                          scale=BY_KEY[col].change_scale, per_process=_per_process(ra, rb))
+                          scale=BY_KEY[col].change_scale, per_process=_per_process(ra, rb),
+                          groups_a=groups[0] if latency else None, groups_b=groups[1] if latency else None,
+                          counts=(*ca, *cb) if col == "top1" and ca and cb else None, resamples=shared)
             changes.append(ch)
-            regressions += ch.verdict == "worse"
+        loaded = (loaded_side(ra, sa_ms), loaded_side(rb, sb_ms))
+        if not mixed:
+            changes = stalls_rule(changes, loaded, (stall_rate(sa_ms), stall_rate(sb_ms)), min_ratio)
+        regressions += sum(c.verdict == "worse" for c in changes)
         bases = sorted({c.basis for c in changes if c.basis != "deterministic" and c.verdict != "n/a"})
         reps = [len(ra.get("repeats") or []) or 1, len(rb.get("repeats") or []) or 1]
         ka, kb = series_key(ra), series_key(rb)   # the configuration identity (identity.SERIES_FIELDS)
@@ -538,7 +687,7 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
                       "sample_class": classes, "mixed_methods": mixed,
                       "n_samples": [0 if sa_ms is None else int(sa_ms.size),
                                     0 if sb_ms is None else int(sb_ms.size)],
-                      "repeats": reps, "basis": bases,
+                      "repeats": reps, "basis": bases, "loaded": list(loaded),
                       "fingerprint_diff": row_fdiff, "changes": changes})
     return {
         "a": doc_a.get("run_id"), "b": doc_b.get("run_id"),
@@ -550,8 +699,10 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
         "mixed_methods": sum(1 for p in pairs if p["mixed_methods"]),
         "rule": {"min_ratio": min_ratio, "alpha": alpha,
                  "test": "p50: Mann-Whitney U; mean/QPS: Welch t-test; p90/p99: quantile test (Fisher); "
-                         "run-to-run noise: replicate processes, else stored history, else none; "
-                         "top-1/PSNR/cosine: an absolute change in pp/dB/1 - cosine",
+                         "run-to-run noise: replicate processes, else stored history, else none; the rerun "
+                         "interval must clear the measured run-to-run spread; a mean/QPS/tail that moved "
+                         "under load while the p50 did not: stalls; top-1 (whole samples)/PSNR/cosine: an "
+                         "absolute change in pp/dB/1 - cosine above the threshold",
                  "thresholds": {m.key: _threshold(m.key, {}, {}, thresholds) for m in REGISTRY
                                 if m.test == "absolute"},
                  "min_repeats": MIN_REPEATS, "history_min_runs": HISTORY_MIN_RUNS},
@@ -580,114 +731,3 @@ def compare_stored(store: Any, run_a: str, run_b: str, *, min_ratio: float = MIN
             if est is not None:
                 noise[(key, col)] = est
     return compare_runs(doc_a, doc_b, min_ratio=min_ratio, alpha=alpha, noise=noise, thresholds=thresholds)
-
-
-# ------------------------------------------------------------------------------------------
-# step detection over a history
-
-
-@dataclass(frozen=True)
-class Step:
-    index: int            # first run of the new level (index into the series)
-    before: float         # median of the segment before
-    after: float          # median of the segment after
-    ratio: float          # after / before
-    p_value: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _l1(x: np.ndarray) -> float:
-    return float(np.abs(x - np.median(x)).sum()) if x.size else 0.0
-
-
-def detect_steps(values: Sequence[float], *, min_ratio: float = MIN_RATIO,
-                 min_runs: int = STEP_MIN_RUNS, alpha: float = STEP_ALPHA) -> list[Step]:
-    """Level shifts in a series (oldest first); each Step names the run where the new level began."""
-    y = np.asarray(values, dtype=np.float64)
-    steps: list[Step] = []
-
-    def segment(lo: int, hi: int) -> None:
-        n = hi - lo
-        if n < 2 * min_runs:
-            return
-        seg = y[lo:hi]
-        base = _l1(seg)
-        best, best_i = 0.0, None
-        # Only admissible splits (>= min_runs on each side): an outlier run at either end would
-        # otherwise win the search and hide a clean step further in.
-        for i in range(min_runs, n - min_runs + 1):
-            gain = base - _l1(seg[:i]) - _l1(seg[i:])
-            if gain > best:
-                best, best_i = gain, i
-        if best_i is None:
-            return
-        left, right = seg[:best_i], seg[best_i:]
-        m0, m1 = float(np.median(left)), float(np.median(right))
-        if m0 == 0:
-            return
-        ratio = m1 / m0
-        # The runs either side of the split must sit on their own side of the midpoint; else the
-        # real step lies closer to an end than min_runs allows (not yet confirmed) and this
-        # split would name the wrong run.
-        mid = (m0 + m1) / 2
-        if (left[-1] - mid) * (m1 - m0) > 0 or (right[0] - mid) * (m1 - m0) < 0:
-            return
-        _, p = mann_whitney(left, right)
-        if (ratio >= min_ratio or ratio <= 1.0 / min_ratio) and p < alpha:
-            steps.append(Step(lo + best_i, m0, m1, ratio, p))
-            segment(lo, lo + best_i)
-            segment(lo + best_i, hi)
-
-    segment(0, y.size)
-    return sorted(steps, key=lambda s: s.index)
-
-
-def history_with_steps(series: list[dict[str, Any]], **kw: Any) -> dict[str, Any]:
-    """``Store.history`` output -> {"points": [...with "step": bool], "steps": [Step + run_id]}."""
-    values = [p["value"] for p in series]
-    steps = detect_steps(values, **kw)
-    at = {s.index: s for s in steps}
-    points = [dict(p, step=i in at) for i, p in enumerate(series)]
-    return {
-        "points": points,
-        "steps": [dict(s.to_dict(), run_id=series[s.index]["run_id"], created=series[s.index]["created"])
-                  for s in steps],
-    }
-
-
-def history_series(store: Any, metric: str, *, model: str, precision: str | None = None,
-                   target: str | None = None, kind: str | None = None,
-                   min_ratio: float = MIN_RATIO) -> list[dict[str, Any]]:
-    """A metric's history for one model, one series per configuration (``identity.series_key``:
-    precision, target, device, batch, threads, delegate, runtime, method, strategy, ...), each
-    with its level shifts. Percentile values from too few samples to be valid are left out of a
-    series (counted in ``left_out``), so a 200-sample p99 never sits on a line of valid ones."""
-    import json
-
-    from edgebench.measure import MIN_SAMPLES
-    col = metric_of(metric).key
-    need = MIN_SAMPLES.get(col[:-3]) if col in ("p50_ms", "p90_ms", "p99_ms") else None
-    groups: dict[str, list[dict[str, Any]]] = {}
-    left_out: dict[str, int] = {}
-    for p in store.history(metric, model=model, precision=precision, target=target, kind=kind):
-        sid = json.dumps(p["series"], sort_keys=True, default=str)
-        invalid = need is not None and (
-            (p.get("n_samples") is not None and p["n_samples"] < need)
-            or (col == "p99_ms" and p.get("p99_valid") is False))
-        if invalid:
-            left_out[sid] = left_out.get(sid, 0) + 1
-            groups.setdefault(sid, [])
-            continue
-        groups.setdefault(sid, []).append(p)
-    out = []
-    for sid, pts in groups.items():
-        series = json.loads(sid)
-        h = history_with_steps(pts, min_ratio=min_ratio) if pts else {"points": [], "steps": []}
-        out.append({"model": model, "metric": metric, "precision": series.get("precision"),
-                    "target": series.get("target"), "batch_size": series.get("batch_size"),
-                    "series": series, "left_out": left_out.get(sid, 0),
-                    "left_out_reason": (f"{col[:-3]} from fewer than {need} samples is not valid"
-                                        if left_out.get(sid) else None), **h})
-    return out

@@ -331,7 +331,7 @@ def test_results_cli_list_show_compare_history_export(history_db, tmp_path):
     assert [p["step"] for p in series["points"]].index(True) == 5
     assert series["steps"][0]["run_id"] == ids[5]
     r = _cli("results", "history", "--metric", "p99", "--model", "digits", "--db", db)
-    assert "level shift 1.3" in r.stdout
+    assert "shifted 1.30x here" in r.stdout and "change points:" in r.stdout
 
     csv_path = tmp_path / "out" / "rows.csv"
     r = _cli("results", "export", "--format", "csv", "-o", str(csv_path), "--db", db, "--since", "2026-11-06")

@@ -121,11 +121,11 @@ def register(app: typer.Typer) -> None:
         precision: Optional[str] = typer.Option(None, "--precision", help="Only this precision."),
         target: Optional[str] = typer.Option(None, "--target", help="Only this target."),
         kind: Optional[str] = typer.Option(None, "--kind", help="Only runs of this kind."),
-        min_ratio: float = typer.Option(1.1, "--min-ratio", help="A level shift must be at least this factor."),
+        min_ratio: float = typer.Option(1.1, "--min-ratio", help="A change point must shift the series by at least this factor."),
         db: DbOpt = None,
-        json_path: Optional[str] = typer.Option(None, "--json", help="Write the series and steps as JSON to PATH ('-' for stdout)."),
+        json_path: Optional[str] = typer.Option(None, "--json", help="Write the series and their change points as JSON to PATH ('-' for stdout)."),
     ) -> None:
-        """A metric over time for one model, one series per configuration (precision, target, threads, delegate, runtime, method, batch, strategy...), level shifts flagged."""
+        """A metric over time for one model, one series per configuration (precision, target, threads, delegate, runtime, method, batch, strategy...), with its change points and the run that began each (Apache Otava's E-divisive means with the 'changepoints' extra, else edgebench's own detector, and the output says which)."""
         from edgebench.cli._common import console
         from edgebench.results import envelope, write_json
         from edgebench.stats import history_series

@@ -27,7 +27,7 @@ page (1280 px checked in headless Chromium by the tests); the environment is col
                  (``edgebench diagnose`` results; rendered by ``report.diagnose``)
 ``readiness``    NPU readiness per (vendor, SoC): ops on the NPU, why the rest stay on the CPU
                  (``edgebench readiness`` results; rendered by ``report.readiness``)
-``history``      metric over time for each series with earlier stored runs
+``history``      metric over time for each series with earlier stored runs, change points marked
 """
 
 from __future__ import annotations
@@ -473,8 +473,10 @@ def _history_section(history: dict[str, list[dict[str, Any]]] | None) -> str:
         if len(pts) < 2:
             continue
         ylabel = name.rsplit(" — ", 1)[-1] if " — " in name else "value"
+        marks = [(_epoch(p.get("created")), f"x{num(p.get('shift')):.2f}") for p in points
+                 if p.get("step") and num(p.get("shift")) is not None and _epoch(p.get("created")) is not None]
         charts.append(svg_lines([(name, [x for x, _ in pts], [y for _, y in pts])], xlabel="run time (UTC)",
-                                ylabel=ylabel, title=name, x_is_time=True, y0=False))
+                                ylabel=ylabel, title=name, x_is_time=True, y0=False, marks=marks))
     if not charts:
         return ""
     return section_html("history", "History", '<div class="plots">' + "".join(charts) + "</div>")

@@ -333,8 +333,10 @@ def svg_histogram(samples_ms: Sequence[float], *, bins: int = 40, title: str = "
 
 
 def svg_lines(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], *, xlabel: str, ylabel: str,
-              title: str = "", x_is_time: bool = False, y0: bool = True) -> str:
-    """Several labelled line series with markers."""
+              title: str = "", x_is_time: bool = False, y0: bool = True,
+              marks: Sequence[tuple[float, str]] = ()) -> str:
+    """Several labelled line series with markers; ``marks``: (x, label) vertical lines (a history's
+    change points)."""
     allx = [x for _, xs, _ in series for x in xs]
     ally = [y for _, _, ys in series for y in ys]
     legend = [(name, PALETTE[i % len(PALETTE)]) for i, (name, _, _) in enumerate(series)]
@@ -345,6 +347,8 @@ def svg_lines(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], *,
         plot.polyline([p[0] for p in pairs], [p[1] for p in pairs], color)
         for x, y in pairs:
             plot.point(x, y, color, r=3.0, tip=f"{name}: {tick_label(y)}")
+    for x, label in marks:
+        plot.vline(x, "#d62728", f"change {label}")
     return plot.svg(title or ylabel)
 
 

@@ -104,6 +104,11 @@ class Latency:
     first_third_p50: float | None = stat(FLOAT)
     last_third_p50: float | None = stat(FLOAT)
     trend: float | None = stat(FLOAT)                    # Theil-Sen relative change over the run
+    stall_share: float | None = stat(FLOAT)              # share of the timed wall time in stalls (load signal)
+    mean_over_p50: float | None = stat(FLOAT)
+    p99_over_p50: float | None = stat(FLOAT)
+    preemptions: int | None = stat(INT)                 # involuntary context switches in the timed loop(s)
+    loaded: bool | None = stat((lambda v: None if v is None else bool(v), _same))   # the load signal fired
     percentile_method: str | None = stat(TEXT)
     warnings: tuple[str, ...] = stat(TEXTS, ())
     qps: float | None = stat(FLOAT, contract=True)       # last: unknown keys are written before it
@@ -111,8 +116,10 @@ class Latency:
     absent: frozenset[str] = frozenset()                 # statistics the document read had no key for
 
     @classmethod
-    def from_samples(cls, samples_ns: Any, *, what: str = "run") -> "Latency":
-        """Derive the statistics from raw per-inference latencies in nanoseconds (run order)."""
+    def from_samples(cls, samples_ns: Any, *, what: str = "run", preemptions: int | None = None) -> "Latency":
+        """Derive the statistics from raw per-inference latencies in nanoseconds (run order);
+        ``preemptions``: the worker's involuntary context switches while it timed them, when known
+        (the load signal's evidence that slow samples were other work: ``measure.load_signal``)."""
         from edgebench import measure as m
 
         ms = m.validated_ms(samples_ns, what)
@@ -126,6 +133,7 @@ class Latency:
         mad = float(np.median(np.abs(ms - pct["p50"])))
         first, last = m.thirds_medians(ms)
         trend = m.trend_change(ms)
+        load = m.load_signal(ms, preemptions)
         return cls(
             **pct, mean=mean, std=std, min=float(srt[0]), max=float(srt[-1]), samples=n,
             p99_valid=valid["p99"], p90_valid=valid["p90"], valid=_freeze(valid),
@@ -138,7 +146,12 @@ class Latency:
             cv=std / mean if mean > 0 else 0.0, mad=mad,
             rmad=m.MAD_TO_SD * mad / pct["p50"] if pct["p50"] > 0 else 0.0,
             first_third_p50=first, last_third_p50=last, trend=trend, percentile_method=m.PERCENTILE_METHOD,
-            warnings=tuple(m.latency_warnings(n, pct["p50"], m.window_median_spread(ms), first, last, trend, what)),
+            stall_share=None if load is None else load["stall_share"],
+            mean_over_p50=None if load is None else load["mean_over_p50"],
+            p99_over_p50=None if load is None else load["p99_over_p50"],
+            preemptions=preemptions, loaded=None if load is None else load["fired"],
+            warnings=tuple(m.latency_warnings(n, pct["p50"], m.window_median_spread(ms), first, last, trend, what,
+                                              load)),
             qps=(1000.0 / mean) if mean > 0 else None,
         )
 
@@ -166,6 +179,12 @@ class Latency:
         against the older two-type design read, e.g. ``details.get("p99_ci")``); new code reads the
         typed fields."""
         return _freeze({k: v for k, v in self.to_dict().items() if k not in _CONTRACT})
+
+    @property
+    def other_work(self) -> bool:
+        """True when the load signal fired: the tail, mean and QPS reflect other work on the
+        machine (``measure.load_signal``); documents without the signal read as False."""
+        return bool(self.loaded)
 
     @property
     def drifting(self) -> bool:

@@ -272,6 +272,7 @@ class ComparedPair:
     config_diff: tuple[Difference, ...] = ()
     mixed_methods: bool = False
     sample_class: tuple[Any, Any] = (None, None)
+    loaded: tuple[bool, bool] = (False, False)      # the load signal fired on A / B (measure.load_signal)
 
     @property
     def identity(self) -> list[str]:
@@ -286,7 +287,8 @@ class ComparedPair:
                    tuple(str(b) for b in d.get("basis") or ()),
                    tuple(Difference.of(x) for x in d.get("fingerprint_diff") or ()),
                    tuple(Difference.of(x) for x in d.get("config_diff") or ()), bool(d.get("mixed_methods")),
-                   tuple(d.get("sample_class") or (None, None)))
+                   tuple(d.get("sample_class") or (None, None)),
+                   tuple(bool(x) for x in (d.get("loaded") or (False, False))))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import numpy as np
 
 from edgebench import tflite_model
 from edgebench.errors import EdgebenchError
+from edgebench import measure
 from edgebench.measure import MIN_SAMPLES
 from edgebench.state_rule import StateRule
 
@@ -45,16 +46,23 @@ SAMPLE_CLASSES = {
 STEADY_STATE, PER_PROCESS, SUMMARY = "steady-state", "per-process", "summary"
 
 
-# The answer rule (issue 27): a row's latency answer is valid and stable when LoadGen's sample
-# minimum is met (``min_runs``) and the p99's 95 % confidence interval -- binomial order
-# statistics, independent samples, normal approximation of the ranks -- spans at most this
-# fraction of the p99: +/-5 %, finer than the 1.1x a change must reach to count
-# (``stats.MIN_RATIO``), so a row stopped on it can still show a 1.1x regression. Checked at
-# ``min_runs`` and then each time the sample count has grown by ANSWER_CHECK_GROWTH (a sort per
-# check; the checks cost about as much as five sorts of the final sample).
+# The answer rule (issue 27, made honest under load in issue 35): a row's latency answer is valid
+# and stable when LoadGen's sample minimum is met (``min_runs``) and the p99 is answered
+# (``measure.quantile_answered``): its 95 % order-statistic interval at the effective sample size
+# (clustered stalls count as few observations) spans at most P99_ANSWER_WIDTH of the p99, and the
+# p99s of the window's two halves agree within that width (a compact tail must hold twice). Checked
+# on a schedule, not after every run: at ``min_runs`` and then each time the sample count has grown
+# by ANSWER_CHECK_GROWTH (the checks cost about as much as five sorts of the final sample). What
+# the width buys on real traces (coverage and bias of the answer against the same process's
+# long-run quantile, idle and loaded) is measured by scripts/bench_stop_rule.py and stated in the
+# README: the width is the rule's target, not a promise.
 P99_ANSWER_WIDTH = 0.10
 ANSWER_CHECK_GROWTH = 1.25
-_Z95 = 1.959964
+# ... and never before this much timed wall time: a window shorter than a few of the machine's
+# scheduling periods can hold no stall at all while the process's long run has them (on this
+# project's shared 2-core machine, stall-free windows of up to ~0.2 s answered a digits INT8 p99
+# at 0.12x its long-run value; scripts/bench_stop_rule.py): a compact tail must last 0.25 s.
+ANSWER_MIN_TIME_S = 0.25
 
 
 def answer_checkpoint(n: int, min_runs: int) -> bool:
@@ -72,18 +80,9 @@ def p99_answered(samples: Sequence[int], width: float) -> bool:
 
 
 def quantile_answered(samples: Sequence[float], q: float, width: float) -> bool:
-    """True when the ``q`` quantile of ``samples`` is known to within ``width`` (relative, full
-    95 % order-statistic interval); the answer rule for any quantile."""
-    n = len(samples)
-    if n < 2:
-        return False
-    s = np.sort(np.asarray(samples, dtype=np.float64))
-    m, d = q * n, _Z95 * math.sqrt(n * q * (1.0 - q))
-    lo, hi = max(int(math.floor(m - d)), 1), int(math.ceil(m + d))
-    if hi > n:                                   # the interval's top is past the largest sample
-        return False
-    v = s[min(int(round(q * (n - 1))), n - 1)]
-    return bool(v > 0 and (s[hi - 1] - s[lo - 1]) <= width * v)
+    """True when the ``q`` quantile of ``samples`` (run order) is known to within ``width``
+    (relative, full 95 % interval): ``measure.quantile_answered``, the answer rule for any quantile."""
+    return measure.quantile_answered(samples, q, width)
 
 
 @dataclass(frozen=True)
@@ -93,9 +92,10 @@ class RunControl:
 
     Timed runs stop when ``runs`` were done (if set), else when at least ``min_runs`` runs AND
     ``min_time_s`` seconds were timed, or earlier, with ``answer_width`` set (the CLI's default
-    when --min-time is not given), once ``min_runs`` were timed and the p99 is answered
-    (``p99_answered``, stop reason "answer_valid"); in every case at ``max_time_s`` (a forced ``runs`` is
-    capped too, and the row says so, so a slow model is never mistaken for a hang). Warm-up
+    when --min-time is not given), once ``min_runs`` were timed, ``ANSWER_MIN_TIME_S`` passed
+    and the p99 is answered (``p99_answered``, stop reason "answer_valid"); in every case at
+    ``max_time_s`` (a forced ``runs`` is capped too, and the row says so, so a slow model is never
+    mistaken for a hang). Warm-up
     runs ``warmup_runs`` times and for at least ``warmup_time_s`` seconds, untimed.
     """
 
@@ -140,14 +140,15 @@ class RunControl:
         """Why a timed loop stops after ``n`` runs and ``elapsed_s`` seconds (None: go on).
         The same rule, in the same order, as the standalone worker's loop (runner.py), for the
         in-process TF reference; ``samples`` (the first ``n``) for the answer rule, which is
-        checked at ``answer_checkpoint`` counts only."""
+        checked at ``answer_checkpoint`` counts only, from ``ANSWER_MIN_TIME_S`` of timed wall time."""
         if self.runs is not None:
             if n >= self.runs:
                 return "runs"
         elif n >= self.min_runs and elapsed_s >= self.min_time_s:
             return "min_runs_and_min_time"
         elif (self.answer_width is not None and samples is not None and n >= self.min_runs
-              and answer_checkpoint(n, self.min_runs) and p99_answered(samples[:n], self.answer_width)):
+              and answer_checkpoint(n, self.min_runs) and elapsed_s >= ANSWER_MIN_TIME_S
+              and p99_answered(samples[:n], self.answer_width)):
             return "answer_valid"
         if elapsed_s >= self.max_time_s:
             return "max_time"
@@ -332,7 +333,9 @@ class RunResult:
                          "memory", "gc", "input_mapping", "state", "interrupted_by",
                          # issue 15: what ran the model and where the time went
                          "runtime_api", "accelerator", "fully_accelerated", "gpu_precision", "gpu_adapter",
-                         "delegation", "op_profile_raw", "op_profile_error")
+                         "delegation", "op_profile_raw", "op_profile_error",
+                         # issue 35: what the kernel saw of the timed loop (preemptions: the load signal)
+                         "timed_rusage")
 
     @classmethod
     def from_worker(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray], *, target: str, model_path: str,
@@ -364,13 +367,14 @@ class RunResult:
         )
 
     @classmethod
-    def pooled(cls, results: list["RunResult"], what: str) -> "RunResult":
+    def pooled(cls, results: list["RunResult"], what: str, order: Sequence[int] | None = None) -> "RunResult":
         """Several worker processes of one job (``--repeats``) as one result: the first process's
         facts and outputs, every process's samples pooled, the highest peak RSS, and
         ``extra["repeats"]``: one summary per process (its own percentiles: the run-level
-        replicates ``results compare`` tests changes against) and ``extra["repeat_warnings"]``
-        (each process's own latency warnings, then the run-to-run spread of p50). A failed
-        process makes the whole result that failure."""
+        replicates ``results compare`` tests changes against; ``order``: its place in the target's
+        sequence of worker processes, when the caller interleaved them) and
+        ``extra["repeat_warnings"]`` (each process's own latency warnings, then the run-to-run
+        spread of p50). A failed process makes the whole result that failure."""
         from edgebench.rows import Latency
 
         bad = next((r for r in results if r.status != "ok"), None)
@@ -379,17 +383,25 @@ class RunResult:
         first = results[0]
         reps, warnings = [], []
         for k, r in enumerate(results):
-            st = Latency.from_samples(r.samples_ns, what=f"process {k + 1} of {what}")
+            ru = r.extra.get("timed_rusage") if isinstance(r.extra.get("timed_rusage"), dict) else {}
+            st = Latency.from_samples(r.samples_ns, what=f"process {k + 1} of {what}",
+                                      preemptions=ru.get("involuntary_switches"))
             reps.append({"process": k + 1, "pid": r.extra.get("pid"), "samples": st.samples, "p50": st.p50,
                          "p90": st.p90, "p99": st.p99, "mean": st.mean, "qps": st.qps, "p99_valid": st.p99_valid,
-                         "peak_rss_bytes": r.peak_rss_bytes})
+                         "peak_rss_bytes": r.peak_rss_bytes, "stall_share": st.stall_share,
+                         "preemptions": st.preemptions, "loaded": st.loaded,
+                         **({"order": int(order[k])} if order is not None and k < len(order) else {})})
             warnings.extend(w for w in st.warnings if w not in warnings)
         p50s = [r["p50"] for r in reps]
         warnings.append(f"run-to-run: p50 across {len(p50s)} worker processes {min(p50s):.4g}-{max(p50s):.4g} ms "
                         f"(spread {max(p50s) / min(p50s) - 1:.1%})")
+        rus = [r.extra.get("timed_rusage") for r in results]
+        summed = ({k: sum(ru[k] for ru in rus) for k in rus[0]
+                   if all(isinstance(ru.get(k), (int, float)) for ru in rus)}
+                  if all(isinstance(ru, dict) for ru in rus) else None)
         return replace(first, samples_ns=np.concatenate([np.asarray(r.samples_ns, np.int64) for r in results]),
                        peak_rss_bytes=max((r.peak_rss_bytes or 0) for r in results) or first.peak_rss_bytes,
-                       extra={**first.extra, "repeats": reps, "repeat_warnings": warnings})
+                       extra={**first.extra, "repeats": reps, "repeat_warnings": warnings, "timed_rusage": summed})
 
     @classmethod
     def failed(cls, target: str, model_path: str, error: str, *, model_sha256: str = "",

@@ -36,7 +36,7 @@ from edgebench.targets.host_sensors import HostSampler
 # The standalone worker: runner.py (the entry point and the job/result contract) and the modules
 # it loads from its own folder; pushed together to devices.
 WORKER_FILES = tuple(RUNNER_PATH.with_name(n) for n in ("runner.py", "runner_io.py", "runner_modes.py",
-                                                          "runner_profile.py"))
+                                                          "runner_profile.py", "runner_stop.py"))
 MODEL_IO_PATH = Path(__file__).with_name("model_io.py")
 HOST_METHOD = "per-inference perf_counter_ns around invoke()"
 # Loading and describing a model (no timing): generous for a large model on a busy machine.

@@ -30,6 +30,9 @@ from edgebench.errors import BadInput, EdgebenchError, InfraError
 T = TypeVar("T")
 
 HOST_TARGETS = ("host",)
+# How --repeats' worker processes are ordered (``measure_in_rounds``); documents with replicates say
+# so, and each process's ``order`` in its row's ``repeats`` is its place in the target's sequence.
+PROCESS_ORDER = "interleaved: round k runs the k-th worker process of every row before any row's next one (ABAB...)"
 
 
 class Stop(KeyboardInterrupt):
@@ -188,3 +191,91 @@ def _device_lanes(devices, items, one, stop: threading.Event, out: LoopOutcome, 
         for th in threads:
             th.join()
         raise
+
+
+@dataclass
+class Rounds:
+    """What ``measure_in_rounds`` measured: per ``(target name, item index)`` the results of its
+    worker processes in the order they ran, and each one's place in its target's sequence."""
+
+    processes: dict[tuple[str, int], list[Any]] = field(default_factory=dict)
+    order: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    interrupted: str | None = None
+
+
+def measure_in_rounds(targets: Sequence[Any], items: Sequence[Any], rounds: int,
+                      measure: Callable[[Any, Any, int], Any], on_error: Callable[[Any, Any, EdgebenchError], Any],
+                      progress: Callable[[str], None] | None = None,
+                      describe: Callable[[Any, Any], str] | None = None) -> Rounds:
+    """Replicates that are replicates: each target runs round 1 of every item, then round 2 of every
+    item, ... (A1 B1 A2 B2 ..., as Chromium's Pinpoint alternates A/B runs), so load that comes and
+    goes on the machine falls on every item alike instead of on one item's processes. ``measure(target,
+    item, round)`` runs one worker process; hosts go first, one after another, then each device in
+    its own lane, as in :func:`run_on_targets`. An item whose process failed (``on_error`` gives its
+    result) runs no further rounds. Ctrl-C/SIGTERM stop after the current process: what was measured
+    is kept and ``interrupted`` names the signal."""
+    out = Rounds()
+    lock = threading.Lock()
+    stop = threading.Event()
+    say = progress or (lambda _m: None)
+    label = describe or (lambda t, it: f"{it} on {getattr(t, 'name', t)}")
+    lane_of = getattr(progress, "lane", None)
+
+    def target_rounds(target: Any) -> None:
+        seq = 0
+        dead: set[int] = set()
+        for r in range(rounds):
+            for i, item in enumerate(items):
+                if i in dead or stop.is_set():
+                    continue
+                seq += 1
+                text = f"{label(target, item)} (process {r + 1}/{rounds})"
+                say(text)
+                scope = lane_of(target.name, text) if lane_of and is_device(target) else nullcontext()
+                try:
+                    with scope:
+                        value = measure(target, item, r)
+                except EdgebenchError as err:
+                    value = on_error(target, item, err)
+                if getattr(value, "status", "ok") != "ok":
+                    dead.add(i)
+                with lock:
+                    out.processes.setdefault((target.name, i), []).append(value)
+                    out.order.setdefault((target.name, i), []).append(seq)
+
+    hosts = [t for t in targets if not is_device(t)]
+    devices = [t for t in targets if is_device(t)]
+    try:
+        for t in hosts:
+            target_rounds(t)
+        errors: dict[str, BaseException] = {}
+
+        def lane(target: Any) -> None:
+            try:
+                target_rounds(target)
+            except Exception as exc:  # noqa: BLE001 -- a lane's crash must not lose the other lanes
+                errors[target.name] = exc
+                err = InfraError(f"{target.name}: internal error {type(exc).__name__}: {exc}")
+                with lock:
+                    for i, item in enumerate(items):
+                        if (target.name, i) not in out.processes:
+                            out.processes[(target.name, i)] = [on_error(target, item, err)]
+                            out.order[(target.name, i)] = [0]
+
+        threads = [threading.Thread(target=lane, args=(t,), name=f"edgebench-lane-{t.name}", daemon=True)
+                   for t in devices]
+        for th in threads:
+            th.start()
+        try:
+            for th in threads:
+                while th.is_alive():
+                    th.join(timeout=0.2)
+        except KeyboardInterrupt:
+            stop.set()
+            for th in threads:
+                th.join()
+            raise
+    except KeyboardInterrupt as exc:
+        stop.set()
+        out.interrupted = interrupt_name(exc)
+    return out

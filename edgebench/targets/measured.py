@@ -15,6 +15,14 @@ TYPED_FACTS = ("stop_reason", "input_source", "n_input_samples", "nonfinite_outp
                "memory", "gc", "input_mapping", "state", "repeats", "repeat_warnings")
 
 
+def preemptions(run: RunResult) -> int | None:
+    """The worker's involuntary context switches during its timed loop(s) (``timed_rusage``; the
+    sum over ``--repeats``' processes), or None when the worker did not report them."""
+    ru = run.extra.get("timed_rusage")
+    v = ru.get("involuntary_switches") if isinstance(ru, dict) else None
+    return int(v) if isinstance(v, (int, float)) else None
+
+
 def measured_fields(run: RunResult, what: str, latency: Latency | None = None) -> dict[str, Any]:
     """``InferenceRow`` keyword arguments for what ``run`` measured (``what`` names the run in
     latency warnings; ``latency``: already derived from ``run.samples_ns``). Identity (model,
@@ -23,7 +31,8 @@ def measured_fields(run: RunResult, what: str, latency: Latency | None = None) -
     samples = tuple(int(x) for x in run.samples_ns)
     reps = ex.get("repeats")
     return {
-        "latency": latency if latency is not None else Latency.from_samples(run.samples_ns, what=what)
+        "latency": latency if latency is not None else Latency.from_samples(run.samples_ns, what=what,
+                                                                            preemptions=preemptions(run))
         if samples else None,
         "samples_ns": samples, "warmup": Warmup.from_samples(run.warmup_ns),
         "init_ms": run.init_ms, "first_inference_ms": run.first_inference_ms,

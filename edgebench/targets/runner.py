@@ -38,8 +38,10 @@ Writes ``result.json`` (facts, status, error) and ``result.npz`` (``samples_ns``
 ``warmup_ns``, ``out::<output name>`` when outputs are saved, ``lag_ns`` for paced runs)
 into ``out_dir``. Single-stream runs add ``timed_span_boottime_s`` [start, end] on
 CLOCK_BOOTTIME (the clock of /proc/uptime) so a target's sensor samples line up with the timed
-loop; paced runs add ``paced`` {period_ms, achieved_period_ms, late_starts}; sustained runs add
-``timeline`` {duration_s, report_every_s, start_boottime_s, windows: [{end_index, t_end_s,
+loop, and ``timed_rusage`` {cpu_s, involuntary_switches, voluntary_switches}: what the kernel
+counted for the whole process during the timed loop (involuntary switches = preemptions by other
+work: the parent's load signal weighs them); paced runs add ``paced`` {period_ms,
+achieved_period_ms, late_starts}; sustained runs add ``timeline`` {duration_s, report_every_s, start_boottime_s, windows: [{end_index, t_end_s,
 boottime_end_s}]}; cold starts add ``cold_start`` {count, xnnpack_cache, cache_bytes, starts:
 [{kind, cache, runtime, process_start_ms, init_ms, first_inference_ms, total_ms}]}; a
 cold-start child writes {ready_ns, first_done_ns, init_ms, first_inference_ms, runtime}.
@@ -112,10 +114,9 @@ def _sibling(name: str):
 
 
 _io = _sibling("runner_io")
+_stop = _sibling("runner_stop")
 _modes = _sibling("runner_modes")
 from runner_io import (  # noqa: E402,F401 -- the worker's parts (FAULT_ENV re-exported for tests)
-    DEFAULT_MAX_TIME_S,
-    DEFAULT_MIN_RUNS,
     EXIT_BAD_INPUT,
     EXIT_INFRA,
     EXIT_OK,
@@ -124,20 +125,27 @@ from runner_io import (  # noqa: E402,F401 -- the worker's parts (FAULT_ENV re-e
     GcPaused,
     JobError,
     Session,
-    StopRule,
     _json_default,
     _one_line,
     _where,
     check_flatbuffer,
     load_npz,
     load_runtime,
-    next_checkpoint,
     owned_bytes,
-    p99_answered,
     reset_peak_rss,
     rss_bytes,
     runtime_facts,
     serve_job,
+)
+from runner_stop import (  # noqa: E402,F401 -- the worker's stop rule (DEFAULT_MAX_TIME_S re-exported)
+    ANSWER_MIN_TIME_S,
+    DEFAULT_MAX_TIME_S,
+    DEFAULT_MIN_RUNS,
+    StopRule,
+    next_checkpoint,
+    p99_answered,
+    rusage,
+    rusage_delta,
 )
 from runner_modes import (  # noqa: E402,F401 -- (wait_until re-exported for tests)
     _count_nonfinite,
@@ -215,10 +223,12 @@ def run_single(job: dict, sess: Session) -> dict:
     cap, min_runs, min_t, max_t = rule.cap, rule.min_runs, rule.min_ns, rule.max_ns
     width = rule.answer_width
     check = min_runs if width is not None and cap is None else None   # the answer rule's next checkpoint
+    answer_min = ANSWER_MIN_TIME_S * 1e9
     samples = []
     append = samples.append
 
     b0 = boottime_s()   # the timed span on CLOCK_BOOTTIME, for the target's sensor samples (issue 17)
+    ru0 = rusage()
     stop_reason = "runs"
     with GcPaused() as paused:
         start = clock()
@@ -232,7 +242,7 @@ def run_single(job: dict, sess: Session) -> dict:
                 stop_reason = "min_runs_and_min_time"
                 break
             elif check is not None and i >= check:
-                if p99_answered(samples, width):
+                if el >= answer_min and p99_answered(samples, width):
                     stop_reason = "answer_valid"
                     break
                 check = next_checkpoint(check)
@@ -248,6 +258,7 @@ def run_single(job: dict, sess: Session) -> dict:
             i += 1
         wall_ns = clock() - start
     res["timed_span_boottime_s"] = [b0, boottime_s()]
+    res["timed_rusage"] = rusage_delta(ru0, rusage())
 
     res.update({
         "samples_ns": np.asarray(samples, np.int64),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import json
-import math
 import os
 import re
 import sys
@@ -29,73 +28,6 @@ QUANTIZE_CHUNK_BYTES = 16 << 20  # float64 temporaries of quantize() stay below 
 # "abort" -> os.abort() after loading the model, "hang" -> sleep forever, "profile-abort" -> the
 # op-profiling child aborts.
 FAULT_ENV = "EDGEBENCH_RUNNER_FAULT"
-
-
-# Run-control fallbacks for a job that omits them (the parent always sends RunControl's values;
-# the worker cannot import edgebench, so these mirror targets/base.RunControl's defaults). The p99
-# minimum is the one copy of measure.MIN_SAMPLES["p99"] outside measure.py, pinned equal to it by
-# tests/test_typed_renderers.py (the worker alone may not import it).
-DEFAULT_MIN_RUNS, DEFAULT_MIN_TIME_S, DEFAULT_MAX_TIME_S = 662, 1.0, 60.0
-
-
-class StopRule:
-    """The timed loops' stop rule from a job, in nanoseconds -- the same rule, in the same order,
-    as ``RunControl.stop_reason`` in the parent: ``--runs`` (still capped by max_time), else
-    min_runs and min_time both met, and never past max_time."""
-
-    def __init__(self, job: dict):
-        runs = job.get("runs")
-        self.cap = int(runs) if runs is not None else None
-        self.min_runs = int(job.get("min_runs", DEFAULT_MIN_RUNS))
-        self.min_ns = float(job.get("min_time_s", DEFAULT_MIN_TIME_S)) * 1e9
-        self.max_ns = float(job.get("max_time_s", DEFAULT_MAX_TIME_S)) * 1e9
-        aw = job.get("answer_width")          # absent (an older parent): time-based only
-        self.answer_width = float(aw) if aw is not None else None
-
-    def reason(self, n: int, elapsed_ns: float, samples=None) -> str | None:
-        """Why the loop stops after ``n`` runs and ``elapsed_ns`` (None: go on)."""
-        if self.cap is not None:
-            if n >= self.cap:
-                return "runs"
-        elif n >= self.min_runs and elapsed_ns >= self.min_ns:
-            return "min_runs_and_min_time"
-        elif (self.answer_width is not None and samples is not None and n >= self.min_runs
-              and answer_checkpoint(n, self.min_runs) and p99_answered(samples[:n], self.answer_width)):
-            return "answer_valid"
-        if elapsed_ns >= self.max_ns:   # also caps a forced --runs, so the parent's deadline stays meaningful
-            return "max_time"
-        return None
-
-
-# targets/base.py's answer rule, mirrored (the worker cannot import edgebench; a parity test keeps
-# them equal): the p99's 95 % order-statistic interval within ``width`` of the p99, checked at
-# min_runs and then each time the count grows by ANSWER_CHECK_GROWTH.
-ANSWER_CHECK_GROWTH = 1.25
-_Z95 = 1.959964
-
-
-def answer_checkpoint(n: int, min_runs: int) -> bool:
-    c = max(int(min_runs), 1)
-    while c < n:
-        c = int(math.ceil(c * ANSWER_CHECK_GROWTH))
-    return c == n
-
-
-def next_checkpoint(c: int) -> int:
-    return int(math.ceil(c * ANSWER_CHECK_GROWTH))
-
-
-def p99_answered(samples, width: float) -> bool:
-    n = len(samples)
-    if n < 2:
-        return False
-    s = np.sort(np.asarray(samples, dtype=np.float64))
-    m, d = 0.99 * n, _Z95 * math.sqrt(n * 0.99 * 0.01)
-    lo, hi = max(int(math.floor(m - d)), 1), int(math.ceil(m + d))
-    if hi > n:
-        return False
-    p99 = s[min(int(round(0.99 * (n - 1))), n - 1)]
-    return bool(p99 > 0 and (s[hi - 1] - s[lo - 1]) <= width * p99)
 
 
 class JobError(Exception):

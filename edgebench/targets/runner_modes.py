@@ -17,12 +17,12 @@ import time
 
 import numpy as np
 
+from runner_stop import StopRule  # noqa: E402 -- loaded by runner.py first (see its _sibling)
 from runner_io import (  # noqa: E402 -- loaded by runner.py first (see its _sibling)
     GcPaused,
     JobError,
     SPIN_NS,
     Session,
-    StopRule,
     _one_line,
     load_npz,
     load_runtime,

@@ -523,7 +523,8 @@ def profile_ops(model_path: str, threads: int | None, inputs: list[tuple[str, li
 
 
 def aggregate(raw: dict, nodes: list[dict] | None, delegation: dict | None) -> dict:
-    """Raw profiler events -> entries with mean and median microseconds per run, and totals.
+    """Raw profiler events -> entries with mean and median microseconds per run (and each run's
+    microseconds, ``us_per_run``, also of a partition's inner ops), and totals.
 
     Events come in buffer order; each run starts with the runtime's "Invoke" event. One entry per
     node the CPU interpreter ran, and ONE entry per delegate partition (the k-th group of inner
@@ -571,9 +572,13 @@ def aggregate(raw: dict, nodes: list[dict] | None, delegation: dict | None) -> d
         for k, node_index in enumerate(part_nodes):
             inner_names = [t for t, _ in per_run[0]["groups"][k]]
             inner_us = [0] * len(inner_names)
+            inner_runs: list[list[int]] = [[] for _ in inner_names]     # per run: the parent's medians
             for r in per_run:
-                for j, (_t, us) in enumerate(r["groups"][k][:len(inner_us)]):
+                got = r["groups"][k][:len(inner_us)]
+                for j, (_t, us) in enumerate(got):
                     inner_us[j] += us
+                for j in range(len(inner_us)):
+                    inner_runs[j].append(got[j][1] if j < len(got) else 0)
             ops = [names[m]["op"] for m in members[k] if m in names] if k < len(members) else []
             entries.append({"node": node_index, "op": "DELEGATE", "name": _partition_name(delegation, ops),
                             "delegated": True, "members": members[k] if k < len(members) else [],
@@ -581,7 +586,8 @@ def aggregate(raw: dict, nodes: list[dict] | None, delegation: dict | None) -> d
                                              if m in names],
                             "member_ops": ops,
                             "us_per_run": [sum(us for _, us in r["groups"][k]) for r in per_run],
-                            "inner": [{"op": t, "us": us} for t, us in zip(inner_names, inner_us)]})
+                            "inner": [{"op": t, "us": us, "us_per_run": runs_}
+                                      for t, us, runs_ in zip(inner_names, inner_us, inner_runs)]})
     elif any(r["groups"] for r in per_run):
         counts = sorted({len(r["groups"]) for r in per_run})
         note = (f"the delegate's inner events ({'/'.join(map(str, counts))} groups per run) could not be matched "
@@ -589,8 +595,8 @@ def aggregate(raw: dict, nodes: list[dict] | None, delegation: dict | None) -> d
         entries.append({"node": None, "op": "DELEGATE", "name": "all delegate partitions", "delegated": True,
                         "members": sorted(m for ms in members for m in ms),
                         "us_per_run": [sum(us for g in r["groups"] for _, us in g) for r in per_run]})
-    for e in entries:
-        e.update(_stats(e.pop("us_per_run")))
+    for e in entries:       # us_per_run stays: the parent takes per-op-type medians and their intervals
+        e.update(_stats(e["us_per_run"]))
     return {"runs": runs, "entries": entries, "invoke": _stats([r["invoke"] for r in per_run]), "note": note}
 
 

@@ -88,21 +88,36 @@ def split_note(by_type: dict) -> str:
     return text
 
 
+def _speedup_cell(x: dict) -> str:
+    if x.get("below_resolution"):
+        return "< resolution"
+    if x["speedup"] is None:
+        return "-"
+    text = f"{x['speedup']:.2f}x"
+    if x.get("ci"):
+        text += f" [{x['ci'][0]:.2f}, {x['ci'][1]:.2f}]"
+    return text + (" unstable" if x.get("unstable") else "")
+
+
 def render_speedups(rows: Sequence[InferenceRow], width: int | None = None) -> list:
     """FP32 -> quantized speed-up per op type, for every target with both profiled."""
     out: list = []
     for base, other in prof.profile_pairs(rows):
         a, b = base.precision or base.model, other.precision or other.model
-        cols = [Col("op type", identity=True),
-                *(Col(c, num=True) for c in (f"{a} ms", f"{b} ms", "speed-up", f"{b} on CPU interp. ms"))]
         flops = [prof.node_flops(x.model_path) if x.model_path else None for x in (base, other)]
+        rows_ = prof.speedup_by_op_type(base.op_profile or (), other.op_profile or (), base.op_profile_info,
+                                        other.op_profile_info, base_flops=flops[0], other_flops=flops[1])
+        medians = any(x["basis"] == "medians" for x in rows_)
+        cols = [Col("op type", identity=True),
+                *(Col(c, num=True) for c in (f"{a} ms", f"{b} ms", "speed-up" + (" [95% CI]" if medians else ""),
+                                             f"{b} on CPU interp. ms"))]
         cells = [[str(x["op_type"]), fmt_value(x["base_ms"], ".4f"), fmt_value(x["other_ms"], ".4f"),
-                  "< resolution" if x.get("below_resolution") else
-                  "-" if x["speedup"] is None else f"{x['speedup']:.2f}x",
-                  fmt_value(x["other_on_cpu_ms"] or None, ".4f")]
-                 for x in prof.speedup_by_op_type(base.op_profile or (), other.op_profile or (), *flops)[:TOP_OPS]]
+                  _speedup_cell(x), fmt_value(x["other_on_cpu_ms"] or None, ".4f")] for x in rows_[:TOP_OPS]]
+        caption = ("medians over the profiled runs; unstable: the interval spans more than "
+                   f"{prof.OP_UNSTABLE_SPAN:g}x" if medians else
+                   "ratios of per-op means (this profile kept no per-run times): stalls move them")
         out += fit_tables(f"{a} -> {b} per op type on {base.target} (speed-up > 1: faster)", cols, cells,
-                          width=width, wide=True)
+                          width=width, wide=True, caption=[e(caption)])
     return out
 
 

@@ -156,18 +156,30 @@ def _short(v: Any) -> str:
 
 
 _VERDICT_STYLE = {"worse": "bold red", "better": "bold green", "same": "dim", "not significant": "yellow",
-                  "n/a": "dim"}
+                  "n/a": "dim", "within threshold": "dim", "stalls": "yellow"}
+# How an interval that is not one for a rerun is named where it is printed (apart from the verdict).
+_APART = {"within-run": "within-run interval (one run a side: not an interval for a rerun)",
+          "loaded": "interval of these runs' load (stalls from other work)"}
 
 
 def _change_cell(ch: Any) -> str:
-    """The change as it reads: a ratio with its interval (``1.08x [1.05x, 1.11x]``), or an
-    absolute change in its unit (``-8.33 pp``)."""
+    """The change as it reads: a ratio with its interval for a rerun (``1.08x [1.05x, 1.11x]``), or an
+    absolute change in its unit (``-8.33 pp``). A within-run or load-bound interval is not printed
+    here, beside the verdict: the note carries it (``_note``)."""
     if ch.change is not None:
         return f"{ch.change:+.4g} {ch.unit}"
     if ch.ratio is None:
         return "-"
     text = f"{ch.ratio:.3f}x"
-    return text + (f" [{ch.ci[0]:.3f}x, {ch.ci[1]:.3f}x]" if ch.ci else "")
+    return text + (f" [{ch.ci[0]:.3f}x, {ch.ci[1]:.3f}x]" if ch.ci and ch.rerun_interval else "")
+
+
+def _note(ch: Any) -> str:
+    """The change's note, then an interval that is not one for a rerun, named for what it is."""
+    apart = _APART.get(ch.ci_basis) if ch.ci and not ch.rerun_interval else None
+    if not apart:
+        return ch.note
+    return "; ".join(x for x in (ch.note, f"{apart}: [{ch.ci[0]:.3f}x, {ch.ci[1]:.3f}x]") if x)
 
 
 _PANEL_LINES = 6         # an environment/method/configuration panel names at most this many rows
@@ -226,32 +238,35 @@ def render_results_compare(rep: Comparison | dict[str, Any], *, width: int | Non
     for pair, key in zip(cmp.pairs, keys):
         for ch in pair.changes:
             counts[ch.verdict] = counts.get(ch.verdict, 0) + 1
-            if ch.verdict in ("worse", "better"):
-                changed.append((ch.verdict != "worse", [key[j] for j in varies] + [
+            if ch.verdict in ("worse", "better", "stalls"):
+                changed.append(({"worse": 0, "stalls": 1}.get(ch.verdict, 2), [key[j] for j in varies] + [
                     ch.metric, _f(ch.a, ".4g"), _f(ch.b, ".4g"), _change_cell(ch),
                     Text(ch.verdict, style=_VERDICT_STYLE.get(ch.verdict, ""))]))
     shared = " / ".join(keys[0][j] for j in same) if same else ""
     total = sum(counts.values())
-    tally = ", ".join(f"{counts[v]} {v}" for v in ("worse", "better", "same", "not significant", "n/a")
-                      if counts.get(v))
+    tally = ", ".join(f"{counts[v]} {v}" for v in ("worse", "better", "stalls", "same", "within threshold",
+                                                   "not significant", "n/a") if counts.get(v))
     summary = (f"{total} metric(s) of {len(cmp.pairs)} row pair(s): {tally or 'none'}"
                + ("" if details else "; --details: every metric of every pair with its test, p and note"))
     if changed:
         cols = key_cols + [Col("metric", identity=True), Col("A", num=True), Col("B", num=True),
                            Col("change [95% CI]", num=True), Col("verdict")]
-        changed.sort(key=lambda x: x[0])             # worse first
+        changed.sort(key=lambda x: x[0])             # worse first, then stalls (load moved a mean or tail)
         parts.extend(fit_tables("what changed (B vs A)" + (f": {shared}" if shared else ""), cols,
                                 [c for _, c in changed], width=width, caption=[_e(summary)]))
     else:
         parts.append(_e(f"no metric changed significantly -- {summary}"))
     if details:
         for pair in cmp.pairs:
+            loaded = [s for s, f in zip("AB", pair.loaded) if f]
             title = (f"{' / '.join(pair.identity)}   samples {pair.n_samples[0]} vs {pair.n_samples[1]}, "
                      f"processes {pair.repeats[0]} vs {pair.repeats[1]}   run-to-run noise from: "
-                     f"{', '.join(pair.basis or ('-',))}")
+                     f"{', '.join(pair.basis or ('-',))}"
+                     + (f"   load signal on {' and '.join(loaded)}: the tail, mean and QPS reflect other work on "
+                        "this machine" if loaded else ""))
             rows = [[ch.metric, _f(ch.a, ".4g"), _f(ch.b, ".4g"), _change_cell(ch), str(ch.test or "-"),
                      "-" if ch.p_value is None else f"{ch.p_value:.2g}",
-                     Text(ch.verdict, style=_VERDICT_STYLE.get(ch.verdict, "")), str(ch.note or "-")]
+                     Text(ch.verdict, style=_VERDICT_STYLE.get(ch.verdict, "")), str(_note(ch) or "-")]
                     for ch in pair.changes]
             cols = [Col("metric", identity=True), Col("A", num=True), Col("B", num=True),
                     Col("change [95% CI]", num=True), Col("test", priority=2), Col("p", num=True),
@@ -267,9 +282,9 @@ def render_results_compare(rep: Comparison | dict[str, Any], *, width: int | Non
     if not cmp.pairs:
         parts.append("[yellow]no rows in common (rows are paired by model, precision, target, batch size)[/]")
     th = ", ".join(f"{k} {v:g}" for k, v in cmp.thresholds.items())
-    parts.append(_e(f"rule: a latency change counts when >= {cmp.min_ratio}x and p < {cmp.alpha} "
-                    f"({cmp.test}; p is the larger of the two); accuracy and drift when the absolute change "
-                    f"reaches {th}; {cmp.regressions} worse"))
+    parts.append(_e(f"rule: a latency change counts when >= {cmp.min_ratio}x and p < {cmp.alpha} (the larger "
+                    f"of the within-run and the run-to-run test; {cmp.test}); accuracy and drift when the "
+                    f"absolute change exceeds {th}; {cmp.regressions} worse"))
     return parts
 
 
@@ -280,14 +295,19 @@ def render_history(h: dict[str, Any]):
 
     conf = series_label(h.get("series") or {}, skip=())
     t = Table(title=_e(f"{h['model']} {h['metric']}  {conf}"))
-    for col in ("#", "created (UTC)", "run id", "value", "step"):
-        t.add_column(col, no_wrap=col != "step", overflow="fold")
+    for col in ("#", "created (UTC)", "run id", "value", "change point"):
+        t.add_column(col, no_wrap=col != "change point", overflow="fold")
     steps = {s["run_id"]: s for s in h["steps"]}
     for i, p in enumerate(h["points"]):
         s = steps.get(p["run_id"]) if p["step"] else None
-        mark = f"[bold red]level shift {s['ratio']:.2f}x (p={s['p_value']:.2g})[/]" if s else ""
+        mark = (f"[bold red]shifted {s['ratio']:.2f}x here: {_f(s['before'], '.4g')} -> {_f(s['after'], '.4g')} "
+                f"(p={s['p_value']:.2g})[/]" if s else "")
         t.add_row(str(i), p["created"][:19].replace("T", " "), p["run_id"][:12], f"{p['value']:.4g}", mark)
-    notes = [] if h["steps"] else ["no level shift (needs >= 1.1x and >= 4 runs on each side)"]
+    notes = [] if h["steps"] else ["no change point (a shift needs >= 1.1x)"]
+    if h.get("method"):
+        notes.append(_e(f"change points: {h['method']}"))
+    if h.get("note"):
+        notes.append(_e(h["note"]))
     if h.get("left_out"):
         notes.append(_e(f"{h['left_out']} run(s) left out: {h['left_out_reason']}"))
     t.caption = "\n".join(notes) or None
