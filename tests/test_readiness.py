@@ -122,15 +122,34 @@ def test_an_intel_compiled_file_is_pointed_at_the_host_dispatch_path(run_cli, ti
     assert code == 2 and "compiled for IntelOpenVINO LNL" in err and "--runtime compiled --accelerator npu" in err
 
 
-def test_npu_accelerator_registered_beats_an_inner_environments_not_loaded_line():
+# Lines LiteRT 2.3.0 logs for CompiledModel.from_file(..., NPU|CPU) on this CPU-only host (captured
+# with a venv without openvino, with the openvino wheel, and for a file AOT-compiled for Intel's CPU
+# backend). "NPU accelerator registered" comes first on every machine: it is no vendor library.
+_REGISTERED = ("INFO: [npu_registry.cc:30] NPU accelerator registered.\n"
+               "WARNING: [npu_registry.cc:34] NPU accelerator could not be loaded and registered: "
+               "kLiteRtStatusErrorNotFound.\n")
+
+
+def test_npu_is_there_only_when_a_vendor_plugin_or_dispatch_library_did_the_work():
     from edgebench.targets.runner_profile import accelerator_problem
 
-    not_loaded = "WARNING: [npu_registry.cc:34] NPU accelerator could not be loaded and registered: kLiteRtStatusErrorNotFound."
-    assert accelerator_problem("npu", not_loaded)                       # no dispatch library at all
-    assert accelerator_problem("npu", "INFO: [npu_registry.cc:30] NPU accelerator registered.\n" + not_loaded) is None
-    jit = ("INFO: [npu_registry.cc:30] NPU accelerator registered.\nINFO: [compiled_model.cc:1397] 0 compiler plugins "
-           "were applied successfully: \nERROR: [compiled_model.cc:1400] Plugin errs: IntelOpenVINO compiler plugin failed\n")
-    assert "could not compile the model" in accelerator_problem("npu", jit)   # never a silent CPU run
+    no_sdk = _REGISTERED + ("WARNING: [compiler_plugin.cc:312] Failed to load plugin at: .../libLiteRtCompilerPlugin_"
+                            "IntelOpenvino.so with error: libopenvino.so.2631: cannot open shared object file\n"
+                            "WARNING: [compiled_model.cc:1393] Failed to apply compiler plugins: No compiler plugin found\n"
+                            "INFO: Created TensorFlow Lite XNNPACK delegate for CPU.\n")
+    assert "LiteRT found no NPU dispatch library" in accelerator_problem("npu", no_sdk)   # a CPU run, never an NPU row
+    assert "LiteRT found no NPU dispatch library" in accelerator_problem("npu", _REGISTERED)
+    jit = _REGISTERED + ("INFO: [compiled_model.cc:1397] 0 compiler plugins were applied successfully: \n"
+                         "ERROR: [compiled_model.cc:1400] Plugin errs: IntelOpenVINO compiler plugin (ver 0.1.0) ERROR\n")
+    assert "could not compile the model" in accelerator_problem("npu", jit)
+    aot = _REGISTERED + ("WARNING: [compiled_model.cc:815] Compiler plugin path is provided in the environment, but the "
+                         "model is pre-compiled. Plugins won't be applied.\n"
+                         "INFO: [litert_dispatch.cc:186] Loading shared library: /venv/site-packages/ai_edge_litert/"
+                         "vendors/intel_openvino/dispatch/libLiteRtDispatch_IntelOpenvino.so\n")
+    assert accelerator_problem("npu", aot) is None
+    applied = _REGISTERED + "INFO: [compiled_model.cc:1397] 1 compiler plugins were applied successfully: Qualcomm\n"
+    assert accelerator_problem("npu", applied) is None
+    assert accelerator_problem("cpu", no_sdk) is None
 
 
 # ------------------------------------------------------------------------------ rows, gate, renderers

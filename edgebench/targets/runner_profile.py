@@ -141,18 +141,21 @@ class NativeLog:
 
 
 _ADAPTER = re.compile(r"Selected adapter: (.+)$", re.M)
+_PLUGINS_APPLIED = re.compile(r"\b[1-9]\d* compiler plugins? (?:was|were) applied successfully")
+_DISPATCH_LOADED = re.compile(r"Loading shared library: \S*LiteRtDispatch")
 _PLUGIN_ERRS = re.compile(r"0 compiler plugins were applied successfully.*?Plugin errs: ([^\n]+)", re.S)
 
 
 def accelerator_problem(accelerator: str, log: str) -> str | None:
     """Why the requested accelerator did not load (from LiteRT's own log), or None."""
-    # LiteRT logs "could not be loaded" for every environment it makes, also the inner ones after a
-    # vendor dispatch library did register the NPU (an Intel OpenVINO install): registered wins.
-    if accelerator == "npu" and "NPU accelerator could not be loaded" in log and "NPU accelerator registered" not in log:
+    # "NPU accelerator registered" is logged on every machine (the accelerator object, not a vendor
+    # library): the NPU is there only when a vendor's compiler plugin was applied to the model or,
+    # for a file compiled ahead of time, a vendor's dispatch library was loaded.
+    plugin = _PLUGIN_ERRS.search(log)
+    if accelerator == "npu" and not plugin and not (_PLUGINS_APPLIED.search(log) or _DISPATCH_LOADED.search(log)):
         return ("accelerator 'npu' is not available on this machine: LiteRT found no NPU dispatch library "
                 "(no vendor SDK for this SoC); available here: cpu, and gpu when a Vulkan/OpenCL driver is "
                 "installed; run NPU models on a device with --targets adb:SERIAL")
-    plugin = _PLUGIN_ERRS.search(log)
     if accelerator == "npu" and plugin:
         # a model not compiled ahead of time: the vendor's compiler failed on this host, so LiteRT
         # would run every op on the CPU while calling it an NPU run
