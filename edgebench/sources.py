@@ -25,11 +25,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib
-import importlib.util
 import os
 import re
-import sys
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -46,6 +43,7 @@ from edgebench.keras2_export import export_tf_keras
 from edgebench.profile import describe_tflite
 from edgebench.savedmodel import DEFAULT_SIGNATURE, SERVE_TAG, graph_session, quiet_v1, read_signature
 from edgebench.tflite_model import precision as tflite_precision
+from edgebench.user_code import import_user_module
 from edgebench.trust import (check_keras_file, check_output_dir, check_saved_model, own_dir, refusal,
                              safe_mode_refusal, tf_keras_safe_mode)
 
@@ -493,37 +491,8 @@ def _registered_name(obj: Any) -> str | None:
 
 
 def _import_one(spec: str):
-    if spec.endswith(".py") or os.sep in spec:
-        path = Path(spec)
-        if not path.is_file():
-            raise BadInput(f"--import {spec}: no such file; give a module name or the path of the .py file "
-                           "that defines the model's custom classes")
-        name = path.stem
-        if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(path.resolve()):
-            return sys.modules[name]
-        loader_spec = importlib.util.spec_from_file_location(name, path.resolve())
-        if loader_spec is None or loader_spec.loader is None:
-            raise BadInput(f"--import {spec}: not a Python module file")
-        mod = importlib.util.module_from_spec(loader_spec)
-        sys.modules[name] = mod
-        try:
-            loader_spec.loader.exec_module(mod)
-        except Exception as e:  # noqa: BLE001 -- the user's module failed to run
-            sys.modules.pop(name, None)
-            raise BadInput(f"--import {spec}: importing it failed ({type(e).__name__}: {first_line(e)}); fix the "
-                           "module or its dependencies") from None
-        return mod
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.append(cwd)   # `edgebench` run from the folder holding my_layers.py
-    try:
-        return importlib.import_module(spec)
-    except ModuleNotFoundError as e:
-        raise BadInput(f"--import {spec}: no module named {e.name!r} (searched PYTHONPATH and {cwd}); give the "
-                       "module name or the path of the .py file that defines the custom classes") from None
-    except Exception as e:  # noqa: BLE001
-        raise BadInput(f"--import {spec}: importing it failed ({type(e).__name__}: {first_line(e)}); fix the "
-                       "module or its dependencies") from None
+    return import_user_module(spec, flag="--import", file_name=lambda path: path.stem,
+                              what="the module name or the path of the .py file that defines the model's custom classes")
 
 
 _MISSING_CLASS = re.compile(r"Could not locate (?:class|function) '([\w.>]+)'|Unknown (?:layer|object|class)[^']*'([\w.>]+)'")

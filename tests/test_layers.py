@@ -24,7 +24,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "edgebench.results", "edgebench.envlock", "edgebench.peak", "edgebench.profiles",
                     "edgebench.models", "edgebench.tflite_model", "edgebench.tflite_rewrite",
                     "edgebench.formats", "edgebench.litertlm", "edgebench.bounded", "edgebench.trust",
-                    "edgebench.redact", "edgebench.printable")),
+                    "edgebench.redact", "edgebench.printable", "edgebench.user_code")),
     ("model and data", ("edgebench.data", "edgebench.state_rule", "edgebench.savedmodel", "edgebench.compare", "edgebench.rows",
                         "edgebench.rows.*", "edgebench.metrics", "edgebench.identity")),
     ("runtimes", ("edgebench.targets", "edgebench.targets.*", "edgebench.profile", "edgebench.sustain",

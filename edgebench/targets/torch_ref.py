@@ -21,11 +21,7 @@ would shadow the real package.)
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.util
 import inspect as pyinspect
-import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +35,7 @@ from edgebench.errors import BadInput, first_line
 from edgebench.fingerprint import host_fingerprint
 from edgebench.targets.base import Job, RunResult
 from edgebench.targets.runner_io import GcPaused
+from edgebench.user_code import import_user_module
 
 INSTALL = "pip install 'edgebench[torch]'"
 TORCH_VERSION = "2.13.0"       # the CPU wheel the [torch] extra pins (a plain install resolves a CUDA build)
@@ -66,34 +63,8 @@ def require_torch(why: str):
 
 
 def _import_user_module(spec: str):
-    if spec.endswith(".py") or os.sep in spec:
-        path = Path(spec)
-        if not path.is_file():
-            raise BadInput(f"--torch {spec}: no such file; give MODULE:FACTORY with a module name or a .py path")
-        name = f"_edgebench_torch_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}"
-        if name in sys.modules:
-            return sys.modules[name]
-        loader = importlib.util.spec_from_file_location(name, path.resolve())
-        if loader is None or loader.loader is None:
-            raise BadInput(f"--torch {spec}: not a Python module file")
-        mod = importlib.util.module_from_spec(loader)
-        sys.modules[name] = mod
-        try:
-            loader.loader.exec_module(mod)
-        except Exception as e:  # noqa: BLE001 -- the user's module failed to run
-            sys.modules.pop(name, None)
-            raise BadInput(f"--torch {spec}: importing it failed ({type(e).__name__}: {first_line(e)}); fix the "
-                           "module or its dependencies") from None
-        return mod
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
-    try:
-        return importlib.import_module(spec)
-    except ModuleNotFoundError as e:
-        raise BadInput(f"--torch {spec}: no module named {e.name!r} (searched PYTHONPATH and {os.getcwd()}); give "
-                       "MODULE:FACTORY with a module name or a .py path") from None
-    except Exception as e:  # noqa: BLE001
-        raise BadInput(f"--torch {spec}: importing it failed ({type(e).__name__}: {first_line(e)})") from None
+    return import_user_module(spec, flag="--torch", what="MODULE:FACTORY with a module name or a .py path",
+                              file_name=lambda path: f"_edgebench_torch_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}")
 
 
 _LOADED: dict[TorchSpec, tuple[Any, tuple[str, ...], Any]] = {}
