@@ -178,6 +178,12 @@ def _device_lanes(devices, items, one, stop: threading.Event, out: LoopOutcome, 
                 for i, item in enumerate(items):
                     out.results.setdefault((target.name, i), on_error(target, item, err))
 
+    run_lanes(devices, lane, stop)
+
+
+def run_lanes(devices, lane, stop: threading.Event) -> None:
+    """``lane(target)`` on a thread per device; on Ctrl-C ``stop`` is set, every lane finishes its
+    current run (and cleans up on the device), then the interrupt goes on."""
     threads = [threading.Thread(target=lane, args=(t,), name=f"edgebench-lane-{t.name}", daemon=True)
                for t in devices]
     for th in threads:
@@ -187,7 +193,7 @@ def _device_lanes(devices, items, one, stop: threading.Event, out: LoopOutcome, 
             while th.is_alive():
                 th.join(timeout=0.2)   # short joins keep the main thread responsive to signals
     except KeyboardInterrupt:
-        stop.set()                      # lanes finish their current run (and clean up on the device)
+        stop.set()
         for th in threads:
             th.join()
         raise
@@ -262,19 +268,7 @@ def measure_in_rounds(targets: Sequence[Any], items: Sequence[Any], rounds: int,
                             out.processes[(target.name, i)] = [on_error(target, item, err)]
                             out.order[(target.name, i)] = [0]
 
-        threads = [threading.Thread(target=lane, args=(t,), name=f"edgebench-lane-{t.name}", daemon=True)
-                   for t in devices]
-        for th in threads:
-            th.start()
-        try:
-            for th in threads:
-                while th.is_alive():
-                    th.join(timeout=0.2)
-        except KeyboardInterrupt:
-            stop.set()
-            for th in threads:
-                th.join()
-            raise
+        run_lanes(devices, lane, stop)
     except KeyboardInterrupt as exc:
         stop.set()
         out.interrupted = interrupt_name(exc)
