@@ -20,6 +20,15 @@ os.environ.setdefault("EDGEBENCH_CACHE_DIR", str(_SESSION_TMP / "cache"))
 os.environ["EDGEBENCH_DATA_DIR"] = str(_SESSION_TMP / "data")
 os.environ["EDGEBENCH_DB"] = str(_SESSION_TMP / "data" / "results.db")
 (_SESSION_TMP / "data").mkdir(parents=True, exist_ok=True)
+from edgebench.convert_worker import ISOLATION_ENV  # noqa: E402 -- after the env above; no TensorFlow import
+
+# Conversions run in the pytest process, which has TensorFlow imported already. The default, a
+# conversion worker per command (edgebench/convert_worker.py), costs every conversion a second
+# TensorFlow import and a second load of the source: 75 s -> 176 s for test_pipeline.py plus
+# test_convert.py. The worker path is tested where it matters, through the `isolated_conversions`
+# fixture: models that keep state in variables (a calibrator crash must be one failed row), and
+# every reference model end to end. EDGEBENCH_CONVERT_ISOLATED=1 scripts/test runs all of it so.
+os.environ.setdefault(ISOLATION_ENV, "0")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -61,6 +70,12 @@ def require_extra(module: str, extra: str):
 @pytest.fixture(scope="session")
 def session_tmp() -> Path:
     return _SESSION_TMP
+
+
+@pytest.fixture()
+def isolated_conversions(monkeypatch):
+    """Calibrated precisions convert in the conversion worker, as they do by default outside tests."""
+    monkeypatch.setenv(ISOLATION_ENV, "1")
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,9 @@ import pytest
 
 MODELS = ["digits", "resnet50", "mobilenetv2", "bert", "ssd_mobilenet"]
 
+# Conversions here take the default path: calibrated precisions in the conversion worker.
+pytestmark = pytest.mark.usefixtures("isolated_conversions")
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", MODELS)

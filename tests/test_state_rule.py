@@ -19,6 +19,9 @@ from edgebench.errors import BadInput
 from edgebench.state_rule import StateRule, resolve, split_stream_data, stream_decisions
 from edgebench.targets.host import HostTarget
 
+# Conversions here take the default path: calibrated precisions in the conversion worker.
+pytestmark = pytest.mark.usefixtures("isolated_conversions")
+
 STREAMS, WINDOWS = 4, 8
 FAST = ("--min-time", "0.02", "--min-runs", "20", "--warmup-runs", "1")
 

@@ -16,6 +16,9 @@ from edgebench.targets.host import HostTarget
 
 pytest_plugins = ["conftest_bench"]
 
+# Conversions here take the default path: calibrated precisions in the conversion worker.
+pytestmark = pytest.mark.usefixtures("isolated_conversions")
+
 
 @pytest.fixture(scope="module")
 def lstm(tmp_path_factory):
