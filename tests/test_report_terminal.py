@@ -96,6 +96,28 @@ def test_results_compare_and_history_keep_numbers_whole():
     assert_intact(render(render_history(hist)), ["0.06441", "2026-12-01 10:00:00", "c" * 12])
 
 
+def test_results_compare_names_an_llm_shape_and_a_batch_in_the_key():
+    """One llm-bench pair (key model, precision, target, prefill, decode: no batch) and a batched
+    pair: each key part gets its own column name, and the shape is tokens, not a batch."""
+    from edgebench.report.terminal.results import render_results_compare
+    from edgebench.rows.records import ComparedPair
+    from edgebench.stats import Change
+
+    assert ComparedPair.of({"key": ["tiny-llama", "dynamic", "host", 64, 16]}).identity == [
+        "tiny-llama", "dynamic", "host", "64+16 tokens"]
+    assert ComparedPair.of({"key": ["m", "int8", "host", 8]}).identity == ["m", "int8", "host", "batch 8"]
+    assert ComparedPair.of({"key": ["m", "int8", "host", 8, 64, 16]}).identity[3:] == ["batch 8", "64+16 tokens"]
+    rule = {"min_ratio": 1.1, "alpha": 0.002, "test": "Mann-Whitney U, two-sided"}
+    for key, name, cell in ((["tiny-llama", "dynamic", "host", 64, 16], "tokens", "64+16 tokens"),
+                            (["digits", "int8", "host", 8], "batch", "batch 8")):
+        rep = {"a": "a" * 32, "b": "b" * 32, "fingerprint_diff": [], "unmatched_a": [], "unmatched_b": [],
+               "regressions": 1, "rule": rule,
+               "pairs": [{"key": key, "n_samples": [3, 3], "fingerprint_diff": [],
+                          "changes": [Change("decode tok/s", 4000.0, 6000.0, 1.5, 1e-4, "better", True, "")]}]}
+        text = render(render_results_compare(rep, width=120, details=True))
+        assert name in text and cell in text, text
+
+
 def test_train_table_at_80_columns_drops_columns_not_ids():
     from edgebench.report.terminal.train import render_train
 

@@ -276,8 +276,13 @@ class ComparedPair:
 
     @property
     def identity(self) -> list[str]:
-        """model, precision, target (and "batch N" when batched)."""
-        return list(self.key[:3]) + [f"batch {k}" for k in self.key[3:] if k not in ("None", "")]
+        """model, precision, target, then "batch N" when batched and "P+D tokens" for an llm-bench
+        row's shape (``stats._row_key``; the stored key leaves out what a row does not have, and an
+        llm-bench row has no batch, so two trailing parts are a shape, one or three start with a batch)."""
+        rest = [k for k in self.key[3:] if k not in ("None", "")]
+        batch, shape = (rest[:1], rest[1:]) if len(rest) % 2 else ([], rest)
+        return (list(self.key[:3]) + [f"batch {k}" for k in batch]
+                + [f"{p}+{d} tokens" for p, d in zip(shape[::2], shape[1::2])])
 
     @classmethod
     def of(cls, d: Any) -> "ComparedPair":

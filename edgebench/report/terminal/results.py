@@ -230,7 +230,8 @@ def render_results_compare(rep: Comparison | dict[str, Any], *, width: int | Non
     width_key = max((len(p.identity) for p in cmp.pairs), default=3)
     keys = [p.identity + [""] * (width_key - len(p.identity)) for p in cmp.pairs]
     # a part of the key every pair shares (one model, one target) goes into the title, not a column
-    names = ("model", "precision", "target", "batch")[:width_key]
+    longest = max((p.identity for p in cmp.pairs), key=len, default=[])
+    names = ["model", "precision", "target"] + ["tokens" if v.endswith(" tokens") else "batch" for v in longest[3:]]
     same = [j for j in range(width_key) if len({k[j] for k in keys}) == 1 and len(keys) > 1]
     varies = [j for j in range(width_key) if j not in same]
     key_cols = [Col(names[j], identity=True) for j in varies]
