@@ -3,7 +3,7 @@
 Each builder module defines ``TASK``, ``DESCRIPTION``, ``BUILDER_VERSION``, ``CONFIGS`` (per size),
 ``inputs(cfg)``, ``build_keras(cfg, seed)``, ``training_batch(cfg, batch_size, seed)``,
 ``training_loss(cfg)`` and ``build(cfg, seed, out_dir) -> info extras``. TensorFlow/Keras are
-imported inside the functions so that listing models stays cheap. ``edgebench.models`` is the
+imported inside the functions so that listing models stays cheap. ``edgebench.model.catalog`` is the
 public API (registry, caching, validation); use that, not these modules directly.
 """
 

@@ -3,7 +3,7 @@
 
 edgebench's benchmark_model path takes one sample per process: the binary runs with
 ``--num_runs=1`` once per sample inside one device-side ``sh`` loop. This script runs that very
-loop on the host, with the LiteRT stand-in of benchmark_model (``edgebench.sim``), and compares
+loop on the host, with the LiteRT stand-in of benchmark_model (``edgebench.targets.sim``), and compares
 the per-process samples' p50/p90 with the steady-state samples of edgebench's host worker (one
 process, warm, thousands of runs) on the same model:
 
@@ -32,7 +32,7 @@ import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from edgebench.sim import benchmark_model_standin as standin  # noqa: E402
+from edgebench.targets.sim import benchmark_model_standin as standin  # noqa: E402
 from edgebench.targets import benchmark_model as bm  # noqa: E402
 from edgebench.targets.base import Job, RunControl  # noqa: E402
 from edgebench.targets.host import HostTarget  # noqa: E402
@@ -40,7 +40,7 @@ from edgebench.targets.host import HostTarget  # noqa: E402
 
 def default_model(work: Path) -> Path:
     """MobileNetV2 (alpha 0.35, 32x32x3, the `mobilenetv2` tiny reference model) as FP32 .tflite."""
-    from edgebench.convert import ConvertSettings, convert
+    from edgebench.convert.run import ConvertSettings, convert
 
     m = convert(ConvertSettings(src="mobilenetv2", precisions=("fp32",), out_dir=str(work / "conv")))
     return Path(m["variants"]["fp32"]["path"])

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What converting in a worker process costs (edgebench.convert_worker): the whole `edgebench
+"""What converting in a worker process costs (edgebench.convert.worker): the whole `edgebench
 convert` command, A in the command's own process (EDGEBENCH_CONVERT_ISOLATED=0), B in the
 pre-started conversion worker (the default), alternated --rounds times, each a fresh CLI process
 into a fresh --out folder. Prints each round's wall times and the median B/A ratio and difference.

@@ -50,7 +50,7 @@ def main() -> int:
 
     import numpy as np
 
-    from edgebench import load
+    from edgebench.bench import load
     from edgebench.rows import Latency
     from edgebench.targets import host as host_mod
     from edgebench.targets.base import Job, RunControl

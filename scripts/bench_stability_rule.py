@@ -33,7 +33,7 @@ def _spin(stop_at: float) -> None:
 def measure(models: dict[str, Path], runs: int, min_time: float) -> dict[str, list[tuple]]:
     import numpy as np
 
-    from edgebench.measure import load_signal, window_median_spread
+    from edgebench.core.latency import load_signal, window_median_spread
     from edgebench.targets.base import Job, RunControl
     from edgebench.targets.host import HostTarget
 
@@ -54,7 +54,7 @@ def _span(values: list[float], fmt: str) -> str:
 
 
 def report(label: str, got: dict[str, list[tuple]]) -> None:
-    from edgebench.measure import CV_WARN, MEDIAN_WARN
+    from edgebench.core.latency import CV_WARN, MEDIAN_WARN
 
     for prec, vals in got.items():
         old = sum(cv >= CV_WARN for cv, *_ in vals)
@@ -81,8 +81,8 @@ def main() -> None:
     args = ap.parse_args()
     import tempfile
 
-    from edgebench.convert import ConvertSettings, convert
-    from edgebench.sources import SourceOptions
+    from edgebench.convert.run import ConvertSettings, convert
+    from edgebench.sources.resolve import SourceOptions
 
     manifest = convert(ConvertSettings(src="digits", precisions=("fp32", "int8"), out_dir=tempfile.mkdtemp(),
                                        source=SourceOptions(static_batch=True)))   # as convert-and-compare

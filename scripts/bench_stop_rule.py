@@ -61,9 +61,9 @@ def _spin(stop_at: float) -> None:
 def collect(seconds: float, processes: int, load: int) -> dict[str, np.ndarray]:
     """{"<cond> <what> <k>": samples ns} for cond idle/loaded, what fp32/int8 (LiteRT) and tf-batch."""
     sys.path.insert(0, str(ROOT))
-    from edgebench import models
-    from edgebench.convert import ConvertSettings, convert
-    from edgebench.sources import SourceOptions
+    from edgebench.model import catalog as models
+    from edgebench.convert.run import ConvertSettings, convert
+    from edgebench.sources.resolve import SourceOptions
     from edgebench.targets.base import Job, RunControl
     from edgebench.targets.host import HostTarget
 
@@ -115,7 +115,7 @@ def _tf_batch_call(built):
     """A function timing the digits SavedModel's batch-32 call for S seconds (after 0.1 s of warm-up)."""
     import tensorflow as tf
 
-    from edgebench.data import InputSet
+    from edgebench.model.inputs import InputSet
 
     fn = tf.saved_model.load(str(built.saved_model_dir)).signatures["serving_default"]
     ds = InputSet.load(str(built.evaluation_npz))

@@ -83,7 +83,7 @@ def digits_inputs(n: int) -> np.ndarray:
 
 def run_board(cached: Path, root: Path, core: str, model: Path, mode: str) -> dict[str, np.ndarray]:
     """The worker inside the board clone ROOT, as the simulated device runs commands."""
-    from edgebench.sim.adbd import SimConfig, SimDevice
+    from edgebench.targets.sim.adbd import SimConfig, SimDevice
 
     dev = SimDevice(root, SimConfig.for_board(cached, qemu_cpu=core))
     dev.build()                     # /proc/cpuinfo and /sys describe this core
@@ -194,7 +194,7 @@ def main() -> int:
     ap.add_argument("--model", help="an INT8 .tflite with float or int8 input (default: digits INT8)")
     ap.add_argument("--samples", type=int, default=200)
     args = ap.parse_args()
-    from edgebench.sim import board
+    from edgebench.targets.sim import board
 
     reason = board.unavailable_reason()
     if reason:

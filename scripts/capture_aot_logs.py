@@ -53,7 +53,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "tests" / "fixtures" / "aot"))
     args = ap.parse_args()
-    from edgebench.aot import vendors
+    from edgebench.readiness.aot import vendors
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -31,10 +31,10 @@ from hostile_inputs import deflate_npz, huge_shape_npz, zip_bomb_member  # noqa:
 CHILD = textwrap.dedent("""
     import json, sys, time
     kind, path = sys.argv[1], sys.argv[2]
-    from edgebench.data import Signature, TensorSpec, load_data
-    from edgebench.matrix import load_matrix
+    from edgebench.model.inputs import Signature, TensorSpec, load_data
+    from edgebench.matrix.run import load_matrix
     from edgebench.targets.benchmark_model.parse import parse_log
-    from edgebench.trust import read_keras_config
+    from edgebench.sources.trust import read_keras_config
     t0 = time.perf_counter()                  # the call alone: imports are done
     try:
         if kind == "npz":

@@ -7,7 +7,7 @@ prints, per file, the op-type shares two ways from the same profile:
 
 * by XNNPACK's own operator names (what the op-type table printed before issue 33.7): every 1x1
   convolution is a "Fully Connected" GEMM there;
-* by the model's ops (``edgebench.profile.by_op_type``: the inner operators matched to the
+* by the model's ops (``edgebench.targets.profile.by_op_type``: the inner operators matched to the
   partition's nodes in order);
 
 and the share of FLOPs per op kind from the flatbuffer (pointwise = 1x1 CONV_2D), for comparison.
@@ -60,10 +60,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--min-time", type=float, default=1.0)
     args = ap.parse_args(argv)
 
-    from edgebench import profile as prof
-    from edgebench.bench import BenchSettings, run_bench
+    from edgebench.targets import profile as prof
+    from edgebench.bench.run import BenchSettings, run_bench
     from edgebench.targets.base import RunControl
-    from edgebench.tflite_model import inspect
+    from edgebench.model.tflite_model import inspect
 
     with tempfile.TemporaryDirectory() as tmp:
         models = build(Path(tmp), args.alpha, args.size)

@@ -30,8 +30,8 @@ def main() -> int:
                     help="'all' (LiteRT's registered SoCs) plus any others a loaded plugin lists")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
-    from edgebench.aot import vendors
-    from edgebench.readiness import ReadinessSettings, readiness
+    from edgebench.readiness.aot import vendors
+    from edgebench.readiness.run import ReadinessSettings, readiness
     from reference_models.npu_probe import export
 
     socs = args.soc.split(",")

@@ -79,9 +79,9 @@ def _conv(path: Path, layers: int) -> str:
 def collect(runs: int, repeats: int, load: int, seconds: float) -> dict:
     """{"models": [...], "conditions": {cond: [doc, ...]}}: bench documents of this tree."""
     sys.path.insert(0, str(ROOT))
-    from edgebench.bench import BenchSettings, run_bench
-    from edgebench.convert import ConvertSettings, convert
-    from edgebench.sources import SourceOptions
+    from edgebench.bench.run import BenchSettings, run_bench
+    from edgebench.convert.run import ConvertSettings, convert
+    from edgebench.sources.resolve import SourceOptions
     from edgebench.targets.base import RunControl
 
     out_dir = Path(tempfile.mkdtemp(prefix="eb-power-"))
@@ -159,7 +159,7 @@ def _covers(c) -> bool | None:
 
 
 def replay(path: str) -> dict:
-    from edgebench import stats
+    from edgebench.judge import stats
 
     data = json.loads(Path(path).read_text())
     models = data["models"]
@@ -204,7 +204,7 @@ def replay(path: str) -> dict:
 
 def _history_pairs(stats, singles: list[dict], fp: dict) -> dict:
     """Store the first 10 single runs, then compare each later consecutive pair with that history."""
-    from edgebench.store import Store
+    from edgebench.store.db import Store
 
     history, rest = singles[:10], singles[10:]
     flagged, cov, n = 0, [], 0
@@ -292,9 +292,9 @@ def sim_row(runs: list[np.ndarray]) -> dict:
 
 
 def sim_compare(docs_history: list[dict], a: dict, b: dict):
-    from edgebench import stats
-    from edgebench.results import envelope
-    from edgebench.store import Store
+    from edgebench.judge import stats
+    from edgebench.core.result_file import envelope
+    from edgebench.store.db import Store
 
     with Store(str(Path(tempfile.mkdtemp(prefix="eb-power-")) / "r.db")) as st:
         for i, d in enumerate(docs_history):

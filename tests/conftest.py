@@ -20,10 +20,10 @@ os.environ.setdefault("EDGEBENCH_CACHE_DIR", str(_SESSION_TMP / "cache"))
 os.environ["EDGEBENCH_DATA_DIR"] = str(_SESSION_TMP / "data")
 os.environ["EDGEBENCH_DB"] = str(_SESSION_TMP / "data" / "results.db")
 (_SESSION_TMP / "data").mkdir(parents=True, exist_ok=True)
-from edgebench.convert_worker import ISOLATION_ENV  # noqa: E402 -- after the env above; no TensorFlow import
+from edgebench.convert.worker import ISOLATION_ENV  # noqa: E402 -- after the env above; no TensorFlow import
 
 # Conversions run in the pytest process, which has TensorFlow imported already. The default, a
-# conversion worker per command (edgebench/convert_worker.py), costs every conversion a second
+# conversion worker per command (edgebench/convert/worker.py), costs every conversion a second
 # TensorFlow import and a second load of the source: 75 s -> 176 s for test_pipeline.py plus
 # test_convert.py. The worker path is tested where it matters, through the `isolated_conversions`
 # fixture: models that keep state in variables (a calibrator crash must be one failed row), and
@@ -81,7 +81,7 @@ def isolated_conversions(monkeypatch):
 @pytest.fixture(scope="session")
 def digits_model():
     """The digits reference model (trained on scikit-learn digits), built once per session."""
-    from edgebench import models
+    from edgebench.model import catalog as models
 
     return models.build("digits", "tiny")
 

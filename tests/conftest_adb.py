@@ -2,7 +2,7 @@
 
 ``adb_server`` starts ``adb -P PORT start-server`` once per session and sets
 ANDROID_ADB_SERVER_PORT (before anything starts a server on the default port); it kills that
-server at the end. ``make_sim(**config)`` starts a simulated device (edgebench.sim.adbd) in a
+server at the end. ``make_sim(**config)`` starts a simulated device (edgebench.targets.sim.adbd) in a
 fresh sandbox, ``adb connect``s it through the real server and waits until ``adb devices``
 shows it as ``device`` (``adb connect`` exits 0 even when it failed); it disconnects and stops
 every device it started. ``make_board(**config)`` does the same for a device running inside
@@ -80,7 +80,7 @@ def adb_server():
 
 def _device_factory(adb_server, tmp_path, make_config):
     """Start devices (SimConfig from ``make_config(**config)``), connect them, stop them after."""
-    from edgebench.sim.adbd import SimDevice
+    from edgebench.targets.sim.adbd import SimDevice
 
     started: list = []
 
@@ -114,7 +114,7 @@ def _stop_all(adb_server, started) -> None:
 @pytest.fixture()
 def make_sim(adb_server, tmp_path):
     """Factory: make_sim(connect=True, wait_for="device", **SimConfig fields) -> SimDevice."""
-    from edgebench.sim.adbd import SimConfig
+    from edgebench.targets.sim.adbd import SimConfig
 
     make, started = _device_factory(adb_server, tmp_path, SimConfig)
     yield make
@@ -123,11 +123,11 @@ def make_sim(adb_server, tmp_path):
 
 @pytest.fixture(scope="session")
 def board_rootfs() -> Path:
-    """The cached arm64 board (built on first use: ~10-60 s; see edgebench.sim.board).
+    """The cached arm64 board (built on first use: ~10-60 s; see edgebench.targets.sim.board).
 
     Skipped only when this machine cannot run arm64 programs or chroot (the reason says which
     and the fix); under scripts/test ($EDGEBENCH_REQUIRE_BOARD=1) that is a failure instead."""
-    from edgebench.sim import board
+    from edgebench.targets.sim import board
 
     reason = board.unavailable_reason()
     if reason:
@@ -141,7 +141,7 @@ def board_rootfs() -> Path:
 def make_board(adb_server, tmp_path, board_rootfs):
     """Factory: make_board(**SimConfig fields) -> a simulated device running inside a clone of
     the arm64 board (mksh + toybox, uid 2000, the board's python3 + aarch64 LiteRT, emulated)."""
-    from edgebench.sim.adbd import SimConfig
+    from edgebench.targets.sim.adbd import SimConfig
 
     make, started = _device_factory(adb_server, tmp_path, lambda **c: SimConfig.for_board(board_rootfs, **c))
     yield make

@@ -1,6 +1,6 @@
 """Hand-built result documents (realistic values) for the report/export tests.
 
-Shapes follow edgebench/results.py: a "compare" doc from convert-and-compare (reference row on
+Shapes follow edgebench/core/result_file.py: a "compare" doc from convert-and-compare (reference row on
 the TF target, one row per precision on host LiteRT), a "bench" doc with a concurrency sweep and
 a "train" doc with a batch-size sweep.
 """
@@ -189,7 +189,7 @@ def run_cli(*args: str) -> int:
 @pytest.fixture
 def sqlite_store(tmp_path):
     """A real SQLite results store in tmp_path; yields (url, Store)."""
-    from edgebench.store import Store
+    from edgebench.store.db import Store
 
     url = str(tmp_path / "results.db")
     with Store(url) as st:

@@ -8,8 +8,8 @@ import shutil
 import numpy as np
 import pytest
 
-from edgebench.errors import BadInput, InfraError
-from edgebench.fingerprint import sha256_file
+from edgebench.core.errors import BadInput, InfraError
+from edgebench.core.fingerprint import sha256_file
 from edgebench.targets.adb import (
     REMOTE_FILES,
     AdbDevice,
@@ -173,7 +173,7 @@ def test_storage_full_is_a_clear_error(make_sim, tiny_tflite):
 
 def test_resolve_targets_messages(adbh, adb_server, make_sim):
     assert adbh.adb_states(adb_server) == {}, "a previous test left a device attached"
-    with pytest.raises(BadInput, match="no adb device found.*edgebench.sim.adbd"):
+    with pytest.raises(BadInput, match="no adb device found.*edgebench.targets.sim.adbd"):
         resolve_adb_targets("adb:all")
     a = make_sim()
     assert [t.serial for t in resolve_adb_targets("host,adb")] == [a.serial]
@@ -248,7 +248,7 @@ def standin_binary(tmp_path_factory):
     """The stand-in benchmark_model (LiteRT underneath, the real output format)."""
     import sys
 
-    from edgebench.sim import benchmark_model_standin as standin
+    from edgebench.targets.sim import benchmark_model_standin as standin
 
     return standin.install(str(tmp_path_factory.mktemp("bm") / "benchmark_model"), sys.executable)
 
@@ -291,7 +291,7 @@ def test_benchmark_model_missing_or_wrong_abi(make_sim, tiny_tflite, tmp_path, m
 
 
 def test_bench_adb_all_both_runners_and_a_lost_device(make_sim, tiny_tflite, standin_binary, monkeypatch):
-    from edgebench.bench import BenchSettings, raise_for_failures, run_bench
+    from edgebench.bench.run import BenchSettings, raise_for_failures, run_bench
 
     monkeypatch.setenv("EDGEBENCH_BENCHMARK_MODEL", standin_binary)
     py = make_sim(has_python=True)
@@ -387,7 +387,7 @@ def test_matching_profile_sets_threads_and_affinity_and_devices_shows_it(run_cli
     gen = rows[odd.serial]["profile"]
     assert gen["generated"] is True and gen["threads"] == 2 and gen["affinity_mask"] == "30"
     (saved,) = (tmp_path / "profiles").glob("*.yaml")
-    from edgebench.profiles import load_profile_file
+    from edgebench.targets.device_profiles import load_profile_file
 
     assert load_profile_file(saved).threads == 2
     code, out, _ = run_cli("devices")
@@ -401,7 +401,7 @@ def test_device_rows_carry_delegation_and_op_profiles(make_sim, standin_binary, 
     line and its --enable_op_profiling table (the stand-in prints LiteRT's real summary)."""
     from conftest_profile import build_prelu_models
 
-    from edgebench.profile import by_op_type, runtime_row_parts
+    from edgebench.targets.profile import by_op_type, runtime_row_parts
 
     models = build_prelu_models(session_tmp / "prelu_adb")
     py = make_sim(has_python=True)
@@ -429,7 +429,7 @@ def test_benchmark_model_runtime_info_names_the_undelegated_ops_without_op_profi
 
     from conftest_profile import build_prelu_models
 
-    from edgebench.sim import benchmark_model_standin as standin
+    from edgebench.targets.sim import benchmark_model_standin as standin
 
     models = build_prelu_models(session_tmp / "prelu_adb")
     stock = make_sim(has_python=False)

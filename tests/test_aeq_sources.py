@@ -26,7 +26,7 @@ def pair(planted, tmp_path_factory):
     from conftest import require_extra
 
     require_extra("ai_edge_quantizer", "aeq")
-    from edgebench.convert import ConvertSettings, convert
+    from edgebench.convert.run import ConvertSettings, convert
 
     out = tmp_path_factory.mktemp("pair")
     m = convert(ConvertSettings(src=str(planted["model"]), precisions=("fp32", "int8"), data=str(planted["cal"]),
@@ -113,7 +113,7 @@ def test_convert_quantizes_a_float_tflite(pair, run_cli, tmp_path):
 def test_a16_file_is_labelled_mixed(pair, run_cli, tmp_path):
     """16-bit activations on the first conv's and the planted layer's scopes: the file is int8 with
     three a16 ops -- not int16x8 -- and keeps its accuracy."""
-    from edgebench.quant.keep_float import float_tensors
+    from edgebench.convert.quant.keep_float import float_tensors
 
     graph = float_tensors(pair["fp32"])
     first = next(n for n, t in graph.items() if t["producer"] is None)                  # the model input
@@ -137,7 +137,7 @@ def test_int16_input_file_is_fed_with_its_own_scale(pair, run_cli, tmp_path):
                              "--json", "-", "--out", str(tmp_path / "i16"))
     assert code == 0, err
     rows = _rows(out)
-    from edgebench.tflite_model import inspect
+    from edgebench.model.tflite_model import inspect
 
     (inp,) = inspect(rows["int16x8"]["model_path"])["inputs"]
     assert inp["dtype"] == "int16"

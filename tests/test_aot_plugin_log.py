@@ -6,7 +6,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from edgebench.aot import plugin_log
+from edgebench.readiness.aot import plugin_log
 
 FIX = Path(__file__).parent / "fixtures" / "aot"
 

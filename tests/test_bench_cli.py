@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgebench.bench import BenchSettings, run_bench
+from edgebench.bench.run import BenchSettings, run_bench
 from edgebench.targets.base import RunControl
 from edgebench.targets.loop import resolve_targets
-from edgebench.errors import BadInput
+from edgebench.core.errors import BadInput
 from conftest import make_job
 from edgebench.targets.host import HostTarget
-from edgebench import load
+from edgebench.bench import load
 
 pytest_plugins = ["conftest_bench"]
 
@@ -155,8 +155,8 @@ def test_make_targets():
 
 def test_pct_of_peak_from_cached_peak(bench_models, tmp_path, monkeypatch):
     monkeypatch.setenv("EDGEBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    from edgebench import peak
-    from edgebench.fingerprint import host_fingerprint
+    from edgebench.bench import peak
+    from edgebench.core.fingerprint import host_fingerprint
 
     fp = host_fingerprint()
     peak.cache_path().write_text(json.dumps({"peak_gflops": 20.0, "peak_gflops_1thread": 10.0, "cores": 2,
@@ -171,7 +171,7 @@ def test_pct_of_peak_from_cached_peak(bench_models, tmp_path, monkeypatch):
 
 def test_peak_measured_cached_and_reloaded(tmp_path, monkeypatch):
     monkeypatch.setenv("EDGEBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    from edgebench import peak
+    from edgebench.bench import peak
 
     assert peak.load_cached() is None
     doc = peak.measure_peak(n=256, repeats=2)

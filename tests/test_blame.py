@@ -62,8 +62,8 @@ def test_period_below_a_nanosecond_is_echoed_as_typed(run_cli, bench_models):
 
 
 def test_out_dir_is_suggested_only_where_the_folder_came_from_it():
-    from edgebench.convert import out_fix
-    from edgebench.errors import OutputNotWritable
+    from edgebench.convert.run import out_fix
+    from edgebench.core.errors import OutputNotWritable
 
     rofs = OSError(errno.EROFS, "Read-only file system")
     msg = str(OutputNotWritable(Path("/x/lock.yaml"), rofs))          # env --lock, report, devices ...

@@ -15,8 +15,8 @@ import shutil
 import numpy as np
 import pytest
 
-from edgebench.errors import InfraError
-from edgebench.fingerprint import sha256_file
+from edgebench.core.errors import InfraError
+from edgebench.core.fingerprint import sha256_file
 from edgebench.targets.adb import AdbDevice, AdbTarget, RemoteCommand, ThermalPolicy
 from conftest import make_job
 
@@ -123,7 +123,7 @@ def test_thermal_cool_down_polls_the_boards_sysfs(make_board):
 def test_benchmark_model_standin_runs_on_the_board_python(make_board, tiny_tflite, tmp_path):
     """No arm64 benchmark_model ELF ships in any package here: the stand-in script runs under
     the board's aarch64 python (by absolute path: this board has no python3 on PATH)."""
-    from edgebench.sim import benchmark_model_standin as standin
+    from edgebench.targets.sim import benchmark_model_standin as standin
     from edgebench.targets.host import HostTarget
 
     dev = make_board(has_python=False)
@@ -224,11 +224,11 @@ def test_bench_cli_on_host_and_board(run_cli, make_board, tmp_path, digits_model
 
 
 def test_module_entry_point_with_rootfs(adbh, adb_server, tmp_path, board_rootfs):
-    """``python -m edgebench.sim.adbd --rootfs ROOT`` as a user starts the board."""
+    """``python -m edgebench.targets.sim.adbd --rootfs ROOT`` as a user starts the board."""
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "edgebench.sim.adbd", "--port", "0", "--sandbox",
+    proc = subprocess.Popen([sys.executable, "-m", "edgebench.targets.sim.adbd", "--port", "0", "--sandbox",
                              str(tmp_path / "board"), "--rootfs", str(board_rootfs), "--qemu-cpu", "neoverse-n1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     serial = None

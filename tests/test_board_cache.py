@@ -1,4 +1,4 @@
-"""The board cache protocol (edgebench.sim.board.ensure): keyed by inputs, a killed build is
+"""The board cache protocol (edgebench.targets.sim.board.ensure): keyed by inputs, a killed build is
 never reused. The build step itself is exercised for real by the board tests' session fixture."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from edgebench.sim import board
+from edgebench.targets.sim import board
 
 
 def test_key_changes_with_every_input():

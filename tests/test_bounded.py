@@ -1,6 +1,6 @@
 """Every input is bounded (issue 39): crafted .npz/.npy files, a matrix that names millions of cells,
 very long benchmark_model logs, hostile result JSON -- each is one exit-2 line naming what it
-declares, within bounded memory and time (edgebench/bounded.py, matrix.check_cells).
+declares, within bounded memory and time (edgebench/core/bounded.py, matrix.check_cells).
 
 Memory is measured where it is spent: the reader runs in a child process under an address-space
 limit (so a reader that inflates the whole file fails fast with MemoryError instead of swapping),
@@ -24,19 +24,19 @@ from hostile_inputs import deflate_npz, huge_shape_npz
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 GiB = 1024 ** 3
-# The child's address-space limit and what its peak RSS must stay under: numpy and edgebench.data
+# The child's address-space limit and what its peak RSS must stay under: numpy and edgebench.model.inputs
 # take ~60 MB; the arrays of 10 samples a few KB. The files below declare 0.5-233,000 GiB.
 LIMIT_AS = 3 * GiB // 2
 PEAK_BOUND = 250 * 1024 ** 2
 
 
 def _load_in_child(path: Path, n: int | None, shape: tuple[int, ...] = (8, 8, 1), name: str = "x") -> dict:
-    """edgebench.data.load_data(path, n=n) in a fresh process under LIMIT_AS: {"error": one line or
+    """edgebench.model.inputs.load_data(path, n=n) in a fresh process under LIMIT_AS: {"error": one line or
     None, "type": exception class, "shape": loaded shape, "hwm": peak RSS bytes}."""
     code = textwrap.dedent(f"""
         import json, resource, sys
         resource.setrlimit(resource.RLIMIT_AS, ({LIMIT_AS}, {LIMIT_AS}))
-        from edgebench.data import Signature, TensorSpec, load_data
+        from edgebench.model.inputs import Signature, TensorSpec, load_data
         sig = Signature((TensorSpec({name!r}, (None, *{shape!r}), "float32"),), ())
         out = {{"error": None, "type": None, "shape": None}}
         try:
@@ -95,8 +95,8 @@ def test_only_the_samples_n_needs_are_read(tmp_path):
 
 
 def test_counts_are_checked_on_the_whole_file_when_only_n_rows_are_read(tmp_path):
-    from edgebench.data import Signature, TensorSpec, load_data
-    from edgebench.errors import BadInput
+    from edgebench.model.inputs import Signature, TensorSpec, load_data
+    from edgebench.core.errors import BadInput
 
     sig = Signature((TensorSpec("x", (None, 4), "float32"),), ())
     np.savez(tmp_path / "d.npz", x=np.zeros((20, 4), np.float32), labels=np.zeros(7, np.int64))
@@ -133,8 +133,8 @@ def _matrix_bomb(path: Path) -> Path:
 
 
 def test_matrix_bomb_is_refused_in_under_a_second(tmp_path):
-    from edgebench.errors import BadInput
-    from edgebench.matrix import MAX_CELLS, load_matrix
+    from edgebench.core.errors import BadInput
+    from edgebench.matrix.run import MAX_CELLS, load_matrix
 
     bomb = _matrix_bomb(tmp_path / "bomb.yaml")
     assert bomb.stat().st_size < 2048
@@ -151,8 +151,8 @@ def test_matrix_bomb_is_refused_in_under_a_second(tmp_path):
 
 
 def test_matrix_file_and_axis_bounds(tmp_path):
-    from edgebench.errors import BadInput
-    from edgebench.matrix import MAX_CELLS, load_matrix
+    from edgebench.core.errors import BadInput
+    from edgebench.matrix.run import MAX_CELLS, load_matrix
 
     long_axis = tmp_path / "axis.yaml"
     long_axis.write_text("model: digits\nthreads: [" + ",".join(map(str, range(1, MAX_CELLS + 2))) + "]\n")

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from edgebench.stats import compare_runs
+from edgebench.judge.stats import compare_runs
 
 RNG = np.random.default_rng(7)
 
@@ -118,7 +118,7 @@ def test_p99_of_processes_with_too_few_samples_says_so():
 
 
 def test_results_compare_fail_on_regression_exits_1_on_an_accuracy_drop(tmp_path, run_cli):
-    from edgebench.store import Store
+    from edgebench.store.db import Store
 
     db = f"sqlite:///{tmp_path / 'r.db'}"
     ids = []

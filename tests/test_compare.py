@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from edgebench import compare as cmp
-from edgebench.errors import BadInput
+from edgebench.judge import drift as cmp
+from edgebench.core.errors import BadInput
 
 
 def test_drift_hand_computed():

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgebench.bench import BenchSettings, run_bench
-from edgebench.errors import BadInput
+from edgebench.bench.run import BenchSettings, run_bench
+from edgebench.core.errors import BadInput
 from edgebench.targets.base import Job, RunControl, check_runtime
 from edgebench.targets.host import HostTarget
 
@@ -112,7 +112,7 @@ def test_gpu_readiness_in_the_manifest_without_a_driver(prelu_models, monkeypatc
     the manifest records it with that caveat, and says when no driver allowed a real GPU compile."""
     import tensorflow as tf
 
-    from edgebench.profile import describe_tflite
+    from edgebench.targets.profile import describe_tflite
 
     class Uniq(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([1, 8], tf.float32)])
@@ -137,7 +137,7 @@ def test_gpu_readiness_in_the_manifest_without_a_driver(prelu_models, monkeypatc
 def test_gpu_readiness_compiles_for_the_gpu(software_gpu, prelu_models, tmp_path):
     import tensorflow as tf
 
-    from edgebench.profile import gpu_readiness
+    from edgebench.targets.profile import gpu_readiness
 
     class Uniq(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([1, 8], tf.float32)])

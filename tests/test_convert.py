@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgebench import convert as conv
-from edgebench.convert import ConvertSettings, check_manifest, convert
-from edgebench.errors import BadInput, ConversionFailed
-from edgebench.fingerprint import sha256_file
+from edgebench.convert import run as conv
+from edgebench.convert.run import ConvertSettings, check_manifest, convert
+from edgebench.core.errors import BadInput, ConversionFailed
+from edgebench.core.fingerprint import sha256_file
 
 MANIFEST_VARIANT_KEYS = {"path", "bytes", "size_reduction_pct", "seconds", "op_histogram", "float_ops",
                          "inputs", "outputs", "sha256", "quantization"}

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgebench.data import (InputSet, Signature, TensorSpec, calibration_generator, dequantize, load_data, quantize,
+from edgebench.model.inputs import (InputSet, Signature, TensorSpec, calibration_generator, dequantize, load_data, quantize,
                             validate)
-from edgebench.errors import BadInput
-from edgebench.savedmodel import saved_model_signature
+from edgebench.core.errors import BadInput
+from edgebench.model.savedmodel import saved_model_signature
 
 IMG = Signature((TensorSpec("image", (None, 8, 8, 1), "float32"),), (TensorSpec("scores", (None, 10), "float32"),))
 TOK = Signature((TensorSpec("ids", (None, 5), "int32"),), (TensorSpec("scores", (None, 3), "float32"),))
@@ -162,7 +162,7 @@ def test_integer_data_for_a_float_input_is_refused_not_cast():
 
 
 def test_calibration_and_evaluation_ranges_that_disagree_are_named():
-    from edgebench.data import RANGE_FACTOR, range_warnings, value_ranges
+    from edgebench.model.inputs import RANGE_FACTOR, range_warnings, value_ranges
 
     sig = Signature((TensorSpec("image", (None, 8, 8, 1), "float32"), TensorSpec("ids", (None, 3), "int32")), ())
     rng = np.random.default_rng(1)

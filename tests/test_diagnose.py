@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgebench.errors import BadInput
+from edgebench.core.errors import BadInput
 
 pytest_plugins = ["conftest_diagnose"]
 
@@ -30,7 +30,7 @@ def _hostile(name: str) -> bool:
 
 @pytest.fixture(scope="module")
 def planted_diagnosis(planted, tmp_path_factory):
-    from edgebench.diagnose import DiagnoseSettings, diagnose
+    from edgebench.diagnose.run import DiagnoseSettings, diagnose
 
     out = tmp_path_factory.mktemp("diag")
     return diagnose(DiagnoseSettings(src=str(planted["model"]), precisions=("int8", "fp32"), data=str(planted["eval"]),
@@ -68,10 +68,10 @@ def test_int8_collapses_and_the_planted_layer_ranks_first(planted_diagnosis):
 
 @pytest.mark.slow
 def test_keep_float_auto_brings_the_drop_under_2pp_and_stays_smaller_than_fp32(planted, tmp_path):
-    from edgebench.gate import Thresholds
-    from edgebench.pipeline import CompareSettings, convert_and_compare
+    from edgebench.judge.gate import Thresholds
+    from edgebench.convert_and_compare.pipeline import CompareSettings, convert_and_compare
     from edgebench.targets.base import RunControl
-    from edgebench.tflite_model import inspect
+    from edgebench.model.tflite_model import inspect
 
     doc = convert_and_compare(CompareSettings(
         src=str(planted["model"]), precisions=("fp32", "int8"), data=str(planted["eval"]),
@@ -96,8 +96,8 @@ def test_keep_float_auto_brings_the_drop_under_2pp_and_stays_smaller_than_fp32(p
 
 
 def test_keep_float_by_regex_and_names(planted, tmp_path):
-    from edgebench.convert import ConvertSettings, convert
-    from edgebench.quant.keep_float import verify_keep_float
+    from edgebench.convert.run import ConvertSettings, convert
+    from edgebench.convert.quant.keep_float import verify_keep_float
 
     m = convert(ConvertSettings(src=str(planted["model"]), precisions=("int8",), data=str(planted["cal"]),
                                 out_dir=str(tmp_path / "a"), keep_float="hostile"))
@@ -113,9 +113,9 @@ def test_keep_float_by_regex_and_names(planted, tmp_path):
                                  out_dir=str(tmp_path / "b"), keep_float=",".join(v["keep_float"])))
     assert m2["variants"]["int8"]["keep_float_ops"] == v["keep_float_ops"]
     # Without a denylist the keep-float route gives the plain int8 model's outputs.
-    from edgebench.convert import run_tflite_inprocess
-    from edgebench.quant.keep_float import quantize_keep_float
-    from edgebench.data import InputSet
+    from edgebench.convert.run import run_tflite_inprocess
+    from edgebench.convert.quant.keep_float import quantize_keep_float
+    from edgebench.model.inputs import InputSet
 
     plain = Path(m["variants"]["fp32"]["path"]).with_name("plain.tflite")
     cal = Path(v["calibrated_path"]).read_bytes()
@@ -132,7 +132,7 @@ def test_keep_float_by_regex_and_names(planted, tmp_path):
     ("((", "neither tensor names nor a valid regex"),
 ])
 def test_keep_float_bad_names(planted, tmp_path, spec, message):
-    from edgebench.convert import ConvertSettings, convert
+    from edgebench.convert.run import ConvertSettings, convert
 
     with pytest.raises(BadInput, match=message):
         convert(ConvertSettings(src=str(planted["model"]), precisions=("int8",), data=str(planted["cal"]),
@@ -177,8 +177,8 @@ def test_gate_failure_points_to_diagnose(planted, tmp_path, run_cli):
 
 @pytest.mark.slow
 def test_int16x8_end_to_end(digits_model, tmp_path, run_cli):
-    from edgebench.gate import load_gate_file
-    from edgebench.tflite_model import inspect
+    from edgebench.judge.gate import load_gate_file
+    from edgebench.model.tflite_model import inspect
 
     gate = tmp_path / "gate.yaml"
     gate.write_text("int16x8:\n  max_accuracy_drop: 2.0\n")
@@ -197,7 +197,7 @@ def test_int16x8_end_to_end(digits_model, tmp_path, run_cli):
             assert not any("left on the CPU interpreter" in w for w in row["warnings"]), row["warnings"]
         assert info["inputs"][0]["dtype"] == ("int16" if io == "int8" else "float32")
     # diagnose reads int16 activations too
-    from edgebench.diagnose import DiagnoseSettings, diagnose
+    from edgebench.diagnose.run import DiagnoseSettings, diagnose
 
     doc = diagnose(DiagnoseSettings(src="digits", precisions=("int16x8",), eval_samples=20,
                                     out_dir=str(tmp_path / "d"))).to_dict()
@@ -207,7 +207,7 @@ def test_int16x8_end_to_end(digits_model, tmp_path, run_cli):
 
 
 def test_matrix_accepts_int16x8(tmp_path):
-    from edgebench.matrix import expand, load_matrix
+    from edgebench.matrix.run import expand, load_matrix
 
     p = tmp_path / "m.yaml"
     p.write_text("models: [digits]\nprecisions: [int8, int16x8]\n")
@@ -224,7 +224,7 @@ def test_fp32_alone_says_nothing_is_quantized(run_cli):
 
 
 def test_token_id_model(small_savedmodels, tmp_path):
-    from edgebench.diagnose import DiagnoseSettings, diagnose
+    from edgebench.diagnose.run import DiagnoseSettings, diagnose
 
     ids = np.random.default_rng(0).integers(0, 50, size=(64, 5)).astype(np.int32)
     np.savez(tmp_path / "ids.npz", ids=ids)
@@ -238,7 +238,7 @@ def test_token_id_model(small_savedmodels, tmp_path):
 
 
 def test_bad_model_file_is_bad_input(tmp_path):
-    from edgebench.quant.layers import run_worker
+    from edgebench.convert.quant.layers import run_worker
 
     bad = tmp_path / "bad.tflite"
     bad.write_bytes(b"not a flatbuffer at all")
@@ -255,8 +255,8 @@ def test_single_op_models_reproduce_each_op_and_exposed_outputs_match_preserve(p
     reading intermediates as extra outputs (the LiteRT#413 fallback) gives the preserved values."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    from edgebench import diagnose_worker as w
-    from edgebench import tflite_rewrite as rw
+    from edgebench.diagnose import worker as w
+    from edgebench.model import tflite_rewrite as rw
 
     row = next(r for r in planted_diagnosis["rows"] if r["precision"] == "int8")
     raw = Path(row["model_path"]).read_bytes()
@@ -289,7 +289,7 @@ def test_single_op_models_reproduce_each_op_and_exposed_outputs_match_preserve(p
 
 
 def test_match_tensors_lists_what_it_cannot_match():
-    from edgebench.diagnose_worker import Graph, match_tensors
+    from edgebench.diagnose.worker import Graph, match_tensors
 
     def t(i, name, shape, dtype="float32", scale=None):
         return i, {"index": i, "name": name, "shape": np.array(shape), "dtype": np.dtype(dtype),
@@ -320,8 +320,8 @@ def test_match_tensors_lists_what_it_cannot_match():
 
 
 def test_uniform_rounding_gives_one_over_sqrt12_and_outliers_are_measured():
-    from edgebench.quant.layers import NOISE_RATIO
-    from edgebench.diagnose_worker import ErrorStats, RangeStats
+    from edgebench.convert.quant.layers import NOISE_RATIO
+    from edgebench.diagnose.worker import ErrorStats, RangeStats
 
     rng = np.random.default_rng(0)
     st, step = ErrorStats(), 0.05
@@ -351,7 +351,7 @@ def _entry(i, snr, *, inputs=(), scale=0.1, ratio=1.5, rmse=None, iso=True):
 
 
 def test_ranking_rule_cause_first_findings_and_advice():
-    from edgebench.quant.layers import rank_layers, suggest_keep_float
+    from edgebench.convert.quant.layers import rank_layers, suggest_keep_float
 
     entries = [_entry(0, 40), _entry(1, 41, inputs=[0]), _entry(2, 2.0, inputs=[1], ratio=3000),
                _entry(3, 1.5, inputs=[2]), _entry(4, 39, inputs=[3]), _entry(5, 42, inputs=[4]),
@@ -368,7 +368,7 @@ def test_ranking_rule_cause_first_findings_and_advice():
 
 
 def test_clipping_advice():
-    from edgebench.quant.layers import rank_layers
+    from edgebench.convert.quant.layers import rank_layers
 
     e = [_entry(i, 40) for i in range(6)] + [_entry(6, 5)]
     e[-1]["range"] = {"min": 0.0, "max": 30.0, "outlier_ratio": 2.0, "outlier_channel": 0}   # int8 max 12.7
@@ -380,8 +380,8 @@ def test_clipping_advice():
 
 
 def test_cli_writes_json_html_markdown_model_explorer_and_stores(digits_model, tmp_path, run_cli):
-    from edgebench.store import Store
-    from edgebench.tflite_model import inspect
+    from edgebench.store.db import Store
+    from edgebench.model.tflite_model import inspect
 
     args = ["diagnose", "digits", "--precision", "int8", "--samples", "24", "--out", str(tmp_path / "o"),
             "--json", str(tmp_path / "d.json"), "--html", str(tmp_path / "d.html"), "--markdown",
@@ -420,7 +420,7 @@ def test_markdown_escapes_tensor_names():
 
 
 def test_unused_range_and_fp16_saturation_advice():
-    from edgebench.quant.layers import rank_layers
+    from edgebench.convert.quant.layers import rank_layers
 
     e = [_entry(i, 40) for i in range(6)] + [_entry(6, 0.0, scale=3.9e6)]
     e[-1]["range"] = {"min": -0.06, "max": 0.07, "outlier_ratio": 2.0, "outlier_channel": 0}   # a mask-sized grid
@@ -438,7 +438,7 @@ def test_unused_range_and_fp16_saturation_advice():
 def test_tiny_bert_attention_scores_share_the_mask_range(tmp_path):
     """A real finding on a reference model: int8 gives the attention scores the range of the -1e9
     mask constant (SELECT_V2 shares one scale), so every score rounds to one level."""
-    from edgebench.diagnose import DiagnoseSettings, diagnose
+    from edgebench.diagnose.run import DiagnoseSettings, diagnose
 
     doc = diagnose(DiagnoseSettings(src="bert", precisions=("int8", "fp16"), eval_samples=8, fix_trials=0,
                                     out_dir=str(tmp_path))).to_dict()   # the layer's own numbers (no trials)
@@ -455,7 +455,7 @@ def test_tiny_bert_attention_scores_share_the_mask_range(tmp_path):
 def test_keep_float_search_stops_when_no_candidate_moves_the_metric(digits_model, tmp_path, run_cli):
     """Issue 28.6: a goal no candidate gets closer to ends the search with the reason, not after
     every candidate; here the goal is beyond float itself."""
-    from edgebench.quant.search import KeepFloatGoal, _moved
+    from edgebench.convert.quant.search import KeepFloatGoal, _moved
 
     goal = KeepFloatGoal(min_psnr_db=300.0)
     assert _moved({"psnr_db": 55.0}, {"psnr_db": 64.9}, goal)
@@ -482,7 +482,7 @@ def test_advice_names_whole_float_tensors_and_only_keepable_ones():
     --keep-float at all, nor does a source that cannot be re-quantized (QAT)."""
     import shlex
 
-    from edgebench.quant.layers import advice
+    from edgebench.convert.quant.layers import advice
 
     long_name = "functional_1/" + "block_" * 20 + "conv/Relu;functional_1/other/BiasAdd"
     layer = {"tensor": "q", "float_tensor": long_name, "op": "CONV_2D", "finding": True, "scale": 0.1, "dtype": "int8",
@@ -496,7 +496,7 @@ def test_advice_names_whole_float_tensors_and_only_keepable_ones():
 
 
 def test_prove_it_goals_are_stricter_than_plain_int8_and_qat_gets_none():
-    from edgebench.diagnose import DiagnoseSettings, fix_commands, proof_goal
+    from edgebench.diagnose.run import DiagnoseSettings, fix_commands, proof_goal
 
     assert proof_goal({"accuracy": {"top1_drop_pp": 0.8}}) == ["--max-accuracy-drop", "0.4"]
     assert proof_goal({"accuracy": {"top1_drop_pp": 0.0}, "worst": {"psnr_db": 55.2}}) == ["--min-psnr", "61"]

@@ -23,7 +23,7 @@ def test_without_a_phone_line_of_the_readme_works_as_written(adbh, adb_server, t
     line = re.search(r"\*\*Without a phone\*\*: `([^`]+)`", readme).group(1)
     connect = re.search(r"`(adb connect 127\.0\.0\.1:\d+)`", readme).group(1)
     argv = shlex.split(line)
-    assert argv[:3] == ["python", "-m", "edgebench.sim.adbd"]
+    assert argv[:3] == ["python", "-m", "edgebench.targets.sim.adbd"]
     port = adbh.free_port()
     argv = [sys.executable, *argv[1:]]
     argv[argv.index("--port") + 1] = str(port)                       # a free port and a fresh sandbox,
@@ -80,7 +80,7 @@ def _readme_section(title: str) -> str:
 def test_every_registry_metric_is_documented_in_json_results():
     """The docs guard (issue 23.7): every number of the metric registry -- its key, every alias
     --metric takes, its Prometheus gauge -- is named in the README's "JSON results" section."""
-    from edgebench.metrics import REGISTRY
+    from edgebench.rows.metrics import REGISTRY
 
     section = _readme_section("JSON results")
     missing = [name for m in REGISTRY for name in (m.key, *m.aliases, *([m.prometheus] if m.prometheus else []))
@@ -89,7 +89,7 @@ def test_every_registry_metric_is_documented_in_json_results():
 
 
 def test_the_docs_guard_fails_on_an_undocumented_metric(monkeypatch):
-    import edgebench.metrics as metrics
+    import edgebench.rows.metrics as metrics
 
     extra = metrics.Metric("undocumented_ms", "x", "ms", lambda r: None, "lower")
     monkeypatch.setattr(metrics, "REGISTRY", (*metrics.REGISTRY, extra))

@@ -10,9 +10,9 @@ import sys
 import pytest
 import yaml
 
-from edgebench.envlock import check_lock, enforce_lock, make_lock, read_lock, write_lock
-from edgebench.errors import BadInput, GateFailed
-from edgebench.fingerprint import KEY_FIELDS, host_fingerprint
+from edgebench.matrix.envlock import check_lock, enforce_lock, make_lock, read_lock, write_lock
+from edgebench.core.errors import BadInput, GateFailed
+from edgebench.core.fingerprint import KEY_FIELDS, host_fingerprint
 
 
 def _cli(*args, cwd=None):

@@ -1,4 +1,4 @@
-"""Push results to a REAL Prometheus Pushgateway and read them back (edgebench.export).
+"""Push results to a REAL Prometheus Pushgateway and read them back (edgebench.report.export).
 
 scripts/test starts ``prometheus-pushgateway`` on loopback and sets EDGEBENCH_TEST_PUSHGATEWAY.
 """
@@ -22,8 +22,8 @@ import pytest
 
 pytest.register_assert_rewrite("conftest_report")
 from conftest_report import make_compare_doc, make_train_doc, parse_exposition, run_cli  # noqa: E402
-from edgebench.errors import BadInput, InfraError  # noqa: E402
-from edgebench.export import grouping_path, push_metrics, push_result  # noqa: E402
+from edgebench.core.errors import BadInput, InfraError  # noqa: E402
+from edgebench.report.export import grouping_path, push_metrics, push_result  # noqa: E402
 
 pytest_plugins = ["conftest_report"]
 

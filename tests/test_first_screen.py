@@ -162,7 +162,7 @@ def test_diagnose_commands_are_printed_whole_at_80_columns(monkeypatch, capsys):
     """Issue 27: a "prove it" command is never cropped mid-word (`--keep-float functi`): it gets a
     line of its own, printed without wrapping, so copy and paste runs it."""
     from edgebench.cli import _common
-    from edgebench.publish import PublishOptions
+    from edgebench.report.publish import PublishOptions
     from edgebench.report.terminal.diagnose import render_diagnose
     from edgebench.rows import Document
 

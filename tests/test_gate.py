@@ -6,8 +6,8 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from edgebench.errors import BadInput
-from edgebench.gate import Thresholds, evaluate, load_gate_file
+from edgebench.core.errors import BadInput
+from edgebench.judge.gate import Thresholds, evaluate, load_gate_file
 from edgebench.report.junit import render_junit
 from edgebench.rows import InferenceRow
 

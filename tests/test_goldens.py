@@ -133,7 +133,7 @@ def results_compare_rep() -> dict[str, Any]:
     8.33 pp, dynamic's PSNR up 10 dB and another LiteRT, so the comparison has something to lead with."""
     import copy
 
-    from edgebench.stats import compare_runs
+    from edgebench.judge.stats import compare_runs
 
     a = load("compare")
     b = copy.deepcopy(a)

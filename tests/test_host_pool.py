@@ -9,7 +9,7 @@ import os
 import pytest
 
 from conftest import make_job
-from edgebench.errors import BadInput
+from edgebench.core.errors import BadInput
 from edgebench.targets import host_pool
 from edgebench.targets.host import HostTarget
 from edgebench.targets.runner import WAIT_FLAG
@@ -74,7 +74,7 @@ def test_a_dead_worker_is_never_handed_a_job_and_the_switch_turns_the_pool_off(m
 
 def test_a_host_run_is_marked_as_measuring_so_progress_bars_hold(bench_models, monkeypatch):
     """progress.measuring() covers a host worker's run (the CLI's bar holds its redraws then)."""
-    from edgebench import progress
+    from edgebench.core import progress
     from edgebench.targets import host as host_mod
 
     seen = []

@@ -1,6 +1,6 @@
 """A hostile device end to end (issue 39): what a device reports -- its model name, thermal zone
 names, a runner's error text -- is data, never a terminal control sequence, a shell command or a
-path; and what it sends is bounded. Real adb server, simulated device (edgebench.sim.adbd)."""
+path; and what it sends is bounded. Real adb server, simulated device (edgebench.targets.sim.adbd)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_hostile_device_names_stay_inert(run_cli, make_sim, tiny_tflite, tmp_pat
 
 def test_device_output_is_bounded(make_sim, monkeypatch):
     import edgebench.targets.adb.remote as remote
-    from edgebench.errors import InfraError
+    from edgebench.core.errors import InfraError
 
     dev = make_sim()
     monkeypatch.setattr(remote, "SHELL_OUTPUT_MAX_BYTES", 64 * 1024)

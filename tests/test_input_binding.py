@@ -39,8 +39,8 @@ def zeta_alpha(tmp_path_factory):
 
 
 def test_keras_source_records_its_input_order_and_binds_positional_data(zeta_alpha, tmp_path):
-    from edgebench.savedmodel import run_tf
-    from edgebench.sources import resolve_source, sample_set
+    from edgebench.model.savedmodel import run_tf
+    from edgebench.sources.resolve import resolve_source, sample_set
 
     path, npz, want = zeta_alpha
     src = resolve_source(str(path), work_dir=tmp_path)
@@ -57,7 +57,7 @@ def test_tflite_binds_positional_data_in_subgraph_order(zeta_alpha, tmp_path, ru
     """The converted .tflite: its signature lists alpha, zeta; its subgraph inputs keep zeta, alpha.
     `bench --data` hands the positional file to the worker, which binds by the subgraph order and
     says so in the row; `compare` binds in edgebench and stores the binding."""
-    from edgebench.sources import tflite_signature
+    from edgebench.sources.resolve import tflite_signature
 
     path, npz, want = zeta_alpha
     out = tmp_path / "conv"
@@ -141,7 +141,7 @@ def test_a_savedmodel_and_its_own_tflite_bind_positional_data_alike(alpha_zeta, 
     to `bench model.tflite`. Converted files now list their inputs in the source's order."""
     import tensorflow as tf
 
-    from edgebench.sources import resolve_source, sample_set, tflite_signature
+    from edgebench.sources.resolve import resolve_source, sample_set, tflite_signature
 
     d, want = alpha_zeta
     src = resolve_source(str(d / "sm"), work_dir=tmp_path)
@@ -187,7 +187,7 @@ def test_shapes_that_tell_inputs_apart_bind_every_file_alike(tmp_path, run_cli):
     tf.saved_model.save(m, str(tmp_path / "sm"), signatures={"serving_default": m.serve})
     tfl = tmp_path / "m.tflite"
     tfl.write_bytes(tf.lite.TFLiteConverter.from_saved_model(str(tmp_path / "sm")).convert())
-    from edgebench.sources import tflite_signature
+    from edgebench.sources.resolve import tflite_signature
 
     assert tflite_signature(str(tfl)).order == ("zeta", "alpha")      # not the SavedModel's order
     np.savez(tmp_path / "p.npz", np.ones((8, 4), np.float32), np.zeros((8, 3), np.float32))

@@ -134,7 +134,7 @@ def test_a_bundle_the_engine_misreads_fails_naming_the_export_fix(tmp_path):
 
 
 def test_device_path_through_the_simulated_phone(make_sim, tmp_path):
-    from edgebench.sim import litert_lm_standin
+    from edgebench.targets.sim import litert_lm_standin
 
     dev = make_sim(has_python=False)
     binary = litert_lm_standin.install(str(tmp_path / "litert_lm_advanced_main"), sys.executable)

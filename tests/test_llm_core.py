@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from edgebench.errors import BadInput
-from edgebench.litertlm import read_bundle
+from edgebench.core.errors import BadInput
+from edgebench.model.litertlm_file import read_bundle
 from edgebench.targets.litert_lm.judge import Generation, check_shape, judge
 from edgebench.targets.litert_lm.log import absl_duration_ms, parse_lm_log
 
@@ -192,7 +192,7 @@ def test_median_interval_over_processes_states_its_level():
 
 
 def test_model_name_drops_precision_and_context_tags():
-    from edgebench.llm_bench import model_name
+    from edgebench.llm.bench import model_name
 
     assert model_name("x/tiny-llama-f32.litertlm") == "tiny-llama"
     assert model_name("tiny-llama-q8.litertlm") == "tiny-llama"
@@ -220,7 +220,7 @@ def _llm_doc(run_id: str, precision: str, decode: list[float], sha: str, size: i
 
 
 def test_results_compare_pairs_fp32_and_int8_runs_and_tests_the_processes():
-    from edgebench.stats import compare_runs
+    from edgebench.judge.stats import compare_runs
 
     a = _llm_doc("a", "fp32", [1000.0, 1010.0, 990.0], "a" * 64, 2000)
     b = _llm_doc("b", "dynamic", [2000.0, 2030.0, 1985.0], "b" * 64, 900)
@@ -283,8 +283,8 @@ def test_store_history_keeps_shapes_and_contexts_apart(tmp_path):
     different context or shape is never a point of the same line."""
     import copy
 
-    from edgebench.stats import history_series
-    from edgebench.store import Store
+    from edgebench.judge.stats import history_series
+    from edgebench.store.db import Store
 
     a = _llm_doc("a", "fp32", [1000.0, 1010.0, 990.0], "a" * 64)
     b = copy.deepcopy(a)

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from edgebench.errors import BadInput
-from edgebench.matrix import Probe, RunOptions, expand, load_matrix, parse_overrides, run_matrix, shard
-from edgebench.store import Store
+from edgebench.core.errors import BadInput
+from edgebench.matrix.run import Probe, RunOptions, expand, load_matrix, parse_overrides, run_matrix, shard
+from edgebench.store.db import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "matrices" / "resnet50_training.yaml"

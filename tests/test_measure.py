@@ -1,4 +1,4 @@
-"""The one latency type (``rows.Latency.from_samples``, statistics in ``edgebench.measure``) against
+"""The one latency type (``rows.Latency.from_samples``, statistics in ``edgebench.core.latency``) against
 hand-computed values, LoadGen validity, the p99 CI, the warnings, and the ``latency_ms`` JSON frozen
 before ``measure.LatencyStats`` and ``rows.Latency`` became one type."""
 
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from edgebench.errors import BadInput
-from edgebench.measure import (MIN_SAMPLES, autocorrelation_time, early_stopping_estimate, early_stopping_min_samples,
+from edgebench.core.errors import BadInput
+from edgebench.core.latency import (MIN_SAMPLES, autocorrelation_time, early_stopping_estimate, early_stopping_min_samples,
                                order_stat_ci, trend_change, window_median_spread)
 from edgebench.rows import Latency
 
@@ -261,7 +261,7 @@ def test_binom_cdf_matches_scipy_and_so_do_the_intervals():
 
     from scipy.stats import binom
 
-    from edgebench.measure import binom_cdf, early_stopping_estimate, order_stat_ci
+    from edgebench.core.latency import binom_cdf, early_stopping_estimate, order_stat_ci
 
     for n in (1, 2, 10, 64, 662, 2023, 15085, 30000):
         for p in (0.01, 0.5, 0.9, 0.99, 0.999):

@@ -10,10 +10,10 @@ import sqlite3
 
 import pytest
 
-from edgebench.identity import headline
-from edgebench.metrics import REGISTRY, metric
+from edgebench.rows.identity import headline
+from edgebench.rows.metrics import REGISTRY, metric
 from edgebench.rows import Document
-from edgebench.store import Store
+from edgebench.store.db import Store
 
 pytest_plugins = ["conftest_adb"]
 
@@ -46,7 +46,7 @@ def test_peak_memory_is_measured_over_load_and_run(two_runs):
 
 
 def test_peak_memory_is_stored_compared_and_has_history(two_runs):
-    from edgebench.stats import compare_stored
+    from edgebench.judge.stats import compare_stored
 
     db, docs, _ = two_runs
     with Store(db) as st:
@@ -96,7 +96,7 @@ def test_an_old_database_gets_a_new_registry_column_filled_from_its_documents(tw
 
 
 def test_every_metric_has_a_known_unit_and_direction():
-    from edgebench.metrics import UNITS
+    from edgebench.rows.metrics import UNITS
 
     for m in REGISTRY:
         assert m.unit in UNITS and m.better in ("lower", "higher"), m.key

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from edgebench.bench import BenchSettings, run_bench
-from edgebench.profile import NOT_TIMED, model_explorer_node_data, partition_split
+from edgebench.bench.run import BenchSettings, run_bench
+from edgebench.targets.profile import NOT_TIMED, model_explorer_node_data, partition_split
 from edgebench.rows import OpEntry
 from edgebench.targets.base import RunControl
 

@@ -13,8 +13,8 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from edgebench import models  # noqa: E402
-from edgebench.errors import BadInput  # noqa: E402
+from edgebench.model import catalog as models  # noqa: E402
+from edgebench.core.errors import BadInput  # noqa: E402
 
 NAMES = ("digits", "resnet50", "mobilenetv2", "bert", "ssd_mobilenet")
 

@@ -101,7 +101,7 @@ def models(tmp_path_factory) -> dict[str, list[Path]]:
 
 
 def _bench(models, repeats: int = REPEATS, seconds: float = PER_PROCESS_S) -> dict:
-    from edgebench.bench import BenchSettings, run_bench
+    from edgebench.bench.run import BenchSettings, run_bench
     from edgebench.targets.base import RunControl
 
     doc = run_bench(BenchSettings(models=tuple(str(m) for m in models), repeats=repeats,
@@ -144,7 +144,7 @@ def test_replicates_are_interleaved_and_the_order_is_recorded(loaded_runs):
 def test_a_model_compared_with_itself_is_never_worse_under_load(loaded_runs):
     """A/A: no "worse" (a mean/QPS/tail moved by stalls is "stalls"), and the intervals printed as
     intervals for a rerun (hierarchical bootstrap over the processes) cover 1.0 in >= 90 % of pairs."""
-    from edgebench.stats import compare_runs
+    from edgebench.judge.stats import compare_runs
 
     worse, covered, intervals, pairs = [], 0, 0, 0
     for doc in loaded_runs:
@@ -183,7 +183,7 @@ def test_a_real_slowdown_is_still_worse_under_load(loaded_runs):
     p < 0.002: then every pair that is not "worse" must say why ("not significant": its p or the
     spread; "same" only for a ratio measured under 1.1x), none may read "better", and a warning names
     the spread it saw."""
-    from edgebench.stats import compare_runs
+    from edgebench.judge.stats import compare_runs
 
     changes = [_verdicts(compare_runs(*_pair(doc, i, COPIES)))["p50 ms"]
                for doc in loaded_runs for i in range(COPIES)]

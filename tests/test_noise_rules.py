@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgebench.stats import classify, compare_runs
+from edgebench.judge.stats import classify, compare_runs
 
 
 def _acc_row(correct: int, n: int, **extra) -> dict:
@@ -62,8 +62,8 @@ def test_drift_metrics_same_means_no_change():
 
 def test_intervals_are_never_zero_width_from_quantized_samples():
     """Samples on a 1 us grid (benchmark_model logs) made "p50 1.169x [1.169x, 1.169x]"."""
-    from edgebench.measure import rerun_interval
-    from edgebench.stats import ratio_interval
+    from edgebench.core.latency import rerun_interval
+    from edgebench.judge.stats import ratio_interval
 
     rng = np.random.default_rng(0)
     a = np.round(rng.normal(0.020, 0.0004, 3000), 3)     # ms on a 0.001 ms grid: 0.019, 0.020, 0.021
@@ -127,7 +127,7 @@ def test_replicates_and_history_must_agree():
 
 
 def test_answer_rule_guards():
-    from edgebench.measure import quantile_answered
+    from edgebench.core.latency import quantile_answered
 
     rng = np.random.default_rng(3)
     steady = rng.normal(1.0, 0.01, 4000)
@@ -140,7 +140,7 @@ def test_answer_rule_guards():
 
 
 def test_rounds_interleave_processes_and_record_their_order():
-    from edgebench.errors import InfraError
+    from edgebench.core.errors import InfraError
     from edgebench.targets.base import RunResult
     from edgebench.targets.loop import measure_in_rounds
 
@@ -177,7 +177,7 @@ def _raw(per_run_fc_us, per_run_conv_us):
 def test_per_op_type_speedups_come_from_medians_with_an_interval():
     """A few stalled profiled runs (a 20 ms one) move a per-op mean 30x; the median-based speed-up
     holds, with an interval; an op whose time moves from run to run says "unstable"."""
-    from edgebench.profile import op_profile_from_worker, speedup_by_op_type
+    from edgebench.targets.profile import op_profile_from_worker, speedup_by_op_type
 
     rng = np.random.default_rng(4)
     fc_a = rng.normal(100, 2, 700).round()
@@ -197,7 +197,7 @@ def test_per_op_type_speedups_come_from_medians_with_an_interval():
 
 
 def test_change_points_without_the_extra_say_how_to_get_otava(monkeypatch):
-    from edgebench import changepoints
+    from edgebench.judge import changepoints
 
     monkeypatch.setattr(changepoints, "_otava", lambda: None)
     y = [1.0, 1.01, 0.99, 1.0, 1.02, 1.3, 1.31, 1.29, 1.3, 1.3]
@@ -217,7 +217,7 @@ def test_change_points_come_from_apache_otava_when_installed(tmp_path):
     require_extra("otava", "changepoints")
     from rich.console import Console
 
-    from edgebench import changepoints
+    from edgebench.judge import changepoints
     from edgebench.report.html_parts import svg_lines
     from edgebench.report.terminal.results import render_history
 
@@ -242,11 +242,11 @@ def test_change_points_come_from_apache_otava_when_installed(tmp_path):
 def test_html_history_charts_mark_the_change_points(tmp_path, monkeypatch):
     """The HTML report's history series carry their change points (``export.collect_history``) and the
     chart draws a dashed line at each, labelled with the shift."""
-    from edgebench import changepoints
-    from edgebench.export import collect_history
+    from edgebench.judge import changepoints
+    from edgebench.report.export import collect_history
     from edgebench.report.html import render_html
-    from edgebench.results import envelope
-    from edgebench.store import Store
+    from edgebench.core.result_file import envelope
+    from edgebench.store.db import Store
 
     monkeypatch.setattr(changepoints, "_otava", lambda: None)       # the same without the extra
     rng = np.random.default_rng(7)

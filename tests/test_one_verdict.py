@@ -14,10 +14,10 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from edgebench.outcome import precision_label, row_verdict, run_verdict
-from edgebench.results import envelope
+from edgebench.judge.outcome import precision_label, row_verdict, run_verdict
+from edgebench.core.result_file import envelope
 from edgebench.rows import Document
-from edgebench.store import Store
+from edgebench.store.db import Store
 
 try:  # tests/ is on sys.path under pytest's default import mode
     from test_store import _cli as _store_cli  # noqa: E402
@@ -218,8 +218,8 @@ def test_silent_failure_and_keep_float_read_the_same_in_every_output(tmp_path):
 def test_history_and_compare_never_join_two_configurations(tmp_path):
     """--delegate none, --keep-float int8 (another file) and plain int8 are three history lines;
     results compare pairs them only with a CONFIGURATION DIFFERS panel."""
-    from edgebench.export import collect_history
-    from edgebench.stats import compare_stored
+    from edgebench.report.export import collect_history
+    from edgebench.judge.stats import compare_stored
 
     st = Store(str(tmp_path / "r.db"))
     ids = {}

@@ -111,7 +111,7 @@ def _op(kind, out):
 
 
 def test_int8_file_with_a_few_a16_ops_is_labelled_mixed():
-    from edgebench.tflite_model import precision, precision_detail
+    from edgebench.model.tflite_model import precision, precision_detail
 
     mixed = {"ops": [_op("integer", "int8")] * 5 + [_op("integer", "int16")] * 2}
     assert precision(mixed) == "int8"

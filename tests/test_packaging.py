@@ -20,7 +20,7 @@ def test_wheel_installs_with_data_dirs(tmp_path):
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
                    check=True, capture_output=True, timeout=300)
-    code = ("import edgebench, reference_models, edgebench.profiles as p, edgebench.models as m;"
+    code = ("import edgebench, reference_models, edgebench.targets.device_profiles as p, edgebench.model.catalog as m;"
             "assert edgebench.__file__.startswith(%r);"
             "assert len(p.load_profiles()) >= 7; assert set(m.MODELS) >= {'digits', 'bert', 'ssd_mobilenet'}"
             % str(target))

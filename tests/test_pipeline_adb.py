@@ -16,7 +16,7 @@ pytest_plugins = ["conftest_adb"]
 
 @pytest.fixture(scope="module")
 def standin(tmp_path_factory):
-    from edgebench.sim import benchmark_model_standin as standin
+    from edgebench.targets.sim import benchmark_model_standin as standin
 
     return standin.install(str(tmp_path_factory.mktemp("bm") / "benchmark_model"), sys.executable)
 

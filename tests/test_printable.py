@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from edgebench.printable import printable, printable_lines
+from edgebench.core.printable import printable, printable_lines
 from edgebench.report.terminal.console import DataConsole, safe_text
 
 pytest_plugins = ["conftest_bench"]
@@ -93,7 +93,7 @@ def test_usage_error_quoting_a_value_shows_it_as_text(run_cli, tmp_path, capfd):
 
 
 def _run_id(db) -> str:
-    from edgebench.store import Store
+    from edgebench.store.db import Store
 
     with Store(str(db)) as st:
         return st.list_runs(limit=1)[0]["run_id"]

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from edgebench.bench import BenchSettings, run_bench
+from edgebench.bench.run import BenchSettings, run_bench
 from edgebench.rows import Document, InferenceRow, OpEntry
 from edgebench.targets.base import RunControl
 
@@ -68,7 +68,7 @@ def test_op_profile_names_prelu_share_and_adds_up(profiled):
 
 
 def test_speedups_under_the_profilers_resolution_have_no_ratio():
-    from edgebench import profile as prof
+    from edgebench.targets import profile as prof
 
     base = [OpEntry(node=1, op="MAX_POOL_2D", name="p", ms=0.082, share=0.5, delegated=False),
             OpEntry(node=2, op="CONV_2D", name="c", ms=0.2, share=0.5, delegated=False)]
@@ -80,7 +80,7 @@ def test_speedups_under_the_profilers_resolution_have_no_ratio():
 
 
 def test_op_types_and_speedup_views(profiled):
-    from edgebench import profile as prof
+    from edgebench.targets import profile as prof
 
     fp32, int8 = _rows(profiled)
     types = prof.by_op_type(int8.op_profile)
@@ -161,7 +161,7 @@ def test_unmatched_partitions_become_one_entry():
 def test_delegation_warning_names_the_specific_fix():
     """Ops with a known cause get their own fix: runtime shape arithmetic -> --static-batch; int8
     SOFTMAX on XNNPACK -> keep it float or move it to the app; anything else -> the generic advice."""
-    from edgebench.profile import delegation_warning
+    from edgebench.targets.profile import delegation_warning
     from edgebench.rows import Delegation
 
     w = delegation_warning(Delegation("XNNPACK", 10, 6, 2, {"SHAPE": 1, "STRIDED_SLICE": 1, "PACK": 1,
@@ -177,7 +177,7 @@ def test_delegation_warning_names_the_specific_fix():
 def test_an_undelegated_tail_is_not_a_warning_but_a_split_graph_is():
     """Issue 27: an int8 model's final SOFTMAX (only a DEQUANTIZE partition after it) splits nothing;
     a PRELU between two partitions does."""
-    from edgebench import profile as prof
+    from edgebench.targets import profile as prof
     from edgebench.rows import Delegation
 
     tail = Delegation("XNNPACK", 9, 8, 2, {"SOFTMAX": 1}, details={

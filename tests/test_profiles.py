@@ -5,8 +5,8 @@ from __future__ import annotations
 import yaml
 import pytest
 
-from edgebench import profiles as pr
-from edgebench.errors import BadInput
+from edgebench.targets import device_profiles as pr
+from edgebench.core.errors import BadInput
 
 REQUIRED = {"pixel_7", "pixel_8", "galaxy_s23", "galaxy_s24", "redmi_note_13_pro_plus", "raspberry_pi_5",
             "jetson_orin_nano"}

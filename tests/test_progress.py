@@ -67,7 +67,7 @@ def test_matrix_bar_moves_per_cell_in_a_terminal(tmp_path, tiny_tflite):
 
 def test_device_lane_shows_its_samples_with_eta(make_sim, tiny_tflite, tmp_path):
     """benchmark_model on a device: minutes of one remote command -- the lane's line counts samples."""
-    from edgebench.sim import benchmark_model_standin as standin
+    from edgebench.targets.sim import benchmark_model_standin as standin
 
     binary = standin.install(str(tmp_path / "benchmark_model"), sys.executable)
     dev = make_sim(has_python=False)
@@ -85,7 +85,7 @@ def test_device_lane_shows_its_samples_with_eta(make_sim, tiny_tflite, tmp_path)
 @pytest.mark.parametrize("chunks", [[b"EDGEBENCH_SAMPLE_END 0 0\nEDGEBENCH_SAMPLE_END 1 0\n"],
                                     [b"EDGEBENCH_SAM", b"PLE_END 0 0\nEDGEBENCH_SAMPLE_E", b"ND 1 0\n"]])
 def test_sample_counter_counts_markers_split_across_chunks(chunks):
-    from edgebench import progress
+    from edgebench.core import progress
     from edgebench.targets.benchmark_model.sample_loop import sample_progress
 
     seen = []
@@ -103,7 +103,7 @@ def test_the_bar_holds_its_redraws_while_the_machine_is_timed(monkeypatch):
     import io
     import time
 
-    from edgebench import progress
+    from edgebench.core import progress
     from edgebench.cli import _common
 
     class Counting(io.StringIO):

@@ -15,8 +15,8 @@ import pytest
 
 pytest.register_assert_rewrite("conftest_report")
 from conftest_report import make_bench_doc, make_compare_doc, make_train_doc, parse_exposition, run_cli
-from edgebench.errors import BadInput
-from edgebench.export import write_textfile
+from edgebench.core.errors import BadInput
+from edgebench.report.export import write_textfile
 from edgebench.report.prometheus import escape_label_value, render_prometheus, sanitize_label_name
 
 pytest_plugins = ["conftest_report"]
@@ -287,7 +287,7 @@ PG_URL = os.environ.get("EDGEBENCH_TEST_PG_URL")
 def test_postgres_dashboard_sql_runs_against_the_store():
     import sqlalchemy as sa
 
-    from edgebench.store import Store
+    from edgebench.store.db import Store
 
     d = _dashboard("edgebench-postgres.json")
     tag = uuid.uuid4().hex[:8]

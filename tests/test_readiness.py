@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from edgebench.aot import plugin_log, vendors
-from edgebench.aot.compile import CompileResult
+from edgebench.readiness.aot import plugin_log, vendors
+from edgebench.readiness.aot.compile import CompileResult
 from edgebench.rows import Document
 
 COMPILED_FOR = "compiled for Qualcomm SM8650: runs only on that SoC's NPU"
@@ -92,7 +92,7 @@ def _compiled_looking(src: Path, dest: Path, vendor: str = "Qualcomm", soc: str 
 
 
 def test_inspect_reads_the_stamp_and_the_dispatch_ops(tiny_tflite, tmp_path):
-    from edgebench.tflite_model import inspect
+    from edgebench.model.tflite_model import inspect
 
     info = inspect(_compiled_looking(tiny_tflite, tmp_path / "c.tflite"))
     assert info["aot"]["vendor"] == "Qualcomm" and info["aot"]["soc"] == "SM8650"
@@ -161,7 +161,7 @@ def _result(soc: str, **kw) -> CompileResult:
 
 
 def _doc(fail_on=()):
-    from edgebench.readiness_rows import fail_on_verdict, npu_row
+    from edgebench.readiness.rows import fail_on_verdict, npu_row
 
     left = (plugin_log.LeftOp(8, "Atan2", "LiteRT Op #8 'Atan2' (code=156) is not supported in Qualcomm Compiler."),
             plugin_log.LeftOp(14, "Sign", "LiteRT Op #14 'Sign' (code=158) is not supported in Qualcomm Compiler.",
@@ -178,7 +178,7 @@ def _doc(fail_on=()):
 
 
 def test_rows_round_trip_and_the_metric_reads_ops_on_npu():
-    from edgebench.metrics import BY_KEY
+    from edgebench.rows.metrics import BY_KEY
 
     doc = _doc()
     again = Document.from_dict(json.loads(json.dumps(doc.to_dict())))
@@ -198,8 +198,8 @@ def test_fail_on(rules, passed):
 
 
 def test_fail_on_refuses_what_it_cannot_read():
-    from edgebench.errors import BadInput
-    from edgebench.readiness_rows import parse_fail_on
+    from edgebench.core.errors import BadInput
+    from edgebench.readiness.rows import parse_fail_on
 
     with pytest.raises(BadInput, match="percentage"):
         parse_fail_on(("SM8650=most",))
@@ -210,7 +210,7 @@ def test_fail_on_refuses_what_it_cannot_read():
 def test_markdown_html_and_the_store_show_the_readiness_rows(tmp_path):
     from edgebench.report.html import render_html
     from edgebench.report.markdown import render_markdown
-    from edgebench.store import Store
+    from edgebench.store.db import Store
 
     doc = _doc(("SM8650",))
     md = render_markdown(doc)
@@ -267,7 +267,7 @@ def test_the_plugin_links_libqnnlpai_which_the_stand_in_replaces():
 
 def test_a_plugin_that_crashes_fails_only_its_own_row(monkeypatch, tmp_path, tiny_tflite):
     """One compile = one process: a crash is a compile-failed row that says so, nothing else dies."""
-    from edgebench.aot import compile as aot_compile
+    from edgebench.readiness.aot import compile as aot_compile
 
     crash = tmp_path / "apply_plugin_main"
     crash.write_text("#!/bin/sh\necho 'Partitioned subgraph<0>, selected 2 ops, from a total of 3 ops. "

@@ -94,7 +94,7 @@ def _rows(doc, precision=None):
 
 def test_int8_mobilenet_like_takes_every_op_on_every_qualcomm_enum_soc(mobilenet):
     doc, _text, _ = mobilenet
-    from edgebench.aot.vendors import BY_KEY, enum_socs
+    from edgebench.readiness.aot.vendors import BY_KEY, enum_socs
 
     qualcomm = [r for r in _rows(doc, "int8") if r["vendor"] == "Qualcomm"]
     assert sorted(r["soc"] for r in qualcomm) == sorted(enum_socs(BY_KEY["qualcomm"]))

@@ -1,4 +1,4 @@
-"""Secrets never printed (issue 39; edgebench/redact.py): a credential planted in every URL-like
+"""Secrets never printed (issue 39; edgebench/core/redact.py): a credential planted in every URL-like
 option -- the Pushgateway URL (``user:token@`` and a token in the path), the store URL, a remote adb
 server -- appears in no message, no suggested retry command, no progress line and no file written."""
 
@@ -23,7 +23,7 @@ def _free_port() -> int:
 
 
 def test_redact_url_forms():
-    from edgebench.redact import redact, redact_url
+    from edgebench.core.redact import redact, redact_url
 
     assert redact_url(f"http://ci:{TOKEN}@gw:9091/") == "http://***@gw:9091/"
     assert redact_url(f"http://{TOKEN}@gw:9091") == "http://***@gw:9091"
@@ -46,7 +46,7 @@ def _no_token(*texts: str) -> None:
 
 def test_no_output_contains_a_planted_credential(run_cli, tmp_path, monkeypatch):
     """On main the Pushgateway URL was printed whole in the error and in the retry command."""
-    from edgebench.publish import PublishOptions, publish
+    from edgebench.report.publish import PublishOptions, publish
     from edgebench.rows import Document
 
     db = tmp_path / "r.db"
@@ -78,7 +78,7 @@ def test_no_output_contains_a_planted_credential(run_cli, tmp_path, monkeypatch)
     # a remote adb server named with credentials
     monkeypatch.setenv("ANDROID_ADB_SERVER_HOST", f"ci:{TOKEN}@127.0.0.1")
     monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", str(port))
-    from edgebench.errors import InfraError
+    from edgebench.core.errors import InfraError
     from edgebench.targets.adb.client import list_states
 
     try:
@@ -91,7 +91,7 @@ def test_no_output_contains_a_planted_credential(run_cli, tmp_path, monkeypatch)
 def test_credentials_become_basic_auth_and_the_printed_url_hides_them(run_cli, tmp_path):
     import urllib.parse
 
-    from edgebench.export import push_result
+    from edgebench.report.export import push_result
 
     parts = urllib.parse.urlsplit(PGW)
     url = f"{parts.scheme}://ci:{TOKEN}@{parts.netloc}{parts.path}"

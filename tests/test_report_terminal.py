@@ -79,7 +79,7 @@ def test_results_list_and_show_at_80_columns():
 
 def test_results_compare_and_history_keep_numbers_whole():
     from edgebench.report.terminal.results import render_history, render_results_compare
-    from edgebench.stats import Change
+    from edgebench.judge.stats import Change
 
     rep = {"a": "a" * 32, "b": "b" * 32, "fingerprint_diff": [], "unmatched_a": [], "unmatched_b": [],
            "regressions": 1, "rule": {"min_ratio": 1.1, "alpha": 0.002, "test": "Mann-Whitney U, two-sided"},
@@ -101,7 +101,7 @@ def test_results_compare_names_an_llm_shape_and_a_batch_in_the_key():
     pair: each key part gets its own column name, and the shape is tokens, not a batch."""
     from edgebench.report.terminal.results import render_results_compare
     from edgebench.rows.records import ComparedPair
-    from edgebench.stats import Change
+    from edgebench.judge.stats import Change
 
     assert ComparedPair.of({"key": ["tiny-llama", "dynamic", "host", 64, 16]}).identity == [
         "tiny-llama", "dynamic", "host", "64+16 tokens"]

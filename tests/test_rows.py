@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from edgebench.rows import Document, InferenceRow, Latency, TrainRow, Warmup, row_from_dict
-from edgebench.identity import headline
-from edgebench.store import Store
+from edgebench.rows.identity import headline
+from edgebench.store.db import Store
 
 FIXTURE_DB = Path(__file__).parent / "fixtures" / "store" / "results-0.1.0.db"
 
@@ -143,7 +143,7 @@ DIAGNOSE_INPUT = Path(__file__).parent / "goldens" / "inputs" / "diagnose.json"
 def test_a_stored_diagnose_document_round_trips_byte_identically_through_the_typed_rows():
     import json
 
-    from edgebench.results import dumps, to_jsonable
+    from edgebench.core.result_file import dumps, to_jsonable
     from edgebench.rows import Diagnosis, Layer
 
     stored = json.loads(DIAGNOSE_INPUT.read_text(encoding="utf-8"))
@@ -161,7 +161,7 @@ def test_a_stored_diagnose_document_round_trips_byte_identically_through_the_typ
 def test_diagnose_keys_the_types_do_not_know_are_written_back_in_place():
     import json
 
-    from edgebench.results import dumps
+    from edgebench.core.result_file import dumps
 
     stored = json.loads(DIAGNOSE_INPUT.read_text(encoding="utf-8"))
     row = stored["rows"][0]
@@ -196,7 +196,7 @@ def test_rows_without_layers_have_no_diagnosis_and_a_misspelt_layer_field_fails(
 def test_a_stored_keep_float_search_round_trips_through_its_typed_form():
     import json
 
-    from edgebench.results import dumps
+    from edgebench.core.result_file import dumps
     from edgebench.rows import KeepFloatSearch
 
     stored = json.loads((DIAGNOSE_INPUT.parent / "keep-float.json").read_text(encoding="utf-8"))["keep_float_search"]

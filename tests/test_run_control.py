@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 from conftest import make_job, run_in_pty
-from edgebench.errors import InfraError
+from edgebench.core.errors import InfraError
 from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, HOST_DELEGATES, RunControl
 from edgebench.targets.loop import Stop, run_on_targets
 
@@ -44,9 +44,9 @@ def test_run_control_rule_matches_the_worker_and_caps_forced_runs():
 
 def test_one_default_each():
     """The defaults the CLI shows are RunControl's; the job and every settings object embed it."""
-    from edgebench.bench import BenchSettings
+    from edgebench.bench.run import BenchSettings
     from edgebench.cli._options import RC_DEFAULTS
-    from edgebench.pipeline import CompareSettings, PairSettings
+    from edgebench.convert_and_compare.pipeline import CompareSettings, PairSettings
     from edgebench.targets.base import Job
 
     for s in (BenchSettings(models=("m",)), CompareSettings(src="x"), PairSettings(a="a", b="b")):
@@ -68,7 +68,7 @@ def test_tf_reference_obeys_max_time(digits_model, tmp_path):
 
 
 def test_one_delegate_list():
-    from edgebench import matrix
+    from edgebench.matrix import run as matrix
     from edgebench.targets import host
 
     assert set(HOST_DELEGATES) < set(DELEGATES) and DEFAULT_DELEGATE in HOST_DELEGATES
@@ -172,7 +172,7 @@ def test_bad_db_is_bad_input_before_anything_is_measured(bench_models, tmp_path)
 
 
 def test_store_failure_still_shows_the_table_then_the_error(run_cli, bench_models, tmp_path, monkeypatch):
-    from edgebench import store
+    from edgebench.store import db as store
 
     def broken(*a, **k):
         raise InfraError("results database is on fire")
@@ -183,8 +183,8 @@ def test_store_failure_still_shows_the_table_then_the_error(run_cli, bench_model
 
 
 def test_atomic_writer_never_follows_a_planted_temp_symlink(tmp_path):
-    from edgebench.atomic import write_text
-    from edgebench.results import write_json
+    from edgebench.core.atomic import write_text
+    from edgebench.core.result_file import write_json
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")

@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from edgebench.errors import BadInput, InfraError
+from edgebench.core.errors import BadInput, InfraError
 from conftest import make_job
 from edgebench.targets.base import RunResult
 from edgebench.targets.host import RUNNER_PATH, HostTarget
@@ -311,7 +311,7 @@ def test_peak_rss_excludes_the_input_data(host, tmp_path):
 
 def test_server_mode_records_generator_lateness_apart(host, bench_models):
     """Audit W3: the issuing thread's lateness is measured and reported, not hidden in latency."""
-    from edgebench import load
+    from edgebench.bench import load
 
     job = make_job(str(bench_models["fp32"]), runs=80, warmup_runs=2)
     res = host.run_load(job, {"mode": "server", "qps": 400.0, "workers": 1, "queries": 80})
@@ -335,7 +335,7 @@ def test_wait_until_never_returns_early():
 
 def test_overloaded_server_run_reports_its_backlog_as_a_lower_bound(host, bench_models):
     """Audit W10: queries still queued when max_time stopped the run were dropped from the p99."""
-    from edgebench import load
+    from edgebench.bench import load
 
     job = make_job(str(bench_models["fp32"]), runs=200_000, warmup_runs=2, max_time_s=0.3)
     r = load.server(host, job, 2_000_000.0, 1)
@@ -348,7 +348,7 @@ def test_overloaded_server_run_reports_its_backlog_as_a_lower_bound(host, bench_
 # ---------------------------------------------------------------- R1: untrusted models stay out of this process
 _NO_LITERT_HERE = r'''
 import json, sys
-from edgebench.pipeline import PairSettings, compare_pair
+from edgebench.convert_and_compare.pipeline import PairSettings, compare_pair
 from edgebench.targets.adb.runners import AdbTarget
 from edgebench.targets.base import Job, RunControl
 a, b, npz = sys.argv[1:4]
@@ -405,7 +405,7 @@ def test_synthetic_inputs_sized_by_an_untrusted_model_are_bounded(run_cli, tmp_p
 def test_worker_stop_rule_is_the_parents_run_control():
     """The standalone worker cannot import RunControl; its StopRule (and fallback defaults) must
     give the same verdict for every (runs, elapsed) the parent's rule does."""
-    from edgebench.measure import quantile_answered
+    from edgebench.core.latency import quantile_answered
     from edgebench.targets.base import RunControl
     from edgebench.targets.runner import _sibling
 

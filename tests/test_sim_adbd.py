@@ -95,8 +95,8 @@ def test_kill_switch_drops_the_device(h, adb_server, make_sim):
 
 
 def test_module_entry_point(h, adb_server, tmp_path):
-    """``python -m edgebench.sim.adbd`` as a user would start it."""
-    proc = subprocess.Popen([sys.executable, "-m", "edgebench.sim.adbd", "--port", "0", "--sandbox",
+    """``python -m edgebench.targets.sim.adbd`` as a user would start it."""
+    proc = subprocess.Popen([sys.executable, "-m", "edgebench.targets.sim.adbd", "--port", "0", "--sandbox",
                              str(tmp_path / "phone"), "--model", "Pixel 7", "--python"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     serial = None
@@ -165,11 +165,11 @@ def test_simulator_files_are_replaced_not_written_through(h, adb_server, make_si
 
 
 def test_listens_on_loopback_only_unless_unsafe(h, tmp_path):
-    from edgebench.sim.adbd import SimDevice
+    from edgebench.targets.sim.adbd import SimDevice
 
     with pytest.raises(ValueError, match="loopback only.*--unsafe-listen"):
         SimDevice(tmp_path / "a", host="0.0.0.0")
-    r = subprocess.run([sys.executable, "-m", "edgebench.sim.adbd", "--port", "0", "--host", "0.0.0.0",
+    r = subprocess.run([sys.executable, "-m", "edgebench.targets.sim.adbd", "--port", "0", "--host", "0.0.0.0",
                         "--sandbox", str(tmp_path / "b")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--unsafe-listen" in r.stderr and "Traceback" not in r.stderr
     dev = SimDevice(tmp_path / "c", host="0.0.0.0", unsafe_listen=True).start()
@@ -181,15 +181,15 @@ def test_listens_on_loopback_only_unless_unsafe(h, tmp_path):
 
 
 def _sim_import_graph() -> dict[str, set[str]]:
-    """Which edgebench.sim modules each one imports: every import statement, at top level, inside
+    """Which edgebench.targets.sim modules each one imports: every import statement, at top level, inside
     functions and under TYPE_CHECKING (a cycle hidden in a function is still a cycle)."""
     import ast
     from pathlib import Path
 
-    import edgebench.sim
+    import edgebench.targets.sim
 
-    folder = Path(edgebench.sim.__file__).parent
-    mods = {("edgebench.sim" if p.stem == "__init__" else f"edgebench.sim.{p.stem}"): p for p in folder.glob("*.py")}
+    folder = Path(edgebench.targets.sim.__file__).parent
+    mods = {("edgebench.targets.sim" if p.stem == "__init__" else f"edgebench.targets.sim.{p.stem}"): p for p in folder.glob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in mods.items():
         deps: set[str] = set()
@@ -206,8 +206,8 @@ def _sim_import_graph() -> dict[str, set[str]]:
 
 def test_no_import_cycle_among_the_simulator_modules():
     graph = _sim_import_graph()
-    assert "edgebench.sim.streams" in graph["edgebench.sim.adbd"]
-    assert "edgebench.sim.adbd" not in graph["edgebench.sim.streams"]          # streams see a Transport protocol
+    assert "edgebench.targets.sim.streams" in graph["edgebench.targets.sim.adbd"]
+    assert "edgebench.targets.sim.adbd" not in graph["edgebench.targets.sim.streams"]          # streams see a Transport protocol
 
     def reaches(start: str, node: str, seen: set[str]) -> bool:
         for d in graph[node]:

@@ -21,7 +21,7 @@ def _doc(name: str) -> dict:
 
 
 def test_paced_capacity_is_one_over_the_back_to_back_mean():
-    from edgebench.sustain import paced
+    from edgebench.bench.sustain import paced
     from edgebench.targets.base import RunResult
 
     slow = RunResult("host", "m.tflite", "x", np.full(200, 2_000_000, np.int64),
@@ -32,7 +32,7 @@ def test_paced_capacity_is_one_over_the_back_to_back_mean():
 
 
 def test_an_interrupted_run_reads_interrupted_not_a_row_failed():
-    from edgebench.outcome import run_verdict
+    from edgebench.judge.outcome import run_verdict
     from edgebench.report.markdown import render_markdown
     from edgebench.rows import Document
 
@@ -62,7 +62,7 @@ def test_diagnose_of_a_tflite_pair_says_what_it_measured_against():
 
 
 def test_sub_microsecond_latency_is_a_decimal():
-    from edgebench.formats import fmt_metric
+    from edgebench.core.formats import fmt_metric
 
     assert fmt_metric("ms", 0.000992) == "0.000992"
     assert fmt_metric("ms", 0.0123) == "0.0123" and fmt_metric("ms", 0.00005) == "5.00e-05"

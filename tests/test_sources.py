@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgebench.errors import BadInput
-from edgebench.convert import precision_of as tflite_precision
-from edgebench.sources import parse_input_shape, resolve_source
-from edgebench.tflite_model import restore_signature
+from edgebench.core.errors import BadInput
+from edgebench.convert.run import precision_of as tflite_precision
+from edgebench.sources.resolve import parse_input_shape, resolve_source
+from edgebench.model.tflite_model import restore_signature
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -379,7 +379,7 @@ def test_diagnose_of_a_qat_model_reads_its_float_model_as_values(run_cli, wild, 
 
 @pytest.fixture(scope="module")
 def tf1_variants(tf_models, tmp_path_factory) -> dict[str, str]:
-    from edgebench.convert import ConvertSettings, check_manifest, convert
+    from edgebench.convert.run import ConvertSettings, check_manifest, convert
 
     out = tmp_path_factory.mktemp("variants")
     rng = np.random.default_rng(8)
@@ -606,8 +606,8 @@ def test_an_automatic_static_batch_the_converter_refuses_falls_back_to_the_dynam
     second-guessed."""
     from ai_edge_litert.interpreter import Interpreter
 
-    from edgebench import convert as convert_mod
-    from edgebench.sources import SourceOptions
+    from edgebench.convert import run as convert_mod
+    from edgebench.sources.resolve import SourceOptions
 
     real = convert_mod.PRECISIONS["fp32"]
 

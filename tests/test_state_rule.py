@@ -15,8 +15,8 @@ import pytest
 
 import stateful_models as sm_models
 from conftest import make_job
-from edgebench.errors import BadInput
-from edgebench.state_rule import StateRule, resolve, split_stream_data, stream_decisions
+from edgebench.core.errors import BadInput
+from edgebench.model.state_rule import StateRule, resolve, split_stream_data, stream_decisions
 from edgebench.targets.host import HostTarget
 
 # Conversions here take the default path: calibrated precisions in the conversion worker.

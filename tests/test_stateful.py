@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import make_job
-from edgebench import tflite_model
+from edgebench.model import tflite_model
 from edgebench.targets.host import HostTarget
 
 pytest_plugins = ["conftest_bench"]
@@ -139,7 +139,7 @@ def test_keras3_lstm_is_retraced_at_the_static_batch_and_int8_fails_with_the_con
 def test_converter_reason_drops_compiler_locations():
     from pathlib import Path
 
-    from edgebench.convert import converter_reason
+    from edgebench.convert.run import converter_reason
 
     text = (Path(__file__).parent / "fixtures" / "converter" / "tensorlist_reserve_error.txt").read_text()
     reason = converter_reason(text)
@@ -156,7 +156,7 @@ def test_a_custom_op_gets_one_line_that_names_it_and_what_to_do(tmp_path):
     op's name and the ways forward, not LiteRT's 'Node number 0 failed to prepare'."""
     import tensorflow as tf
 
-    from edgebench.errors import BadInput
+    from edgebench.core.errors import BadInput
 
     f = tf.function(lambda x: {"y": tf.math.special.bessel_i1e(x)},
                     input_signature=[tf.TensorSpec([1, 4], tf.float32)])

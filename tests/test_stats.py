@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgebench.stats import (ALPHA, MIN_RATIO, classify, compare_runs, detect_steps, history_with_steps,
+from edgebench.judge.stats import (ALPHA, MIN_RATIO, classify, compare_runs, detect_steps, history_with_steps,
                              mann_whitney)
 
 
@@ -278,7 +278,7 @@ def test_repeats_decide_significance_and_say_so():
 
 
 def test_run_noise_from_history_is_robust_to_a_step():
-    from edgebench.stats import noise_test, run_noise
+    from edgebench.judge.stats import noise_test, run_noise
 
     assert run_noise([1.0, 1.1, 0.9]) is None                     # too few runs
     sigma, m, df = run_noise([1.0, 1.02, 0.98, 1.01, 0.99, 1.5, 1.52, 1.49, 1.51, 1.5])

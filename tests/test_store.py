@@ -11,11 +11,11 @@ import textwrap
 import numpy as np
 import pytest
 
-from edgebench import store as store_mod
-from edgebench.errors import BadInput, InfraError
-from edgebench.results import envelope
-from edgebench.identity import HEADLINE, headline
-from edgebench.store import Store, decode_samples, encode_samples, parse_since
+from edgebench.store import db as store_mod
+from edgebench.core.errors import BadInput, InfraError
+from edgebench.core.result_file import envelope
+from edgebench.rows.identity import HEADLINE, headline
+from edgebench.store.db import Store, decode_samples, encode_samples, parse_since
 
 FP = {"hostname": "h1", "tensorflow": "2.21.0", "litert": "2.3.0", "cpu_model": "cpu", "edgebench_git_sha": "abc"}
 
@@ -212,7 +212,7 @@ def test_not_a_database(tmp_path):
 
 WRITER = textwrap.dedent("""
     import os, sys, time
-    from edgebench.store import Store
+    from edgebench.store.db import Store
     url, tag, go = sys.argv[1], sys.argv[2], sys.argv[3]
     st = Store(url, timeout_s=60)
     while not os.path.exists(go):
@@ -363,7 +363,7 @@ def test_results_cli_bad_inputs(history_db, tmp_path):
 
 
 def test_results_import_and_store_result_keeps_unsaved(tmp_path, monkeypatch):
-    from edgebench.publish import PublishOptions, publish
+    from edgebench.report.publish import PublishOptions, publish
     from edgebench.rows import Document
 
     monkeypatch.setenv("EDGEBENCH_DATA_DIR", str(tmp_path / "data"))
@@ -426,7 +426,7 @@ def test_history_never_joins_differing_configurations(db):
                                          "strategy": strategy, "precision": "fp32", "batch_size": 64,
                                          "xla": False, "input_pipeline": "optimized",
                                          "target": f"train:{strategy}"}], FP))
-    from edgebench.stats import history_series
+    from edgebench.judge.stats import history_series
 
     lines = history_series(st, "p99", model="digits")
     assert sorted((h["series"]["threads"], len(h["points"]), h["left_out"]) for h in lines) == [(1, 6, 1), (2, 6, 0)]
@@ -449,7 +449,7 @@ def test_compare_takes_run_to_run_noise_from_stored_history(db):
         row["samples_ns"] = (np.asarray(row["samples_ns"]) * f).astype(np.int64)
         row["latency_ms"] = {**row["latency_ms"], "p50": f, "mean": 1.1 * f, "qps": 909.0 / f}
         ids.append(st.save(doc))
-    from edgebench.stats import compare_stored
+    from edgebench.judge.stats import compare_stored
 
     rep = compare_stored(st, ids[8], ids[11])
     (pair,) = rep["pairs"]
@@ -464,7 +464,7 @@ def test_compare_takes_run_to_run_noise_from_stored_history(db):
 def test_model_filter_finds_the_names_a_model_is_stored_under(db, run_cli):
     """Docs item of issue 18: `results list --model digits` finds compare rows (digits-tiny) and
     bench rows (digits-tiny_int8), never another model whose name merely starts alike."""
-    from edgebench.store import model_family_names
+    from edgebench.store.db import model_family_names
 
     assert "digits-tiny_int8" in model_family_names("digits") and "digitsnet" not in model_family_names("digits")
     assert set(model_family_names("digits-tiny")) == {"digits-tiny"} | {f"digits-tiny_{p}" for p in

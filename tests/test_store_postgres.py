@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from edgebench.errors import BadInput
-from edgebench.results import envelope
-from edgebench import store as store_mod
-from edgebench.store import Store
+from edgebench.core.errors import BadInput
+from edgebench.core.result_file import envelope
+from edgebench.store import db as store_mod
+from edgebench.store.db import Store
 
 PG_URL = os.environ.get("EDGEBENCH_TEST_PG_URL")
 pytestmark = pytest.mark.skipif(not PG_URL, reason="EDGEBENCH_TEST_PG_URL not set (scripts/test starts "

@@ -11,9 +11,9 @@ import time
 import numpy as np
 import pytest
 
-from edgebench.energy import PowerReading, battery_energy, detect_units, rapl_energy, unwrap_counter
+from edgebench.targets.energy import PowerReading, battery_energy, detect_units, rapl_energy, unwrap_counter
 from edgebench.rows import Document, InferenceRow, Latency
-from edgebench.sustain import THROTTLE_RATIO, ranking_changes, timeline
+from edgebench.bench.sustain import THROTTLE_RATIO, ranking_changes, timeline
 from edgebench.targets.base import RunResult
 from edgebench.targets.host_sensors import HostSampler, rapl_zones
 
@@ -238,7 +238,7 @@ def test_renderers_show_every_regime_and_escape():
 
 def test_store_keeps_every_regime_and_the_report_rebuilds_from_it(tmp_path):
     from edgebench.report.html import render_html
-    from edgebench.store import Store
+    from edgebench.store.db import Store
 
     doc = Document.new("bench", [_full_row()], {"hostname": "h"})
     with Store(str(tmp_path / "r.db")) as st:

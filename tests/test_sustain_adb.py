@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from edgebench.energy import EnergySettings
-from edgebench.errors import BadInput
+from edgebench.targets.energy import EnergySettings
+from edgebench.core.errors import BadInput
 from edgebench.targets.adb import AdbTarget, ThermalPolicy
 from edgebench.targets.base import Schedule
 from conftest import make_job

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from edgebench.energy import EnergySettings
-from edgebench.errors import BadInput
+from edgebench.targets.energy import EnergySettings
+from edgebench.core.errors import BadInput
 from edgebench.targets.base import Schedule
 from edgebench.targets.host import HostTarget
 from conftest import make_job
@@ -36,7 +36,7 @@ def test_period_shorter_than_the_inference_is_bad_input_that_says_so(bench_model
 
 
 def test_sustained_run_is_closed_into_windows(bench_models):
-    from edgebench.sustain import timeline
+    from edgebench.bench.sustain import timeline
 
     job = make_job(bench_models["fp32"], schedule=Schedule(duration_s=1.5, report_every_s=0.5), **FAST)
     res = HostTarget().run(job)
@@ -66,7 +66,7 @@ def test_cold_starts_fresh_processes(bench_models):
         assert st["other_ms"] >= 0
         parts = st["process_start_ms"] + st["init_ms"] + st["first_inference_ms"] + st["other_ms"]
         assert parts == pytest.approx(st["total_ms"], abs=1e-6)
-    from edgebench.sustain import cold_start
+    from edgebench.bench.sustain import cold_start
 
     summary = cold_start(res, "fp32")
     assert summary.other_ms is not None and summary.other_ms.samples == 2
@@ -74,7 +74,7 @@ def test_cold_starts_fresh_processes(bench_models):
 
 
 def test_xnnpack_weight_cache_first_start_writes_it_later_ones_load_it(bench_models):
-    from edgebench.sustain import cold_start
+    from edgebench.bench.sustain import cold_start
 
     res = HostTarget().run_load(make_job(bench_models["fp32"]), {"mode": "cold_start", "count": 2,
                                                                  "xnnpack_cache": True})

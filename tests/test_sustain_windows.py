@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from edgebench.errors import BadInput
+from edgebench.core.errors import BadInput
 from edgebench.targets.base import Schedule
 
 pytest_plugins = ["conftest_bench"]
@@ -31,7 +31,7 @@ def test_a_typed_window_that_leaves_one_window_is_refused_with_the_fix():
 def test_one_window_has_no_ratio():
     from edgebench.rows import Latency
     from edgebench.rows.regimes import Window
-    from edgebench.sustain import _summary
+    from edgebench.bench.sustain import _summary
 
     lat = Latency.from_samples([1_000_000 + i for i in range(50)])
     one = [Window(index=0, t_start_s=0.0, t_end_s=1.0, samples=50, latency=lat)]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from edgebench.errors import BadInput
-from edgebench import tflite_model
-from edgebench.tflite_model import COUNTED_OPS, inspect
+from edgebench.core.errors import BadInput
+from edgebench.model import tflite_model
+from edgebench.model.tflite_model import COUNTED_OPS, inspect
 
 pytest_plugins = ["conftest_bench"]
 

@@ -50,7 +50,7 @@ def test_module_factory_converts_with_torch_as_the_parity_reference(torch_setup,
     assert m["parity"]["outputs"]["output_0"]["max_abs_err"] <= 1e-6
     assert m["variants"]["int8"]["precision_from_tensors"] == "int8"
     assert m["versions"]["litert_torch"] and m["versions"]["ai_edge_quantizer"]
-    from edgebench.sources import tflite_signature
+    from edgebench.sources.resolve import tflite_signature
 
     sig = tflite_signature(m["variants"]["fp32"]["path"])
     assert sig.input_names == ["image"]                 # the model's own input name, not args_0
@@ -69,7 +69,7 @@ def test_pt2_channels_last_convert_and_compare_against_torch(torch_setup, run_cl
     assert rows["fp32"]["drift"]["output_0"]["max_abs"] <= 1e-6       # against PyTorch's own outputs
     assert doc["parity"]["reference"] == "torch" and doc["parity"]["passed"]
     assert rows["int8"]["status"] == "ok" and rows["int8"]["worst"]["cosine"] > 0.9
-    from edgebench.tflite_model import inspect
+    from edgebench.model.tflite_model import inspect
 
     info = inspect(rows["fp32"]["model_path"])
     assert info["inputs"][0]["shape"][-1] == 3                        # NHWC in, no leading TRANSPOSE
@@ -135,8 +135,8 @@ def test_pt2_constant_holding_a_python_object_is_refused(torch_setup, tmp_path):
     import json as _json
     import zipfile
 
-    from edgebench.errors import BadInput
-    from edgebench.sources_torch import check_pt2
+    from edgebench.core.errors import BadInput
+    from edgebench.sources.pytorch import check_pt2
 
     d = torch_setup
     with zipfile.ZipFile(d / "net.pt2") as z:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgebench.errors import BadInput
+from edgebench.core.errors import BadInput
 from edgebench.train import Cell, TrainSettings, WorkerGroup
 from edgebench.train.sweep import failure_summary, pipeline_comparison
 from edgebench.train.sweep import run_train_baseline as _run_train_baseline
@@ -273,7 +273,7 @@ def test_mirrored_on_gpu_reports_memory_and_utilisation():
 
 
 def test_db_saves_the_training_result(tmp_path):
-    from edgebench.store import Store
+    from edgebench.store.db import Store
 
     db = str(tmp_path / "results.db")
     doc = run_train_baseline(TrainSettings(model="digits", batch_sizes=(8,), steps=2, warmup_steps=1, db=db))

@@ -1,4 +1,4 @@
-"""No code from a model file runs without consent (issue 39; edgebench/trust.py).
+"""No code from a model file runs without consent (issue 39; edgebench/sources/trust.py).
 
 Crafted models, built at test time with the real packages: a tf-keras (Keras 2) ``.h5`` and a Keras 3
 ``.keras`` whose Lambda writes a marker file when its bytecode runs, and a SavedModel whose
@@ -101,7 +101,7 @@ def test_safe_mode_refusals_are_never_retried_with_a_permissive_loader(run_cli, 
     path ignores ``safe_mode=`` and ran the bytecode on main)."""
     import keras
 
-    import edgebench.sources as sources
+    import edgebench.sources.resolve as sources
 
     monkeypatch.setattr(sources, "check_keras_file", lambda *a, **k: None)
     for kind in ("h5", "keras"):
@@ -127,7 +127,7 @@ def test_config_scan_finds_every_code_carrier_and_nothing_else():
     import marshal
     import pickle
 
-    from edgebench.trust import keras_code
+    from edgebench.sources.trust import keras_code
 
     code = base64.b64encode(marshal.dumps((lambda x: x).__code__)).decode()
     legit = {"module": "keras.src.models.functional", "class_name": "Functional", "config": {"name": "m", "layers": [
@@ -170,7 +170,7 @@ def test_keras_2_files_without_code_still_load_with_tf_keras(tmp_path):
     its config, e.g. time_major) carries none (issue 33 loads such files through tf-keras)."""
     import tf_keras
 
-    from edgebench.trust import keras_code, read_keras_config
+    from edgebench.sources.trust import keras_code, read_keras_config
 
     m = tf_keras.Sequential([tf_keras.layers.Input((5, 3)), tf_keras.layers.LSTM(4), tf_keras.layers.Dense(2)])
     m.save(tmp_path / "lstm.h5")
@@ -275,8 +275,8 @@ def test_a_savedmodel_that_writes_files_is_refused_before_any_op_runs(run_cli, e
 
 
 def test_graph_scan_names_every_side_effect_and_spares_assets(evil_savedmodels):
-    from edgebench.savedmodel import pick_meta_graph, read_saved_model
-    from edgebench.trust import saved_model_ops
+    from edgebench.model.savedmodel import pick_meta_graph, read_saved_model
+    from edgebench.sources.trust import saved_model_ops
 
     def ops(name: str) -> set[tuple[str, str]]:
         p = evil_savedmodels[name]
@@ -293,7 +293,7 @@ def test_graph_scan_names_every_side_effect_and_spares_assets(evil_savedmodels):
 
 
 def test_output_folders_other_users_can_write_are_refused(run_cli, tmp_path):
-    from edgebench.trust import own_dir, unsafe_dir
+    from edgebench.sources.trust import own_dir, unsafe_dir
 
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -321,7 +321,7 @@ def test_output_folders_other_users_can_write_are_refused(run_cli, tmp_path):
 
 
 def test_keras_archive_zip_members_unit(tmp_path):
-    from edgebench.bounded import unsafe_member_name
+    from edgebench.core.bounded import unsafe_member_name
 
     assert [n for n in ("a/b.h5", "assets/vocab.txt", "../x", "/etc/x", "a/../../x", "C:/x", "..\\x")
             if unsafe_member_name(n)] == ["../x", "/etc/x", "a/../../x", "C:/x", "..\\x"]

@@ -70,7 +70,7 @@ def test_records_read_what_the_producers_write():
 
 
 def test_the_p99_minimum_is_written_once():
-    from edgebench.measure import MIN_SAMPLES
+    from edgebench.core.latency import MIN_SAMPLES
     from edgebench.targets import runner_stop
 
     assert runner_stop.DEFAULT_MIN_RUNS == MIN_SAMPLES["p99"]

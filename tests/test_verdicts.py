@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from edgebench.rows import Delegation, Drift
-from edgebench.verdicts import delegation_verdict, output_verdicts
+from edgebench.judge.verdicts import delegation_verdict, output_verdicts
 
 pytest_plugins = ["conftest_profile"]
 FAST = ["--min-runs", "20", "--min-time", "0", "--warmup-runs", "2", "--no-store"]
@@ -135,7 +135,7 @@ def test_verdict_rules_on_arrays():
 
 
 def test_gate_file_takes_the_new_thresholds(tmp_path):
-    from edgebench.gate import load_gate_file
+    from edgebench.judge.gate import load_gate_file
 
     f = tmp_path / "gate.yaml"
     f.write_text("default:\n  min_cosine: 0.99\nint8:\n  min_delegated: 95\n")
@@ -146,7 +146,7 @@ def test_gate_file_takes_the_new_thresholds(tmp_path):
 def test_psnr_that_reads_fine_beside_a_low_cosine_is_warned():
     """Issue 28.8: PSNR 29.7 dB beside cosine 0.31 and 19 % agreement must not look good."""
     from edgebench.rows import Accuracy
-    from edgebench.verdicts import metric_disagreement
+    from edgebench.judge.verdicts import metric_disagreement
 
     acc = Accuracy(output="y", top1_agreement=0.19)
     seen = {"y": Drift.from_dict({"psnr_db": 29.7, "cosine": 0.31, "max_abs": 1.0})}
@@ -159,7 +159,7 @@ def test_psnr_that_reads_fine_beside_a_low_cosine_is_warned():
 
 def test_error_sources_name_the_weights_when_dynamic_range_loses_as_much_as_int8():
     """Issue 28.6: an audio tagger's dynamic ~ int16x8 ~ int8 ~ 31 dB points at the 8-bit weights."""
-    from edgebench.outcome import error_sources
+    from edgebench.judge.outcome import error_sources
     from edgebench.rows import InferenceRow
 
     def row(p, db, found=None):
@@ -180,7 +180,7 @@ def test_error_sources_name_the_weights_when_dynamic_range_loses_as_much_as_int8
 def test_a_slower_quantized_row_says_why():
     """Issue 28.7 / 24.11: int8 slower than fp32 names the ops the delegate left out; int16x8 with
     nothing delegated names the missing 16x8 kernels, not SOFTMAX/SHAPE."""
-    from edgebench.outcome import no_integer16_kernels, slower_reason
+    from edgebench.judge.outcome import no_integer16_kernels, slower_reason
     from edgebench.rows import InferenceRow, Latency
 
     def row(p, p50_ms, d):

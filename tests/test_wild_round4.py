@@ -122,7 +122,7 @@ def test_diagnose_ranks_by_the_measured_gain_of_keeping_a_layer_float(run_cli, d
 
 
 def test_a_proof_goal_never_exceeds_what_was_measured_reachable():
-    from edgebench.diagnose import proof_goal
+    from edgebench.diagnose.run import proof_goal
 
     row = {"worst": {"psnr_db": 21.2}, "fix_trials": [{"psnr_db": 30.5}, {"psnr_db": 22.0}]}
     assert proof_goal(dict(row)) == ["--min-psnr", "27"]                       # +6 dB, under the best trial
@@ -169,7 +169,7 @@ def test_qat_diagnose_compares_with_the_models_own_fake_quantized_values(run_cli
 
 
 def test_qat_clipping_advice_names_training_not_calibration():
-    from edgebench.quant.layers import advice
+    from edgebench.convert.quant.layers import advice
 
     l = {"finding": True, "ranking_snr_db": 10.0, "dtype": "int8", "scale": 0.1, "zero_point": 0,
          "float_min": -30.0, "float_max": 30.0, "float_tensor": "t"}
@@ -290,8 +290,8 @@ def test_precision_flops_and_coverage_read_the_loop_body(tmp_path):
     dynamic-range file read "dynamic (fp32 file)", with 0 FLOPs and no float op."""
     import tensorflow as tf
 
-    from edgebench import tflite_model
-    from edgebench.profile import describe_tflite
+    from edgebench.model import tflite_model
+    from edgebench.targets.profile import describe_tflite
 
     sm = _loop_savedmodel(tmp_path / "loop_sm")
     c = tf.lite.TFLiteConverter.from_saved_model(str(sm))
@@ -316,7 +316,7 @@ def test_shape_bookkeeping_is_no_float_op_of_a_dynamic_batch_file(tmp_path):
     import keras
     import tensorflow as tf
 
-    from edgebench import tflite_model
+    from edgebench.model import tflite_model
 
     keras.utils.set_random_seed(0)
     m = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Conv2D(4, 3), keras.layers.Flatten(),
@@ -349,8 +349,8 @@ def test_op_types_are_the_models_ops_not_xnnpacks_names(tmp_path):
     import tensorflow as tf
     from rich.console import Console
 
-    from edgebench import profile as prof
-    from edgebench.bench import BenchSettings, run_bench
+    from edgebench.targets import profile as prof
+    from edgebench.bench.run import BenchSettings, run_bench
     from edgebench.report.terminal.profile import render_op_profile
     from edgebench.targets.base import RunControl
 

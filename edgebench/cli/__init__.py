@@ -13,7 +13,7 @@ import sys
 
 import typer
 
-from edgebench.errors import EdgebenchError
+from edgebench.core.errors import EdgebenchError
 
 # Quiet TensorFlow's C++ logging before anything imports it; users can override.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -174,13 +174,13 @@ def _main(argv: list[str] | None) -> None:
         _check_arguments(sys.argv[1:] if argv is None else argv)
         rv = app(args=argv, standalone_mode=False)
     except EdgebenchError as err:
-        from edgebench.errors import Interrupted
+        from edgebench.core.errors import Interrupted
 
         if _SIGNALLED and not isinstance(err, Interrupted):
             _interrupted()         # an error the signal caused (a worker it stopped ...): the signal is the news
         _fail(str(err), err.exit_code)
     except KeyboardInterrupt as exc:
-        from edgebench.errors import SIGNAL_EXIT_CODES
+        from edgebench.core.errors import SIGNAL_EXIT_CODES
         from edgebench.targets.loop import interrupt_name
 
         name = interrupt_name(exc)
@@ -196,7 +196,7 @@ def _main(argv: list[str] | None) -> None:
         if isinstance(exc, _click_exceptions().UsageError):
             import io
 
-            from edgebench.printable import printable_lines
+            from edgebench.core.printable import printable_lines
 
             text = io.StringIO()
             exc.show(file=text)                 # the value the user typed is data: shown, never sent
@@ -228,8 +228,8 @@ def _check_arguments(args: list[str]) -> None:
     """A command-line argument that is not valid UTF-8 (a file name in another encoding, which
     Python holds as lone surrogates) is refused before anything runs: edgebench writes every path it
     was given into JSON, the results store and reports, and LiteRT and TensorFlow take paths as UTF-8."""
-    from edgebench.errors import BadInput
-    from edgebench.printable import printable
+    from edgebench.core.errors import BadInput
+    from edgebench.core.printable import printable
 
     for arg in args:
         try:
@@ -255,7 +255,7 @@ _SIGNALLED: str | None = None    # the last SIGTERM/SIGHUP received (Ctrl-C leav
 def _interrupted() -> None:
     """An interruption outside the measuring loops (conversion, model build, diagnose, the
     keep-float search): the signal that stopped it names it and sets the exit code."""
-    from edgebench.errors import SIGNAL_EXIT_CODES
+    from edgebench.core.errors import SIGNAL_EXIT_CODES
 
     name = _SIGNALLED or "Ctrl-C"
     _fail(INTERRUPTED.replace("(Ctrl-C)", f"({name})"), SIGNAL_EXIT_CODES.get(name, 130))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from edgebench.errors import BadInput, EdgebenchError
-from edgebench.ranges import RANGES, check
+from edgebench.core.errors import BadInput, EdgebenchError
+from edgebench.core.ranges import RANGES, check
 
 
 def split_csv(value: str | None, *, option: str, allowed: tuple[str, ...] | None = None) -> list[str]:
@@ -27,7 +27,7 @@ def split_csv(value: str | None, *, option: str, allowed: tuple[str, ...] | None
 
 
 def split_ints(value: str | None, *, option: str) -> list[int]:
-    """'1,2,4' -> [1, 2, 4]; each value in the option's range (``edgebench.ranges.RANGES``)."""
+    """'1,2,4' -> [1, 2, 4]; each value in the option's range (``edgebench.core.ranges.RANGES``)."""
     items = split_csv(value, option=option)
     try:
         out = [int(v) for v in items]
@@ -78,7 +78,7 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
     Yields ``say(msg)``: each call completes the previous stage and starts ``msg``;
     ``say.set_total(n)`` sizes the bar once the number of stages is known (then an ETA shows).
     ``say.lane(name, label)`` is a context manager for one device lane's current item: the lane
-    gets a line of its own, and what the run reports through ``edgebench.progress`` inside it
+    gets a line of its own, and what the run reports through ``edgebench.core.progress`` inside it
     (e.g. samples done of a device's sample loop) moves that line's bar and ETA.
     Safe to call from device-lane threads.
     """
@@ -96,7 +96,7 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                                    TimeElapsedColumn, TimeRemainingColumn)
 
-        from edgebench import progress as events
+        from edgebench.core import progress as events
 
         self._stream = terminal_stderr()
         if self._stream is not None:
@@ -158,7 +158,7 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
     REDRAW_S = 0.1
 
     def _redraw_loop(self) -> None:
-        from edgebench import progress as events
+        from edgebench.core import progress as events
 
         while not self._stop.wait(self.REDRAW_S):
             if events.is_measuring():
@@ -190,8 +190,8 @@ def deliver(doc, opts, render, *, json_path: str | None = None) -> "object":
     An interruption (Ctrl-C/SIGTERM/SIGHUP) is raised after the rows measured before it were
     stored and shown; a store or push failure after the table was printed. Returns the
     published document (with ``run_id``)."""
-    from edgebench.errors import Interrupted, StdoutNotWritable
-    from edgebench.publish import publish
+    from edgebench.core.errors import Interrupted, StdoutNotWritable
+    from edgebench.report.publish import publish
 
     outcome = publish(doc, opts)
     doc = outcome.doc
@@ -229,7 +229,7 @@ def show(parts) -> None:
 
 def _kept_where(outcome) -> str:
     """Where a published result is, for a message about output that did not arrive."""
-    from edgebench.publish import keep_unsaved
+    from edgebench.report.publish import keep_unsaved
 
     if outcome.run_id:
         return f"the result is stored as run {outcome.run_id}: `edgebench results show {outcome.run_id}`"

@@ -12,8 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from edgebench.energy import EnergySettings
-from edgebench.publish import PublishOptions
+from edgebench.targets.energy import EnergySettings
+from edgebench.report.publish import PublishOptions
 from edgebench.targets.base import (ACCELERATORS, DEFAULT_DELEGATE, DELEGATES, GPU_PRECISIONS, P99_MIN_SAMPLES,
                                     RUNTIME_APIS, RunControl, Schedule)
 
@@ -21,7 +21,7 @@ _RC = RunControl()
 _SCHEDULE = Schedule()
 _ENERGY = EnergySettings()
 
-# --- what a stateful model remembers between samples (edgebench.state_rule)
+# --- what a stateful model remembers between samples (edgebench.model.state_rule)
 StateOpt = Annotated[str, typer.Option(
     "--state", help="Stateful models (Keras stateful layers, streaming models with variables, LSTMs): "
                     "'independent' (every sample from the initial state), 'streams' (state carried within a "
@@ -171,7 +171,7 @@ def schedule(duration: float | None = None, report_every: float | None = None,
              period_ms: float | None = None) -> Schedule:
     """--duration / --report-every / --period-ms -> Schedule (--report-every alone is refused: it
     is the window of a sustained run)."""
-    from edgebench.errors import BadInput
+    from edgebench.core.errors import BadInput
 
     if report_every is not None and duration is None:
         raise BadInput(f"--report-every {report_every:g} sets the window of a sustained run: add --duration S "
@@ -190,8 +190,8 @@ def source_options(signature: str | None = None, input_shapes: list[str] | None 
     """--signature / --input-shape (repeatable) / --import (repeatable) / --reference / --static-batch
     / --dynamic-batch / --trust-model -> SourceOptions (neither flag: the command's default,
     ``SourceOptions.for_measuring``)."""
-    from edgebench.errors import BadInput
-    from edgebench.sources import DEFAULT_SIGNATURE, SourceOptions, parse_input_shape
+    from edgebench.core.errors import BadInput
+    from edgebench.sources.resolve import DEFAULT_SIGNATURE, SourceOptions, parse_input_shape
 
     if static_batch and dynamic_batch:
         raise BadInput("--static-batch and --dynamic-batch: give one of them")
@@ -209,7 +209,7 @@ def source_options(signature: str | None = None, input_shapes: list[str] | None 
 
 def source_arg(src: str | None, torch: str | None) -> str:
     """SRC, or the --torch MODULE:FACTORY that stands for it (one of the two, not both)."""
-    from edgebench.errors import BadInput
+    from edgebench.core.errors import BadInput
 
     if torch and src and src != torch:
         raise BadInput(f"{src} and --torch {torch}: give one model, SRC or --torch MODULE:FACTORY")
@@ -235,7 +235,7 @@ def gpu_precisions(value: str | None) -> tuple[str, ...]:
 
 
 def check_model_explorer(model_explorer: str | None, op_profile: bool) -> None:
-    from edgebench.errors import BadInput
+    from edgebench.core.errors import BadInput
 
     if model_explorer and not op_profile:
         raise BadInput("--model-explorer writes per-op latency, which needs a profile: add --op-profile")

@@ -1,7 +1,7 @@
 """Every numeric option of every command checked before the command body runs.
 
 ``checked(callback)`` wraps a command so that every numeric value it receives is finite and in
-the range ``edgebench.ranges.RANGES`` gives its flag (one line naming the option and its range,
+the range ``edgebench.core.ranges.RANGES`` gives its flag (one line naming the option and its range,
 exit 2). ``cli/__init__`` wraps every registered command, so a new command is covered without a
 line of its own; ``tests/faults/test_numeric_options.py`` fails when a numeric option has no
 entry in ``RANGES``.
@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import typer
 
-from edgebench.ranges import RANGES, Range, check
+from edgebench.core.ranges import RANGES, Range, check
 
 __all__ = ["RANGES", "Range", "check", "check_app", "checked", "option_flags"]
 
@@ -51,7 +51,7 @@ def option_flags(fn: Callable) -> dict[str, str]:
 # options whose value must be one of a few names, whatever the data turns out to be (--preprocess
 # used to be checked only when the data was an image folder: "--preprocess bogus" ran silently)
 def _choices() -> dict[str, tuple[str, ...]]:
-    from edgebench.data import PREPROCESS
+    from edgebench.model.inputs import PREPROCESS
 
     return {"--preprocess": tuple(PREPROCESS)}
 
@@ -65,7 +65,7 @@ EMPTY_HINTS = {"--db": "a database file or URL (or leave the option out for the 
 def check_text(flag: str, value: Any) -> None:
     """An option typed as an empty string (``--json ''``: a script's unset variable) names nothing:
     refused, never read as "not given"; a choice option outside its names is refused too."""
-    from edgebench.errors import BadInput
+    from edgebench.core.errors import BadInput
 
     if not isinstance(value, str):
         return

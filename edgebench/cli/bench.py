@@ -86,7 +86,7 @@ def register(app: typer.Typer) -> None:
         wide: WideOpt = False,
     ) -> None:
         """Benchmark .tflite models: per-inference latency percentiles with validity, QPS, memory, % of peak."""
-        from edgebench.bench import BenchSettings, raise_for_failures, run_bench
+        from edgebench.bench.run import BenchSettings, raise_for_failures, run_bench
         from edgebench.cli._common import (
             console,
             deliver,
@@ -101,7 +101,7 @@ def register(app: typer.Typer) -> None:
             run_control,
             schedule,
         )
-        from edgebench.publish import check_store
+        from edgebench.report.publish import check_store
         from edgebench.report.terminal.bench import render_bench
 
         settings = BenchSettings(

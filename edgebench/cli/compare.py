@@ -13,7 +13,7 @@ from edgebench.targets.base import DEFAULT_DELEGATE
 
 
 def register(app: typer.Typer) -> None:
-    from edgebench.pipeline import PairSettings
+    from edgebench.convert_and_compare.pipeline import PairSettings
 
     d = PairSettings(a="", b="")
 
@@ -47,8 +47,8 @@ def register(app: typer.Typer) -> None:
         from edgebench.cli._common import console, deliver, progress_reporter
         from edgebench.cli._options import publish_options, source_options
         from edgebench.cli.convert import check_state
-        from edgebench.pipeline import compare_pair, raise_for_compare
-        from edgebench.publish import check_store
+        from edgebench.convert_and_compare.pipeline import compare_pair, raise_for_compare
+        from edgebench.report.publish import check_store
         from edgebench.report.terminal.compare import render_compare
 
         settings = PairSettings(a=a, b=b, data=data, samples=samples, preprocess=preprocess, threads=threads,

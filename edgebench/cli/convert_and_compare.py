@@ -55,8 +55,8 @@ from edgebench.targets.base import DEFAULT_DELEGATE
 
 
 def register(app: typer.Typer) -> None:
-    from edgebench.convert import DEFAULT_PRECISIONS, PRECISION_NAMES
-    from edgebench.pipeline import CompareSettings
+    from edgebench.convert.run import DEFAULT_PRECISIONS, PRECISION_NAMES
+    from edgebench.convert_and_compare.pipeline import CompareSettings
 
     d = CompareSettings(src="")
 
@@ -151,10 +151,10 @@ def register(app: typer.Typer) -> None:
             source_options,
         )
         from edgebench.cli.convert import check_int8_io, check_size, check_state
-        from edgebench.errors import BadInput
-        from edgebench.gate import Thresholds, load_gate_file
-        from edgebench.pipeline import convert_and_compare, raise_for_compare
-        from edgebench.publish import check_store
+        from edgebench.core.errors import BadInput
+        from edgebench.judge.gate import Thresholds, load_gate_file
+        from edgebench.convert_and_compare.pipeline import convert_and_compare, raise_for_compare
+        from edgebench.report.publish import check_store
         from edgebench.report.terminal.compare import render_compare
         from edgebench.report.terminal.diagnose import render_keep_float_table
 

@@ -24,10 +24,10 @@ def register(app: typer.Typer) -> None:
         from pathlib import Path
 
         from edgebench.cli._common import console, escape_markup
-        from edgebench.fingerprint import host_fingerprint
-        from edgebench.profiles import profile_id_for, save_profile
+        from edgebench.core.fingerprint import host_fingerprint
+        from edgebench.targets.device_profiles import profile_id_for, save_profile
         from edgebench.report.terminal.devices import render_devices
-        from edgebench.results import envelope, write_json
+        from edgebench.core.result_file import envelope, write_json
         from edgebench.targets.adb.devices import list_devices
 
         rows = list_devices(with_props=True)
@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
         con = console()
         if not rows:
             con.print("no adb devices (adb devices lists none): connect a phone with USB debugging on, "
-                      "or try the simulated device: python -m edgebench.sim.adbd --port 5599 "
+                      "or try the simulated device: python -m edgebench.targets.sim.adbd --port 5599 "
                       "--sandbox /tmp/simphone --python, then adb connect 127.0.0.1:5599")
             return
         for part in render_devices(rows, width=con.width, wide=wide):

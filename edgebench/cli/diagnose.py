@@ -25,8 +25,8 @@ from edgebench.cli._options import (
 
 
 def register(app: typer.Typer) -> None:
-    from edgebench.convert import INT8_IO
-    from edgebench.diagnose import QUANTIZED, DiagnoseSettings
+    from edgebench.convert.run import INT8_IO
+    from edgebench.diagnose.run import QUANTIZED, DiagnoseSettings
 
     d = DiagnoseSettings(src="")
 
@@ -71,9 +71,9 @@ def register(app: typer.Typer) -> None:
         from edgebench.cli._common import console, deliver, progress_reporter, split_csv
         from edgebench.cli._options import publish_options, source_arg, source_options
         from edgebench.cli.convert import check_size, check_state
-        from edgebench.diagnose import diagnose
-        from edgebench.errors import BadInput
-        from edgebench.publish import check_store
+        from edgebench.diagnose.run import diagnose
+        from edgebench.core.errors import BadInput
+        from edgebench.report.publish import check_store
         from edgebench.report.terminal.diagnose import render_diagnose
 
         if int8_io not in INT8_IO:

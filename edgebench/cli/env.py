@@ -19,13 +19,13 @@ def register(app: typer.Typer) -> None:
         targets: Optional[str] = typer.Option(None, "--targets", help="With --lock/--check-lock: also lock/check these adb devices (adb:SERIAL,... or adb:all)."),
     ) -> None:
         """Print this machine's environment fingerprint (OS, CPU, Python, TF, LiteRT, GPU/CUDA, XLA/AMP)."""
-        from edgebench.fingerprint import host_fingerprint
+        from edgebench.core.fingerprint import host_fingerprint
         from edgebench.report.terminal.compare import render_fingerprint
-        from edgebench.results import envelope, write_json
+        from edgebench.core.result_file import envelope, write_json
 
         fp = host_fingerprint(with_tf=not no_tf)
         if peak:
-            from edgebench.peak import measure_peak
+            from edgebench.bench.peak import measure_peak
 
             measured = measure_peak()
             fp = {**fp, "peak_gflops": round(measured["peak_gflops"], 2),
@@ -35,22 +35,22 @@ def register(app: typer.Typer) -> None:
         devices = None
         if targets:
             if not (lock or check_lock):
-                from edgebench.errors import BadInput
+                from edgebench.core.errors import BadInput
 
                 raise BadInput("--targets needs --lock FILE or --check-lock FILE")
             from edgebench.targets.adb.devices import resolve_adb_targets
 
             devices = {t.serial: t.fingerprint() for t in resolve_adb_targets(targets)}
         if lock:
-            from edgebench.envlock import write_lock
+            from edgebench.matrix.envlock import write_lock
 
             write_lock(lock, fp, devices)
         if check_lock:
-            from edgebench.envlock import enforce_lock
+            from edgebench.matrix.envlock import enforce_lock
 
             lock_diffs = enforce_lock(check_lock, fp, strict=strict, devices=devices)
         elif strict:
-            from edgebench.errors import BadInput
+            from edgebench.core.errors import BadInput
 
             raise BadInput("--strict needs --check-lock FILE")
         from edgebench.cli._common import console
@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
         if lock:
             console(stderr=True).print(f"wrote environment lock {lock}")
         if lock_diffs:
-            from edgebench.envlock import describe
+            from edgebench.matrix.envlock import describe
 
             from rich.markup import escape
 

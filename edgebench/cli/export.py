@@ -31,14 +31,14 @@ def register(app: typer.Typer) -> None:
         unreachable or refusing (the results stay in the store).
         """
         from edgebench.cli._common import console, progress_reporter
-        from edgebench.export import export_prometheus
-        from edgebench.store import Store
+        from edgebench.report.export import export_prometheus
+        from edgebench.store.db import Store
 
         with Store(db) as store, progress_reporter("export") as say:
             out = export_prometheus(store, run_id, latest=latest, pushgateway=pushgateway, textfile=textfile,
                                     progress=say)
         if not pushgateway and not textfile:
-            from edgebench.atomic import write_stdout
+            from edgebench.core.atomic import write_stdout
 
             write_stdout(out.text)          # all of it, or one line and exit 2 (a full disk)
             return

@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
         top_ops: int = typer.Option(10, "--top-ops", help="Operators to show when the log has op profiling (0: none)."),
     ) -> None:
         """Parse a captured benchmark_model log or a litert-benchmark --result_json file into edgebench results (no p99: neither tool keeps samples)."""
-        from edgebench.results import write_json
+        from edgebench.core.result_file import write_json
         from edgebench.targets.benchmark_model.log_rows import import_log_file
 
         doc = import_log_file(file)

@@ -7,7 +7,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from edgebench.cli._options import DbOpt, JsonOpt, MarkdownOpt, NoStoreOpt, PushgatewayOpt, WideOpt
-from edgebench.llm_bench import DEFAULT_DECODE, DEFAULT_PREFILL, DEFAULT_REPEATS, LlmBenchSettings
+from edgebench.llm.bench import DEFAULT_DECODE, DEFAULT_PREFILL, DEFAULT_REPEATS, LlmBenchSettings
 
 
 def _csv(values: tuple[int, ...]) -> str:
@@ -57,8 +57,8 @@ def register(app: typer.Typer) -> None:
         """Benchmark LiteRT-LM bundles: TTFT, prefill/decode tok/s, init, peak memory, with repeats and intervals."""
         from edgebench.cli._common import console, deliver, progress_reporter, split_ints
         from edgebench.cli._options import publish_options
-        from edgebench.llm_bench import raise_for_failures, run_llm_bench
-        from edgebench.publish import check_store
+        from edgebench.llm.bench import raise_for_failures, run_llm_bench
+        from edgebench.report.publish import check_store
         from edgebench.report.terminal.llm import render_llm_bench
 
         settings = LlmBenchSettings(

@@ -33,9 +33,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Expand a matrix into cells and run them; every finished cell is stored at once."""
         from edgebench.cli._common import console
-        from edgebench.errors import BadInput
-        from edgebench.matrix import RunOptions, load_matrix, parse_overrides, raise_for_failures, run_matrix
-        from edgebench.results import envelope, write_json
+        from edgebench.core.errors import BadInput
+        from edgebench.matrix.run import RunOptions, load_matrix, parse_overrides, raise_for_failures, run_matrix
+        from edgebench.core.result_file import envelope, write_json
 
         ov = parse_overrides(overrides)
         labels = {k: f"--set {k}" for k in ov}
@@ -49,8 +49,8 @@ def register(app: typer.Typer) -> None:
         if strict and not check_lock:
             raise BadInput("--strict needs --check-lock FILE")
         if check_lock:
-            from edgebench.envlock import describe, enforce_lock, read_lock
-            from edgebench.fingerprint import host_fingerprint
+            from edgebench.matrix.envlock import describe, enforce_lock, read_lock
+            from edgebench.core.fingerprint import host_fingerprint
 
             fp = host_fingerprint(with_tf=bool(read_lock(check_lock).get("with_tf")))
             lock_diffs = enforce_lock(check_lock, fp, strict=strict)
@@ -69,8 +69,8 @@ def register(app: typer.Typer) -> None:
             report["lock"] = {"file": check_lock, "differences": lock_diffs}
         unwritten = None      # every cell is stored already: the table comes first, then this line
         if json_path:
-            from edgebench.fingerprint import host_fingerprint
-            from edgebench.publish import try_write
+            from edgebench.core.fingerprint import host_fingerprint
+            from edgebench.report.publish import try_write
 
             extra = {k: v for k, v in report.items() if k not in ("cells", "kind")}
             unwritten = try_write("--json", json_path, lambda: write_json(
@@ -85,8 +85,8 @@ def register(app: typer.Typer) -> None:
             con = console()
             con.print(render_matrix(report, width=con.width, wide=wide))
         if pushgateway and not dry_run:
-            from edgebench.export import push_result
-            from edgebench.store import Store
+            from edgebench.report.export import push_result
+            from edgebench.store.db import Store
 
             with Store(db) as st:   # push what was stored: the store stays the source of truth
                 for c in report["cells"]:

@@ -17,9 +17,9 @@ def register(app: typer.Typer) -> None:
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the list as JSON to PATH ('-' for stdout)."),
     ) -> None:
         """List the reference models, their inputs at tiny and full size, and which are cached."""
-        from edgebench.fingerprint import host_fingerprint
-        from edgebench.models import list_models
-        from edgebench.results import envelope, write_json
+        from edgebench.core.fingerprint import host_fingerprint
+        from edgebench.model.catalog import list_models
+        from edgebench.core.result_file import envelope, write_json
 
         rows = list_models()
         if json_path:
@@ -40,9 +40,9 @@ def register(app: typer.Typer) -> None:
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the result as JSON to PATH ('-' for stdout)."),
     ) -> None:
         """Build a reference model (cached): SavedModel, calibration .npz, evaluation .npz."""
-        from edgebench.fingerprint import host_fingerprint
-        from edgebench.models import build, build_row
-        from edgebench.results import envelope, write_json
+        from edgebench.core.fingerprint import host_fingerprint
+        from edgebench.model.catalog import build, build_row
+        from edgebench.core.result_file import envelope, write_json
 
         row = build_row(build(name, size, force=force))
         if json_path:

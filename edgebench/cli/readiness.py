@@ -21,7 +21,7 @@ from edgebench.cli._options import (
 
 
 def register(app: typer.Typer) -> None:
-    from edgebench.readiness import ReadinessSettings
+    from edgebench.readiness.run import ReadinessSettings
 
     d = ReadinessSettings(src="")
 
@@ -64,8 +64,8 @@ def register(app: typer.Typer) -> None:
         from edgebench.cli._common import console, deliver, progress_reporter, split_csv
         from edgebench.cli._options import publish_options, source_options
         from edgebench.cli.convert import check_size
-        from edgebench.publish import check_store
-        from edgebench.readiness import readiness, raise_for_readiness
+        from edgebench.report.publish import check_store
+        from edgebench.readiness.run import readiness, raise_for_readiness
         from edgebench.report.terminal.readiness import render_readiness
 
         settings = ReadinessSettings(

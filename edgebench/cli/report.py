@@ -29,8 +29,8 @@ def register(app: typer.Typer) -> None:
         Exit codes: 0 written, 2 empty store / unknown run id / bad path.
         """
         from edgebench.cli._common import console, progress_reporter
-        from edgebench.export import write_report
-        from edgebench.store import Store
+        from edgebench.report.export import write_report
+        from edgebench.store.db import Store
 
         with Store(db) as store, progress_reporter("report") as say:
             out = write_report(store, run_ids, latest=latest, matrix_hash=matrix, html_path=html,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from edgebench.metrics import REGISTRY
+from edgebench.rows.metrics import REGISTRY
 
 import typer
 
@@ -34,8 +34,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """List stored runs, newest first."""
         from edgebench.cli._common import console
-        from edgebench.results import envelope, write_json
-        from edgebench.store import Store
+        from edgebench.core.result_file import envelope, write_json
+        from edgebench.store.db import Store
 
         with Store(db) as st:
             runs = st.list_runs(kind=kind, model=model, precision=precision, target=target, since=since,
@@ -58,8 +58,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Show one stored run: its rows, headline metrics and environment."""
         from edgebench.cli._common import console
-        from edgebench.results import write_json
-        from edgebench.store import Store
+        from edgebench.core.result_file import write_json
+        from edgebench.store.db import Store
 
         with Store(db) as st:
             doc = st.get(run_id)
@@ -88,10 +88,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Compare two runs: environment differences first, then what changed (worse/better), then counts; --details for every metric."""
         from edgebench.cli._common import console
-        from edgebench.errors import BadInput, GateFailed
-        from edgebench.results import envelope, write_json
-        from edgebench.stats import compare_stored
-        from edgebench.store import Store
+        from edgebench.core.errors import BadInput, GateFailed
+        from edgebench.core.result_file import envelope, write_json
+        from edgebench.judge.stats import compare_stored
+        from edgebench.store.db import Store
 
         if min_ratio <= 1.0:
             raise BadInput(f"--min-ratio {min_ratio}: must be > 1 (e.g. 1.1 for 10%)")
@@ -127,9 +127,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """A metric over time for one model, one series per configuration (precision, target, threads, delegate, runtime, method, batch, strategy...), with its change points and the run that began each (Apache Otava's E-divisive means with the 'changepoints' extra, else edgebench's own detector, and the output says which)."""
         from edgebench.cli._common import console
-        from edgebench.results import envelope, write_json
-        from edgebench.stats import history_series
-        from edgebench.store import Store
+        from edgebench.core.result_file import envelope, write_json
+        from edgebench.judge.stats import history_series
+        from edgebench.store.db import Store
 
         with Store(db) as st:
             out = history_series(st, metric, model=model, precision=precision, target=target, kind=kind,
@@ -159,9 +159,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Export stored result rows (headline columns, oldest first) as CSV or JSON."""
 
-        from edgebench.errors import BadInput
-        from edgebench.results import envelope, write_json
-        from edgebench.store import Store
+        from edgebench.core.errors import BadInput
+        from edgebench.core.result_file import envelope, write_json
+        from edgebench.store.db import Store
 
         if fmt not in EXPORT_FORMATS:
             raise BadInput(f"--format {fmt}: use csv or json")
@@ -176,11 +176,11 @@ def register(app: typer.Typer) -> None:
 
         text = render_csv(rows)
         if output == "-":
-            from edgebench.atomic import write_stdout
+            from edgebench.core.atomic import write_stdout
 
             write_stdout(text)
         else:
-            from edgebench.atomic import write_text
+            from edgebench.core.atomic import write_text
 
             write_text(output, text)
 
@@ -195,9 +195,9 @@ def register(app: typer.Typer) -> None:
         A document already stored (same content hash) is not stored again: its run id is
         reported as "already stored"."""
         from edgebench.cli._common import console
-        from edgebench.results import envelope, write_json
-        from edgebench.results import load_result_file
-        from edgebench.store import Store
+        from edgebench.core.result_file import envelope, write_json
+        from edgebench.core.result_file import load_result_file
+        from edgebench.store.db import Store
 
         docs = [(f, load_result_file(f)) for f in files]   # validate every file before writing any
         saved = []

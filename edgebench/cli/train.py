@@ -64,10 +64,10 @@ def register(app: typer.Typer) -> None:
         """
         from edgebench.cli._common import deliver, split_csv, split_ints
         from edgebench.cli._options import publish_options
-        from edgebench.publish import check_store
+        from edgebench.report.publish import check_store
         from edgebench.report.terminal._cells import as_document
         from edgebench.report.terminal.train import render_train
-        from edgebench.errors import BadInput, InfraError
+        from edgebench.core.errors import BadInput, InfraError
         from edgebench.train.settings import PIPELINES, PRECISIONS, STRATEGIES, XLA_CHOICES
         from edgebench.train.sweep import failure_summary, run_train_baseline
 

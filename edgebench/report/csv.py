@@ -9,7 +9,7 @@ from typing import Any
 
 def render_csv(rows: list[dict[str, Any]]) -> str:
     """Stored result rows -> CSV text with a header line (columns as in Store.rows)."""
-    from edgebench.identity import HEADLINE
+    from edgebench.rows.identity import HEADLINE
 
     cols = ["run_id", "created", "kind", "row_index", *HEADLINE, "n_samples"]
     buf = io.StringIO()

@@ -18,8 +18,8 @@ import html
 import math
 from typing import Any, Callable, Mapping, Sequence
 
-from edgebench.formats import fmt_bytes, num
-from edgebench.outcome import top1_change
+from edgebench.core.formats import fmt_bytes, num
+from edgebench.judge.outcome import top1_change
 from edgebench.report.html_parts import svg_lines
 from edgebench.rows import Diagnosis, Document, InferenceRow, Layer
 
@@ -236,7 +236,7 @@ def model_explorer(row: InferenceRow | Mapping[str, Any]) -> dict[str, Any]:
     """Node data for google-ai-edge/model-explorer (``GraphNodeData``, as ``report.model_explorer``
     writes for op profiles): ``results`` keyed by each op's output tensor name (how Model Explorer
     matches a node through its ``tensor_name`` output metadata), ``value`` = the layer's ranking SNR
-    in dB (isolated median-channel SNR, see edgebench.diagnose) clipped to [-20, 100], and a gradient
+    in dB (isolated median-channel SNR, see edgebench.diagnose.run) clipped to [-20, 100], and a gradient
     from red (worst) to green. Load it in Model Explorer next to the quantized .tflite
     (``row.model_path``) with "Add per-node data"."""
     results = {}

@@ -37,10 +37,10 @@ import math
 import re
 from typing import Any, Sequence
 
-from edgebench.formats import fmt_bytes, num
+from edgebench.core.formats import fmt_bytes, num
 
-from edgebench.fingerprint import KEY_FIELDS, diff_fingerprints
-from edgebench.outcome import RowVerdict, precision_label, row_verdict, run_verdict_of
+from edgebench.core.fingerprint import KEY_FIELDS, diff_fingerprints
+from edgebench.judge.outcome import RowVerdict, precision_label, row_verdict, run_verdict_of
 from edgebench.report.diagnose import accuracy_text as diagnose_accuracy
 from edgebench.report.diagnose import html_section
 from edgebench.report.html_parts import (PALETTE, Plot, esc, fmt, fmt_ms, fmt_pct, inference_of, note_html, row_title,
@@ -48,7 +48,7 @@ from edgebench.report.html_parts import (PALETTE, Plot, esc, fmt, fmt_ms, fmt_pc
 from edgebench.report.html_sustain import sustained_section
 from edgebench.report.tables import inference_table
 from edgebench.rows import Document, Drift, InferenceRow, TrainRow
-from edgebench.metrics import BY_KEY
+from edgebench.rows.metrics import BY_KEY
 from edgebench.report.pivot import SUBCOLUMNS, cell_values, matrix_pivots, short_value, varying_axes
 
 SECTIONS = ("verdict", "fingerprint", "results", "where", "latency", "sustained", "pareto", "drift", "training", "diagnose",

@@ -9,9 +9,9 @@ import html
 import math
 from typing import Any, Iterable, Sequence
 
-from edgebench.outcome import precision_label
+from edgebench.judge.outcome import precision_label
 from edgebench.rows import Document, InferenceRow, Row
-from edgebench.formats import num
+from edgebench.core.formats import num
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 from xml.etree import ElementTree as ET
 
-from edgebench.gate import Check, Verdict
+from edgebench.judge.gate import Check, Verdict
 from edgebench.rows import Document, InferenceRow
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from edgebench.llm_pairs import SPEEDUP_METRICS, PrecisionPair, precision_pairs
+from edgebench.judge.llm_pairs import SPEEDUP_METRICS, PrecisionPair, precision_pairs
 from edgebench.report.terminal.llm import COLUMNS, interval_legend, spread_cell
 from edgebench.rows import Document, InferenceRow
 

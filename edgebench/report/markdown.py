@@ -22,8 +22,8 @@ import re
 import unicodedata
 from typing import Any, Mapping, Sequence
 
-from edgebench.formats import fmt_bytes, num
-from edgebench.outcome import row_verdict, run_verdict
+from edgebench.core.formats import fmt_bytes, num
+from edgebench.judge.outcome import row_verdict, run_verdict
 from edgebench.rows import Document, InferenceRow, Row, TrainRow
 from edgebench.report.tables import inference_rows, inference_table
 
@@ -175,7 +175,7 @@ def _inference_table(doc: Document) -> tuple[list[str], list[str]]:
 
 def _where_the_time_goes(rows: list[tuple[InferenceRow, bool]]) -> list[str]:
     """Silent-failure verdicts, delegation warnings and each profiled row's top ops."""
-    from edgebench import profile as prof
+    from edgebench.targets import profile as prof
 
     out: list[str] = []
     for r, _ in rows:

@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-from edgebench.profile import model_explorer_node_data
+from edgebench.targets.profile import model_explorer_node_data
 from edgebench.rows import Document, InferenceRow
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from edgebench.metrics import BY_KEY
+from edgebench.rows.metrics import BY_KEY
 from edgebench.rows import Document, InferenceRow, Row, TrainRow
 
 # Cell parameters that are rows (or identity), not axes.

@@ -63,9 +63,9 @@ import math
 import re
 from typing import Any, Iterable, Mapping
 
-from edgebench.identity import series_key
-from edgebench.metrics import REGISTRY
-from edgebench.outcome import RunVerdict, row_verdict, run_verdict, run_verdict_of
+from edgebench.rows.identity import series_key
+from edgebench.rows.metrics import REGISTRY
+from edgebench.judge.outcome import RunVerdict, row_verdict, run_verdict, run_verdict_of
 from edgebench.rows import Document, InferenceRow, Latency, Row, TrainRow, concurrency_levels
 from edgebench.rows.row import UNTYPABLE
 from edgebench.targets.base import P99_MIN_SAMPLES
@@ -346,7 +346,7 @@ def _add_inference_row(reg: _Registry, run: dict[str, Any], row: InferenceRow) -
 
 
 def _add_regimes(reg: _Registry, labels: dict[str, Any], row: InferenceRow) -> None:
-    """Sustained timeline, paced, cold-start and energy families (edgebench.sustain)."""
+    """Sustained timeline, paced, cold-start and energy families (edgebench.bench.sustain)."""
     for w in row.timeline or ():
         wl = {**labels, "window": w.index + 1}
         fam = reg.fam("edgebench_timeline_latency_seconds", "summary",

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from edgebench.formats import fmt_bytes, fmt_value
-from edgebench.metrics import BY_KEY
-from edgebench.outcome import row_verdict
+from edgebench.core.formats import fmt_bytes, fmt_value
+from edgebench.rows.metrics import BY_KEY
+from edgebench.judge.outcome import row_verdict
 from edgebench.rows import Document, InferenceRow
 
 # (header, priority): 0 = always shown, higher = dropped first on a narrow terminal

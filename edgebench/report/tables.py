@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from edgebench.formats import fmt_metric
-from edgebench.measure import MIN_SAMPLES
-from edgebench.metrics import BY_KEY, REGISTRY
-from edgebench.outcome import TOP1_CHANGE, precision_label, row_verdict
+from edgebench.core.formats import fmt_metric
+from edgebench.core.latency import MIN_SAMPLES
+from edgebench.rows.metrics import BY_KEY, REGISTRY
+from edgebench.judge.outcome import TOP1_CHANGE, precision_label, row_verdict
 from edgebench.rows import Document, InferenceRow
 
 INVALID_MARK = "†"

@@ -4,7 +4,7 @@ A diagnose row is an :class:`~edgebench.rows.InferenceRow` whose diagnose keys (
 ``findings``, ``suggested_keep_float``, ``fix_commands``, ``verdict`` ...) sit flat beside the
 row's own keys (ARCHITECTURE.md "diagnose documents"); ``InferenceRow.diagnosis`` holds them
 typed. :class:`Layer` is one ranked layer (the definitions of its numbers are in
-``edgebench.diagnose`` and ``edgebench.quant.layers``, which build them as dicts);
+``edgebench.diagnose.run`` and ``edgebench.convert.quant.layers``, which build them as dicts);
 :class:`Diagnosis` is the rest of the part.
 
 Round trip: ``from_dict`` then ``to_dict`` gives back the same JSON, byte for byte once written

@@ -37,7 +37,7 @@ class Document:
     def new(cls, kind: str, rows: Iterable[Row], fingerprint: Mapping[str, Any], *,
             reference: InferenceRow | None = None, **meta: Any) -> "Document":
         from edgebench import __version__
-        from edgebench.results import now_iso
+        from edgebench.core.result_file import now_iso
 
         return cls(kind=kind, rows=tuple(rows), fingerprint=_freeze(fingerprint), created=now_iso(),
                    edgebench_version=__version__, reference=reference, meta=_freeze(meta))
@@ -161,7 +161,7 @@ class Document:
 
     @property
     def state_rule_note(self) -> str | None:
-        """The state rule's one line (``edgebench.state_rule``) when it mattered: some row's model
+        """The state rule's one line (``edgebench.model.state_rule``) when it mattered: some row's model
         keeps state, or the samples were streams; None for stateless runs."""
         rule = self.meta.get("state_rule")
         if not isinstance(rule, Mapping) or not rule.get("line"):

@@ -205,7 +205,7 @@ class DetectionRecord:
 
 @dataclass(frozen=True)
 class LoadLevel:
-    """One level of a concurrency sweep (a row's ``concurrency[i]``, ``edgebench.load.concurrency``)."""
+    """One level of a concurrency sweep (a row's ``concurrency[i]``, ``edgebench.bench.load.concurrency``)."""
 
     level: int | None = None
     qps: float | None = None
@@ -225,7 +225,7 @@ class LoadLevel:
 
 @dataclass(frozen=True)
 class ServerRun:
-    """A Poisson server run (a row's ``server``, ``edgebench.load.server``)."""
+    """A Poisson server run (a row's ``server``, ``edgebench.bench.load.server``)."""
 
     target_qps: float | None = None
     achieved_qps: float | None = None
@@ -250,7 +250,7 @@ class ServerRun:
 
 @dataclass(frozen=True)
 class SlaSearch:
-    """The highest QPS that kept a p99 target (a row's ``sla``, ``edgebench.load.sla_search``)."""
+    """The highest QPS that kept a p99 target (a row's ``sla``, ``edgebench.bench.load.sla_search``)."""
 
     met: bool = False
     sla_p99_ms: float | None = None

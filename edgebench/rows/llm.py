@@ -20,7 +20,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from edgebench.measure import binom_cdf
+from edgebench.core.latency import binom_cdf
 from edgebench.rows._json import _f, _freeze, _i
 
 CI_LEVEL = 0.95

@@ -66,7 +66,7 @@ class Latency:
     """The ``latency_ms`` object: per-inference latency statistics in milliseconds.
 
     One type from producer to store: :meth:`from_samples` derives every statistic from the raw
-    per-inference samples (definitions: ``edgebench.measure``), :meth:`to_dict` / :meth:`from_dict`
+    per-inference samples (definitions: ``edgebench.core.latency``), :meth:`to_dict` / :meth:`from_dict`
     write and read the JSON object, driven by the one list of fields below (field name = JSON key,
     in the order written). A new statistic is one ``stat(...)`` field and its line in
     :meth:`from_samples`. Keys a stored document has that no field knows (older or foreign
@@ -120,7 +120,7 @@ class Latency:
         """Derive the statistics from raw per-inference latencies in nanoseconds (run order);
         ``preemptions``: the worker's involuntary context switches while it timed them, when known
         (the load signal's evidence that slow samples were other work: ``measure.load_signal``)."""
-        from edgebench import measure as m
+        from edgebench.core import latency as m
 
         ms = m.validated_ms(samples_ns, what)
         n = int(ms.size)

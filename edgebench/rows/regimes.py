@@ -16,7 +16,7 @@ from edgebench.rows.parts import Latency
 
 
 # ------------------------------------------------------------------------------------ regimes
-# Sustained, paced and cold-start runs and energy (issue 17): parts built by edgebench.sustain.
+# Sustained, paced and cold-start runs and energy (issue 17): parts built by edgebench.bench.sustain.
 
 
 def _lat(v: Any) -> Latency | None:
@@ -46,7 +46,7 @@ class Window:
                    thermal=_freeze(d["thermal"]) if isinstance(d.get("thermal"), Mapping) else None,
                    thermal_reason=d.get("thermal_reason"))
 
-    # the thermal state at the window's end (edgebench.sustain: hottest zone, per-CPU current
+    # the thermal state at the window's end (edgebench.bench.sustain: hottest zone, per-CPU current
     # frequency and cap, Android thermal status); None / empty without a reading
     @property
     def hottest_c(self) -> float | None:
@@ -186,7 +186,7 @@ class ColdStart(_Summary):
 
 @dataclass(frozen=True)
 class Energy(_Summary):
-    """Energy per inference with its validity (edgebench.energy documents the method)."""
+    """Energy per inference with its validity (edgebench.targets.energy documents the method)."""
 
     source: str | None = None
     valid: bool | None = None
@@ -230,7 +230,7 @@ class Energy(_Summary):
 
 @dataclass(frozen=True)
 class EnergyUnits:
-    """Units of a battery gauge's current and voltage readings (``edgebench.energy.detect_units``);
+    """Units of a battery gauge's current and voltage readings (``edgebench.targets.energy.detect_units``);
     ``assumed`` when the current's magnitude fitted both and the voltage's unit was taken."""
 
     current: str | None
@@ -244,7 +244,7 @@ class EnergyUnits:
 
 @dataclass(frozen=True)
 class ConcurrencyLevel:
-    """One level of a concurrency sweep (JSON ``concurrency[i]``, ``edgebench.load.concurrency``):
+    """One level of a concurrency sweep (JSON ``concurrency[i]``, ``edgebench.bench.load.concurrency``):
     ``level`` streams, their total ``qps`` and p99 latency (ms). Rows that name the level
     ``concurrency``, ``streams`` or ``threads``, or keep qps/p99 only in ``latency_ms``, are read too."""
 

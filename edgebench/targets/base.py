@@ -13,11 +13,11 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from edgebench import tflite_model
-from edgebench.errors import EdgebenchError
-from edgebench import measure
-from edgebench.measure import MIN_SAMPLES
-from edgebench.state_rule import StateRule
+from edgebench.model import tflite_model
+from edgebench.core.errors import EdgebenchError
+from edgebench.core import latency as measure
+from edgebench.core.latency import MIN_SAMPLES
+from edgebench.model.state_rule import StateRule
 
 # 662: MLPerf LoadGen early-stopping minimum sample count for a p99 at 99% confidence
 # (derived once in measure.MIN_SAMPLES; imported from here by everything else).
@@ -110,7 +110,7 @@ class RunControl:
     answer_width: float | None = P99_ANSWER_WIDTH
 
     def validate(self) -> "RunControl":
-        from edgebench.errors import BadInput
+        from edgebench.core.errors import BadInput
 
         if self.runs is not None and self.runs < 1:
             raise BadInput(f"--runs must be >= 1, got {self.runs}")
@@ -192,7 +192,7 @@ class Schedule:
         return self.period_ms is not None
 
     def validate(self) -> "Schedule":
-        from edgebench.errors import BadInput
+        from edgebench.core.errors import BadInput
 
         for flag, v in (("--duration", self.duration_s), ("--report-every", self.report_every_s),
                         ("--period-ms", self.period_ms)):
@@ -414,7 +414,7 @@ class RunResult:
 def check_runtime(runtime_api: str, accelerator: str | None, gpu_precisions: tuple[str | None, ...] = (),
                   delegate: str | None = None) -> None:
     """--runtime / --accelerator / --gpu-precision: known values that fit together (BadInput)."""
-    from edgebench.errors import BadInput
+    from edgebench.core.errors import BadInput
 
     if runtime_api not in RUNTIME_APIS:
         raise BadInput(f"--runtime {runtime_api!r} is unknown; use {' or '.join(RUNTIME_APIS)}")
@@ -434,9 +434,9 @@ def check_runtime(runtime_api: str, accelerator: str | None, gpu_precisions: tup
 
 def check_job_files(job: Job) -> Path:
     """The job's model path, after checking that it and its input set exist (BadInput otherwise)."""
-    from edgebench.errors import BadInput
+    from edgebench.core.errors import BadInput
 
-    from edgebench.paths import require_file
+    from edgebench.core.paths import require_file
 
     model = require_file(job.model_path, "a .tflite file", "give the path of an existing .tflite file",
                          missing="model not found")

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from edgebench import progress
-from edgebench.errors import BadInput, InfraError
-from edgebench.fingerprint import host_fingerprint, sha256_file
+from edgebench.core import progress
+from edgebench.core.errors import BadInput, InfraError
+from edgebench.core.fingerprint import host_fingerprint, sha256_file
 from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, HOST_DELEGATES, Job, RunResult, check_job_files
 from edgebench.targets import host_pool
 from edgebench.targets.host_pool import RUNNER_PATH, kill_group, start_worker
@@ -295,7 +295,7 @@ def _tail(path: Path, limit: int = 300) -> str:
 
 def sensor_facts(job: Job, sampler: HostSampler, readings: list[dict[str, Any]], res: RunResult) -> dict[str, Any]:
     """``sensor_readings`` (thermal, for the timeline), ``energy`` / ``energy_reason`` (RAPL)."""
-    from edgebench.energy import rapl_energy
+    from edgebench.targets.energy import rapl_energy
 
     out: dict[str, Any] = {}
     if job.schedule.sustained:

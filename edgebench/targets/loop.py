@@ -11,7 +11,7 @@ on_error)`` runs every work item on every target:
   loop goes on; anything unforeseen in a device lane fails that lane's remaining items;
 * with a progress reporter that has lanes (``cli._common.progress_reporter``), every device lane
   shows its current item on a line of its own, moved by what the run reports
-  (``edgebench.progress``: e.g. the samples of a benchmark_model loop);
+  (``edgebench.core.progress``: e.g. the samples of a benchmark_model loop);
 * Ctrl-C, SIGTERM or SIGHUP (the CLI turns the signals into :class:`Stop`) stop the loop after the
   current item of each lane (devices clean up their run folders); every item already measured is
   kept, the rest get a failed result saying they were not run, and ``outcome.interrupted`` names
@@ -25,7 +25,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
-from edgebench.errors import BadInput, EdgebenchError, InfraError
+from edgebench.core.errors import BadInput, EdgebenchError, InfraError
 
 T = TypeVar("T")
 

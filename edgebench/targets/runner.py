@@ -30,7 +30,7 @@ Usage::
      "state": null | {"kind": ..., "ops": [...], "variable_tensors": n, "init_subgraphs": [k]},  # the file's state
      "state_rule": null | {"mode": "independent" | "streams", "starts": null | [0, 40, ...]}}
 
-A stateful graph's outputs follow ``state_rule`` (edgebench.state_rule): each sample starts from the
+A stateful graph's outputs follow ``state_rule`` (edgebench.model.state_rule): each sample starts from the
 model's initial state (independent; also without a rule), or each stream's first window does and
 state is carried between its windows (streams); see ``Session.start_sample``.
 

@@ -252,7 +252,7 @@ def synthetic_inputs(inputs: list[dict], seed: int, n: int = SYNTHETIC_SAMPLES) 
     return out
 
 
-# Arrays of an InputSet file that are not model inputs (edgebench.data: labels, the streams).
+# Arrays of an InputSet file that are not model inputs (edgebench.model.inputs: labels, the streams).
 NOT_INPUTS = ("labels", "stream_id", "stream_labels")
 
 
@@ -445,7 +445,7 @@ class GcPaused:
 
 
 class StateResets:
-    """The job's state rule (``edgebench.state_rule.StateRule.to_job``): ``resets(i)`` is True where
+    """The job's state rule (``edgebench.model.state_rule.StateRule.to_job``): ``resets(i)`` is True where
     sample ``i`` starts from the model's initial state -- every sample (independent, also when the
     job has no rule), or each stream's first window (streams)."""
 

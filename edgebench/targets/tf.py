@@ -4,7 +4,7 @@ Produces outputs for every input sample (the reference every drift is measured a
 per-call latency samples at batch 1 (with a host sync: outputs are fetched as numpy), and the
 throughput at a larger batch -- the "TensorFlow" baseline row.
 
-Two loaders (chosen by ``edgebench.sources``): ``tf2`` calls the restored signature function;
+Two loaders (chosen by ``edgebench.sources.resolve``): ``tf2`` calls the restored signature function;
 ``graph`` runs a ``tf.compat.v1.Session`` over the MetaGraph's signature tensors -- for TF1
 SavedModels and ones whose object graph cannot be restored. Same signature names, same outputs.
 """
@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from edgebench import progress
-from edgebench.data import InputSet, Signature, cast_to_signature
-from edgebench.fingerprint import host_fingerprint, sha256_file
-from edgebench.savedmodel import SignatureFunction, VariableState, outputs_by_rule, saved_model_signature
-from edgebench.measure import MIN_SAMPLES
+from edgebench.core import progress
+from edgebench.model.inputs import InputSet, Signature, cast_to_signature
+from edgebench.core.fingerprint import host_fingerprint, sha256_file
+from edgebench.model.savedmodel import SignatureFunction, VariableState, outputs_by_rule, saved_model_signature
+from edgebench.core.latency import MIN_SAMPLES
 from edgebench.targets.base import Job, RunResult, answer_checkpoint, quantile_answered
 from edgebench.targets.runner_io import (
     GcPaused,  # the LiteRT worker's collector rule, for the same method
@@ -106,7 +106,7 @@ class TFTarget:
         sig = signature or saved_model_signature(job.model_path, self.signature_key)
         ds = cast_to_signature(InputSet.load(job.inputs_npz), sig) if job.inputs_npz else None
         if ds is None:
-            from edgebench.data import synthetic
+            from edgebench.model.inputs import synthetic
 
             ds = cast_to_signature(synthetic(sig, 32, job.seed), sig)
         dev = self.device()

@@ -29,13 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from edgebench import progress
-from edgebench.data import InputSet, Signature, cast_to_signature
-from edgebench.errors import BadInput, first_line
-from edgebench.fingerprint import host_fingerprint
+from edgebench.core import progress
+from edgebench.model.inputs import InputSet, Signature, cast_to_signature
+from edgebench.core.errors import BadInput, first_line
+from edgebench.core.fingerprint import host_fingerprint
 from edgebench.targets.base import Job, RunResult
 from edgebench.targets.runner_io import GcPaused
-from edgebench.user_code import import_user_module
+from edgebench.core.user_code import import_user_module
 
 INSTALL = "pip install 'edgebench[torch]'"
 TORCH_VERSION = "2.13.0"       # the CPU wheel the [torch] extra pins (a plain install resolves a CUDA build)

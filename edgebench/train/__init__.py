@@ -30,7 +30,7 @@ Modules, one idea each: ``settings`` (choices, ``TrainSettings``, ``Cell``), ``d
 input pipelines), ``step`` (strategy, train step, sync, all-reduce), ``metrics`` (GPU sampler,
 device memory, step statistics), ``cell`` (one cell -> one row), ``multiworker`` (worker side and
 the local ``WorkerGroup``), ``sweep`` (``run_train_baseline`` and readers of its result).
-``edgebench/train_worker.py`` stays the worker entry point. The names below are re-exported for
+``edgebench/train/worker.py`` stays the worker entry point. The names below are re-exported for
 users and tests; code inside edgebench imports from the submodule. ``sweep`` (the workflow that
 publishes) is not re-exported: the package is loaded by the training worker, which must not load
 the store and the report renderers (import it as ``edgebench.train.sweep``).

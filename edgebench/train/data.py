@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from edgebench.bounded import read_npz
-from edgebench.errors import BadInput
+from edgebench.core.bounded import read_npz
+from edgebench.core.errors import BadInput
 from edgebench.train.settings import TrainSettings
 
 # The synthetic/--data pool is cycled; it holds up to POOL_BATCHES per-replica batches but never
@@ -51,7 +51,7 @@ def _shape_tail(a: np.ndarray) -> tuple:
 
 def _load_npz_pool(path: str, probe_x: Any, probe_y: np.ndarray) -> Pool:
     """The user's .npz as a Pool, checked against the structure of ``models.training_batch``."""
-    from edgebench.fingerprint import sha256_file
+    from edgebench.core.fingerprint import sha256_file
 
     # headers first: a crafted file (a bomb, a declared shape it does not hold, over 2 GiB) is one
     # exit-2 line naming the array, not a MemoryError
@@ -97,7 +97,7 @@ def _load_npz_pool(path: str, probe_x: Any, probe_y: np.ndarray) -> Pool:
 
 def load_pool(settings: TrainSettings, batch_size: int) -> Pool:
     """The examples for one batch size: seeded synthetic data from the registry, or ``--data``."""
-    from edgebench import models
+    from edgebench.model import catalog as models
 
     probe_x, probe_y = models.training_batch(settings.model, settings.size, 1, settings.seed)
     if settings.data != "synthetic":

@@ -100,7 +100,7 @@ def _step_stats(samples_ns: list[int]) -> dict[str, Any]:
     ``qps`` becomes ``steps_per_s``; the warnings are rephrased for training (the bench ones name
     bench options).
     """
-    from edgebench.measure import MEDIAN_WARN, MIN_SAMPLES, window_median_spread
+    from edgebench.core.latency import MEDIAN_WARN, MIN_SAMPLES, window_median_spread
     from edgebench.rows import Latency
 
     st = Latency.from_samples(samples_ns, what="training run")

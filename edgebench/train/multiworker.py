@@ -1,5 +1,5 @@
 """Multi-worker cells: one worker's side (``run_worker_cells``, run by ``train_worker``) and the
-local ``WorkerGroup`` of ``python -m edgebench.train_worker`` processes on loopback ports that
+local ``WorkerGroup`` of ``python -m edgebench.train.worker`` processes on loopback ports that
 never hangs on a dead peer."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def _free_ports(n: int) -> list[int]:
 
 
 class WorkerGroup:
-    """N local ``python -m edgebench.train_worker`` processes with TF_CONFIG on loopback ports.
+    """N local ``python -m edgebench.train.worker`` processes with TF_CONFIG on loopback ports.
 
     ``wait()`` returns once every worker exited 0, or stops all of them as soon as one dies or the
     deadline passes (no hang: a peer stuck in a collective is killed, not waited for).
@@ -112,7 +112,7 @@ class WorkerGroup:
             self.logs.append(log)
             with open(log, "wb") as fh:
                 self.procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "edgebench.train_worker", "--spec", str(spec), "--out", str(out)],
+                    [sys.executable, "-m", "edgebench.train.worker", "--spec", str(spec), "--out", str(out)],
                     env=env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
         return self
 

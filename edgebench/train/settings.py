@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgebench.errors import BadInput
+from edgebench.core.errors import BadInput
 
 # Choices, each mapped to what it means (STYLE 9: explicit dicts, no string imports).
 PRECISIONS = {"fp32": "float32", "mixed_float16": "mixed_float16", "mixed_bfloat16": "mixed_bfloat16"}

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from edgebench.errors import BadInput
+from edgebench.core.errors import BadInput
 from edgebench.train.settings import STRATEGIES
 
 ALLREDUCE_WARMUP = 2

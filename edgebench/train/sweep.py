@@ -8,7 +8,7 @@ import dataclasses
 import os
 from typing import Any, Callable
 
-from edgebench.errors import BadInput
+from edgebench.core.errors import BadInput
 from edgebench.rows import Document, TrainRow
 from edgebench.train.cell import _error_text, _profile_dir_for, _profile_root, base_row, run_cell
 from edgebench.train.data import load_pool
@@ -30,7 +30,7 @@ def _skip_reason(settings: TrainSettings, cell: Cell, gpus: list) -> str | None:
 
 def _training_skip_reason(settings: TrainSettings) -> str | None:
     """Why the model cannot be trained at all (e.g. no training loss), or None."""
-    from edgebench import models
+    from edgebench.model import catalog as models
 
     try:
         models.training_loss(settings.model, settings.size)
@@ -75,8 +75,8 @@ def run_train_baseline(settings: TrainSettings, progress: Callable[[str], None] 
     unsupported precision, a dying worker) are rows with status "failed"; cells needing absent
     hardware are rows with status "skipped" and the reason.
     """
-    from edgebench import models
-    from edgebench.fingerprint import host_fingerprint
+    from edgebench.model import catalog as models
+    from edgebench.core.fingerprint import host_fingerprint
 
     settings.validate()
     models.resolve(settings.model)
@@ -141,7 +141,7 @@ def run_train_baseline(settings: TrainSettings, progress: Callable[[str], None] 
                        method=("custom loop, tf.function step under strategy.run; per-step perf_counter_ns "
                                "from input fetch to host read of loss and an updated weight; warm-up excluded"))
     if settings.db:   # library callers: the one publish path (store, keep unsaved on failure)
-        from edgebench.publish import PublishOptions, publish
+        from edgebench.report.publish import PublishOptions, publish
 
         outcome = publish(doc, PublishOptions(db=settings.db))
         outcome.raise_error()
@@ -155,7 +155,7 @@ def latest_baseline(model: str, *, db: str | None = None) -> dict[str, Any] | No
     For reports that show a deployment result next to the training baseline of the same model
     (e.g. convert-and-compare). ``db`` defaults to the results store's default URL.
     """
-    from edgebench.store import Store, default_url
+    from edgebench.store.db import Store, default_url
 
     store = Store(db or default_url())
     try:

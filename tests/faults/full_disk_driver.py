@@ -25,8 +25,8 @@ def main() -> None:
     import edgebench.cli as cli
 
     # imported once here, inherited by every forked command (each would pay for them again)
-    for name in ("tensorflow", "sqlalchemy", "edgebench.store", "edgebench.stats", "edgebench.pipeline",
-                 "edgebench.bench", "edgebench.diagnose", "edgebench.matrix", "edgebench.train.sweep",
+    for name in ("tensorflow", "sqlalchemy", "edgebench.store.db", "edgebench.judge.stats", "edgebench.convert_and_compare.pipeline",
+                 "edgebench.bench.run", "edgebench.diagnose.run", "edgebench.matrix.run", "edgebench.train.sweep",
                  "edgebench.report.terminal.compare", "edgebench.report.markdown", "typer._adapters",
                  "rich.table", "rich.markdown"):
         importlib.import_module(name)

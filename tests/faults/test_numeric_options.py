@@ -1,7 +1,7 @@
 """Every numeric option of every command, fuzzed with nan, inf, -1, 0 and a huge value (issue 26.4).
 
 The options are read from the typer app itself, so a new command or option is covered without a
-line here; one that has no range in ``edgebench.ranges.RANGES`` fails
+line here; one that has no range in ``edgebench.core.ranges.RANGES`` fails
 ``test_every_numeric_option_has_a_range``. Comma-separated numbers (``--concurrency 1,2,4``) are
 fuzzed when their flag has a range. A value outside the range must exit 2 before any work, with one
 line naming the option; a value inside it must get past the check (the command's arguments are
@@ -19,7 +19,7 @@ import pytest
 import typer
 
 from edgebench.cli import app
-from edgebench.ranges import RANGES
+from edgebench.core.ranges import RANGES
 
 BAD = ("nan", "inf", "-1", "0", "1e308", "100000000000000")   # the last: a huge value an int option parses
 
@@ -73,7 +73,7 @@ CASES = [(path, p.opts[0], kind, _required(cmd, p.opts[0]))
 def test_every_numeric_option_has_a_range():
     assert len(CASES) >= 40, len(CASES)        # the walk found the options (bench alone has a dozen)
     missing = sorted({flag for _, flag, _, _ in CASES if flag not in RANGES})
-    assert not missing, f"numeric options without a range in edgebench.ranges.RANGES: {missing}"
+    assert not missing, f"numeric options without a range in edgebench.core.ranges.RANGES: {missing}"
     assert {"--concurrency", "--batch-sizes"} <= {flag for _, flag, kind, _ in CASES if kind == "ints"}
 
 
@@ -151,7 +151,7 @@ def test_contradictions_and_gate_thresholds_are_refused_before_work(run_cli, tmp
 
 def _matrix_numeric_keys():
     """Every matrix key that takes a number (its own check accepts 5) -- a new one is covered too."""
-    from edgebench.matrix import KEYS
+    from edgebench.matrix.run import KEYS
 
     return [k for k in KEYS.values() if k.check(5) is None]
 
@@ -169,7 +169,7 @@ YAML_BAD = {"nan": ".nan", "inf": ".inf", "-1": "-1", "0": "0", "1e308": "1.0e+3
 def test_matrix_numbers_use_the_options_ranges(run_cli, tmp_path, monkeypatch, key):
     """`matrix run --set KEY=VALUE --dry-run` (and the same key in the file): a value the option's range
     refuses is exit 2 naming the key and the option, before any cell; one it accepts passes."""
-    from edgebench.matrix import KEYS
+    from edgebench.matrix.run import KEYS
 
     k = KEYS[key]
     monkeypatch.chdir(tmp_path)

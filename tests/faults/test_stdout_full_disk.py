@@ -86,7 +86,7 @@ def _jobs(tmp: Path, models: dict[str, Path], db: Path, run_a: str, run_b: str) 
 
 @pytest.fixture(scope="module")
 def full_disk(tmp_path_factory, bench_models, adb_server, digits_model):
-    from edgebench.store import Store
+    from edgebench.store.db import Store
 
     tmp = tmp_path_factory.mktemp("stdout-full")
     db = tmp / "r.db"
@@ -139,7 +139,7 @@ def test_json_to_a_full_disk_is_one_line_exit_2(full_disk, name):
 def test_every_measured_result_is_in_the_store(full_disk):
     """bench, convert-and-compare, compare, diagnose, train-baseline, the matrix's cell and the
     imported document: each stored although its stdout copy failed."""
-    from edgebench.store import Store
+    from edgebench.store.db import Store
 
     with Store(str(full_disk["db"])) as st:
         kinds = sorted(r["kind"] for r in st.list_runs(limit=None))

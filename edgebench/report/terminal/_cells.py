@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 from rich.markup import escape
 
-from edgebench.formats import fmt_bytes, fmt_value, num  # noqa: F401 -- re-exported for renderers
+from edgebench.core.formats import fmt_bytes, fmt_value, num  # noqa: F401 -- re-exported for renderers
 from edgebench.rows import Document, InferenceRow
 
 

@@ -15,8 +15,8 @@ from edgebench.report.terminal._cells import (
     state_notes,
 )
 from edgebench.report.terminal.fit import Col, fit_tables
-from edgebench.formats import fmt_metric
-from edgebench.metrics import REGISTRY
+from edgebench.core.formats import fmt_metric
+from edgebench.rows.metrics import REGISTRY
 from edgebench.report.terminal.sustain import render_regimes
 from edgebench.rows import Document, InferenceRow
 

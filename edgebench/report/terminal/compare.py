@@ -12,11 +12,11 @@ from edgebench.report.terminal._cells import (as_document, e, fit_columns, input
                                               stream_notes)
 from edgebench.report.terminal.fit import Col, fit_tables, plan
 from edgebench.report.terminal.warnings import lines as grouped_warnings
-from edgebench.outcome import precision_label, row_verdict, top1_change  # noqa: F401 -- top1_change re-exported
+from edgebench.judge.outcome import precision_label, row_verdict, top1_change  # noqa: F401 -- top1_change re-exported
 from edgebench.rows import Document, InferenceRow
 from edgebench.rows.envelope import Binding, SourceRecord
 from edgebench.rows.records import Manifest
-from edgebench.formats import fmt_bytes
+from edgebench.core.formats import fmt_bytes
 from edgebench.report.tables import Table as ResultTable
 from edgebench.report.tables import inference_table
 

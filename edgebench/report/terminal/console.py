@@ -1,7 +1,7 @@
 """The console every terminal renderer's output is printed on: data never reaches the terminal raw.
 
 ``DataConsole`` is a rich ``Console`` that puts every string it renders -- a table cell, a title,
-a line, a progress description, an error -- through ``printable`` (edgebench/printable.py) before
+a line, a progress description, an error -- through ``printable`` (edgebench/core/printable.py) before
 rich measures and lays it out, and every ``Text`` handed to ``print`` too. A model file named
 ``\\x1b[31mRED\\x1b[0m.tflite`` shows as that text, in a column as wide as the text; the terminal is
 not recoloured. Rich's own styling (colours of a status, the table's borders) is added after this,
@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from edgebench.printable import printable, printable_lines
+from edgebench.core.printable import printable, printable_lines
 
 
 def safe_text(text: Text) -> Text:

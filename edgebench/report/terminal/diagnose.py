@@ -9,9 +9,9 @@ from typing import Any, Mapping
 
 from rich.table import Table
 
-from edgebench.outcome import TOP1_CHANGE, top1_change
-from edgebench.formats import fmt_bytes
-from edgebench.measure import MIN_SAMPLES
+from edgebench.judge.outcome import TOP1_CHANGE, top1_change
+from edgebench.core.formats import fmt_bytes
+from edgebench.core.latency import MIN_SAMPLES
 from edgebench.report.tables import INVALID_MARK
 from edgebench.report.diagnose import (LAYER_COLUMNS, TOP, _layer_cells, _n, _notes, _short, accuracy_text, commands,
                                        diagnosed_rows, diagnosis, document)

@@ -29,7 +29,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from edgebench.printable import printable
+from edgebench.core.printable import printable
 
 # what a column costs beyond its text: one space each side and a rule on its right (+1 for the table's left edge)
 _PAD = 3

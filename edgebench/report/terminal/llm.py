@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgebench.formats import fmt_bytes, fmt_metric
-from edgebench.llm_pairs import SPEEDUP_METRICS, precision_pairs
-from edgebench.outcome import row_verdict
+from edgebench.core.formats import fmt_bytes, fmt_metric
+from edgebench.judge.llm_pairs import SPEEDUP_METRICS, precision_pairs
+from edgebench.judge.outcome import row_verdict
 from edgebench.rows import Document, InferenceRow, Spread
 
 # (stats key, header, unit)

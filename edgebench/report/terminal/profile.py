@@ -7,7 +7,7 @@ from typing import Sequence
 
 from rich.text import Text
 
-from edgebench import profile as prof
+from edgebench.targets import profile as prof
 from edgebench.report.terminal._cells import e, fmt_value
 from edgebench.report.terminal.fit import Col, fit_tables
 from edgebench.rows import InferenceRow

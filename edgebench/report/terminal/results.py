@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgebench.formats import fmt_metric
-from edgebench.metrics import BY_KEY, REGISTRY
+from edgebench.core.formats import fmt_metric
+from edgebench.rows.metrics import BY_KEY, REGISTRY
 from edgebench.report.tables import INFERENCE_COLUMNS
 from edgebench.rows.records import Comparison, StoredRun
 
@@ -103,9 +103,9 @@ def render_show(doc: dict[str, Any], *, width: int | None = None, wide: bool = F
     Numbers and ids never wrap; at a narrow ``width`` low-priority columns are dropped instead."""
     from rich.table import Table
 
-    from edgebench.fingerprint import KEY_FIELDS
-    from edgebench.identity import headline
-    from edgebench.outcome import precision_label, row_verdict, run_verdict
+    from edgebench.core.fingerprint import KEY_FIELDS
+    from edgebench.rows.identity import headline
+    from edgebench.judge.outcome import precision_label, row_verdict, run_verdict
     from edgebench.report.terminal._cells import as_document
     from edgebench.report.terminal.fit import Col, fit_tables
 
@@ -292,7 +292,7 @@ def render_results_compare(rep: Comparison | dict[str, Any], *, width: int | Non
 def render_history(h: dict[str, Any]):
     from rich.table import Table
 
-    from edgebench.identity import series_label
+    from edgebench.rows.identity import series_label
 
     conf = series_label(h.get("series") or {}, skip=())
     t = Table(title=_e(f"{h['model']} {h['metric']}  {conf}"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from edgebench.measure import MIN_SAMPLES
+from edgebench.core.latency import MIN_SAMPLES
 from edgebench.report.tables import INVALID_MARK
 from edgebench.report.terminal._cells import fmt_value
 from edgebench.report.terminal.fit import Col, fit_tables

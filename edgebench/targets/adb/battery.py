@@ -8,7 +8,7 @@
    it asks ``dumpsys battery suspend_input`` to stop charging (debuggable builds only) and, when
    the values come from sysfs, ``dumpsys battery unplug`` so Android behaves as on battery.
    ``unplug`` only changes what the framework reports -- and freezes ``dumpsys battery``'s values
-   until ``reset`` -- so it never makes a charging measurement valid (edgebench.energy decides
+   until ``reset`` -- so it never makes a charging measurement valid (edgebench.targets.energy decides
    validity from the hardware's status and supplies).
 2. ``start()`` runs the device-side sampler (``RemoteCommand.battery_sampler``) in a thread,
    then waits the idle window; the run follows.
@@ -25,8 +25,8 @@ import threading
 import time
 from typing import Any
 
-from edgebench.energy import EnergySettings, PowerReading, battery_energy
-from edgebench.errors import EdgebenchError
+from edgebench.targets.energy import EnergySettings, PowerReading, battery_energy
+from edgebench.core.errors import EdgebenchError
 from edgebench.targets.adb.facts import _sections
 from edgebench.targets.adb.remote import AdbDevice, RemoteCommand, ShellResult
 

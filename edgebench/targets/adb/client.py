@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from edgebench.errors import InfraError
-from edgebench.redact import redact, redact_url
+from edgebench.core.errors import InfraError
+from edgebench.core.redact import redact, redact_url
 
 DEFAULT_SERVER_PORT = 5037
 

@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from edgebench.errors import EdgebenchError, InfraError
+from edgebench.core.errors import EdgebenchError, InfraError
 
 
 @dataclass

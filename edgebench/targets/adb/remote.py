@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from edgebench.bounded import printable
-from edgebench.errors import EdgebenchError, InfraError
-from edgebench.fingerprint import sha256_file
+from edgebench.core.bounded import printable
+from edgebench.core.errors import EdgebenchError, InfraError
+from edgebench.core.fingerprint import sha256_file
 from edgebench.targets.adb.client import _adb_errors, _client, _describe, list_states
 from edgebench.targets.adb.facts import (
     _sections,

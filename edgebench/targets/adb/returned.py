@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from edgebench.bounded import printable_data
-from edgebench.errors import InfraError
+from edgebench.core.bounded import printable_data
+from edgebench.core.errors import InfraError
 
 RESULT_JSON_MAX_BYTES = 16 * 1024 * 1024
 # Output tensors of every input sample (the drift pass): 256 MiB is ~1000 samples of a

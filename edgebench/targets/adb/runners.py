@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from edgebench import progress
-from edgebench.errors import BadInput, EdgebenchError, InfraError
-from edgebench.fingerprint import sha256_file
+from edgebench.core import progress
+from edgebench.core.errors import BadInput, EdgebenchError, InfraError
+from edgebench.core.fingerprint import sha256_file
 from edgebench.targets.adb import returned
 from edgebench.targets.adb.battery import BatteryMonitor
 from edgebench.targets.adb.remote import (REMOTE_FILES, REMOTE_ROOT, AdbDevice, RemoteCommand, ShellResult,
@@ -93,7 +93,7 @@ class AdbTarget:
     @property
     def profile(self):
         """The device profile matching this device (``device_profiles/*.yaml`` or the user's), or None."""
-        from edgebench.profiles import match_profile
+        from edgebench.targets.device_profiles import match_profile
 
         if not hasattr(self, "_profile"):
             try:
@@ -500,7 +500,7 @@ class AdbTarget:
             "mem_overall_mb": first.mem_overall_mb, "pushed": pushed, "remote_run_dir": run_dir,
             "device_wall_s": round(wall, 3), "thermal": thermal, "throttled": thermal["throttled"],
         }
-        from edgebench.profile import delegation_from_log, delegation_from_runtime_info
+        from edgebench.targets.profile import delegation_from_log, delegation_from_runtime_info
 
         # best source first: the tool's runtime info names every node; the op-profiling run's log has
         # the "Replacing ..." line plus the nodes left undelegated; the probe's log only the counts
@@ -553,7 +553,7 @@ class AdbTarget:
         """A separate benchmark_model run with ``--enable_op_profiling`` after the sample loop (so
         the timed samples never carry the profiler): ``({"op_profile": {entries, info}}, its log)`` or
         ``({"op_profile_error": why}, log)`` -- a tool that prints no table says so, never zeros."""
-        from edgebench.profile import op_profile_from_log
+        from edgebench.targets.profile import op_profile_from_log
 
         runs = int(job.runs or min(job.min_runs, 200))
         argv = build_argv(binary, model_remote, threads=threads, num_runs=runs, warmup_runs=1, min_secs=0.0,

@@ -11,8 +11,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from edgebench.errors import EdgebenchError
-from edgebench.measure import trend_change
+from edgebench.core.errors import EdgebenchError
+from edgebench.core.latency import trend_change
 from edgebench.targets.adb.remote import HOST_MARGIN_S, AdbDevice, ShellResult
 
 

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from edgebench.errors import BadInput, InfraError
+from edgebench.core.errors import BadInput, InfraError
 from edgebench.targets.benchmark_model.binary import _WHERE
 
 # --------------------------------------------------------------------------- argv
@@ -196,7 +196,7 @@ def write_input_value_files(arrays: Mapping[str, np.ndarray], input_details: Seq
     the tensor's scale/zero point; float64 data is rounded to the model's float32; integer
     changes must be lossless.
     """
-    from edgebench.data import quantize
+    from edgebench.model.inputs import quantize
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from edgebench.errors import BadInput, EdgebenchError, InfraError
+from edgebench.core.errors import BadInput, EdgebenchError, InfraError
 from edgebench.targets.benchmark_model.parse import parse_log
 
 # --------------------------------------------------------------------------- where to get it

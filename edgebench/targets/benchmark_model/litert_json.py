@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
-from edgebench.errors import BadInput
+from edgebench.core.errors import BadInput
 from edgebench.rows import Document, InferenceRow, Latency, Warmup
 
 TOOL = "litert-benchmark"

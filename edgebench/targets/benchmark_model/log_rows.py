@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from edgebench.bounded import printable, read_bytes
-from edgebench.errors import BadInput
+from edgebench.core.bounded import printable, read_bytes
+from edgebench.core.errors import BadInput
 from edgebench.rows import Document, InferenceRow, Latency, Warmup
 from edgebench.targets.benchmark_model.log import BenchmarkModelLog
 from edgebench.targets.benchmark_model.parse import parse_log
@@ -123,7 +123,7 @@ def to_result_rows(log: BenchmarkModelLog, *, source: str | None = None,
         "gpu_precision_loss_allowed": log.param("gpu_precision_loss_allowed",
                                                 "Allow lower precision in gpu"),
     }.items() if v is not None}
-    from edgebench.profile import delegation_from_log, op_profile_from_log
+    from edgebench.targets.profile import delegation_from_log, op_profile_from_log
 
     profile = op_profile_from_log(log)
     return [InferenceRow(
@@ -143,7 +143,7 @@ def import_log_file(path: str | os.PathLike) -> Document:
     (a ``litert-benchmark --result_json`` file becomes a summary row: ``litert_json``)."""
     from edgebench import __version__
 
-    from edgebench.paths import require_file
+    from edgebench.core.paths import require_file
 
     p = require_file(path, "a captured log file", "give the path of a captured benchmark_model output")
     data = read_bytes(p, LOG_MAX_BYTES, "a benchmark_model log", "give the log of one run (a run with op "

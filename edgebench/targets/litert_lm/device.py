@@ -17,8 +17,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from edgebench.errors import BadInput, EdgebenchError, InfraError
-from edgebench.fingerprint import sha256_file
+from edgebench.core.errors import BadInput, EdgebenchError, InfraError
+from edgebench.core.fingerprint import sha256_file
 from edgebench.targets.adb.remote import REMOTE_FILES, REMOTE_ROOT, RemoteCommand, content_name
 from edgebench.targets.benchmark_model.binary import BinaryInfo, check_abi
 from edgebench.targets.litert_lm.host import DEFAULT_DEADLINE_S, LmJob

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from edgebench.errors import BadInput
+from edgebench.core.errors import BadInput
 from edgebench.targets.host import spawn_worker
 
 WORKER_MODULE = "edgebench.targets.litert_lm.worker"

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from edgebench.errors import BadInput
+from edgebench.core.errors import BadInput
 from edgebench.targets.litert_lm.device import DeviceLmRunner
 from edgebench.targets.litert_lm.runners import HostLmRunner, LmRunner
 

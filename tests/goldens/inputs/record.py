@@ -89,7 +89,7 @@ def record_readiness(work: Path, db: list[str]) -> None:
 
 
 def main() -> None:
-    from edgebench.store import Store
+    from edgebench.store.db import Store
 
     with tempfile.TemporaryDirectory(prefix="edgebench-goldens-") as tmp:
         work = Path(tmp)

@@ -1,0 +1,1 @@
+"""The bench workflow: host and device runs, sustained/paced load, peak FLOP/s."""

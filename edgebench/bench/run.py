@@ -1,0 +1,308 @@
+"""``run_bench(settings)``: benchmark .tflite models on targets and return the result document.
+
+One row per model x target: raw samples, ``latency_ms`` (``rows.Latency.to_dict()``), warmup
+apart, init and first-inference time, peak RSS, model cost (FLOPs from the graph) and
+achieved GFLOP/s / % of this machine's cached peak, plus the optional load-mode results
+(``concurrency``, ``server``, ``sla``).
+
+``repeats`` > 1 runs each model x target in that many worker processes, interleaved across the
+models (every model's first process, then every model's second, ...: ABAB, so load that comes and
+goes hits every model alike; ``targets.loop.measure_in_rounds``): the row's ``latency_ms`` and
+``samples_ns`` pool every process's samples (in process order), and ``repeats`` lists each
+process's own summary and its ``order`` on the target -- the run-level replicates that ``results
+compare`` needs to tell a change from run-to-run noise (``stats.MIN_REPEATS``).
+
+A model file that is missing, truncated or not a flatbuffer fails the whole call up front
+(``BadInput``) before anything is timed; a model that fails while running (bad data, delegate,
+crash, hang) becomes a ``status: "failed"`` row with ``error`` and ``exit_code`` and the other
+models still run; ``raise_for_failures(doc)`` turns the worst failure into its exception after
+the caller has saved/printed the partial results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from edgebench.model.inputs import check_npz_inputs
+from edgebench.core.errors import BadInput, EdgebenchError, InfraError
+from edgebench.core.fingerprint import emulation_warning, host_fingerprint, sha256_file
+from edgebench.rows import Cost, Delegation, Document, InferenceRow, Latency
+from edgebench.bench import sustain
+from edgebench.targets.energy import EnergySettings
+from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, Schedule, check_runtime
+from edgebench.targets.measured import measured_fields, preemptions
+from edgebench.targets.loop import PROCESS_ORDER, Stop, is_device, measure_in_rounds, resolve_targets, run_on_targets
+from edgebench.model.tflite_model import precision as tflite_precision, precision_detail
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """Everything ``edgebench bench`` can be told. Run control is the shared ``RunControl``."""
+
+    models: tuple[str, ...]
+    targets: str = "host"
+    benchmark_binary: str | None = None   # adb devices without Python
+    threads: int | None = None
+    delegate: str = DEFAULT_DELEGATE
+    data: str | None = None
+    control: RunControl = field(default_factory=RunControl)
+    concurrency: tuple[int, ...] = ()
+    server_qps: float | None = None
+    server_workers: int = 1
+    sla_p99_ms: float | None = None
+    save_outputs: bool = False
+    deadline_s: float | None = None     # None -> the run control's deadline
+    seed: int = 0
+    schedule: Schedule = field(default_factory=Schedule)   # sustained / paced (edgebench.bench.sustain)
+    cold_starts: int = 0
+    xnnpack_cache: bool = False
+    energy: EnergySettings | None = None
+    repeats: int = 1                    # worker processes per model x target (run-level replicates)
+    runtime_api: str = "interpreter"    # "compiled": LiteRT's CompiledModel API (--runtime)
+    accelerator: str | None = None      # compiled runtime: cpu | gpu | npu (--accelerator)
+    gpu_precisions: tuple[str, ...] = ()  # GPU: fp32 and/or fp16, side by side (--gpu-precision)
+    op_profile: bool = False            # separate op-profiling pass (--op-profile)
+
+    def validate(self) -> None:
+        if not self.models:
+            raise BadInput("no model given; pass one or more .tflite files")
+        self.control.validate()
+        check_runtime(self.runtime_api, self.accelerator, self.gpu_precisions, self.delegate)
+        self.schedule.validate()
+        if self.energy is not None:
+            self.energy.validate()
+        if self.cold_starts < 0:
+            raise BadInput(f"--cold-starts must be >= 0, got {self.cold_starts}")
+        if self.xnnpack_cache and not self.cold_starts:
+            raise BadInput("--xnnpack-cache applies to cold starts; add --cold-starts N (e.g. 5)")
+        if self.xnnpack_cache and self.delegate == "none":
+            raise BadInput("--xnnpack-cache caches XNNPACK's packed weights, and --delegate none runs without "
+                           "XNNPACK: drop one of them")
+        if self.repeats < 1:
+            raise BadInput(f"--repeats must be >= 1, got {self.repeats}")
+        if self.repeats > 1 and (self.schedule.sustained or self.schedule.paced or self.cold_starts):
+            raise BadInput("--repeats applies to back-to-back runs; drop it for --duration/--period-ms/"
+                           "--cold-starts (each of those is one measured process)")
+        if self.threads is not None and self.threads < 1:
+            raise BadInput(f"--threads must be >= 1, got {self.threads}")
+        if any(c < 1 for c in self.concurrency):
+            raise BadInput("--concurrency levels must be positive integers")
+        if self.server_qps is not None and self.server_qps <= 0:
+            raise BadInput(f"--server-qps must be > 0, got {self.server_qps}")
+        if self.sla_p99_ms is not None and self.sla_p99_ms <= 0:
+            raise BadInput(f"--sla-p99-ms must be > 0, got {self.sla_p99_ms}")
+        if self.data is not None and not Path(self.data).is_file():
+            raise BadInput(f"--data {self.data}: file not found; give an .npz InputSet")
+        if self.data is not None:
+            check_npz_inputs(self.data)
+
+
+def _job(settings: BenchSettings, model: str, gpu_precision: str | None = None) -> Job:
+    return Job(model_path=model, inputs_npz=settings.data, threads=settings.threads, delegate=settings.delegate,
+               control=settings.control, save_outputs=settings.save_outputs, deadline=settings.deadline_s,
+               seed=settings.seed, schedule=settings.schedule, energy=settings.energy,
+               runtime_api=settings.runtime_api, accelerator=settings.accelerator, gpu_precision=gpu_precision,
+               op_profile=settings.op_profile)
+
+
+def failed_row(target_name: str, model: str, err: EdgebenchError, **known: Any) -> InferenceRow:
+    return InferenceRow(target=target_name, model=Path(model).stem, model_path=str(model), status="failed",
+                        error=str(err), exit_code=err.exit_code, error_type=type(err).__name__, **known)
+
+
+def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
+              peak: dict[str, Any] | None, progress: Callable[[str], None] | None = None,
+              gpu_precision: str | None = None, measured: list[RunResult] | None = None,
+              order: list[int] | None = None) -> InferenceRow:
+    """Benchmark one model on one target; failures become a failed row. ``measured``: its worker
+    processes, already run (``--repeats`` interleaved with the other models: ``run_bench``), with
+    their ``order`` in the target's sequence; None runs them here, one after another."""
+    from edgebench.bench import load
+    from edgebench.bench.peak import peak_for_threads
+    from edgebench.targets.profile import runtime_row_parts
+
+    job = _job(settings, model, gpu_precision)
+    name = Path(model).stem
+    found = tflite_precision(info)       # a bench row's precision is the one its file has
+    known = dict(model_sha256=sha256_file(model), size_bytes=info["size_bytes"], threads=settings.threads,
+                 precision=found, precision_found=found, precision_detail=precision_detail(info),
+                 delegate=settings.delegate, runtime_api=settings.runtime_api, accelerator=settings.accelerator,
+                 gpu_precision=gpu_precision)
+    cost = Cost(flops=info["flops"], counted_ops=info["counted_ops"], quantized=info["quantized"],
+                quantization_coverage=info["quantization_coverage"],
+                float_ops=tuple(sorted({o["op"] for o in info["float_ops"]})), inputs=tuple(info["inputs"]),
+                outputs=tuple(info["outputs"]), flops_note=info.get("flops_note"))
+    try:
+        if measured is None:
+            results = []
+            for k in range(settings.repeats):
+                if progress and settings.repeats > 1:
+                    progress(f"{name} on {target.name} (process {k + 1}/{settings.repeats})")
+                results.append(target.run(job))
+        else:
+            results = measured
+            if not results:
+                raise InfraError(f"not run: interrupted before {name} on {target.name} was measured")
+        res = RunResult.pooled(results, name, order)
+        if res.status != "ok":        # an interleaved process failed (its error, its exit code)
+            raise (BadInput if res.extra.get("exit_code") == 2 else InfraError)(res.error or "worker failed")
+        pooled = np.asarray(res.samples_ns, np.int64)
+        lat = Latency.from_samples(pooled, what=f"run of {name}", preemptions=preemptions(res))
+        threads_eff = res.extra.get("threads") or 1  # LiteRT's Python default is 1 thread
+        reps = res.extra.get("repeats")
+        # with several processes, each process's own warnings (a pooled drift check would read
+        # run-to-run noise as drift) and the run-to-run spread
+        warnings = list(res.extra["repeat_warnings"]) if reps else list(lat.warnings)
+        if measured is not None and len(results) < settings.repeats:
+            warnings.append(f"interrupted: {len(results)} of {settings.repeats} worker processes were measured; "
+                            "the row pools those")
+        nonfinite = res.extra.get("nonfinite_outputs") or {}
+        if nonfinite:
+            bad = ", ".join(f"{k}: {v}" for k, v in nonfinite.items())
+            warnings.append(f"NaN/Inf in outputs ({bad} values over the first pass); the model or its "
+                            "inputs are broken: check the data range and the conversion")
+        if res.extra.get("stop_reason") == "max_time":
+            ctl = settings.control
+            wanted = f"--runs {ctl.runs}" if ctl.runs is not None else f"--min-runs {ctl.min_runs}"
+            warnings.append(f"stopped at --max-time {ctl.max_time_s:g} s after {lat.samples} runs, "
+                            f"before {wanted}; raise --max-time")
+        where_parts, where_warnings = runtime_row_parts(res.extra, lat, f"{name} on {target.name}")
+        warnings.extend(where_warnings)
+        if info.get("aot") and where_parts.get("delegation") is None:
+            where_parts["delegation"] = _compiled_delegation(info)   # what the compiled file holds (issue 34)
+        emulated = emulation_warning(res.fingerprint)
+        if emulated:
+            warnings.append(emulated)
+        if info["flops"] and lat.p50:
+            # p50, not mean: the kernel's typical speed, robust to background-load spikes
+            achieved = info["flops"] / (lat.p50 / 1e3) / 1e9
+            cost = replace(cost, achieved_gflops_per_s=achieved)
+            if is_device(target):
+                cost = replace(cost, peak_note="peak GFLOP/s is measured per machine (edgebench env --peak); "
+                                               "none is known for this device, so no % of peak")
+            elif peak:
+                ref = peak_for_threads(peak, threads_eff)
+                cost = replace(cost, peak_gflops=ref, pct_of_peak=100.0 * achieved / ref)
+        row = InferenceRow(
+            target=target.name, model=name, model_path=str(model),
+            **{**known, **measured_fields(res, f"run of {name}", lat),
+               **{k: v for k, v in where_parts.items() if v is not None}},
+            threads_effective=threads_eff, cost=cost,
+        )
+        stopped = res.extra.get("interrupted_by") if res.extra.get("stop_reason") == "interrupted" else None
+        if stopped:
+            tl = res.extra.get("timeline") or {}
+            done = len(tl.get("windows") or ())
+            warnings.append(f"interrupted ({stopped}) during the sustained run: its {done} finished window(s) "
+                            f"({res.extra.get('timed_wall_s') or 0:.1f} s of {tl.get('duration_s', 0):g} s) are kept, "
+                            "the unfinished one is dropped")
+        row = sustain.attach(row.replace(warnings=tuple(warnings)), target, job, res,
+                             cold_starts=0 if stopped else settings.cold_starts,
+                             xnnpack_cache=settings.xnnpack_cache, progress=progress)
+        if stopped:
+            raise Stop(stopped, row=row)     # the loop keeps this row and stops
+        warnings = list(row.warnings)
+        loadjob = replace(job, save_outputs=False, schedule=Schedule(), energy=None, op_profile=False)
+        if settings.concurrency:
+            row = row.replace(concurrency=tuple(load.concurrency(target, loadjob, list(settings.concurrency),
+                                                                 progress)))
+        if settings.server_qps is not None:
+            if progress:
+                progress(f"server {settings.server_qps:g} QPS")
+            srv = load.server(target, loadjob, settings.server_qps, settings.server_workers)
+            row = row.replace(server=srv)
+            warnings.extend(srv["warnings"])
+            if srv["overloaded"]:
+                warnings.append(f"server mode: achieved {srv['achieved_qps']:.1f} of "
+                                f"{settings.server_qps:g} QPS; the target is overloaded, lower --server-qps")
+        if settings.sla_p99_ms is not None:
+            stats = Latency.from_samples(res.samples_ns, what=f"run of {name}")
+            row = row.replace(sla=load.sla_search(target, loadjob, settings.sla_p99_ms, settings.server_workers,
+                                                  stats, progress))
+        return row.replace(warnings=tuple(warnings))
+    except EdgebenchError as err:
+        return failed_row(target.name, model, err, cost=cost, **known)
+
+
+def _compiled_delegation(info: dict[str, Any]) -> Delegation:
+    """An AOT-compiled file's own split: its DISPATCH_OP partitions and the builtins left to the CPU."""
+    from edgebench.model.tflite_model import compiled_for
+
+    aot = info["aot"]
+    return Delegation(delegate=f"NPU dispatch ({compiled_for(aot)})", nodes_total=None, nodes_delegated=None,
+                      partitions=int(aot["partitions"]), undelegated=dict(aot["cpu_op_histogram"]),
+                      source="the compiled file: one DISPATCH_OP per NPU partition, builtins left to the CPU")
+
+
+def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = None) -> Document:
+    """Benchmark every model on every target (host first, devices in parallel lanes).
+
+    Ctrl-C/SIGTERM keep every row already measured (``interrupted`` true, ``interrupted_by`` the signal)."""
+    from edgebench.model import tflite_model
+    from edgebench.bench.peak import load_cached
+
+    settings.validate()
+    infos = {m: tflite_model.inspect(m) for m in settings.models}   # bad files fail up front
+    host_npu = settings.runtime_api == "compiled" and settings.accelerator == "npu"
+    for m, info in infos.items():          # an AOT-compiled file: one line naming its SoC (issue 34)
+        tflite_model.refuse_compiled(m, info, host_npu=host_npu)
+    targets = resolve_targets(settings.targets, threads=settings.threads, delegate=settings.delegate,
+                              benchmark_binary=settings.benchmark_binary)
+    peak = load_cached()
+    if hasattr(progress, "set_total"):
+        progress.set_total(len(targets) * len(settings.models) * max(1, len(settings.gpu_precisions))
+                           * settings.repeats)
+    items = [(i, m, gp) for i, (m, gp) in enumerate((m, gp) for m in settings.models
+                                                    for gp in (settings.gpu_precisions or (None,)))]
+    describe = (lambda t, it: f"{Path(it[1]).stem} on {t.name}" + (f" (GPU {it[2]})" if it[2] else ""))
+    rounds, row_settings = None, settings
+    if settings.repeats > 1:
+        # replicates that are replicates: every model's k-th process runs before any model's k+1-th
+        rounds = measure_in_rounds(
+            targets, items, settings.repeats,
+            measure=lambda t, it, r: t.run(_job(settings, it[1], it[2])),
+            on_error=lambda t, it, err: RunResult.failed(t.name, it[1], str(err), exit_code=err.exit_code),
+            progress=progress, describe=describe)
+        if rounds.interrupted:      # the rows pool what was measured; nothing new is started
+            row_settings = replace(settings, concurrency=(), server_qps=None, sla_p99_ms=None)
+    outcome = run_on_targets(
+        targets, items,
+        run=lambda t, it: bench_one(t, it[1], infos[it[1]], row_settings, peak, progress, gpu_precision=it[2],
+                                    measured=None if rounds is None else rounds.processes.get((t.name, it[0]), []),
+                                    order=None if rounds is None else rounds.order.get((t.name, it[0]))),
+        on_error=lambda t, it, err: failed_row(t.name, it[1], err, gpu_precision=it[2]),
+        progress=progress if rounds is None else None, describe=describe)
+    rows = sustain.ranking_changes([outcome.results[(t.name, i)] for t in targets for i in range(len(items))])
+    fp = host_fingerprint(threads=settings.threads, delegate=settings.delegate)
+    stopped = (rounds.interrupted if rounds is not None else None) or outcome.interrupted
+    return Document.new("bench", rows, fp, settings=_settings_dict(settings), peak=peak,
+                        interrupted=stopped is not None, interrupted_by=stopped)
+
+
+def _settings_dict(s: BenchSettings) -> dict[str, Any]:
+    out = {f.name: getattr(s, f.name) for f in fields(s) if f.name not in ("control", "schedule", "energy")}
+    out.update(s.control.to_dict())
+    out.update(s.schedule.to_dict())
+    out["energy"] = None if s.energy is None else s.energy.to_dict()
+    out["gpu_precisions"] = list(s.gpu_precisions)
+    if s.repeats > 1:
+        out["process_order"] = PROCESS_ORDER
+    return out
+
+
+def raise_for_failures(doc: Document) -> None:
+    """After the results were saved/printed: raise the worst failure (infra 3 over bad input 2)."""
+    failed = [r for r in doc.rows if r.status == "failed"]
+    if not failed:
+        return
+    worst = max(failed, key=lambda r: r.exit_code if r.exit_code is not None else 3)
+    msg = worst.error or "benchmark failed"
+    if len(failed) > 1:
+        msg += f" (and {len(failed) - 1} more failed row(s))"
+    if worst.exit_code == 2:
+        raise BadInput(msg)
+    raise InfraError(msg)

@@ -1,0 +1,1 @@
+"""Conversion to .tflite per precision, its worker process, and quantization analysis."""

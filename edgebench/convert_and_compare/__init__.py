@@ -1,0 +1,1 @@
+"""The convert-and-compare and compare workflows."""

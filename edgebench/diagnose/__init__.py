@@ -1,0 +1,1 @@
+"""The diagnose workflow: which layer breaks INT8 (or an accelerator), and the fix, proven."""

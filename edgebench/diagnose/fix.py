@@ -1,0 +1,118 @@
+"""The fix ``diagnose`` proves when there is no TensorFlow model: a quantized ``.tflite`` diagnosed
+against its float ``.tflite`` (``--reference``), or a PyTorch source -- both re-quantized from the
+float ``.tflite`` with ai-edge-quantizer (``quant.aeq``).
+
+``prove_tflite_fix``: for the culprit tensors diagnose suggests (the causes among the findings,
+named by the float file's tensor names), build two candidates from the float file with the same
+calibration data -- the culprits kept float (``--keep-float``) and int8 with 16-bit activations on
+their scope (``--a16``) -- run each on the diagnose InputSet, and score them against the float
+file's outputs and the labels. Each candidate carries the ``edgebench convert-and-compare``
+command that rebuilds and gates it, runnable as printed; a candidate that meets the goal is
+*proven* (``proof_goal``: stricter than what the given int8 file reaches).
+
+``source_flags``: how a command names the model again (``--torch MODULE:FACTORY --input-shape ...
+--channels-last`` for a factory; the path otherwise), so every printed command runs as printed.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgebench.judge import drift as cmp
+from edgebench.model.inputs import DEFAULT_PREPROCESS, InputSet, Signature, cast_to_signature, load_data
+
+AEQ_NOTE_MISSING = ("a fix can be built from the float .tflite with ai-edge-quantizer and proven here: "
+                    "pip install 'edgebench[aeq]'")
+
+
+def source_flags(src: str, source: Any) -> list[str]:
+    """The argv that names the model of a run again: SRC, or --torch MODULE:FACTORY with its
+    --input-shape values, and --channels-last."""
+    if getattr(source, "torch", None):
+        out = ["--torch", source.torch]
+    else:
+        out = [src]
+    if getattr(source, "torch", None) or str(src).endswith(".pt2"):
+        for name, dims in getattr(source, "input_shapes", ()):
+            out += ["--input-shape", f"{name}:{','.join(map(str, dims))}"]
+        if getattr(source, "channels_last", False):
+            out.append("--channels-last")
+    return out
+
+
+def data_flags(data: str | None, calibration_data: str | None, preprocess: str | None) -> list[str]:
+    out: list[str] = []
+    for flag, value in (("--data", data), ("--calibration-data", calibration_data),
+                        ("--preprocess", preprocess if preprocess and preprocess != DEFAULT_PREPROCESS else None)):
+        if value is not None:
+            out += [flag, str(value)]
+    return out
+
+
+def command(argv: list[str]) -> str:
+    return " ".join(shlex.quote(x) for x in argv)
+
+
+def _meets(goal: list[str] | None, drop: float | None, psnr: float | None) -> bool | None:
+    if not goal:
+        return None
+    limit = float(goal[1])
+    if goal[0] == "--max-accuracy-drop":
+        return drop is not None and drop <= limit
+    return psnr is not None and psnr >= limit
+
+
+def prove_tflite_fix(settings: Any, row: dict[str, Any], ref_path: Path, sig: Signature, ds: InputSet,
+                     ref_out: dict[str, np.ndarray], class_out: str | None, ref_acc: Any, out_dir: Path,
+                     goal: list[str] | None) -> dict[str, Any] | None:
+    """Build, run and score the candidate fixes (see the module docstring); None when there is no
+    culprit to fix. Raises BadInput (exit 2) only for bad calibration data."""
+    from edgebench.convert.run import run_tflite_inprocess
+    from edgebench.convert.quant.aeq import TESTED_VERSION, aeq_version, quantize_tflite
+
+    culprits = list(row.get("suggested_keep_float") or [])
+    if not culprits:
+        return None
+    t0 = time.perf_counter()
+    cal_path = settings.calibration_data or settings.data
+    cal = cast_to_signature(load_data(cal_path, sig, preprocess=settings.preprocess, seed=settings.seed), sig)
+    n_cal = min(settings.calibration_samples, cal.n)
+    ref_size = ref_path.stat().st_size
+    base = ["edgebench", "convert-and-compare", str(ref_path),
+            *data_flags(settings.data, settings.calibration_data, settings.preprocess)]
+    if settings.calibration_samples != 100:     # convert-and-compare's default
+        base += ["--calibration-samples", str(settings.calibration_samples)]
+    candidates = []
+    for fix, flag in (("keep float", "--keep-float"), ("a16w8 on their scope", "--a16")):
+        kw = {"keep_float": culprits} if flag == "--keep-float" else {"a16": culprits}
+        data, qinfo = quantize_tflite(ref_path, "int8", calibration=cal, signature=sig, samples=n_cal,
+                                      signature_key="serving_default", **kw)
+        path = out_dir / f"{Path(row['model_path']).stem}_fix_{'keep_float' if flag == '--keep-float' else 'a16'}.tflite"
+        path.write_bytes(data)
+        outs = run_tflite_inprocess(data, ds, sig)
+        got, _ = cmp.align_outputs(ref_out, outs)
+        drift = cmp.compare_outputs(ref_out, got)
+        worst = cmp.worst(drift) or {}
+        acc = cmp.accuracy_vs_reference(ref_out, got, ds.labels, class_out, ref_acc)
+        accd = acc.to_dict() if acc is not None else {}
+        drop, psnr = accd.get("top1_drop_pp"), worst.get("psnr_db")
+        argv = base + ["--precision", "fp32,int8", flag, ",".join(culprits)] + (goal or [])
+        candidates.append({
+            "fix": fix, "option": flag, "tensors": culprits, "ops": qinfo.get("keep_float_ops") or qinfo.get("a16_ops"),
+            "path": str(path), "bytes": len(data), "size_reduction_pct": round(100.0 * (1 - len(data) / ref_size), 2),
+            "top1": accd.get("top1"), "top1_drop_pp": drop, "top1_agreement": accd.get("top1_agreement"),
+            "psnr_db": psnr, "meets_goal": _meets(goal, drop, psnr), "mode": qinfo.get("mode"),
+            "command": command(argv)})
+    # proven first, then the better score (accuracy drop, else PSNR), then the smaller file
+    order = sorted(candidates, key=lambda c: (not c["meets_goal"], c["top1_drop_pp"] if c["top1_drop_pp"] is not None
+                                              else -(c["psnr_db"] or 0.0), c["bytes"]))
+    return {"method": ("ai-edge-quantizer from the float .tflite (the --reference file), calibrated on "
+                       f"{n_cal} samples of {cal.source}; scored on the diagnose inputs against the float file"),
+            "quantizer": f"ai-edge-quantizer {aeq_version()} (tested {TESTED_VERSION})",
+            "goal": " ".join(goal) if goal else None, "proven": any(c["meets_goal"] for c in candidates),
+            "candidates": order, "seconds": round(time.perf_counter() - t0, 3)}

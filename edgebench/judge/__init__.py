@@ -1,0 +1,1 @@
+"""Records and verdicts: drift, statistics, change verdicts, the gate, one outcome per row."""

@@ -1,0 +1,250 @@
+"""The CI gate: thresholds -> checks -> verdict -> exit code.
+
+Thresholds apply per precision (``--gate FILE.yaml`` may set them per precision; command-line
+values fill in every precision). Any row with NaN/Inf outputs (or a reference that produced
+them) fails, with or without thresholds, and so does any silent-failure verdict (``verdicts.py``:
+zero or constant output; cosine or delegation below ``--min-cosine`` / ``--min-delegated``). A
+FAILED row (its target crashed) is an infrastructure failure, not a gate verdict.
+
+Gate file format::
+
+    default:            # applies to every precision unless overridden
+      max_accuracy_drop: 1.0      # percentage points of task top-1 vs the TF reference
+      min_psnr: 30                # dB, worst output
+    int8:
+      max_accuracy_drop: 2.0
+      max_p99_ms: 5
+      min_size_reduction: 70      # percent vs FP32
+      min_cosine: 0.99            # mean cosine to the reference, every output
+      min_delegated: 90           # percent of nodes the delegate/accelerator takes
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from edgebench.core.errors import BadInput
+
+if TYPE_CHECKING:
+    from edgebench.rows import InferenceRow
+
+GATE_KEYS = {
+    "max_accuracy_drop": "max_accuracy_drop_pp",
+    "min_psnr": "min_psnr_db",
+    "max_p99_ms": "max_p99_ms",
+    "min_size_reduction": "min_size_reduction_pct",
+    "min_cosine": "min_cosine",
+    "min_delegated": "min_delegated_pct",
+}
+PRECISION_KEYS = ("default", "fp32", "fp16", "int8", "dynamic", "int16x8")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    max_accuracy_drop_pp: float | None = None
+    min_psnr_db: float | None = None
+    max_p99_ms: float | None = None
+    min_size_reduction_pct: float | None = None
+    min_cosine: float | None = None
+    min_delegated_pct: float | None = None
+
+    def any(self) -> bool:
+        return any(getattr(self, f.name) is not None for f in fields(self))
+
+    def merged(self, override: "Thresholds") -> "Thresholds":
+        return replace(self, **{f.name: getattr(override, f.name) for f in fields(self)
+                                if getattr(override, f.name) is not None})
+
+
+@dataclass(frozen=True)
+class Check:
+    precision: str
+    target: str
+    metric: str
+    value: Any
+    threshold: Any
+    passed: bool
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("precision", "target", "metric", "value", "threshold", "passed", "message")}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    checks: tuple[Check, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "checks": [c.to_dict() for c in self.checks]}
+
+
+# each threshold is held to the range of its command-line option (edgebench/core/ranges.py, written once)
+GATE_FLAGS = {
+    "max_accuracy_drop": "--max-accuracy-drop",
+    "min_psnr": "--min-psnr",
+    "max_p99_ms": "--max-p99-ms",
+    "min_size_reduction": "--min-size-reduction",
+    "min_cosine": "--min-cosine",
+    "min_delegated": "--min-delegated",
+}
+
+
+def load_gate_file(path: str | Path) -> dict[str, Thresholds]:
+    """Per-precision thresholds from YAML (yaml.safe_load's types; unknown keys are errors).
+
+    Every error is BadInput naming the file and line (``gate.yaml:3: ...``): an unknown precision
+    or threshold, a value that is not a number, a key given twice, and a number outside the range of
+    the command-line option it stands for (``min_psnr: .nan``, ``max_accuracy_drop: -5``:
+    ``edgebench.core.ranges``, the same ranges as ``--min-psnr`` and ``--max-accuracy-drop``)."""
+    import yaml
+
+    from edgebench.core.ranges import RANGES
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise BadInput(f"--gate {p}: cannot read ({e.strerror or type(e).__name__}); give a YAML file of thresholds") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"--gate {p}: not a text file; give a YAML file of thresholds") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise BadInput(f"--gate {where}: not valid YAML ({problem})") from None
+
+    def at(node) -> str:
+        return f"--gate {p}:{node.start_mark.line + 1}"
+
+    if not isinstance(root, yaml.MappingNode):
+        raise BadInput(f"--gate {p}: expected a mapping of precision -> thresholds, e.g. 'int8: {{max_accuracy_drop: 1.0}}'")
+    loader = yaml.SafeLoader("")
+    out: dict[str, Thresholds] = {}
+    for key_node, vals_node in root.value:
+        prec = key_node.value
+        if prec not in PRECISION_KEYS:
+            raise BadInput(f"{at(key_node)}: unknown precision key {prec!r}; use {', '.join(PRECISION_KEYS)}")
+        if prec in out:
+            raise BadInput(f"{at(key_node)}: precision {prec!r} appears twice; keep one")
+        if not isinstance(vals_node, yaml.MappingNode):
+            raise BadInput(f"{at(key_node)}: '{prec}' must map threshold names to numbers")
+        kw: dict[str, float] = {}
+        for k_node, v_node in vals_node.value:
+            k = k_node.value
+            if k not in GATE_KEYS:
+                raise BadInput(f"{at(k_node)}: unknown threshold {prec}.{k}; use {', '.join(GATE_KEYS)}")
+            if GATE_KEYS[k] in kw:
+                raise BadInput(f"{at(k_node)}: {prec}.{k} appears twice; keep one")
+            v = loader.construct_object(v_node, deep=True)
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise BadInput(f"{at(v_node)}: {prec}.{k} must be a number, got {v!r}")
+            flag = GATE_FLAGS[k]
+            if not RANGES[flag].ok(v):
+                raise BadInput(f"{at(v_node)}: {prec}.{k}: {v!r} must be {RANGES[flag].text()} (the range of {flag})")
+            kw[GATE_KEYS[k]] = float(v)
+        out[prec] = Thresholds(**kw)
+    return out
+
+
+def thresholds_for(precision: str, cli: Thresholds, file: dict[str, Thresholds] | None) -> Thresholds:
+    t = Thresholds()
+    if file:
+        t = t.merged(file.get("default", Thresholds())).merged(file.get(precision, Thresholds()))
+    return t.merged(cli) if cli.any() else t
+
+
+def evaluate(rows: "Sequence[InferenceRow]", cli: Thresholds, file: dict[str, Thresholds] | None = None,
+             reference: str = "TF reference") -> Verdict:
+    """Check every measured row (precision x target) against its thresholds."""
+    checks: list[Check] = []
+    for r in rows:
+        if not r.ok or r.is_reference:
+            continue
+        prec, target = r.precision or "?", r.target or "?"
+        where = f"{prec} on {target}"
+        # Non-finite outputs fail with or without thresholds: every drift number is n/a then, and
+        # a run that looks fine while its model emits NaN must not exit 0.
+        nonfinite = r.worst.nonfinite if r.worst else 0
+        if nonfinite:
+            checks.append(Check(prec, target, "nonfinite_outputs", nonfinite, 0, False,
+                                f"{where}: {nonfinite} NaN/Inf output values (NaN/Inf outputs always fail; "
+                                "every drift metric is n/a); check the conversion and the input range"))
+        ref_bad = r.worst.ref_nonfinite if r.worst else 0
+        if ref_bad:
+            checks.append(Check(prec, target, "reference_nonfinite_outputs", ref_bad, 0, False,
+                                f"{where}: the reference produced {ref_bad} NaN/Inf output values, so drift "
+                                "cannot be measured; check the source model and the input range"))
+        th = thresholds_for(prec, cli, file)
+        if not th.any():
+            continue
+        if th.max_accuracy_drop_pp is not None:
+            drop = r.top1_drop_pp
+            if drop is None:
+                raise BadInput(f"--max-accuracy-drop needs task accuracy, but {where} has none (no labels in "
+                               "the data); pass --data with a 'labels' array or drop the accuracy gate")
+            ok = drop <= th.max_accuracy_drop_pp
+            checks.append(Check(prec, target, "accuracy_drop_pp", drop, th.max_accuracy_drop_pp, ok,
+                                f"{where}: top-1 drop {drop:.2f} pp vs {reference} "
+                                f"{'<=' if ok else '>'} max {th.max_accuracy_drop_pp:g} pp"))
+        if th.min_psnr_db is not None:
+            psnr = r.worst.psnr_db if r.worst else None
+            if psnr is None and (nonfinite or ref_bad):
+                checks.append(Check(prec, target, "psnr_db", None, th.min_psnr_db, False,
+                                    f"{where}: worst-output PSNR n/a (NaN/Inf outputs) < min {th.min_psnr_db:g} dB"))
+            elif psnr is None:
+                raise BadInput(f"--min-psnr needs drift against the reference, but {where} has none")
+            else:
+                ok = psnr >= th.min_psnr_db
+                checks.append(Check(prec, target, "psnr_db", psnr, th.min_psnr_db, ok,
+                                    f"{where}: worst-output PSNR {psnr:.2f} dB {'>=' if ok else '<'} min "
+                                    f"{th.min_psnr_db:g} dB"))
+        if th.max_p99_ms is not None:
+            p99 = r.latency.p99 if r.latency else None
+            if p99 is None:
+                raise BadInput(f"--max-p99-ms needs latency, but {where} has none")
+            ok = p99 <= th.max_p99_ms
+            valid = r.latency.p99_valid
+            checks.append(Check(prec, target, "p99_ms", p99, th.max_p99_ms, ok,
+                                f"{where}: p99 {p99:.3f} ms {'<=' if ok else '>'} max {th.max_p99_ms:g} ms"
+                                + ("" if valid else " (p99 from too few samples)")))
+        if th.min_cosine is not None:
+            cos = r.worst.cosine if r.worst else None
+            if cos is None:
+                raise BadInput(f"--min-cosine needs outputs compared with the reference, but {where} has none")
+            ok = cos >= th.min_cosine and not nonfinite
+            checks.append(Check(prec, target, "cosine", cos, th.min_cosine, ok,
+                                f"{where}: worst-output cosine {cos:.5f} {'>=' if ok else '<'} min {th.min_cosine:g}"))
+        if th.min_delegated_pct is not None:
+            d = r.delegation
+            pct = None if d is None or d.fraction is None else 100.0 * d.fraction
+            ok = pct is not None and pct >= th.min_delegated_pct
+            what = (f"{d.delegate} took {d.nodes_delegated}/{d.nodes_total} nodes ({pct:.1f}%)" if pct is not None
+                    else "the delegated node count is unknown for this row")
+            checks.append(Check(prec, target, "delegated_pct", pct, th.min_delegated_pct, ok,
+                                f"{where}: {what} {'>=' if ok else '<'} min {th.min_delegated_pct:g}%"))
+        reported = {"nonfinite", "low_cosine", "low_delegation"}   # the checks above say these
+        for v in r.verdicts:
+            if v.failed and v.kind not in reported:
+                checks.append(Check(prec, target, f"verdict:{v.kind}", v.value, v.threshold, False,
+                                    f"{where}: {v.message} ({v.advice})"))
+        if th.min_size_reduction_pct is not None:
+            red = r.size_reduction_pct
+            if red is None:
+                raise BadInput(f"--min-size-reduction needs an FP32 baseline size, but {where} has none")
+            ok = red >= th.min_size_reduction_pct
+            checks.append(Check(prec, target, "size_reduction_pct", red, th.min_size_reduction_pct, ok,
+                                f"{where}: size reduction {red:.1f}% {'>=' if ok else '<'} min "
+                                f"{th.min_size_reduction_pct:g}%"))
+    return Verdict(tuple(checks))

@@ -1,0 +1,95 @@
+"""Precisions of one LLM side by side: the speed-up of each bundle over the reference (the fp32 one),
+shape by shape, with an interval, its size, and its greedy token agreement -- computed from typed
+``llm-bench`` rows, so every renderer and the result document draw the same numbers.
+
+Speed-up reads "how many times faster than the reference": candidate / reference for tok/s,
+reference / candidate for TTFT and init. Its interval is ``stats.ratio_interval`` of the medians,
+resampling each side's per-process values (the processes, not tokens, are the replicates).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from edgebench.rows import Agreement, InferenceRow
+from edgebench.judge.stats import ratio_interval
+
+# (metric, label, higher is better) -- the figures compared between precisions
+SPEEDUP_METRICS = (("decode_tok_s", "decode", True), ("prefill_tok_s", "prefill", True), ("ttft_ms", "TTFT", False),
+                   ("init_ms", "init", False))
+
+
+@dataclass(frozen=True)
+class Speedup:
+    metric: str
+    ratio: float
+    lo: float | None
+    hi: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "ratio": self.ratio, "lo": self.lo, "hi": self.hi}
+
+
+@dataclass(frozen=True)
+class PrecisionPair:
+    """One bundle against the reference bundle of the same model, at one shape."""
+
+    model: str
+    reference: str                  # precision of the reference row (fp32)
+    candidate: str                  # precision of the compared row
+    prefill: int | None
+    decode: int | None
+    size_ratio: float | None        # reference size / candidate size ("2.1x smaller")
+    speedups: tuple[Speedup, ...]
+    agreement: Agreement | None
+
+    def speedup(self, metric: str) -> Speedup | None:
+        return next((s for s in self.speedups if s.metric == metric), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "reference": self.reference, "candidate": self.candidate,
+                "prefill_tokens": self.prefill, "decode_tokens": self.decode, "size_ratio": self.size_ratio,
+                "speedups": [s.to_dict() for s in self.speedups],
+                "agreement": None if self.agreement is None else self.agreement.to_dict()}
+
+
+def reference_row(rows: Sequence[InferenceRow]) -> InferenceRow | None:
+    """The row the others are compared with: an fp32 one, else the first."""
+    return next((r for r in rows if r.precision == "fp32"), rows[0] if rows else None)
+
+
+def _speedup(key: str, higher: bool, ref: InferenceRow, cand: InferenceRow) -> Speedup | None:
+    a, b = ref.llm.spread(key), cand.llm.spread(key)
+    if a is None or b is None or not a.median or not b.median:
+        return None
+    ratio = b.median / a.median if higher else a.median / b.median
+    ci = ratio_interval(np.asarray(a.values), np.asarray(b.values), "location")
+    if ci is not None and not higher:
+        ci = (1.0 / ci[1], 1.0 / ci[0])
+    return Speedup(key, ratio, None if ci is None else ci[0], None if ci is None else ci[1])
+
+
+def precision_pairs(rows: Sequence[Any]) -> list[PrecisionPair]:
+    """Every (reference, candidate) pair among llm-bench rows of one model, target and shape whose
+    bundles differ (by sha256); failed rows pair too (speed-ups empty) so a failure stays visible."""
+    llm_rows = [r for r in rows if isinstance(r, InferenceRow) and r.llm is not None]
+    groups: dict[tuple, list[InferenceRow]] = {}
+    for r in llm_rows:
+        groups.setdefault((r.model, r.target, r.llm.prefill_tokens, r.llm.decode_tokens), []).append(r)
+    out = []
+    for (model, _target, prefill, decode), members in groups.items():
+        ref = reference_row(members)
+        if ref is None:
+            continue
+        for cand in members:
+            if cand is ref or cand.model_sha256 == ref.model_sha256:
+                continue
+            speedups = () if not (ref.ok and cand.ok) else tuple(
+                s for s in (_speedup(k, hib, ref, cand) for k, _label, hib in SPEEDUP_METRICS) if s is not None)
+            size = (ref.size_bytes / cand.size_bytes) if ref.size_bytes and cand.size_bytes else None
+            out.append(PrecisionPair(str(model), str(ref.precision), str(cand.precision), prefill, decode, size,
+                                     speedups, cand.llm.agreement))
+    return out

@@ -1,0 +1,1 @@
+"""The llm-bench workflow over LiteRT-LM bundles."""

@@ -1,0 +1,1 @@
+"""The YAML matrix workflow, its executors and the environment lock."""

@@ -1,0 +1,169 @@
+"""Rewrite a .tflite for diagnosis: one op alone, intermediates as outputs (flatbuffer object API).
+
+Used by ``edgebench.diagnose.worker``. The LiteRT flatbuffer schema (``ai_edge_litert.
+schema_py_generated``, else TensorFlow's copy) is read into its object form (``ModelT``), changed
+and packed again with the ``TFL3`` file identifier; nothing here runs a model.
+
+``order_inputs`` (used when a conversion is written) puts a converted file's inputs in its source's
+positional order, in place: the same bytes but for the order of one vector.
+"""
+
+from __future__ import annotations
+
+import copy
+import struct
+from typing import Sequence
+
+import numpy as np
+
+
+def _schema():
+    try:
+        from ai_edge_litert import schema_py_generated as schema  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - TF-only installs
+        from tensorflow.lite.python import schema_py_generated as schema  # noqa: PLC0415
+    return schema
+
+
+def graph_id(raw: bytes) -> str:
+    """Model Explorer's id for subgraph 0: its name, else its signature key, else "main"."""
+    schema = _schema()
+    m = schema.Model.GetRootAs(raw, 0)
+    name = m.Subgraphs(0).Name() if m.SubgraphsLength() else None
+    if name:
+        return name.decode(errors="replace")
+    for i in range(m.SignatureDefsLength()):
+        sd = m.SignatureDefs(i)
+        if sd.SubgraphIndex() == 0 and sd.SignatureKey():
+            return sd.SignatureKey().decode(errors="replace")
+    return "main"
+
+
+def load_model_t(raw: bytes):
+    schema = _schema()
+    return schema.ModelT.InitFromObj(schema.Model.GetRootAs(raw, 0))
+
+
+def _pack(model_t) -> bytes:
+    import flatbuffers  # noqa: PLC0415
+
+    b = flatbuffers.Builder(1024)
+    b.Finish(model_t.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def _buffer_data(model_t, raw: bytes, idx: int):
+    if idx <= 0 or idx >= len(model_t.buffers or []):
+        return None
+    buf = model_t.buffers[idx]
+    if buf.data is not None and len(buf.data):
+        return np.asarray(buf.data, np.uint8)
+    if getattr(buf, "offset", 0) > 1 and getattr(buf, "size", 0):   # models > 2 GB keep data outside
+        return np.frombuffer(raw, np.uint8, count=int(buf.size), offset=int(buf.offset))
+    return None
+
+
+def single_op_model(model_t, raw: bytes, op_index: int) -> tuple[bytes, list[int], list[int]]:
+    """A model holding op ``op_index`` of subgraph 0 alone: its non-constant inputs become graph
+    inputs, its outputs graph outputs, its constants (weights) are copied with their quantization.
+    Returns (flatbuffer, original input tensor ids in graph-input order, original output ids)."""
+    schema = _schema()
+    sg = model_t.subgraphs[0]
+    op = copy.copy(sg.operators[op_index])
+    op_inputs = _ints(op.inputs)
+    used = []
+    for t in op_inputs + _ints(op.outputs) + _ints(op.intermediates):
+        if t >= 0 and t not in used:
+            used.append(t)
+    remap = {t: i for i, t in enumerate(used)}
+    tensors, buffers = [], [schema.BufferT()]
+    graph_inputs = []
+    for t in used:
+        tt = copy.copy(sg.tensors[t])
+        data = _buffer_data(model_t, raw, tt.buffer)
+        if data is not None:
+            nb = schema.BufferT()
+            nb.data = data
+            buffers.append(nb)
+            tt.buffer = len(buffers) - 1
+        else:
+            tt.buffer = 0
+            if t in op_inputs and not tt.isVariable:
+                graph_inputs.append(t)
+        tensors.append(tt)
+    op.opcodeIndex = 0
+    op.inputs = [remap[t] if t >= 0 else -1 for t in op_inputs]
+    op.outputs = [remap[t] for t in _ints(op.outputs)]
+    if op.intermediates is not None:
+        op.intermediates = [remap[t] for t in _ints(op.intermediates)]
+    sub = schema.SubGraphT()
+    sub.tensors = tensors
+    sub.inputs = [remap[t] for t in graph_inputs]
+    sub.outputs = list(op.outputs)
+    sub.operators = [op]
+    sub.name = "op"
+    m = schema.ModelT()
+    m.version = model_t.version or 3
+    m.operatorCodes = [model_t.operatorCodes[sg.operators[op_index].opcodeIndex]]
+    m.subgraphs = [sub]
+    m.buffers = buffers
+    m.description = "edgebench diagnose: one op in isolation"
+    return _pack(m), graph_inputs, _ints(sg.operators[op_index].outputs)
+
+
+def _ints(v) -> list[int]:
+    """Object-API index vectors arrive as numpy arrays, lists or None."""
+    return [] if v is None else [int(x) for x in v]
+
+
+def expose_outputs(model_t, tensor_ids: list[int]) -> bytes:
+    """The same model with ``tensor_ids`` appended to subgraph 0's outputs (never reused memory)."""
+    m = copy.copy(model_t)
+    sg = copy.copy(m.subgraphs[0])
+    outs = _ints(sg.outputs)
+    sg.outputs = outs + [t for t in tensor_ids if t not in outs]
+    m.subgraphs = [sg] + list(m.subgraphs[1:])
+    return _pack(m)
+
+
+def order_inputs(data: bytes, order: Sequence[str] | None) -> bytes:
+    """The .tflite with subgraph 0's inputs listed in ``order`` (the source model's positional order,
+    by signature input name); unchanged when it already is, or when the file or the order cannot
+    say (no SignatureDef for subgraph 0, names that differ, a vector shared with another table).
+
+    Why: TF 2.21's converter lists a SavedModel's inputs in an order of its own -- neither the
+    model's positional order nor the alphabetical one (a Keras model with inputs ``alpha, zeta``
+    gets ``zeta, alpha``) -- and LiteRT's positional views (``get_input_details()``, a C++ app's
+    ``inputs()``, positional ``arr_0, arr_1`` data) follow that list. In place: the vector keeps its
+    length, so every offset in the file stays valid; the SignatureDef maps names to tensors and
+    does not change."""
+    if not order or len(order) < 2:
+        return data
+    schema = _schema()
+    m = schema.Model.GetRootAs(data, 0)
+    if not m.SubgraphsLength():
+        return data
+    sg = m.Subgraphs(0)
+    name_of = {}
+    for i in range(m.SignatureDefsLength()):
+        sd = m.SignatureDefs(i)
+        if sd.SubgraphIndex() == 0:
+            name_of = {sd.Inputs(j).TensorIndex(): (sd.Inputs(j).Name() or b"").decode(errors="replace")
+                       for j in range(sd.InputsLength())}
+            break
+    current = [int(sg.Inputs(j)) for j in range(sg.InputsLength())]
+    names = [name_of.get(t) for t in current]
+    if None in names or sorted(names) != sorted(order) or len(set(names)) != len(names) or names == list(order):
+        return data
+    offset = sg._tab.Offset(6)          # SubGraph.inputs (the schema's field 1)
+    start = sg._tab.Vector(offset)
+    shared = [sg._tab.Vector(sg._tab.Offset(8))] if sg.OutputsLength() else []
+    for j in range(sg.OperatorsLength()):
+        op = sg.Operators(j)
+        shared += [op._tab.Vector(op._tab.Offset(f)) for f in (6, 8) if op._tab.Offset(f)]
+    if start in shared:                 # a writer that deduplicates vectors: rewriting would move an op's too
+        return data
+    tensor_of = dict(zip(names, current))
+    out = bytearray(data)
+    struct.pack_into(f"<{len(order)}i", out, start, *(tensor_of[n] for n in order))
+    return bytes(out)

@@ -1,0 +1,296 @@
+"""PyTorch sources: a saved ``torch.export`` program (``.pt2``) or ``--torch MODULE:FACTORY``, as
+the same ``Source`` every later stage reads, converted to FP32 ``.tflite`` by litert-torch.
+
+``resolve_any`` is the one entry point of the conversion floor and the workflows: a ``.pt2`` SRC
+or ``SourceOptions.torch`` gives a PyTorch ``Source`` (``kind`` "torch", ``loader`` "torch",
+``saved_model_dir`` None); anything else goes to ``sources.resolve_source`` unchanged.
+
+* **Signature**: input names are the model's (a factory module's ``forward`` parameters, a
+  program's user inputs) and so are the converted ``.tflite``'s: litert-torch is given the sample
+  inputs by keyword. Shapes: a program records them; a factory module needs ``--input-shape
+  NAME:1,3,32,32`` for each input (batch first, batch 1, in the module's own NCHW layout). Outputs
+  are ``output_0``... (litert-torch's names), their shapes from one forward on zeros.
+* **``--channels-last``**: the ``.tflite`` takes and returns NHWC (``litert_torch.to_channel_last_io``
+  on every input and output of rank >= 3): no leading TRANSPOSE, and delegates get their native
+  layout. The InputSet, the data and the signature are then NHWC; the PyTorch reference transposes.
+* **What runs**: ``--torch`` imports the module and calls the factory -- user code, by explicit
+  request, as ``--import`` does. A ``.pt2`` is a serialized graph plus weights; ``torch.export.load``
+  (torch 2.13) reads plain tensors as raw bytes but unpickles what the archive marks as pickled
+  (tensor-subclass weights with ``weights_only=False``, custom/opaque constants with
+  ``pickle.loads``), which can run code; an AOTInductor package inside it is native code. So a
+  ``.pt2`` is read before it is loaded (``check_pt2``): without ``--trust-model`` every member the
+  loader would unpickle must pass PyTorch's own restricted unpickler (``torch.load(...,
+  weights_only=True)``: tensors, storages, plain containers, no callables), and archives holding
+  custom/opaque objects, compiled code or the older whole-pickle format are refused (README).
+* **Identity** (``sha256``): the ``.pt2`` file's; for a factory, the digest of the module's class
+  name and every weight and buffer (``targets.torch_ref.state_digest``).
+
+Integer precisions come from the FP32 file through ai-edge-quantizer (``quant.aeq``), with the
+calibration data; the FP32 parity check and the drift reference are PyTorch's own outputs on the
+same InputSet (``targets.torch_ref``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgebench.core.bounded import check_archive, read_member
+from edgebench.model.inputs import InputSet, Signature, TensorSpec
+from edgebench.core.errors import BadInput, first_line
+from edgebench.core.fingerprint import sha256_file
+from edgebench.sources.resolve import Source, SourceOptions, resolve_source
+from edgebench.targets.torch_ref import (INSTALL, TorchSpec, call, load_model, require_torch, run_torch,
+                                         state_digest)
+from edgebench.sources.trust import CONFIG_MAX_BYTES, MODEL_MAX_BYTES, refusal
+
+LITERT_TORCH_TESTED = "0.10.0"
+TORCH_SUFFIX = ".pt2"
+
+
+def torch_spec(src: str, options: SourceOptions) -> TorchSpec | None:
+    """The PyTorch source a command was given, or None (SRC is something else)."""
+    if options.torch:
+        return TorchSpec("factory", options.torch, options.channels_last)
+    if str(src).endswith(TORCH_SUFFIX):
+        return TorchSpec("pt2", str(src), options.channels_last)
+    return None
+
+
+def resolve_any(src: str, *, size: str = "tiny", work_dir: Path | None = None, seed: int = 0,
+                options: SourceOptions | None = None, require_static: bool = True) -> Source:
+    """``sources.resolve_source``, plus PyTorch sources (a ``.pt2`` SRC or ``--torch``)."""
+    opts = options or SourceOptions()
+    spec = torch_spec(src, opts)
+    if spec is None:
+        if opts.channels_last:
+            raise BadInput("--channels-last sets the layout of a PyTorch model's converted I/O; give a .pt2 or "
+                           "--torch MODULE:FACTORY (or drop the flag)")
+        return resolve_source(src, size=size, work_dir=work_dir, seed=seed, options=opts,
+                              require_static=require_static)
+    if spec.kind == "pt2" and not Path(src).is_file():
+        raise BadInput(f"{src}: no such file; give a torch.export program saved with torch.export.save")
+    if spec.kind == "pt2":
+        check_pt2(src, trusted=opts.trust_model)
+    return torch_source(spec, opts)
+
+
+def check_pt2(path: str | Path, *, trusted: bool) -> None:
+    """Refuse a ``.pt2`` whose loading could run code (module docstring), before ``torch.export.load``
+    sees it; a no-op with consent except for the archive's size and path bounds."""
+    torch = require_torch(f"the PyTorch source {path}")     # the missing extra is the first thing to fix
+    infos = check_archive(path, ".pt2 archive", max_total=MODEL_MAX_BYTES)
+    if trusted:
+        return
+    from torch.export.pt2_archive import constants as c
+
+    names = [i.filename for i in infos]
+    roots = [n[:-len(c.ARCHIVE_VERSION_PATH)] for n in names if n.endswith("/" + c.ARCHIVE_VERSION_PATH)
+             or n == c.ARCHIVE_VERSION_PATH]
+    if not roots:
+        raise refusal(str(path), "an archive without 'archive_version' (torch.export's older format, which "
+                                 "torch unpickles whole)", fix="re-save it with torch.export.save() from a current "
+                                                               "torch, or pass --trust-model if you trust its author")
+    root = roots[0]
+    rel = {n[len(root):]: n for n in names if n.startswith(root)}
+    for r in rel:
+        if r.startswith(c.AOTINDUCTOR_DIR):
+            raise refusal(str(path), f"{r}: an AOTInductor package (compiled native code the loader runs)")
+    with zipfile.ZipFile(path) as zf:
+        def restricted(member: str, what: str) -> None:
+            data = read_member(zf, member, MODEL_MAX_BYTES, path)
+            try:
+                torch.load(io.BytesIO(data), weights_only=True)
+            except Exception as e:  # noqa: BLE001 -- the restricted unpickler refused: a pickle with callables
+                raise refusal(str(path), f"{member[len(root):]} ({what}) is a pickle PyTorch's restricted loader "
+                                         f"refuses ({type(e).__name__}: {first_line(e)[:120]}), and torch.export.load "
+                                         "would unpickle it in full") from None
+
+        for r, member in rel.items():
+            if r.startswith(c.SAMPLE_INPUTS_DIR) and r.endswith(".pt"):
+                restricted(member, "sample inputs")
+            elif r.startswith((c.WEIGHTS_DIR, c.CONSTANTS_DIR)) and r.endswith(".pt"):
+                restricted(member, "weights in the older format")
+            elif r.startswith((c.WEIGHTS_DIR, c.CONSTANTS_DIR)) and r.endswith("_config.json"):
+                folder = c.WEIGHTS_DIR if r.startswith(c.WEIGHTS_DIR) else c.CONSTANTS_DIR
+                try:
+                    config = json.loads(read_member(zf, member, CONFIG_MAX_BYTES, path)).get("config", {})
+                    entries = [(k, v.get("path_name", ""), bool(v.get("use_pickle"))) for k, v in config.items()]
+                except (ValueError, AttributeError):
+                    raise BadInput(f"{path}: {r} is not torch.export's payload config; re-save the program with "
+                                   "torch.export.save()") from None
+                for fqn, file, pickled in entries:
+                    if file.startswith((c.CUSTOM_OBJ_FILENAME_PREFIX, c.OPAQUE_OBJ_FILENAME_PREFIX)):
+                        raise refusal(str(path), f"constant {fqn!r} is a pickled Python/TorchScript object "
+                                                 "(loading it runs its code)")
+                    if pickled:
+                        inner = root + folder + file
+                        if inner not in names:
+                            raise BadInput(f"{path}: {r} names {file!r}, which the archive lacks; re-save the "
+                                           "program with torch.export.save()")
+                        restricted(inner, f"pickled {fqn!r}")
+
+
+def _shape_of(meta_val: Any) -> tuple[int | None, ...] | None:
+    try:
+        return tuple(int(d) if str(d).lstrip("-").isdigit() else None for d in meta_val.shape)
+    except Exception:  # noqa: BLE001 -- not a tensor placeholder
+        return None
+
+
+def torch_source(spec: TorchSpec, opts: SourceOptions) -> Source:
+    """A PyTorch model as a ``Source`` (see the module docstring)."""
+    torch = require_torch(f"the PyTorch source {spec.ref}")
+    model, names, program = load_model(spec)
+    given = dict(opts.input_shapes)
+    unknown = [n for n in given if n not in names]
+    if unknown:
+        raise BadInput(f"--input-shape {unknown[0]}: no such input of {spec.ref} (inputs: {', '.join(names)})")
+    declared: dict[str, tuple[int | None, ...] | None] = {n: None for n in names}
+    dtypes: dict[str, str] = {n: "float32" for n in names}
+    if program is not None:
+        metas = {n.name: n.meta.get("val") for n in program.graph.nodes if n.op == "placeholder"}
+        for n in names:
+            val = metas.get(n)
+            declared[n] = _shape_of(val) if val is not None else None
+            if val is not None and hasattr(val, "dtype"):
+                dtypes[n] = str(val.dtype).removeprefix("torch.")
+    shapes, notes = {}, {}
+    for n in names:
+        shape = given.get(n) or declared[n]
+        if shape is None or any(d is None for d in shape):
+            where = "a --torch module records no input shapes" if program is None else "its shape is dynamic"
+            raise BadInput(f"{spec.ref}: input '{n}' needs --input-shape {n}:1,3,224,224 (batch first, batch 1, in the "
+                           f"model's own layout): {where}")
+        if declared[n] is not None and given.get(n) and len(given[n]) != len(declared[n]):
+            raise BadInput(f"--input-shape {n}:{','.join(map(str, given[n]))}: input '{n}' of {spec.ref} has "
+                           f"{len(declared[n])} dims")
+        if shape[0] != 1:
+            raise BadInput(f"--input-shape {n}:{','.join(map(str, shape))}: the batch dim must be 1 (edgebench "
+                           "measures single-sample latency)")
+        shapes[n] = tuple(int(d) for d in shape)
+        notes[n] = {"declared": list(declared[n]) if declared[n] else None, "used": list(shapes[n]),
+                    "how": ("--input-shape" if n in given else "the program's recorded shape")
+                    + ("; NHWC in the .tflite and the data (--channels-last)" if spec.channels_last
+                       and len(shapes[n]) >= 3 else "")}
+    if any(not dtypes[n].startswith("float") for n in names):
+        bad = next(n for n in names if not dtypes[n].startswith("float"))
+        raise BadInput(f"{spec.ref}: input '{bad}' is {dtypes[bad]}; edgebench feeds PyTorch sources float inputs "
+                       "only (convert this model with litert-torch yourself and measure the .tflite)")
+
+    def layout(shape: tuple[int, ...]) -> tuple[int, ...]:
+        if not spec.channels_last or len(shape) < 3:
+            return shape
+        return (shape[0], *shape[2:], shape[1])
+
+    sample = {n: np.zeros(layout(shapes[n]), np.float32) for n in names}
+    try:
+        outs = call(model, names, sample, spec.channels_last)
+    except Exception as e:  # noqa: BLE001 -- the model does not run at these shapes
+        raise BadInput(f"{spec.ref}: the model fails on zeros of shape "
+                       f"{', '.join(f'{n}:{list(shapes[n])}' for n in names)} ({type(e).__name__}: {first_line(e)}); "
+                       "check --input-shape") from None
+    inputs = tuple(TensorSpec(n, layout(shapes[n]), "float32") for n in names)
+    outputs = tuple(TensorSpec(k, tuple(v.shape), str(v.dtype)) for k, v in outs.items())
+    sig = Signature(tuple(sorted(inputs, key=lambda t: t.name)), outputs, order=tuple(names))
+    if spec.kind == "pt2":
+        name, sha = Path(spec.ref).stem, sha256_file(spec.ref)
+    else:
+        name, sha = spec.ref.rpartition(":")[2], state_digest(model)
+    info = {"torch": {"source": spec.kind, "ref": spec.ref, "channels_last": spec.channels_last,
+                      "torch_version": torch.__version__, "input_names": list(names),
+                      "runs": ("user code: MODULE:FACTORY imported and called (--torch, by request)" if spec.kind ==
+                               "factory" else "torch.export.load: the graph, plain tensors as bytes, and any "
+                               "entries the archive marks as pickled unpickled (trusted like a pickle)")}}
+    return Source("torch", name, spec.ref, None, sha, sig, info=info, loader="torch",
+                  loader_reason="PyTorch model: converted by litert-torch, referenced by PyTorch itself",
+                  input_shapes=notes)
+
+
+def spec_of(src: Source) -> TorchSpec:
+    t = src.info["torch"]
+    return TorchSpec(t["source"], t["ref"], bool(t["channels_last"]))
+
+
+def litert_torch_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("litert-torch")
+    except Exception:  # noqa: BLE001
+        return None
+
+
+@contextlib.contextmanager
+def _quiet():
+    """litert-torch prints a progress tree per conversion (stdout) and torchao its optional
+    kernels at import (stderr); absl and Python warnings add more."""
+    sink = io.StringIO()
+    level = logging.getLogger().level
+    logging.getLogger().setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield sink
+    finally:
+        logging.getLogger().setLevel(level)
+
+
+def torch_fp32(src: Source) -> tuple[bytes, dict[str, Any]]:
+    """The FP32 ``.tflite`` of a PyTorch source, converted by litert-torch (inputs by keyword, so
+    the file's input names are the model's; ``to_channel_last_io`` with --channels-last)."""
+    torch = require_torch(f"converting {src.path}")
+    spec = spec_of(src)
+    try:
+        with _quiet():
+            import litert_torch
+    except ImportError as e:
+        raise BadInput(f"converting the PyTorch model {src.path} needs litert-torch, which is not installed "
+                       f"({e.name or e}); {INSTALL} (tested with litert-torch {LITERT_TORCH_TESTED})") from None
+    model, names, _ = load_model(spec)
+    sample = {t.name: np.zeros(t.shape, np.float32) for t in src.signature.inputs}
+    inner = model
+    if spec.channels_last:
+        ranks = [len(next(t.shape for t in src.signature.inputs if t.name == n)) for n in names]
+        outs = call(model, names, sample, True)
+        inner = litert_torch.to_channel_last_io(model, args=[i for i, r in enumerate(ranks) if r >= 3],
+                                                outputs=[i for i, v in enumerate(outs.values()) if v.ndim >= 3])
+
+    class ByName(torch.nn.Module):
+        """Positional inner model, keyword inputs: litert-torch names the .tflite inputs by keyword."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, **kw):
+            return self.inner(*[kw[n] for n in names])
+
+    kwargs = {n: torch.from_numpy(sample[n]) for n in names}
+    try:
+        with _quiet():
+            edge = litert_torch.convert(ByName(), sample_kwargs=kwargs)   # (an exported program refuses .eval())
+            data = bytes(edge.model_content())
+    except Exception as e:  # noqa: BLE001 -- export/lowering errors of every kind
+        raise BadInput(f"{src.path}: litert-torch {litert_torch_version()} cannot convert this model "
+                       f"({type(e).__name__}: {first_line(e)[:300]})") from None
+    return data, {"weights": "float32", "activations": "float32",
+                  "converter": f"litert-torch {litert_torch_version()}",
+                  "layout": "NHWC I/O (to_channel_last_io)" if spec.channels_last else "the model's own (NCHW)"}
+
+
+def reference_outputs(src: Source, ds: InputSet) -> dict[str, np.ndarray]:
+    """PyTorch's own outputs for every sample (the FP32 parity check and diagnose's reference)."""
+    return run_torch(spec_of(src), ds)
+
+
+__all__ = ["LITERT_TORCH_TESTED", "reference_outputs", "resolve_any", "spec_of", "torch_fp32", "torch_source",
+           "torch_spec", "litert_torch_version"]
