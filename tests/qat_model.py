@@ -1,4 +1,4 @@
-"""A small tensorflow-model-optimization QAT CNN for tests/test_wild_round4.py, built in its own
+"""A small tensorflow-model-optimization QAT CNN for tests/test_keras2_recurrent.py, built in its own
 process (tf-keras and tfmot stay out of the pytest process):
 
     python tests/qat_model.py OUT_DIR      -> OUT_DIR/qat (SavedModel), OUT_DIR/data.npz; prints the paths

@@ -1,4 +1,4 @@
-"""Models from the wild, round 4 (issue 33.2 and on): Keras-2-era recurrent models, diagnose's
+"""Models from the wild: Keras-2-era recurrent models, diagnose's
 ranking and advice. Every model is built here with the real packages."""
 
 from __future__ import annotations
