@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Wall time and peak memory of edgebench's readers on crafted inputs (issue 39), each in a fresh
-process, N rounds: the numbers in the README's "Security" section.
+process, N rounds: the numbers in docs/security.md.
 
     python scripts/measure_untrusted_inputs.py [--rounds 3]
 

@@ -1,9 +1,10 @@
-"""Regenerate the README's example outputs from the program's real output.
+"""Regenerate the example outputs of the README and the docs pages from the program's real output.
 
-    python scripts/readme_examples.py            # run every example, rewrite its block in README.md
+    python scripts/readme_examples.py            # run every example, rewrite its block in its page
     python scripts/readme_examples.py first-screen   # one of them
 
-Each example block in README.md follows a marker line ``<!-- example: NAME (scripts/readme_examples.py) -->``
+Each example lives in one page (``Example.page``: the README's first screen, diagnose's planted
+model in docs/diagnose.md); its block follows a marker line ``<!-- example: NAME (scripts/readme_examples.py) -->``
 and is the fenced block right after it: the commands (``$ ...``, with the ``cd`` they need) and what
 each printed -- stdout, then stderr's ``error:`` line -- at the example's terminal width
 (``COLUMNS``), nothing edited by hand. The results store is a fresh SQLite file per run, so run
@@ -22,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
 MARKER = "<!-- example: {name} (scripts/readme_examples.py) -->"
 
 
@@ -34,6 +34,7 @@ class Example:
     setup: tuple[str, ...] = ()        # run first, not shown
     cd: str | None = None              # the folder the commands run in, shown as ``$ cd DIR``
     env: dict[str, str] = field(default_factory=dict)
+    page: str = "README.md"            # the file (relative to the repository) that shows it
 
 
 def examples(work: Path) -> list[Example]:
@@ -44,11 +45,13 @@ def examples(work: Path) -> list[Example]:
             "edgebench convert-and-compare planted --precision fp32,int8 --data eval.npz --calibration-data cal.npz "
             "--max-accuracy-drop 1",
             "edgebench diagnose planted --precision int8 --data eval.npz --calibration-data cal.npz --top 5",
-        ), setup=(f"{sys.executable} -m reference_models.planted_outlier {planted}",), cd=str(planted)),
+        ), setup=(f"{sys.executable} -m reference_models.planted_outlier {planted}",), cd=str(planted),
+            page="docs/diagnose.md"),
         Example("planted-fix", 100, (
             "edgebench convert-and-compare planted --precision fp32,int8,int16x8 --data eval.npz "
             "--calibration-data cal.npz --max-accuracy-drop 1 --keep-float auto",
-        ), setup=(f"{sys.executable} -m reference_models.planted_outlier {planted}",), cd=str(planted)),
+        ), setup=(f"{sys.executable} -m reference_models.planted_outlier {planted}",), cd=str(planted),
+            page="docs/diagnose.md"),
     ]
 
 
@@ -75,7 +78,7 @@ def replace_block(text: str, name: str, body: str) -> str:
     marker = MARKER.format(name=name)
     at = text.find(marker)
     if at < 0:
-        raise SystemExit(f"README.md has no marker {marker!r}")
+        raise SystemExit(f"no marker {marker!r} in the example's page")
     start = text.index("```", at)
     start = text.index("\n", start) + 1
     end = text.index("\n```", start)
@@ -86,11 +89,11 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="edgebench-readme-") as tmp:
         work = Path(tmp)
         chosen = [e for e in examples(work) if not argv or e.name in argv]
-        text = README.read_text(encoding="utf-8")
         for ex in chosen:
-            print(f"==> {ex.name}", file=sys.stderr)
-            text = replace_block(text, ex.name, run(ex, work).replace(str(work), "/tmp"))
-        README.write_text(text, encoding="utf-8")
+            print(f"==> {ex.name} ({ex.page})", file=sys.stderr)
+            page = ROOT / ex.page
+            text = replace_block(page.read_text(encoding="utf-8"), ex.name, run(ex, work).replace(str(work), "/tmp"))
+            page.write_text(text, encoding="utf-8")
     return 0
 
 

@@ -31,8 +31,25 @@ from edgebench.convert.worker import ISOLATION_ENV  # noqa: E402 -- after the en
 os.environ.setdefault(ISOLATION_ENV, "0")
 
 
+SLOW_LIST = Path(__file__).with_name("slow_tests.txt")
+
+
+def slow_tests() -> frozenset[str]:
+    """The node ids of tests measured at 2 s or more (tests/slow_tests.txt, scripts/slow_tests.py)."""
+    if not SLOW_LIST.exists():
+        return frozenset()
+    lines = SLOW_LIST.read_text(encoding="utf-8").splitlines()
+    return frozenset(ln.strip() for ln in lines if ln.strip() and not ln.startswith("#"))
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Skip tests that need absent hardware, with the reason on the marker's own terms."""
+    """Mark the measured slow tests ``slow`` (before ``-m`` deselects); skip tests that need absent
+    hardware, with the reason on the marker's own terms."""
+    slow = slow_tests()
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)
     gpu = None
     for item in items:
         if "gpu" in item.keywords:

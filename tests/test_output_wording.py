@@ -91,7 +91,7 @@ def test_readme_names_every_package_scripts_test_installs():
     script = (ROOT / "scripts" / "test").read_text()
     packages = set(re.findall(r"need\+=\(([a-z0-9.+-]+)\)", script))
     assert {"adb", "chromium", "qemu-user-static", "binfmt-support"} <= packages
-    intro = (ROOT / "README.md").read_text().split("## Contents")[0]
+    intro = (ROOT / "README.md").read_text().split("## Documentation")[0]
     missing = [p for p in sorted(packages) if f"`{p}`" not in intro]
     assert not missing, f"README's scripts/test paragraph does not name {missing}"
 
@@ -109,7 +109,7 @@ def test_a_keep_float_run_that_misses_its_goal_does_not_point_back_to_diagnose(r
 
 
 def test_readme_examples_are_the_programs_output_of_the_commands_the_script_runs():
-    """Each README example block (after its marker) is what scripts/readme_examples.py writes: the
+    """Each example block of the README and the docs (after its marker) is what scripts/readme_examples.py writes: the
     commands it runs, each followed by its output -- a hand-edited block drifts from both."""
     import importlib.util
 
@@ -119,14 +119,16 @@ def test_readme_examples_are_the_programs_output_of_the_commands_the_script_runs
 
     sys.modules["readme_examples"] = mod            # its dataclasses look their module up
     spec.loader.exec_module(mod)
-    readme = (ROOT / "README.md").read_text()
     examples = mod.examples(Path("/tmp"))
-    assert {e.name for e in examples} == set(re.findall(r"<!-- example: ([\w-]+) \(scripts/readme_examples.py\) -->",
-                                                        readme))
+    pages = {e.page for e in examples} | {"README.md"}
+    marked = {(page, name) for page in pages for name in re.findall(
+        r"<!-- example: ([\w-]+) \(scripts/readme_examples.py\) -->", (ROOT / page).read_text())}
+    assert marked == {(e.page, e.name) for e in examples}
     for ex in examples:
+        readme = (ROOT / ex.page).read_text()
         at = readme.index(mod.MARKER.format(name=ex.name))
         start = readme.index("```\n", at) + 4
         block = readme[start:readme.index("\n```", start)]
         shown = [ln[2:] for ln in block.splitlines() if ln.startswith("$ ") and not ln.startswith("$ cd ")]
         assert shown == list(ex.commands), ex.name
-        assert not re.search(r"\w…|…\w", block), f"{ex.name}: a word cut in the README's example"
+        assert not re.search(r"\w…|…\w", block), f"{ex.name}: a word cut in {ex.page}'s example"

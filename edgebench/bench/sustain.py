@@ -124,7 +124,7 @@ def paced(res: RunResult, back_to_back: RunResult, what: str) -> Paced:
                  late_starts=p.get("late_starts"),
                  p50_ratio=main.p50 / b2b.p50 if main and b2b and b2b.p50 else None, back_to_back_ms=b2b,
                  details={"p99_ratio": main.p99 / b2b.p99 if main and b2b and b2b.p99 else None,
-                          # the model's capacity: 1 / the back-to-back mean (what the README promises);
+                          # the model's capacity: 1 / the back-to-back mean (what docs/sustained.md promises);
                           # the paced mean is invoke-only latency under sleeps, often slower (cold caches)
                           "capacity_qps": b2b.qps if b2b else None,
                           "start_lag_ms": {"p50": float(np.percentile(lag, 50)), "p99": float(np.percentile(lag, 99)),

@@ -13,7 +13,7 @@ MemoryError, an OOM kill or minutes of silence.
 * text and JSON (``read_text``, ``read_json``): a byte cap checked with ``stat`` and enforced by
   the read itself, and JSON nesting that would exhaust the parser's stack.
 
-The limits are documented in the README's "Security" section.
+The limits are documented in docs/security.md.
 """
 
 from __future__ import annotations

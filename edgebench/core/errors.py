@@ -1,6 +1,6 @@
 """Errors raised by library code. Only ``edgebench.cli`` maps them to exit codes.
 
-Exit codes (ARCHITECTURE.md contract):
+Exit codes (docs/exit-codes.md):
     0 ok / gate passed
     1 gate failed (a quality or latency threshold was missed)
     2 bad input or usage -- the message names the input and the fix

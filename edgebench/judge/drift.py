@@ -1,6 +1,6 @@
 """Drift between two sets of outputs, classification agreement/accuracy, detection agreement.
 
-Definitions (also in the README):
+Definitions (also in docs/gate.md, "Drift and accuracy definitions"):
 
 * ``max_abs``/``mean_abs``: max / mean of |got - ref| over every element of every sample.
 * ``rmse``: sqrt(mean((got - ref)^2)).

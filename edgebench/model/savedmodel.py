@@ -85,7 +85,7 @@ def read_signature(p: Path, key: str = DEFAULT_SIGNATURE):
         if not keys:
             raise BadInput(f"{p}: SavedModel has no '{key}' signature (it has no serving signatures at all); "
                            "edgebench needs one: ask the model's author for an export with signatures, or "
-                           "wrap it yourself (README: Models from the wild)")
+                           "wrap it yourself (docs/sources.md, Models from the wild)")
         raise BadInput(f"{p}: SavedModel has no '{key}' signature (has: {', '.join(keys)}); pick one with "
                        f"--signature {keys[0]}")
     sd = mg.signature_def[key]

@@ -13,7 +13,7 @@ compiled file is run too, with drift against the same precision on the host's CP
 
 What "ready" means: the vendor's ahead-of-time compiler accepted the graph for that SoC and placed
 N of M ops on its NPU. It is not a run on the phone (driver, firmware, memory and the runtime's
-performance mode -- burst vs default -- decide speed there); README "NPU readiness".
+performance mode -- burst vs default -- decide speed there); docs/readiness.md.
 
 ``--fail-on RULE`` turns answers into a CI gate (exit 1): ``SM8650`` (that SoC must take every
 op and compile), ``SM8650=90`` (at least 90 % of the ops), a vendor key (each of its SoCs), or

@@ -6,7 +6,7 @@ One result type from producer to store (STYLE.md 15): ``bench``, ``convert-and-c
 boundary (``to_dict`` / ``from_dict``); readers use attributes, so a misspelt field fails loudly
 instead of rendering as "-".
 
-JSON contract (README "JSON results", ARCHITECTURE.md): the keys below are what users script
+JSON contract (docs/json.md, docs/architecture.md "Contracts"): the keys below are what users script
 against. Schema history, and how old documents are read:
 
 * **1** (edgebench 0.1.0): ``warmup_ms`` was a dict in bench rows, a list of milliseconds in

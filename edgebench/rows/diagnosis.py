@@ -2,7 +2,7 @@
 
 A diagnose row is an :class:`~edgebench.rows.InferenceRow` whose diagnose keys (``layers``,
 ``findings``, ``suggested_keep_float``, ``fix_commands``, ``verdict`` ...) sit flat beside the
-row's own keys (ARCHITECTURE.md "diagnose documents"); ``InferenceRow.diagnosis`` holds them
+row's own keys (docs/json.md, docs/diagnose.md); ``InferenceRow.diagnosis`` holds them
 typed. :class:`Layer` is one ranked layer (the definitions of its numbers are in
 ``edgebench.diagnose.run`` and ``edgebench.convert.quant.layers``, which build them as dicts);
 :class:`Diagnosis` is the rest of the part.

@@ -18,7 +18,7 @@ from edgebench.rows.row import UNTYPABLE, InferenceRow, Row, row_from_dict, type
 
 @dataclass(frozen=True)
 class Document:
-    """A result document: the envelope every producer writes (README "JSON results").
+    """A result document: the envelope every producer writes (docs/json.md).
 
     ``meta`` holds the kind-specific keys (``reference``, ``gate``, ``inputs``, ``manifest``,
     ``timings``, ``settings`` ...); ``reference`` (the TF row of a compare) is typed.

@@ -55,7 +55,7 @@ def headline(row: "Row | dict[str, Any]", *, kind: str | None = None) -> dict[st
 # one history series (``series_key``). The runtime counts by name (ai_edge_litert, tflite_runtime,
 # benchmark_model, tensorflow ...); its version does not split a series, because a version upgrade
 # is exactly the kind of change a history exists to show (the fingerprint records it).
-# This is the configuration identity (README "Configuration identity"): history lines, ``results
+# This is the configuration identity (docs/gate.md, "Configuration identity"): history lines, ``results
 # compare`` (a pair whose keys differ says so), the HTML charts and Pareto fronts, and Prometheus
 # labels all use it. ``model_sha256`` makes int8 with ``keep_float`` tensors (another file) and a
 # retrained model other configurations than the plain int8 of the same name. An LLM's numbers also

@@ -56,7 +56,7 @@ TEXTS, FLAGS, COUNTS, PAIR = (_texts, list), (_flags, _dict_or_none), (_counts, 
 
 def stat(kind: tuple[Any, Any], default: Any = None, *, contract: bool = False) -> Any:
     """A statistic of ``Latency``: a JSON key of ``latency_ms`` (the field's name) read and written
-    as ``kind``. ``contract`` keys (ARCHITECTURE.md) are always written; the others are written
+    as ``kind``. ``contract`` keys (docs/json.md) are always written; the others are written
     unless the document they were read from lacked them."""
     return field(default=default, metadata={"read": kind[0], "write": kind[1], "contract": contract})
 
@@ -164,7 +164,7 @@ class Latency:
                    absent=frozenset(f.name for f in _STATS if f.name not in d and not f.metadata["contract"]))
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``latency_ms`` JSON object (ARCHITECTURE.md contract keys first, ``qps`` last)."""
+        """The ``latency_ms`` JSON object (docs/json.md contract keys first, ``qps`` last)."""
         out: dict[str, Any] = {}
         for f in _STATS:
             if f.name == "qps":
@@ -241,7 +241,7 @@ class Warmup:
 
 @dataclass(frozen=True)
 class Drift:
-    """Drift of one output tensor against a reference (definitions: README "Drift and accuracy")."""
+    """Drift of one output tensor against a reference (definitions: docs/gate.md, "Drift and accuracy definitions")."""
 
     max_abs: float | None
     mean_abs: float | None

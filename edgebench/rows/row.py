@@ -218,7 +218,7 @@ class InferenceRow(_RowMixin):
             v = getattr(self, k)
             out[k] = dict(v) if isinstance(v, Mapping) else v
         out["latency_ms"] = None if self.latency is None else self.latency.to_dict()
-        # every key of the row type on every row, None when not measured (README "JSON results")
+        # every key of the row type on every row, None when not measured (docs/json.md)
         out["samples_ns"] = None if self.samples_ns is None else list(self.samples_ns)
         out["warmup_ms"] = None if self.warmup is None else self.warmup.to_dict()
         if self.warmup is not None and self.warmup.samples_ns:

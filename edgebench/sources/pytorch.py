@@ -21,7 +21,7 @@ or ``SourceOptions.torch`` gives a PyTorch ``Source`` (``kind`` "torch", ``loade
   ``.pt2`` is read before it is loaded (``check_pt2``): without ``--trust-model`` every member the
   loader would unpickle must pass PyTorch's own restricted unpickler (``torch.load(...,
   weights_only=True)``: tensors, storages, plain containers, no callables), and archives holding
-  custom/opaque objects, compiled code or the older whole-pickle format are refused (README).
+  custom/opaque objects, compiled code or the older whole-pickle format are refused (docs/security.md).
 * **Identity** (``sha256``): the ``.pt2`` file's; for a factory, the digest of the module's class
   name and every weight and buffer (``targets.torch_ref.state_digest``).
 

@@ -55,7 +55,7 @@ STEADY_STATE, PER_PROCESS, SUMMARY = "steady-state", "per-process", "summary"
 # by ANSWER_CHECK_GROWTH (the checks cost about as much as five sorts of the final sample). What
 # the width buys on real traces (coverage and bias of the answer against the same process's
 # long-run quantile, idle and loaded) is measured by scripts/bench_stop_rule.py and stated in the
-# README: the width is the rule's target, not a promise.
+# docs/statistics.md: the width is the rule's target, not a promise.
 P99_ANSWER_WIDTH = 0.10
 ANSWER_CHECK_GROWTH = 1.25
 # ... and never before this much timed wall time: a window shorter than a few of the machine's

@@ -5,7 +5,7 @@ The engine's two traps (issue 36): a failed generation is not an error -- ``Benc
 the engine enforces is the graph's KV cache, not the ``max_num_tokens`` it is given. So every
 generation, from the host worker or from a device's log, goes through ``judge``: zero or missing
 tokens, fewer tokens than asked, and the engine's own error lines become a failure that says why
-(with the exit code of the README's table), never a row of zeros. ``check_shape`` refuses a shape the
+(with the exit code of docs/exit-codes.md), never a row of zeros. ``check_shape`` refuses a shape the
 context cannot hold before anything runs.
 """
 
