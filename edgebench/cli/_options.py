@@ -76,6 +76,9 @@ DynamicBatchOpt = Annotated[bool, typer.Option(
 ImportOpt = Annotated[Optional[list[str]], typer.Option(
     "--import", help="Python module (name or .py path) imported first (repeatable): its classes become Keras "
                      "custom objects for .keras/.h5 files; it can also register custom TF ops.")]
+NoSandboxOpt = Annotated[bool, typer.Option(
+    "--no-sandbox", help="Run without the sandbox (docs/security.md): the model's code could then write "
+                         "anywhere you can and reach the network. --trust-model alone keeps the sandbox.")]
 TrustModelOpt = Annotated[bool, typer.Option(
     "--trust-model", help="Run code the model file carries (a Keras Lambda's bytecode, a custom class the file "
                           "names, SavedModel ops that write or read files or run Python): refused without it. "

@@ -8,7 +8,7 @@ import typer
 
 from edgebench.cli._options import (DbOpt, DelegateOpt, InputShapeOpt, JsonOpt, MarkdownOpt, NoStoreOpt,
                                     PushgatewayOpt, SignatureOpt, StateOpt, StreamThresholdOpt, ThreadsOpt,
-                                    TrustModelOpt, VerboseOpt, WideOpt)
+                                    NoSandboxOpt, TrustModelOpt, VerboseOpt, WideOpt)
 from edgebench.targets.base import DEFAULT_DELEGATE
 
 
@@ -40,6 +40,7 @@ def register(app: typer.Typer) -> None:
         signature: SignatureOpt = None,
         input_shape: InputShapeOpt = None,
         trust_model: TrustModelOpt = False,
+        no_sandbox: NoSandboxOpt = False,
         state: StateOpt = d.state,
         stream_threshold: StreamThresholdOpt = d.stream_threshold,
     ) -> None:

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from edgebench.cli._options import (A16Opt, ChannelsLastOpt, ImportOpt, InputShapeOpt, SignatureOpt, StateOpt,
-                                    StaticBatchOpt, TorchOpt, TrustModelOpt)
+                                    StaticBatchOpt, TorchOpt, NoSandboxOpt, TrustModelOpt)
 
 
 def register(app: typer.Typer) -> None:
@@ -38,6 +38,7 @@ def register(app: typer.Typer) -> None:
         channels_last: ChannelsLastOpt = False,
         a16: A16Opt = None,
         trust_model: TrustModelOpt = False,
+        no_sandbox: NoSandboxOpt = False,
         state: StateOpt = defaults.state,
     ) -> None:
         """Convert a model to FP32/FP16/INT8/dynamic/int16x8 .tflite, check FP32 parity, write manifest.json."""

@@ -42,7 +42,7 @@ from edgebench.cli._options import (
     StreamThresholdOpt,
     TargetsOpt,
     ThreadsOpt,
-    TrustModelOpt,
+    NoSandboxOpt, TrustModelOpt,
     WarmupRunsOpt,
     VerboseOpt,
     WarmupTimeOpt,
@@ -127,6 +127,7 @@ def register(app: typer.Typer) -> None:
         dynamic_batch: DynamicBatchOpt = False,
         imports: ImportOpt = None,
         trust_model: TrustModelOpt = False,
+        no_sandbox: NoSandboxOpt = False,
         reference: Annotated[Optional[str], typer.Option(
             "--reference", help=".tflite SRCs: a SavedModel folder or .keras file run with TF as the reference row.")]
         = None,

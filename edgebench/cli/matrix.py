@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from edgebench.cli._options import DbOpt, TrustModelOpt, WideOpt
+from edgebench.cli._options import DbOpt, NoSandboxOpt, TrustModelOpt, WideOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -30,6 +30,7 @@ def register(app: typer.Typer) -> None:
         pushgateway: Optional[str] = typer.Option(None, "--pushgateway", help="Also push every stored cell's metrics to this Prometheus Pushgateway URL."),
         wide: WideOpt = False,
         trust_model: TrustModelOpt = False,
+        no_sandbox: NoSandboxOpt = False,
     ) -> None:
         """Expand a matrix into cells and run them; every finished cell is stored at once."""
         from edgebench.cli._common import console

@@ -7,6 +7,7 @@ from typing import Optional
 import typer
 
 from edgebench.cli._options import (
+    NoSandboxOpt,
     DbOpt,
     DynamicBatchOpt,
     ImportOpt,
@@ -54,6 +55,7 @@ def register(app: typer.Typer) -> None:
         dynamic_batch: DynamicBatchOpt = False,
         imports: ImportOpt = None,
         wide: WideOpt = False,
+        no_sandbox: NoSandboxOpt = False,
     ) -> None:
         """Compile the model ahead of time for each vendor's SoCs on this host: ops on the NPU (N/M,
         partitions), each op left on the CPU with the reason, compiled bytes, seconds, SDK version.

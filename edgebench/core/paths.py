@@ -49,21 +49,27 @@ def _ensure(p: Path, variable: str, also: str = "") -> Path:
     return p
 
 
-def cache_dir() -> Path:
-    """$EDGEBENCH_CACHE_DIR, else $XDG_CACHE_HOME/edgebench, else ~/.cache/edgebench."""
+def cache_dir_path() -> Path:
+    """Where the cache is, without creating it (the sandbox binds it before the command runs)."""
     base = os.environ.get("EDGEBENCH_CACHE_DIR")
     if base:
-        p = Path(base)
-    else:
-        p = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "edgebench"
-    return _ensure(p, "EDGEBENCH_CACHE_DIR")
+        return Path(base)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "edgebench"
+
+
+def data_dir_path() -> Path:
+    """Where the data (the default results store) is, without creating it."""
+    base = os.environ.get("EDGEBENCH_DATA_DIR")
+    if base:
+        return Path(base)
+    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "edgebench"
+
+
+def cache_dir() -> Path:
+    """$EDGEBENCH_CACHE_DIR, else $XDG_CACHE_HOME/edgebench, else ~/.cache/edgebench."""
+    return _ensure(cache_dir_path(), "EDGEBENCH_CACHE_DIR")
 
 
 def data_dir() -> Path:
     """$EDGEBENCH_DATA_DIR, else $XDG_DATA_HOME/edgebench, else ~/.local/share/edgebench."""
-    base = os.environ.get("EDGEBENCH_DATA_DIR")
-    if base:
-        p = Path(base)
-    else:
-        p = Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "edgebench"
-    return _ensure(p, "EDGEBENCH_DATA_DIR", " (or pass --db PATH)")
+    return _ensure(data_dir_path(), "EDGEBENCH_DATA_DIR", " (or pass --db PATH)")
