@@ -42,6 +42,7 @@ from typing import Any, Collection, Iterable, Iterator
 
 from edgebench.core.bounded import BOMB_MIN_BYTES, BOMB_RATIO, check_archive, human_bytes, read_member
 from edgebench.core.errors import BadInput
+from edgebench.sources.allowed_ops import ALLOWED_OPS
 
 TRUST_FLAG = "--trust-model"
 
@@ -330,6 +331,7 @@ READERS: dict[str, tuple[int, ...]] = {
     "FixedLengthRecordDataset": (0,), "FixedLengthRecordDatasetV2": (0,), "CSVDataset": (0,),
     "CSVDatasetV2": (0,), "ExperimentalCSVDataset": (0,), "LMDBDataset": (0,), "ExperimentalLMDBDataset": (0,),
     "LoadDataset": (0,), "LoadAndRemapMatrix": (0,), "GenerateVocabRemapping": (0, 1),
+    "RestoreV2": (0,), "Restore": (0,), "RestoreSlice": (0,),
     "SqlDataset": (), "ExperimentalSqlDataset": (), "ReaderRead": (), "ReaderReadV2": (),
     "ReaderReadUpTo": (), "ReaderReadUpToV2": (), "WholeFileReader": (), "WholeFileReaderV2": (),
     "ImmutableConst": (),
@@ -396,11 +398,25 @@ def saved_model_ops(mg: Any, model_dir: str | Path) -> list[tuple[str, str, str]
     run_fns = _closure({r for name in reached for r in _func_refs(nodes[name], library)}
                        | {k for k in mg.object_graph_def.concrete_functions if k in library}, calls)
     assets = _asset_names(mg)
+    if mg.HasField("saver_def") and mg.saver_def.filename_tensor_name:
+        assets.add(_strip(mg.saver_def.filename_tensor_name))   # the loader feeds it the model's variables
     bound = _bound_args(mg, library)
     root = Path(model_dir).resolve()
+    # A function called from the graph with a model file (the saver's restore: saver_filename) gets
+    # that argument as a model file too (TF2's __inference__traced_restore reads its prefix so).
+    for node in graph.node:
+        callee = library.get(node.attr["f"].func.name) if "f" in node.attr else None
+        if callee is None:
+            continue
+        args = [a.name for a in callee.signature.input_arg]
+        data = [i for i in node.input if not i.startswith("^")]
+        for arg, ref in zip(args, data):
+            if _graph_source(ref, nodes, assets, root):
+                bound.setdefault(callee.signature.name, {})[arg] = "asset"
     found: list[tuple[str, str, str]] = []
     for name, node in nodes.items():
-        what = _effect(node, name not in reached, lambda ref: _graph_source(ref, nodes, assets, root))
+        what = _effect(node, name not in reached, lambda ref: _graph_source(ref, nodes, assets, root)) \
+            or _not_allowed(node.op, library)
         if what:
             found.append((node.op, what, "the graph"))
     for fname, f in library.items():
@@ -408,10 +424,20 @@ def saved_model_ops(mg: Any, model_dir: str | Path) -> list[tuple[str, str, str]
         args = [a.name for a in f.signature.input_arg]
         for node in f.node_def:
             what = _effect(node, fname not in run_fns,
-                           lambda ref: _function_source(ref, local, args, bound.get(fname, {}), nodes, assets, root))
+                           lambda ref: _function_source(ref, local, args, bound.get(fname, {}), nodes, assets, root)) \
+                or _not_allowed(node.op, library)
             if what:
                 found.append((node.op, what, f"function {fname}"))
     return found
+
+
+NOT_ALLOWED = "not on edgebench's list of pure tensor ops"
+
+
+def _not_allowed(op: str, library: dict[str, Any]) -> str | None:
+    """The allow-list (``sources/allowed_ops.py``): an op neither on it nor a function of the model's
+    own library is refused, whatever it does -- edgebench does not guess what an unknown op does."""
+    return None if op in ALLOWED_OPS or op in library else NOT_ALLOWED
 
 
 def _asset_names(mg: Any) -> set[str]:
@@ -550,8 +576,11 @@ def check_saved_model(mg: Any, model_dir: str | Path, *, trusted: bool) -> None:
     parts = [f"{op} ({what}{'' if n == 1 else f', {n}x'}; in {first_where[(op, what)]})"
              for (op, what), n in list(counts.items())[:5]]
     more = f" and {len(counts) - 5} more kinds" if len(counts) > 5 else ""
-    raise refusal(str(model_dir), f"the SavedModel's graph holds ops with effects outside the model, which would "
-                                  f"run when TensorFlow loads or calls it: {', '.join(parts)}{more}")
+    kinds = ("ops with effects outside the model" if all(w != NOT_ALLOWED for _o, w, _ in found) else
+             "ops that are not pure tensor ops" if all(w == NOT_ALLOWED for _o, w, _ in found) else
+             "ops with effects outside the model or not pure tensor ops")
+    raise refusal(str(model_dir), f"the SavedModel's graph holds {kinds}, which would run when TensorFlow loads or "
+                                  f"calls it: {', '.join(parts)}{more}")
 
 
 __all__ = ["CONFIG_MAX_BYTES", "MODEL_MAX_BYTES", "TRUST_FLAG", "check_keras_file", "check_output_dir", "own_dir",
