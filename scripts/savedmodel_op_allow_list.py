@@ -37,7 +37,7 @@ OUTSIDE = re.compile(r"(File|Reader|Dataset|Iterator|Snapshot|Save|Restore|Check
 # Stateful ops a model's own computation uses (its variables, tables, control flow, randomness).
 STATEFUL_ALLOWED = frozenset({
     "VarHandleOp", "ReadVariableOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
-    "VarIsInitializedOp", "DestroyResourceOp", "ResourceGather", "ResourceGatherNd", "ResourceScatterAdd",
+    "VarIsInitializedOp", "DestroyResourceOp", "DisableCopyOnRead", "ResourceGather", "ResourceGatherNd", "ResourceScatterAdd",
     "ResourceScatterUpdate", "VariableShape", "VariableV2", "Variable", "Assign", "AssignAdd", "AssignSub",
     "IsVariableInitialized", "TemporaryVariable", "DestroyTemporaryVariable",
     "HashTable", "HashTableV2", "MutableHashTable", "MutableHashTableV2", "MutableHashTableOfTensors",

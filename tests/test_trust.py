@@ -122,7 +122,9 @@ def test_safe_mode_refusals_are_never_retried_with_a_permissive_loader(run_cli, 
 
 
 def test_config_scan_finds_every_code_carrier_and_nothing_else():
-    """Unit level, on crafted configs: nothing here is deserialized."""
+    """Unit level, on crafted configs: nothing here is deserialized. An allow-list: only Keras'
+    own built-ins (by exact name in its public API) pass; any function object, any class of a module
+    outside that API, any Lambda and any constant string fed to a layer is found."""
     import base64
     import marshal
     import pickle
@@ -135,9 +137,9 @@ def test_config_scan_finds_every_code_carrier_and_nothing_else():
                                                                     "kernel_initializer": {"module": "keras.initializers",
                                                                                            "class_name": "GlorotUniform",
                                                                                            "config": {"seed": None}}}},
-        {"module": "keras_hub.src.layers", "class_name": "Tok", "config": {"name": "t"}},
+        {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"}},
         {"module": "tf_keras.src.engine.functional", "class_name": "Functional", "config": {"name": "inner"}},
-        {"module": "builtins", "class_name": "function", "config": "my_activation"}]}}
+        {"class_name": "Conv2D", "config": {"name": "keras2_style", "activation": "relu"}}]}}
     assert keras_code(legit) == []
     crafted = {"class_name": "Functional", "config": {"name": "m", "layers": [
         {"class_name": "Dense", "config": {"name": "d1", "activation": {"module": "os", "class_name": "function",
@@ -150,17 +152,36 @@ def test_config_scan_finds_every_code_carrier_and_nothing_else():
                                             "output_shape": [code, None, None], "output_shape_type": "lambda"}},
         {"class_name": "TimeDistributed", "config": {"name": "td", "layer": {"class_name": "Lambda", "config": {
             "name": "inner", "function": {"class_name": "__lambda__", "config": {"code": code}}}}}},
-        {"module": "my_layers", "class_name": "Block", "registered_name": "Mine>Block", "config": {"name": "b"}}]}}
+        {"module": "my_layers", "class_name": "Block", "registered_name": "Mine>Block", "config": {"name": "b"}},
+        # the review's exploit: a function resolved through a Keras module's namespace
+        {"class_name": "Dense", "config": {"name": "d5", "activation": {
+            "module": "keras.src.saving.saving_api", "class_name": "function", "config": "os.system"}}},
+        # a Keras module that is not its public API, a public module's non-class attribute
+        {"module": "keras.src.saving.saving_api", "class_name": "Dense", "config": {"name": "p1"}},
+        {"module": "keras.layers", "class_name": "deserialize", "config": {"name": "p2"}},
+        {"module": "keras_hub.src.layers", "class_name": "Tok", "config": {"name": "t"}},
+        # a Lambda whose function is named, not bytecode (tf-keras resolves it in a module's namespace)
+        {"class_name": "Lambda", "config": {"name": "named", "function": "system", "function_type": "function",
+                                            "module": "os"}},
+        # a Keras 2 functional node feeding a constant string to a layer
+        {"class_name": "Lambda", "name": "c", "config": {"name": "c", "function": {"class_name": "__lambda__",
+                                                                                  "config": {"code": "x"}}},
+         "inbound_nodes": [[["input_1", 0, 0, {"y": ["_CONSTANT_VALUE", -1, "touch /tmp/pwned", {}]}]]]}]}}
     found = keras_code(crafted)
-    assert [w for w, _ in found] == ["layer 'd1' (Dense)", "layer 'd2' (Dense)", "layer 'd3' (Dense)",
-                                     "layer 'd4' (Dense)", "layer 'l' (Lambda)", "layer 'l' (Lambda)",
-                                     "layer 'inner' (Lambda)", "layer 'b' (Block)"]
+    wheres = [w for w, _ in found]
+    assert wheres[:8] == ["layer 'd1' (Dense)", "layer 'd2' (Dense)", "layer 'd3' (Dense)",
+                          "layer 'd4' (Dense)", "layer 'l' (Lambda)", "layer 'l' (Lambda)",
+                          "layer 'inner' (Lambda)", "layer 'b' (Block)"]
+    for name in ("d5", "p1", "p2", "t", "named", "c"):
+        assert any(f"layer '{name}'" in w for w in wheres), (name, found)
     whats = [w for _, w in found]
-    assert "custom class 'function' (saved from module 'os')" in whats[0]
-    assert "built-in function 'exec'" in whats[1]
+    assert "names a function ('system' of module 'os')" in whats[0]
+    assert "names a function ('exec'" in whats[1]
     assert whats[2] == "holds marshalled Python bytecode" and whats[3] == "holds a pickled Python object"
     assert "(function)" in whats[4] and "(output_shape)" in whats[5]
     assert "--import my_layers" in whats[7]
+    assert any("'os.system' of module 'keras.src.saving.saving_api'" in w for w in whats)
+    assert any("_CONSTANT_VALUE" in w for w in whats)
     # a custom class the user gives with --import is the user's code
     assert keras_code(crafted["config"]["layers"][6], provided={"Mine>Block"}) == []
 

@@ -1,4 +1,4 @@
-"""SavedModel ops that load without --trust-model: 937 ops, from TensorFlow 2.21.0's
+"""SavedModel ops that load without --trust-model: 938 ops, from TensorFlow 2.21.0's
 op registry by scripts/savedmodel_op_allow_list.py (read it for the rule). Generated: rerun the script
 and review the diff, never edit by hand."""
 
@@ -231,6 +231,7 @@ ALLOWED_OPS = frozenset({
     'Dilation2D',
     'Dilation2DBackpropFilter',
     'Dilation2DBackpropInput',
+    'DisableCopyOnRead',
     'Div',
     'DivNoNan',
     'DrawBoundingBoxes',

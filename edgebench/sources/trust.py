@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import builtins
 import contextlib
 import json
 import os
@@ -45,9 +44,6 @@ from edgebench.core.errors import BadInput
 from edgebench.sources.allowed_ops import ALLOWED_OPS
 
 TRUST_FLAG = "--trust-model"
-
-# Packages whose classes Keras resolves itself (its own registry, never the file's module path).
-KERAS_PACKAGES = frozenset({"keras", "tf_keras", "keras_hub", "keras_cv", "keras_nlp", "keras_rs"})
 
 # Bounds on a Keras archive / HDF5 file, checked before any loader opens it. A .tflite cannot
 # exceed 2 GiB (flatbuffer offsets), so a source model twice that size is not a model edgebench can
@@ -193,24 +189,70 @@ def keras_code(config: Any, provided: Collection[str] = ()) -> list[tuple[str, s
             found.append((where, f"holds a Python lambda's marshalled bytecode ({key}), which runs when the model "
                                  "is loaded"))
         module = obj.get("module")
-        if isinstance(cls, str) and isinstance(module, str) and module.split(".")[0] not in KERAS_PACKAGES:
-            names = {cls, str(obj.get("registered_name") or "")}
-            if module == "builtins" and cls == "function":
-                fn = cfg if isinstance(cfg, str) else ""
-                if fn and hasattr(builtins, fn) and fn not in provided:
-                    found.append((where, f"names Python's built-in function {fn!r}, which a Keras 2 loader would "
-                                         "call"))
-            elif module != "builtins" and not names & set(provided):
-                give = "MODULE (the .py file that defines it)" if module == "__main__" else module
-                found.append((where, f"uses custom class {cls!r} (saved from module {module!r}), which a loader "
-                                     f"would import from the module the file names; pass --import {give} (your "
-                                     "copy of that code)"))
+        names = {cls, str(obj.get("registered_name") or "")} if isinstance(cls, str) else set()
+        if cls == "function" and not names & set(provided):
+            fn = cfg if isinstance(cfg, str) else str(obj.get("registered_name") or "?")
+            found.append((where, f"names a function ({fn!r} of module {module!r}), which a loader resolves by "
+                                 "that name and calls; Keras saves its own activations as plain names"))
+        elif cls == "Lambda" and (cfg or {}).get("function_type") != "lambda" \
+                and "__lambda__" not in json.dumps(cfg)[:4_000_000]:
+            found.append((where, "is a Lambda layer: its function is Python code the loader resolves and runs"))
+        elif isinstance(cls, str) and isinstance(module, str) and not names & set(provided) \
+                and not keras_builtin(module, cls):
+            give = "MODULE (the .py file that defines it)" if module == "__main__" else module
+            found.append((where, f"uses class {cls!r} of module {module!r}, which is not a Keras built-in (by its "
+                                 "exact registered name in Keras' public API); a loader would import it from the "
+                                 f"module the file names; pass --import {give} (your copy of that code)"))
+        if isinstance(obj.get("inbound_nodes"), list) and _constant_strings(obj["inbound_nodes"]):
+            found.append((where, "feeds a layer a constant string (_CONSTANT_VALUE), the way a crafted file hands "
+                                 "a shell command to a function"))
         for key, value in obj.items():
             if key not in code_keys and key not in ("class_name", "module", "registered_name"):
                 walk(value, where)
 
     walk(config, "the model config")
     return found
+
+
+# Keras' public API, by exact module name as Keras writes it into a file, and the model classes it
+# writes under its private modules. A class loads without consent only when it is an attribute of
+# one of these modules (looked up in the module edgebench imports by this name, never the file's).
+PUBLIC_MODULES = frozenset({
+    "keras", "keras.layers", "keras.initializers", "keras.regularizers", "keras.constraints",
+    "keras.optimizers", "keras.optimizers.schedules", "keras.losses", "keras.metrics", "keras.activations",
+    "keras.models", "keras.saving", "keras.dtype_policies", "keras.mixed_precision",
+})
+MODEL_CLASSES = {"keras.src.models.functional": {"Functional"}, "keras.src.models.sequential": {"Sequential"},
+                 "keras.src.models.model": {"Model"}, "tf_keras.src.engine.functional": {"Functional"},
+                 "tf_keras.src.engine.sequential": {"Sequential"}, "tf_keras.src.engine.training": {"Model"}}
+
+
+def keras_builtin(module: str, cls: str) -> bool:
+    """Is ``cls`` of ``module`` one of Keras' own built-ins (``PUBLIC_MODULES``, ``MODEL_CLASSES``)?"""
+    if cls in MODEL_CLASSES.get(module, ()):
+        return True
+    if module not in PUBLIC_MODULES or not cls.isidentifier():
+        return False
+    import importlib
+
+    try:
+        namespace = importlib.import_module(module)     # Keras' own module, named by this allow-list
+    except ImportError:
+        return False
+    return isinstance(getattr(namespace, cls, None), type)
+
+
+def _constant_strings(nodes: Any) -> bool:
+    """A Keras 2 functional node that hands a layer a constant string: ``["_CONSTANT_VALUE", -1, "...", ...]``."""
+    if isinstance(nodes, list):
+        for i, x in enumerate(nodes):
+            if x == "_CONSTANT_VALUE" and i + 2 < len(nodes) and isinstance(nodes[i + 2], str):
+                return True
+            if _constant_strings(x):
+                return True
+    elif isinstance(nodes, dict):
+        return any(_constant_strings(v) for v in nodes.values())
+    return False
 
 
 def check_keras_file(path: str | Path, *, trusted: bool, provided: Collection[str] = ()) -> None:
@@ -224,7 +266,7 @@ def check_keras_file(path: str | Path, *, trusted: bool, provided: Collection[st
         return
     where, what = found[0]
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-    if what.startswith("uses custom class"):
+    if what.startswith("uses class"):
         raise refusal(f"{path}: {where}", what + more,
                       fix=f"or pass {TRUST_FLAG} to let the loader resolve it if you trust the file's author")
     raise refusal(f"{path}: {where}", what + more)
