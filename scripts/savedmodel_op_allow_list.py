@@ -58,6 +58,9 @@ STATEFUL_ALLOWED = frozenset({
     "EmptyTensorList", "TensorArrayV3", "TensorArrayReadV3", "TensorArrayWriteV3", "TensorArrayGatherV3",
     "TensorArrayScatterV3", "TensorArraySizeV3", "TensorArrayCloseV3", "TensorArrayConcatV3",
     "TensorArraySplitV3", "Switch", "Merge", "LoopCond", "ControlTrigger", "Enter", "Exit", "NextIteration",
+    "CudnnRNN", "CudnnRNNV2", "CudnnRNNV3", "CudnnRNNBackprop", "CudnnRNNBackpropV2", "CudnnRNNBackpropV3",
+    "CudnnRNNParamsSize", "CudnnRNNParamsToCanonical", "CudnnRNNParamsToCanonicalV2", "CudnnRNNCanonicalToParams",
+    "CudnnRNNCanonicalToParamsV2", "BlockLSTM", "BlockLSTMV2", "BlockLSTMGrad", "BlockLSTMGradV2",
     "FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxVarsPerChannel", "FakeQuantWithMinMaxArgs",
     # the model's own checkpoint (the loader's restore; sources/trust.py checks the path is the model's)
     "RestoreV2", "SaveV2", "MergeV2Checkpoints", "ShardedFilename", "StringJoin",

@@ -1,4 +1,4 @@
-"""SavedModel ops that load without --trust-model: 938 ops, from TensorFlow 2.21.0's
+"""SavedModel ops that load without --trust-model: 944 ops, from TensorFlow 2.21.0's
 op registry by scripts/savedmodel_op_allow_list.py (read it for the rule). Generated: rerun the script
 and review the diff, never edit by hand."""
 
@@ -179,11 +179,17 @@ ALLOWED_OPS = frozenset({
     'CropAndResizeGradBoxes',
     'CropAndResizeGradImage',
     'Cross',
+    'CudnnRNN',
+    'CudnnRNNBackprop',
+    'CudnnRNNBackpropV2',
+    'CudnnRNNBackpropV3',
     'CudnnRNNCanonicalToParams',
     'CudnnRNNCanonicalToParamsV2',
     'CudnnRNNParamsSize',
     'CudnnRNNParamsToCanonical',
     'CudnnRNNParamsToCanonicalV2',
+    'CudnnRNNV2',
+    'CudnnRNNV3',
     'Cumprod',
     'Cumsum',
     'CumulativeLogsumexp',

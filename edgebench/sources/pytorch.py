@@ -36,6 +36,7 @@ import contextlib
 import io
 import json
 import logging
+import os
 import warnings
 import zipfile
 from pathlib import Path
@@ -83,6 +84,14 @@ def resolve_any(src: str, *, size: str = "tiny", work_dir: Path | None = None, s
     return torch_source(spec, opts)
 
 
+def _plain_member_name(name: str) -> bool:
+    """A relative member name that joins to itself: no leading '/', no '..', no '.', no backslash,
+    no empty part -- so ``os.path.join(folder, name)`` (torch) and ``folder + name`` name one member."""
+    parts = name.split("/")
+    return bool(name) and not name.startswith("/") and "\\" not in name and \
+        all(part not in ("", ".", "..") for part in parts)
+
+
 def check_pt2(path: str | Path, *, trusted: bool) -> None:
     """Refuse a ``.pt2`` whose loading could run code (module docstring), before ``torch.export.load``
     sees it; a no-op with consent except for the archive's size and path bounds."""
@@ -99,7 +108,17 @@ def check_pt2(path: str | Path, *, trusted: bool) -> None:
         raise refusal(str(path), "an archive without 'archive_version' (torch.export's older format, which "
                                  "torch unpickles whole)", fix="re-save it with torch.export.save() from a current "
                                                                "torch, or pass --trust-model if you trust its author")
+    if len(roots) > 1:
+        raise refusal(str(path), f"{len(roots)} archive roots ({', '.join(repr(r or '/') for r in roots[:3])}): "
+                                 "torch.export.load reads one of them, so a check of another would not be a check of "
+                                 "what loads", fix="re-save it with torch.export.save(), or pass --trust-model if you "
+                                                   "trust its author")
     root = roots[0]
+    outside = [n for n in names if not n.startswith(root)]
+    if outside:
+        raise refusal(str(path), f"member {outside[0]!r} lies outside the archive's root folder {root!r}; "
+                                 "torch.export.save() writes every member under one root",
+                      fix="re-save it with torch.export.save(), or pass --trust-model if you trust its author")
     rel = {n[len(root):]: n for n in names if n.startswith(root)}
     for r in rel:
         if r.startswith(c.AOTINDUCTOR_DIR):
@@ -128,11 +147,16 @@ def check_pt2(path: str | Path, *, trusted: bool) -> None:
                     raise BadInput(f"{path}: {r} is not torch.export's payload config; re-save the program with "
                                    "torch.export.save()") from None
                 for fqn, file, pickled in entries:
+                    if not _plain_member_name(file):
+                        raise refusal(str(path), f"{r} names the member {file!r} for {fqn!r}: an absolute or "
+                                                 "'..' name makes torch read another member than the one checked",
+                                      fix="re-save it with torch.export.save(), or pass --trust-model if you "
+                                          "trust its author")
                     if file.startswith((c.CUSTOM_OBJ_FILENAME_PREFIX, c.OPAQUE_OBJ_FILENAME_PREFIX)):
                         raise refusal(str(path), f"constant {fqn!r} is a pickled Python/TorchScript object "
                                                  "(loading it runs its code)")
                     if pickled:
-                        inner = root + folder + file
+                        inner = root + os.path.join(folder, file)      # torch's own join of the two
                         if inner not in names:
                             raise BadInput(f"{path}: {r} names {file!r}, which the archive lacks; re-save the "
                                            "program with torch.export.save()")

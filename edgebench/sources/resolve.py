@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import re
+import zipfile
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -45,7 +47,7 @@ from edgebench.model.savedmodel import DEFAULT_SIGNATURE, SERVE_TAG, graph_sessi
 from edgebench.model.tflite_model import precision as tflite_precision
 from edgebench.core.user_code import import_user_module
 from edgebench.sources.trust import (check_keras_file, check_output_dir, check_saved_model, own_dir, refusal,
-                             safe_mode_refusal, tf_keras_safe_mode)
+                             safe_mode_refusal, tf_keras_safe_mode, TRUST_FLAG)
 
 KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 # Most precise first: the reference among several .tflite files given without --reference.
@@ -601,6 +603,12 @@ def _export_keras(p: Path, custom: dict[str, Any], imports: tuple[str, ...], tmp
         written_by = _written_by_keras(p)
         if "custom class" in str(err) or not (written_by or "").startswith("2."):
             raise err from None
+        if not trusted and zipfile.is_zipfile(p):
+            raise refusal(str(p), f"written by Keras {written_by}, and Keras {keras.__version__} cannot read it "
+                                  f"({first_line(e)}); tf-keras would, but it resolves a .keras archive's names "
+                                  "through module namespaces, outside Keras' safe mode",
+                          fix=f"pass {TRUST_FLAG} to load it with tf-keras if you trust the file's author, or "
+                              "re-save it with Keras 3") from None
         try:
             import tf_keras
         except ImportError:
@@ -634,9 +642,6 @@ def _export_keras(p: Path, custom: dict[str, Any], imports: tuple[str, ...], tmp
 
 def _written_by_keras(p: Path) -> str | None:
     """The keras_version recorded in a .h5 (root attribute) or .keras (metadata.json) file."""
-    import json
-    import zipfile
-
     try:
         if zipfile.is_zipfile(p):
             with zipfile.ZipFile(p) as z:

@@ -200,7 +200,7 @@ def keras_code(config: Any, provided: Collection[str] = ()) -> list[tuple[str, s
         elif isinstance(cls, str) and isinstance(module, str) and not names & set(provided) \
                 and not keras_builtin(module, cls):
             give = "MODULE (the .py file that defines it)" if module == "__main__" else module
-            found.append((where, f"uses class {cls!r} of module {module!r}, which is not a Keras built-in (by its "
+            found.append((where, f"uses custom class {cls!r} of module {module!r}, which is not a Keras built-in (by its "
                                  "exact registered name in Keras' public API); a loader would import it from the "
                                  f"module the file names; pass --import {give} (your copy of that code)"))
         if isinstance(obj.get("inbound_nodes"), list) and _constant_strings(obj["inbound_nodes"]):
@@ -266,7 +266,7 @@ def check_keras_file(path: str | Path, *, trusted: bool, provided: Collection[st
         return
     where, what = found[0]
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-    if what.startswith("uses class"):
+    if what.startswith("uses custom class"):
         raise refusal(f"{path}: {where}", what + more,
                       fix=f"or pass {TRUST_FLAG} to let the loader resolve it if you trust the file's author")
     raise refusal(f"{path}: {where}", what + more)
@@ -479,7 +479,13 @@ NOT_ALLOWED = "not on edgebench's list of pure tensor ops"
 def _not_allowed(op: str, library: dict[str, Any]) -> str | None:
     """The allow-list (``sources/allowed_ops.py``): an op neither on it nor a function of the model's
     own library is refused, whatever it does -- edgebench does not guess what an unknown op does."""
-    return None if op in ALLOWED_OPS or op in library else NOT_ALLOWED
+    if op in ALLOWED_OPS or op in library:
+        return None
+    from tensorflow.python.framework import op_def_registry   # heavy: TensorFlow is loaded by now anyway
+
+    if op_def_registry.get(op) is None:
+        return None        # an op TensorFlow does not know: its loader refuses it, naming it (nothing runs)
+    return NOT_ALLOWED
 
 
 def _asset_names(mg: Any) -> set[str]:
