@@ -94,10 +94,34 @@ def sandbox_for(args: list[str], env: dict[str, str]) -> Sandbox:
         writable.append(str(Path(summary).parent))
     readable = [os.getcwd(), *python_paths()]
     readable += [a.partition("=")[2] if a.startswith("-") else a for a in args]
+    if args and args[0] == "matrix":
+        readable += _paths_named_in(args[1:])
     for value in env.values():                 # paths the environment names (PYTHONPATH, a Vulkan ICD, ...)
         readable += [v for v in value.split(os.pathsep) if v.startswith("/")]
     return Sandbox(writable=tuple(writable), readable=tuple(readable),
                    network=network_reason(args, env) is not None)
+
+
+def _paths_named_in(args: list[str]) -> list[str]:
+    """Existing paths a matrix file names (its models, data, gate files), read-only in the sandbox."""
+    import re
+
+    found: list[str] = []
+    for a in args:
+        if not a.endswith((".yaml", ".yml")) or not os.path.isfile(a):
+            continue
+        try:
+            text = Path(a).read_text(encoding="utf-8", errors="replace")[:1_000_000]
+        except OSError:
+            continue
+        for token in re.split(r"[\s\[\],:'\"{}]+", text):
+            if "/" in token or token.endswith((".tflite", ".keras", ".h5", ".npz", ".npy", ".yaml", ".pt2")):
+                for base in (Path(a).parent, Path.cwd()):
+                    p = base / token
+                    if p.exists():
+                        found.append(str(p))
+        found.append(str(Path(a).resolve().parent))
+    return found
 
 
 def _mkdir(path: str) -> bool:

@@ -98,6 +98,9 @@ def plan(argv: list[str], box: Sandbox) -> list[str]:
         r = _real(p)
         if r and os.path.isdir(r):
             binds[r] = "--bind"
+    writable = [r for r, kind in binds.items() if kind == "--bind"]
+    binds = {r: kind for r, kind in binds.items()     # inside a writable folder: visible and writable already
+             if kind == "--bind" or not any(_under(r, w) for w in writable)}
     # One list, parents first: a hidden root inside a bound folder (``$HOME`` inside the working
     # folder) is hidden again after that bind, and a writable folder inside a read-only one stays
     # writable; on the same path the tmpfs comes first, then the bind.

@@ -26,11 +26,32 @@ def _start(tmp_path: Path, *args: str) -> subprocess.Popen:
 
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (the command runs in a sandbox process under the launcher)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        x = todo.pop()
+        out.append(x)
+        todo.extend(children.get(x, ()))
+    return out
+
+
 def _tf_loaded(pid: int) -> bool:
-    try:
-        return "_pywrap_tensorflow" in Path(f"/proc/{pid}/maps").read_text()
-    except OSError:
-        return False
+    for p in _tree(pid):
+        try:
+            if "_pywrap_tensorflow" in Path(f"/proc/{p}/maps").read_text():
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _stop_after(p: subprocess.Popen, seconds: float, sig: int) -> tuple[int, str]:
