@@ -31,7 +31,7 @@ import os
 import re
 import zipfile
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Callable
 
 import numpy as np
 import yaml
@@ -179,11 +179,19 @@ def _read_into(fh: BinaryIO, shape: tuple[int, ...], dtype: np.dtype, fortran: b
     return out
 
 
-def read_npz(path: str | Path, n: int | None = None, *, what: str = "--data"
+# What a reader is told about a data file before any array body is read: {array name: (declared
+# shape, dtype)}, from the ``.npy`` headers; it raises BadInput to refuse the file (the model's inputs
+# cannot take these arrays) and returns nothing otherwise.
+HeaderCheck = Callable[[dict[str, tuple[tuple[int, ...], np.dtype]]], None]
+
+
+def read_npz(path: str | Path, n: int | None = None, *, what: str = "--data", expect: HeaderCheck | None = None
              ) -> tuple[dict[str, np.ndarray], dict[str, int | None]]:
     """(arrays, declared rows) of an ``.npz``: the first ``n`` rows of every array (all with None),
     and each array's declared leading dimension (None for a scalar) so callers can check counts of
-    the whole file. Raises BadInput naming the array and its declared size (module docstring)."""
+    the whole file. Raises BadInput naming the array and its declared size (module docstring).
+    ``expect``: called with every array's declared shape and dtype once all headers are read and
+    before anything else is inflated -- where a caller checks them against the model's inputs."""
     p = Path(path)
     where = f"{what} {path}" if what else str(path)
     # no per-member ratio rule: a large all-ones attention mask is as compressible as a bomb; the
@@ -200,6 +208,8 @@ def read_npz(path: str | Path, n: int | None = None, *, what: str = "--data"
                     offset = fh.tell()
                 rows, need = _plan(name, where, shape, fortran, dtype, info.file_size - offset, n)
                 plans.append((info, name, shape, fortran, dtype, rows, need))
+            if expect is not None:
+                expect({name: (shape, dtype) for _, name, shape, _f, dtype, _r, _n in plans})
             declared = sum(math.prod(s) * d.itemsize for _, _, s, _, d, _, _ in plans)
             stored = sum(i.compress_size for i, *_ in plans)
             if declared > DATA_MAX_BYTES and declared > BOMB_RATIO * max(stored, 1):
@@ -231,8 +241,10 @@ def _check_need(where: str, plans: list[tuple[str, tuple[int, ...], np.dtype, in
                    "data file: lower --samples/--calibration-samples or split the file")
 
 
-def read_npy(path: str | Path, n: int | None = None, *, what: str = "--data") -> np.ndarray:
-    """The first ``n`` rows of a ``.npy`` array (all with None), bounded like ``read_npz``."""
+def read_npy(path: str | Path, n: int | None = None, *, what: str = "--data", expect: HeaderCheck | None = None
+             ) -> np.ndarray:
+    """The first ``n`` rows of a ``.npy`` array (all with None), bounded like ``read_npz``; ``expect``
+    sees ``{file stem: (shape, dtype)}`` from the header before the body is read."""
     p = Path(path)
     where = f"{what} {path}" if what else str(path)
     name = p.stem
@@ -241,6 +253,8 @@ def read_npy(path: str | Path, n: int | None = None, *, what: str = "--data") ->
         with open(p, "rb") as fh:
             shape, fortran, dtype = _header(fh, where)
             rows, need = _plan(name, where, shape, fortran, dtype, size - fh.tell(), n)
+            if expect is not None:
+                expect({name: (shape, dtype)})
             _check_need(where, [(name, shape, dtype, need)], n)
             return _read_into(fh, shape, dtype, fortran, rows, name, where)
     except OSError as exc:
@@ -416,7 +430,7 @@ def read_yaml(path: str | Path, limit: int, what: str, fix: str, *, where: str |
     return load_yaml_text(text, label, fix)
 
 
-__all__ = ["YAML_MAX_ALIASES", "YAML_MAX_NODES", "compose_yaml", "construct_yaml", "load_yaml_text", "read_yaml",
+__all__ = ["HeaderCheck", "YAML_MAX_ALIASES", "YAML_MAX_NODES", "compose_yaml", "construct_yaml", "load_yaml_text", "read_yaml",
            "ARCHIVE_MAX_MEMBERS", "BOMB_MIN_BYTES", "BOMB_RATIO", "DATA_MAX_BYTES", "NPZ_MAX_ARRAYS",
            "check_archive", "human_bytes", "printable", "printable_data", "read_bytes", "read_json", "read_member",
            "read_npy", "read_npz",

@@ -325,8 +325,7 @@ def _to_url(url: str) -> sa.engine.URL:
         try:
             return sa.engine.make_url(url)
         except Exception as exc:  # noqa: BLE001 -- sqlalchemy raises ArgumentError
-            # SQLAlchemy could not find the URL's parts, so neither can the redaction: all of it after the
-            # scheme is masked, in the URL shown and in SQLAlchemy's reason (which may quote it)
+            # SQLAlchemy found no parts in it: all after the scheme is masked, in the URL and in the reason
             reason = shown(redact(first_line(exc), url, parsed=False), quote=False)
             raise BadInput(f"--db {redact_url(url, parsed=False)} is not a database URL ({reason}); give a file "
                            "path or a URL such as postgresql+psycopg2://user@host/db") from None
@@ -338,10 +337,6 @@ def _to_url(url: str) -> sa.engine.URL:
         raise BadInput(f"--db {redact_url(url)}: directory {redact(str(p.parent), url)} does not exist; create it "
                        "or pick another path")
     return sa.engine.URL.create("sqlite", database=str(p.resolve()))
-
-
-def _is_sqlite(url: sa.engine.URL) -> bool:
-    return url.get_backend_name() == "sqlite"
 
 
 def _redact(url: sa.engine.URL) -> str:
@@ -360,15 +355,12 @@ class Store:
     """
 
     def __init__(self, url: str | None = None, *, timeout_s: float = 30.0) -> None:
-        given = url or default_url()
-        self.url = _to_url(given)
+        self._given = url or default_url()      # shown redacted as given: SQLAlchemy renders '#x' as '%23x'
+        self.url = _to_url(self._given)
         self._raw = self.url.render_as_string(hide_password=False)
-        # the URL as given, for what SQLAlchemy re-renders: a '#fragment' becomes part of the database
-        # name ('db%23frag'), which the given URL's redaction masks
-        self._given = given
-        self.where = _redact(self.url) if _is_sqlite(self.url) else redact_url(given)
-        self.timeout_s = float(timeout_s)
         self.is_sqlite = self.url.get_backend_name() == "sqlite"
+        self.where = _redact(self.url) if self.is_sqlite else redact_url(self._given)
+        self.timeout_s = float(timeout_s)
         self.engine = self._make_engine()
         self._ensure_schema()
 
