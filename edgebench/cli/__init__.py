@@ -200,7 +200,9 @@ def _main(argv: list[str] | None) -> None:
 
             text = io.StringIO()
             exc.show(file=text)                 # the value the user typed is data: shown, never sent
-            sys.stderr.write(printable_lines(text.getvalue()))
+            from edgebench.core.printable import clip_message
+
+            sys.stderr.write(clip_message(printable_lines(text.getvalue())))
             sys.exit(2)
         if _SIGNALLED:
             # the signal's exception surfaced inside a library that wrapped it (TensorFlow turns it
@@ -262,9 +264,13 @@ def _interrupted() -> None:
 
 
 def _fail(message: str, code: int) -> None:
+    """Every error edgebench prints ends here: each line at most ``printable.LINE_LIMIT`` characters
+    (a message that quotes a crafted value stays a line, not megabytes)."""
     from rich.markup import escape
 
+    from edgebench.core.printable import clip_message
     from edgebench.report.terminal.console import DataConsole
 
-    DataConsole(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}", markup=True)
+    console = DataConsole(stderr=True, highlight=False, soft_wrap=True)
+    console.print(f"[bold red]error:[/] {escape(clip_message(message))}", markup=True)
     sys.exit(code)

@@ -12,6 +12,13 @@ MemoryError, an OOM kill or minutes of silence.
   would leave their folder (path traversal), declared totals, bombs.
 * text and JSON (``read_text``, ``read_json``): a byte cap checked with ``stat`` and enforced by
   the read itself, and JSON nesting that would exhaust the parser's stack.
+* YAML (``read_yaml``, ``load_yaml_text``, ``compose_yaml``: matrix files, ``--gate`` thresholds,
+  device profiles, environment locks): the byte cap, then at most ``YAML_MAX_ALIASES`` alias
+  references (``*name``) counted while the document is composed, and at most ``YAML_MAX_NODES``
+  nodes once every alias is expanded (counted over the composed graph, nothing is expanded), and no
+  alias that contains itself -- before a single Python object is built. A "billion laughs" file of
+  400 bytes names 10^8 strings; every consumer (a ``repr`` in a message, ``json.dumps`` of the
+  matrix hash, a loop over a list) would pay for all of them.
 
 The limits are documented in docs/security.md.
 """
@@ -24,9 +31,10 @@ import os
 import re
 import zipfile
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Callable
 
 import numpy as np
+import yaml
 
 from edgebench.core.errors import BadInput
 from edgebench.core.printable import printable_lines
@@ -171,11 +179,19 @@ def _read_into(fh: BinaryIO, shape: tuple[int, ...], dtype: np.dtype, fortran: b
     return out
 
 
-def read_npz(path: str | Path, n: int | None = None, *, what: str = "--data"
+# What a reader is told about a data file before any array body is read: {array name: (declared
+# shape, dtype)}, from the ``.npy`` headers; it raises BadInput to refuse the file (the model's inputs
+# cannot take these arrays) and returns nothing otherwise.
+HeaderCheck = Callable[[dict[str, tuple[tuple[int, ...], np.dtype]]], None]
+
+
+def read_npz(path: str | Path, n: int | None = None, *, what: str = "--data", expect: HeaderCheck | None = None
              ) -> tuple[dict[str, np.ndarray], dict[str, int | None]]:
     """(arrays, declared rows) of an ``.npz``: the first ``n`` rows of every array (all with None),
     and each array's declared leading dimension (None for a scalar) so callers can check counts of
-    the whole file. Raises BadInput naming the array and its declared size (module docstring)."""
+    the whole file. Raises BadInput naming the array and its declared size (module docstring).
+    ``expect``: called with every array's declared shape and dtype once all headers are read and
+    before anything else is inflated -- where a caller checks them against the model's inputs."""
     p = Path(path)
     where = f"{what} {path}" if what else str(path)
     # no per-member ratio rule: a large all-ones attention mask is as compressible as a bomb; the
@@ -192,6 +208,8 @@ def read_npz(path: str | Path, n: int | None = None, *, what: str = "--data"
                     offset = fh.tell()
                 rows, need = _plan(name, where, shape, fortran, dtype, info.file_size - offset, n)
                 plans.append((info, name, shape, fortran, dtype, rows, need))
+            if expect is not None:
+                expect({name: (shape, dtype) for _, name, shape, _f, dtype, _r, _n in plans})
             declared = sum(math.prod(s) * d.itemsize for _, _, s, _, d, _, _ in plans)
             stored = sum(i.compress_size for i, *_ in plans)
             if declared > DATA_MAX_BYTES and declared > BOMB_RATIO * max(stored, 1):
@@ -223,8 +241,10 @@ def _check_need(where: str, plans: list[tuple[str, tuple[int, ...], np.dtype, in
                    "data file: lower --samples/--calibration-samples or split the file")
 
 
-def read_npy(path: str | Path, n: int | None = None, *, what: str = "--data") -> np.ndarray:
-    """The first ``n`` rows of a ``.npy`` array (all with None), bounded like ``read_npz``."""
+def read_npy(path: str | Path, n: int | None = None, *, what: str = "--data", expect: HeaderCheck | None = None
+             ) -> np.ndarray:
+    """The first ``n`` rows of a ``.npy`` array (all with None), bounded like ``read_npz``; ``expect``
+    sees ``{file stem: (shape, dtype)}`` from the header before the body is read."""
     p = Path(path)
     where = f"{what} {path}" if what else str(path)
     name = p.stem
@@ -233,6 +253,8 @@ def read_npy(path: str | Path, n: int | None = None, *, what: str = "--data") ->
         with open(p, "rb") as fh:
             shape, fortran, dtype = _header(fh, where)
             rows, need = _plan(name, where, shape, fortran, dtype, size - fh.tell(), n)
+            if expect is not None:
+                expect({name: (shape, dtype)})
             _check_need(where, [(name, shape, dtype, need)], n)
             return _read_into(fh, shape, dtype, fortran, rows, name, where)
     except OSError as exc:
@@ -285,7 +307,131 @@ def read_json(path: str | Path, limit: int, what: str, fix: str) -> Any:
         raise BadInput(f"{path}: JSON nested too deeply to be {what}; {fix}") from None
 
 
-__all__ = ["ARCHIVE_MAX_MEMBERS", "BOMB_MIN_BYTES", "BOMB_RATIO", "DATA_MAX_BYTES", "NPZ_MAX_ARRAYS",
+# --------------------------------------------------------------------------- YAML
+
+# Real matrix, gate, profile and lock files use no aliases at all; a few (a shared list of targets
+# referenced in several places) stay far below these. 100,000 nodes is ~50x the largest matrix in
+# matrices/ and ~1,000x a device profile.
+YAML_MAX_ALIASES = 100
+YAML_MAX_NODES = 100_000
+
+
+class _CountingLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a document at its ``YAML_MAX_ALIASES + 1``-th alias event,
+    while composing (before anything is constructed)."""
+
+    def __init__(self, stream: str, max_aliases: int) -> None:
+        super().__init__(stream)
+        self.aliases = 0
+        self.max_aliases = max_aliases
+
+    def compose_node(self, parent, index):  # noqa: ANN001 -- PyYAML's own signature
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > self.max_aliases:
+                raise _TooManyAliases(self.peek_event().start_mark)
+        return super().compose_node(parent, index)
+
+
+class _TooManyAliases(Exception):
+    def __init__(self, mark) -> None:  # noqa: ANN001
+        super().__init__()
+        self.mark = mark
+
+
+def _expanded_nodes(root: yaml.Node, limit: int) -> int | None:
+    """Nodes of ``root`` with every alias expanded (a shared node counts each time it is used),
+    counted once per distinct node over the composed graph; None when an alias contains itself
+    (a recursive document). Stops counting past ``limit``."""
+    sizes: dict[int, int] = {}
+    busy: set[int] = set()
+    # iterative post-order: a deeply nested document must not exhaust Python's stack
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            children = _children(node)
+            sizes[key] = min(limit + 1, 1 + sum(sizes[id(c)] for c in children))
+            busy.discard(key)
+            continue
+        if key in sizes:
+            continue
+        if key in busy:
+            return None
+        busy.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in busy:
+                return None
+            if id(child) not in sizes:
+                stack.append((child, False))
+    return sizes[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def compose_yaml(text: str, where: str, fix: str, *, max_aliases: int = YAML_MAX_ALIASES,
+                 max_nodes: int = YAML_MAX_NODES) -> yaml.Node | None:
+    """The node graph of one YAML document (``yaml.compose`` with ``SafeLoader``), refused
+    (BadInput naming ``where``, the count and ``fix``) when it uses more than ``max_aliases``
+    aliases, expands to more than ``max_nodes`` nodes or holds an alias to itself. A syntax error
+    is ``yaml.YAMLError`` as from PyYAML, for the caller to place (file:line)."""
+    loader = _CountingLoader(text, max_aliases)
+    try:
+        node = loader.get_single_node()
+    except _TooManyAliases as exc:
+        line = f":{exc.mark.line + 1}" if exc.mark is not None else ""
+        raise BadInput(f"{where}{line}: uses more than {max_aliases} YAML aliases (*name), which edgebench does "
+                       f"not expand (a crafted 'billion laughs' file); {fix}") from None
+    except RecursionError:
+        raise BadInput(f"{where}: YAML nested too deeply to read; {fix}") from None
+    finally:
+        loader.dispose()
+    if node is None:
+        return None
+    total = _expanded_nodes(node, max_nodes)
+    if total is None:
+        raise BadInput(f"{where}: a YAML alias refers to a node that contains it (a recursive document); {fix}")
+    if total > max_nodes:
+        raise BadInput(f"{where}: its {loader.aliases} YAML aliases expand to more than {max_nodes:,} values (a "
+                       f"crafted 'billion laughs' file); {fix}")
+    return node
+
+
+def construct_yaml(node: yaml.Node | None) -> Any:
+    """The Python value (SafeLoader types) of a node from :func:`compose_yaml`."""
+    if node is None:
+        return None
+    return yaml.SafeLoader("").construct_document(node)
+
+
+def load_yaml_text(text: str, where: str, fix: str, **limits: int) -> Any:
+    """``yaml.safe_load(text)`` within :func:`compose_yaml`'s bounds."""
+    return construct_yaml(compose_yaml(text, where, fix, **limits))
+
+
+def read_yaml(path: str | Path, limit: int, what: str, fix: str, *, where: str | None = None) -> Any:
+    """``yaml.safe_load`` of a file of at most ``limit`` bytes, within :func:`compose_yaml`'s bounds
+    (BadInput naming the file: too large, not UTF-8, too many aliases; ``yaml.YAMLError`` for
+    syntax)."""
+    data = read_bytes(path, limit, what, fix)
+    label = where or str(path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"{label}: not a UTF-8 text file, so not {what}; {fix}") from None
+    return load_yaml_text(text, label, fix)
+
+
+__all__ = ["HeaderCheck", "YAML_MAX_ALIASES", "YAML_MAX_NODES", "compose_yaml", "construct_yaml", "load_yaml_text", "read_yaml",
+           "ARCHIVE_MAX_MEMBERS", "BOMB_MIN_BYTES", "BOMB_RATIO", "DATA_MAX_BYTES", "NPZ_MAX_ARRAYS",
            "check_archive", "human_bytes", "printable", "printable_data", "read_bytes", "read_json", "read_member",
            "read_npy", "read_npz",
            "unsafe_member_name", "zip_entry_count"]

@@ -19,6 +19,7 @@ from it line up.
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -49,3 +50,90 @@ def printable(value: Any) -> str:
 def printable_lines(text: Any) -> str:
     """:func:`printable` for a message of several lines: its own line breaks are kept."""
     return "\n".join(printable(line) for line in str(text).split("\n"))
+
+
+# The longest a value from a file or an option may be when quoted in a message, and the longest any
+# line edgebench prints as an error may be: a value the user wrote is shown so they can find it, not
+# reproduced (a 400-byte YAML alias bomb expanded by ``repr`` was a 39 MB error line).
+SHOWN_LIMIT = 200
+LINE_LIMIT = 2_000
+_MAX_ITEMS = 8          # items of a list / keys of a mapping shown before "..."
+_MAX_DEPTH = 3          # nesting shown before "..."
+
+
+def _bounded_repr(value: Any, budget: int, depth: int, cut: list[bool]) -> str:
+    """``repr(value)`` built piece by piece, stopping once ``budget`` characters are out (``cut[0]``
+    set when something was left out): the cost is bounded by what is shown, never by the size of
+    ``value`` (a shared sub-list repeated a billion times by YAML aliases)."""
+    if isinstance(value, (str, bytes, bytearray)):
+        if len(value) > budget:
+            cut[0] = True
+        return repr(value[:budget + 1] if isinstance(value, str) else bytes(value[:budget + 1]))
+    if isinstance(value, (list, tuple, set, frozenset, dict)):
+        opener, closer = (("{", "}") if isinstance(value, (dict, set, frozenset)) else
+                          ("(", ")") if isinstance(value, tuple) else ("[", "]"))
+        if depth >= _MAX_DEPTH and len(value):
+            cut[0] = True
+            return opener + "..." + closer
+        items = list(value.items())[:_MAX_ITEMS + 1] if isinstance(value, dict) else \
+            list(itertools.islice(value, _MAX_ITEMS + 1))
+        parts: list[str] = []
+        used = 1
+        for i, item in enumerate(items):
+            if i >= _MAX_ITEMS or used > budget:
+                cut[0] = True
+                parts.append("...")
+                break
+            if isinstance(value, dict):
+                k, v = item
+                text = (f"{_bounded_repr(k, budget - used, depth + 1, cut)}: "
+                        f"{_bounded_repr(v, budget - used, depth + 1, cut)}")
+            else:
+                text = _bounded_repr(item, budget - used, depth + 1, cut)
+            parts.append(text)
+            used += len(text) + 2
+        if isinstance(value, tuple) and len(value) == 1 and parts:
+            parts[0] += ","
+        return opener + ", ".join(parts) + closer
+    text = repr(value)
+    if len(text) > budget:
+        cut[0] = True
+    return text[:budget + 1]
+
+
+def shown(value: Any, limit: int = SHOWN_LIMIT, *, quote: bool = True) -> str:
+    """A user's value as a message quotes it: its ``repr`` (control characters escaped), cut to
+    ``limit`` characters with ``… (N chars)`` / ``… (a list of N items)`` saying how much there was.
+    Costs what it shows, whatever the size of ``value``. ``quote=False``: a string as it is (no
+    quotes), e.g. a library's reason that quotes the user's text."""
+    if not quote and isinstance(value, str):
+        text = printable(value[:limit])
+        return text if len(value) <= limit else f"{text[:limit]}… ({len(value):,} chars)"
+    cut = [False]
+    text = printable(_bounded_repr(value, limit, 0, cut))
+    if not cut[0] and len(text) <= limit:
+        return text
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    if isinstance(value, str):
+        return f"{text} ({len(value):,} chars)"
+    if isinstance(value, dict):
+        return f"{text} (a mapping of {len(value):,} key{'s' * (len(value) != 1)})"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return f"{text} (a list of {len(value):,} item{'s' * (len(value) != 1)})"
+    return text
+
+
+def clip_line(text: str, limit: int = LINE_LIMIT) -> str:
+    """One printed line, at most ``limit`` characters: the rest is named by its length."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit:,} more chars)"
+
+
+def clip_message(text: str, limit: int = LINE_LIMIT, max_lines: int = 100) -> str:
+    """A message of one or more lines as edgebench prints it: every line through :func:`clip_line`,
+    at most ``max_lines`` of them (and ``limit`` x ``max_lines`` characters in all)."""
+    lines = str(text).split("\n")
+    kept = [clip_line(ln, limit) for ln in lines[:max_lines]]
+    if len(lines) > max_lines:
+        kept.append(f"… ({len(lines) - max_lines:,} more lines)")
+    return "\n".join(kept)

@@ -6,6 +6,12 @@ segment that looks like a credential (or follows one named like one: ``/token/<x
 of a query parameter named like one (``?password=``, ``?sslkey=``) become ``***``. ``redact(text,
 *urls)`` removes every secret of ``urls`` from any text -- a library's exception message, an HTTP
 error body that echoes the path -- for messages built from text edgebench did not write.
+
+A URL that cannot be parsed (``urllib.parse.urlsplit`` refuses it, its port is not a number from 0
+to 65535, or the caller's own parser -- SQLAlchemy's ``make_url`` -- refused it: ``parsed=False``)
+is shown as its scheme and ``://***``: where its parts are is unknown, so everything after the
+scheme may be a password. A ``#fragment`` is never needed to reach a server and is always
+``#***``.
 """
 
 from __future__ import annotations
@@ -28,26 +34,75 @@ def _looks_secret(segment: str) -> bool:
             and any(c.isalpha() for c in segment))
 
 
-def _split(url: str) -> urllib.parse.SplitResult | None:
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
+_UNPARSED = object()
+
+
+def _split(url: str) -> urllib.parse.SplitResult | None | object:
+    """The parts of ``url``; None for a plain path or host (nothing that can hold a credential);
+    ``_UNPARSED`` for a URL whose parts cannot be told apart."""
     text = url.strip()
+    if "://" not in text and "@" in text and re.match(r"[A-Za-z][A-Za-z0-9+.\-]*:/", text):
+        return _UNPARSED            # postgresql:/user:pw@host/db -- a URL with a slash missing
     if "://" not in text:
         if "@" not in text.split("/", 1)[0]:
             return None             # a plain path or host: nothing that can hold a credential
         text = "//" + text          # user:token@host:9091 given without a scheme
     try:
-        return urllib.parse.urlsplit(text)
+        parts = urllib.parse.urlsplit(text)
+        parts.port                  # noqa: B018 -- ValueError for a port that is not 0..65535
     except ValueError:
-        return None
+        return _UNPARSED
+    if "://" in url and not _SCHEME.fullmatch(url.strip().split("://", 1)[0]):
+        return _UNPARSED
+    return parts
 
 
-def secrets_of(url: str | None) -> list[str]:
-    """The substrings of ``url`` that are secret, longest first (raw and percent-decoded forms)."""
+def _masked_whole(url: str) -> str:
+    """``scheme://***`` (``***`` when even the scheme is not one): an unparseable URL as shown."""
+    head, sep, _rest = url.strip().partition("://")
+    if sep:
+        return f"{head}://{MASK}" if _SCHEME.fullmatch(head) else MASK
+    head, sep, _rest = url.strip().partition(":")
+    return f"{head}:{MASK}" if sep and _SCHEME.fullmatch(head) else MASK
+
+
+def _unparsed_secrets(url: str) -> list[str]:
+    """What may be secret in a URL that cannot be parsed: everything after the scheme, and the
+    pieces a library's message may quote alone (the userinfo, its password, the fragment)."""
+    text = url.strip()
+    rest = text.split("://", 1)[1] if "://" in text else text
+    if "://" not in text and re.match(r"[A-Za-z][A-Za-z0-9+.\-]*:/", text):
+        rest = text.split(":", 1)[1]
+    found = [rest]
+    netloc = rest.split("/", 1)[0]
+    if "@" in rest:
+        userinfo = rest.rpartition("@")[0] if "@" in netloc else netloc.rpartition("@")[0] or rest.rpartition("@")[0]
+        found.append(userinfo)
+        user, _, password = userinfo.partition(":")
+        found += [password, user] if len(user) >= 8 else [password]
+    if "#" in rest:
+        found.append(rest.split("#", 1)[1])
+    for key, value in urllib.parse.parse_qsl(rest.partition("?")[2].partition("#")[0]):
+        if value and (_SECRET_NAME.search(key) or _looks_secret(value)):
+            found.append(value)
+    return found
+
+
+def secrets_of(url: str | None, *, parsed: bool = True) -> list[str]:
+    """The substrings of ``url`` that are secret, longest first (raw and percent-decoded forms);
+    ``parsed=False`` as for :func:`redact_url`."""
     if not url:
         return []
     parts = _split(url)
-    if parts is None:
+    if parts is None and parsed:
         return []
     found: list[str] = []
+    if parts is _UNPARSED or not parsed:
+        found = _unparsed_secrets(url)
+        return sorted({x for s in found for x in (s, urllib.parse.unquote(s)) if len(x) >= 3}, key=len, reverse=True)
+    if parts.fragment and not parts.scheme.startswith("sqlite"):
+        found.append(parts.fragment)
     userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
     if userinfo:
         found.append(userinfo)
@@ -73,21 +128,26 @@ def secrets_of(url: str | None) -> list[str]:
     return sorted((s for s in out if len(s) >= 3), key=len, reverse=True)
 
 
-def redact_url(url: str | None) -> str:
-    """``url`` as edgebench shows it: every secret replaced by ``***`` (module docstring)."""
+def redact_url(url: str | None, *, parsed: bool = True) -> str:
+    """``url`` as edgebench shows it: every secret replaced by ``***`` (module docstring).
+    ``parsed=False``: the caller's parser refused ``url`` (SQLAlchemy's ``ArgumentError``), so all of
+    it after the scheme is masked."""
     if not url:
         return url or ""
     parts = _split(url)
-    if parts is None:
+    if parts is None and parsed:
         return url
+    if parts is _UNPARSED or not parsed:
+        return _masked_whole(url)
     shown = url
+    if parts.fragment and not parts.scheme.startswith("sqlite"):   # a SQLite file name may hold a '#'
+        shown = shown.partition("#")[0] + "#" + MASK
     if "@" in parts.netloc:
         userinfo = parts.netloc.rpartition("@")[0]
         shown = shown.replace(userinfo + "@", MASK + "@", 1)
-    for text in (parts.query, parts.fragment):
-        if text:
-            masked = "&".join(_mask_pair(pair) for pair in text.split("&"))
-            shown = shown.replace(text, masked, 1)
+    if parts.query:
+        masked = "&".join(_mask_pair(pair) for pair in parts.query.split("&"))
+        shown = shown.replace("?" + parts.query, "?" + masked, 1)
     for secret in secrets_of(url):
         shown = shown.replace(secret, MASK)
     return shown
@@ -100,10 +160,11 @@ def _mask_pair(pair: str) -> str:
     return pair
 
 
-def redact(text: str, *urls: str | None) -> str:
-    """``text`` with every secret of ``urls`` replaced by ``***``."""
+def redact(text: str, *urls: str | None, parsed: bool = True) -> str:
+    """``text`` with every secret of ``urls`` replaced by ``***`` (all of an unparseable URL after its
+    scheme; ``parsed=False`` as for :func:`redact_url`)."""
     for url in urls:
-        for secret in secrets_of(url):
+        for secret in secrets_of(url, parsed=parsed):
             text = text.replace(secret, MASK)
     return text
 

@@ -80,7 +80,8 @@ def prove_tflite_fix(settings: Any, row: dict[str, Any], ref_path: Path, sig: Si
         return None
     t0 = time.perf_counter()
     cal_path = settings.calibration_data or settings.data
-    cal = cast_to_signature(load_data(cal_path, sig, preprocess=settings.preprocess, seed=settings.seed), sig)
+    cal = cast_to_signature(load_data(cal_path, sig, preprocess=settings.preprocess, seed=settings.seed,
+                                      n=settings.calibration_samples), sig)     # only the rows it calibrates on
     n_cal = min(settings.calibration_samples, cal.n)
     ref_size = ref_path.stat().st_size
     base = ["edgebench", "convert-and-compare", str(ref_path),

@@ -89,6 +89,8 @@ class Verdict:
 
 
 # each threshold is held to the range of its command-line option (edgebench/core/ranges.py, written once)
+# A gate file is a few lines of thresholds; 64 KiB is ~1,000 of them.
+GATE_MAX_BYTES = 64 * 1024
 GATE_FLAGS = {
     "max_accuracy_drop": "--max-accuracy-drop",
     "min_psnr": "--min-psnr",
@@ -108,22 +110,27 @@ def load_gate_file(path: str | Path) -> dict[str, Thresholds]:
     ``edgebench.core.ranges``, the same ranges as ``--min-psnr`` and ``--max-accuracy-drop``)."""
     import yaml
 
+    from edgebench.core.bounded import compose_yaml, read_bytes
+    from edgebench.core.printable import shown
     from edgebench.core.ranges import RANGES
 
     p = Path(path)
+    fix = "give a YAML file of thresholds"
     try:
-        text = p.read_text()
+        text = read_bytes(p, GATE_MAX_BYTES, "a gate file", fix).decode("utf-8")
+    except BadInput as e:
+        raise BadInput(f"--gate {e}") from None
     except OSError as e:
-        raise BadInput(f"--gate {p}: cannot read ({e.strerror or type(e).__name__}); give a YAML file of thresholds") from None
+        raise BadInput(f"--gate {p}: cannot read ({e.strerror or type(e).__name__}); {fix}") from None
     except UnicodeDecodeError:
-        raise BadInput(f"--gate {p}: not a text file; give a YAML file of thresholds") from None
+        raise BadInput(f"--gate {p}: not a text file; {fix}") from None
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = compose_yaml(text, f"--gate {p}", "write each threshold out (no &anchors/*aliases)")
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise BadInput(f"--gate {where}: not valid YAML ({problem})") from None
+        raise BadInput(f"--gate {where}: not valid YAML ({shown(problem, quote=False)})") from None
 
     def at(node) -> str:
         return f"--gate {p}:{node.start_mark.line + 1}"
@@ -133,26 +140,34 @@ def load_gate_file(path: str | Path) -> dict[str, Thresholds]:
     loader = yaml.SafeLoader("")
     out: dict[str, Thresholds] = {}
     for key_node, vals_node in root.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise BadInput(f"{at(key_node)}: a precision key must be a name ({', '.join(PRECISION_KEYS)}), not a "
+                           "list or a mapping")
         prec = key_node.value
         if prec not in PRECISION_KEYS:
-            raise BadInput(f"{at(key_node)}: unknown precision key {prec!r}; use {', '.join(PRECISION_KEYS)}")
+            raise BadInput(f"{at(key_node)}: unknown precision key {shown(prec)}; use {', '.join(PRECISION_KEYS)}")
         if prec in out:
-            raise BadInput(f"{at(key_node)}: precision {prec!r} appears twice; keep one")
+            raise BadInput(f"{at(key_node)}: precision {shown(prec)} appears twice; keep one")
         if not isinstance(vals_node, yaml.MappingNode):
             raise BadInput(f"{at(key_node)}: '{prec}' must map threshold names to numbers")
         kw: dict[str, float] = {}
         for k_node, v_node in vals_node.value:
+            if not isinstance(k_node, yaml.ScalarNode):
+                raise BadInput(f"{at(k_node)}: a threshold name must be a word ({', '.join(GATE_KEYS)}), not a list "
+                               "or a mapping")
             k = k_node.value
             if k not in GATE_KEYS:
-                raise BadInput(f"{at(k_node)}: unknown threshold {prec}.{k}; use {', '.join(GATE_KEYS)}")
+                raise BadInput(f"{at(k_node)}: unknown threshold {prec}.{shown(k, quote=False)}; use "
+                               f"{', '.join(GATE_KEYS)}")
             if GATE_KEYS[k] in kw:
                 raise BadInput(f"{at(k_node)}: {prec}.{k} appears twice; keep one")
             v = loader.construct_object(v_node, deep=True)
             if not isinstance(v, (int, float)) or isinstance(v, bool):
-                raise BadInput(f"{at(v_node)}: {prec}.{k} must be a number, got {v!r}")
+                raise BadInput(f"{at(v_node)}: {prec}.{k} must be a number, got {shown(v)}")
             flag = GATE_FLAGS[k]
             if not RANGES[flag].ok(v):
-                raise BadInput(f"{at(v_node)}: {prec}.{k}: {v!r} must be {RANGES[flag].text()} (the range of {flag})")
+                raise BadInput(f"{at(v_node)}: {prec}.{k}: {shown(v)} must be {RANGES[flag].text()} (the range of "
+                               f"{flag})")
             kw[GATE_KEYS[k]] = float(v)
         out[prec] = Thresholds(**kw)
     return out

@@ -26,10 +26,14 @@ from typing import Any
 
 import yaml
 
+from edgebench.core.bounded import read_yaml
 from edgebench.core.errors import BadInput, GateFailed
+from edgebench.core.printable import shown
 from edgebench.core.fingerprint import KEY_FIELDS, diff_fingerprints
 
 LOCK_VERSION = 1
+# A lock is a few dozen lines per device; 1 MiB holds hundreds of devices.
+LOCK_MAX_BYTES = 1024 ** 2
 # Fields only known when TensorFlow was imported (``host_fingerprint(with_tf=True)``); compared
 # only when both the lock and this check gathered them, so `--no-tf` never fakes a difference.
 TF_FIELDS = ("cuda", "cudnn", "xla", "amp")
@@ -70,23 +74,27 @@ def write_lock(path: str, fp: dict[str, Any], devices: dict[str, dict[str, Any]]
 
 def read_lock(path: str) -> dict[str, Any]:
     p = Path(path)
+    rewrite = f"rewrite it with `edgebench env --lock {path}`"
     try:
-        lock = yaml.safe_load(p.read_text())
+        lock = read_yaml(p, LOCK_MAX_BYTES, "an environment lock", rewrite, where=f"--check-lock {path}")
     except FileNotFoundError:
         raise BadInput(f"--check-lock {path}: no such file; write one with `edgebench env --lock {path}`") from None
+    except BadInput as exc:
+        text = str(exc)
+        raise BadInput(text if text.startswith("--check-lock") else f"--check-lock {text}") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise BadInput(f"--check-lock {path}: not a readable YAML lock file ({str(exc).splitlines()[0]}); "
-                       f"rewrite it with `edgebench env --lock {path}`") from None
+        reason = shown(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, quote=False)
+        raise BadInput(f"--check-lock {path}: not a readable YAML lock file ({reason}); {rewrite}") from None
     if not isinstance(lock, dict) or "edgebench_env_lock" not in lock or not isinstance(lock.get("key_fields"), dict):
         raise BadInput(f"--check-lock {path}: not an edgebench environment lock (no 'edgebench_env_lock' / "
                        f"'key_fields'); write one with `edgebench env --lock {path}`")
     if lock["edgebench_env_lock"] != LOCK_VERSION:
-        raise BadInput(f"--check-lock {path}: lock format {lock['edgebench_env_lock']!r}, this edgebench "
+        raise BadInput(f"--check-lock {path}: lock format {shown(lock['edgebench_env_lock'])}, this edgebench "
                        f"reads {LOCK_VERSION}; rewrite it with `edgebench env --lock {path}`")
-    unknown = sorted(set(lock["key_fields"]) - set(KEY_FIELDS))
+    unknown = sorted(set(lock["key_fields"]) - set(KEY_FIELDS), key=str)
     if unknown:
-        raise BadInput(f"--check-lock {path}: unknown key field(s) {', '.join(unknown)}; allowed: "
-                       f"{', '.join(KEY_FIELDS)}")
+        names = shown(", ".join(map(str, unknown)), quote=False)
+        raise BadInput(f"--check-lock {path}: unknown key field(s) {names}; allowed: {', '.join(KEY_FIELDS)}")
     return lock
 
 
@@ -102,7 +110,7 @@ def check_lock(lock: dict[str, Any], fp: dict[str, Any], *, device: str | None =
     if device and device_fp is not None:
         dev_lock = (lock.get("devices") or {}).get(device)
         if dev_lock is None:
-            out.append({"field": "device", "expected": sorted(lock.get("devices") or {}), "actual": device,
+            out.append({"field": "device", "expected": sorted(lock.get("devices") or {}, key=str), "actual": device,
                         "where": device})
         else:
             out += [{"field": f, "expected": a, "actual": b, "where": device}
@@ -111,7 +119,8 @@ def check_lock(lock: dict[str, Any], fp: dict[str, Any], *, device: str | None =
 
 
 def describe(diffs: list[dict[str, Any]]) -> str:
-    return "; ".join(f"{d['where']} {d['field']}: expected {d['expected']!r}, found {d['actual']!r}" for d in diffs)
+    return "; ".join(f"{shown(d['where'], quote=False)} {shown(d['field'], quote=False)}: expected "
+                     f"{shown(d['expected'])}, found {shown(d['actual'])}" for d in diffs)
 
 
 def enforce_lock(path: str, fp: dict[str, Any], *, strict: bool = False,

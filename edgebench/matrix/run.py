@@ -47,7 +47,8 @@ from typing import Any, Callable
 
 import yaml
 
-from edgebench.core.bounded import read_bytes
+from edgebench.core.bounded import compose_yaml, construct_yaml, load_yaml_text, read_bytes
+from edgebench.core.printable import shown
 from edgebench.convert.run import DEFAULT_PRECISIONS, PRECISION_NAMES
 from edgebench.core.errors import BadInput, EdgebenchError, InfraError
 from edgebench.core.ranges import RANGES
@@ -206,15 +207,17 @@ def _where(path: str, lines: dict[str, Any], key: str) -> str:
     return f"{path}:{ln}" if ln else path
 
 
-def _mark_lines(path: str, text: str) -> dict[str, int]:
-    """Top-level key -> 1-based line, from PyYAML's node marks; duplicate keys are errors."""
+def _compose(path: str, text: str) -> tuple[yaml.MappingNode, dict[str, int]]:
+    """(the document's node graph, top-level key -> 1-based line), read within the bounded YAML
+    loader's limits (``edgebench.core.bounded.compose_yaml``: aliases, expansion); duplicate keys are
+    errors."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = compose_yaml(text, path, "write the values out (no &anchors/*aliases) or split the matrix")
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else path
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise BadInput(f"{where}: invalid YAML ({problem}); fix the syntax") from None
+        raise BadInput(f"{where}: invalid YAML ({shown(problem, quote=False)}); fix the syntax") from None
     if node is None:
         raise BadInput(f"{path}: the matrix file is empty; see matrices/ for examples")
     if not isinstance(node, yaml.MappingNode):
@@ -223,11 +226,13 @@ def _mark_lines(path: str, text: str) -> dict[str, int]:
     lines: dict[str, int] = {}
     for k, _v in node.value:
         name = k.value
+        if not isinstance(name, str):
+            continue                   # a list or mapping as a key: refused by name below
         if name in lines:
-            raise BadInput(f"{path}:{k.start_mark.line + 1}: key {name!r} appears twice (first on line "
+            raise BadInput(f"{path}:{k.start_mark.line + 1}: key {shown(name)} appears twice (first on line "
                            f"{lines[name]}); keep one")
         lines[name] = k.start_mark.line + 1
-    return lines
+    return node, lines
 
 
 def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -237,14 +242,15 @@ def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
     for item in items or ():
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise BadInput(f"--set {item!r}: use KEY=VALUE, e.g. --set devices=cpu,gpu or --set steps=20")
+            raise BadInput(f"--set {shown(item)}: use KEY=VALUE, e.g. --set devices=cpu,gpu or --set steps=20")
+        where, fix = f"--set {shown(item)}", "write the values out"
         try:
-            parsed = yaml.safe_load(value)
+            parsed = load_yaml_text(value, where, fix)
             if isinstance(parsed, str) and "," in parsed:   # devices=cpu,gpu -> a list
-                parsed = [yaml.safe_load(v.strip()) for v in parsed.split(",") if v.strip()]
+                parsed = [load_yaml_text(v.strip(), where, fix) for v in parsed.split(",") if v.strip()]
             out[key.strip()] = parsed
         except yaml.YAMLError as exc:
-            raise BadInput(f"--set {item!r}: value is not valid YAML ({str(exc).splitlines()[0]})") from None
+            raise BadInput(f"{where}: value is not valid YAML ({shown(str(exc).splitlines()[0], quote=False)})") from None
     return out
 
 
@@ -278,16 +284,23 @@ def load_matrix(path: str, overrides: dict[str, Any] | None = None,
         raise BadInput(f"{path}: no such matrix file; see matrices/ for examples") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"{path}: cannot read the matrix file ({exc})") from None
-    lines: dict[str, Any] = _mark_lines(path, text)
-    raw = yaml.safe_load(text)
+    node, marks = _compose(path, text)
+    lines: dict[str, Any] = dict(marks)
+    try:
+        raw = construct_yaml(node)
+    except yaml.YAMLError as exc:       # a list or mapping as a key ("found unhashable key")
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else path
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise BadInput(f"{where}: {shown(problem, quote=False)}; keys are words such as models, precisions") from None
     # normalise aliases (model -> models, precision -> precisions, ...)
     data: dict[str, Any] = {}
     for k, v in raw.items():
         if not isinstance(k, str):
-            raise BadInput(f"{path}: key {k!r} is not a name; keys are words such as models, precisions")
+            raise BadInput(f"{path}: key {shown(k)} is not a name; keys are words such as models, precisions")
         name = _ALIAS.get(k, k)
         if name in data:
-            raise BadInput(f"{path}:{lines.get(k)}: {k!r} and {name!r} both given; keep one")
+            raise BadInput(f"{path}:{lines.get(k)}: {shown(k)} and {shown(name)} both given; keep one")
         data[name] = v
         if k != name:
             lines[name] = lines.pop(k)
@@ -300,7 +313,7 @@ def load_matrix(path: str, overrides: dict[str, Any] | None = None,
     if "kind" in (overrides or {}):
         kind = data["kind"]
     if kind not in KINDS:
-        raise BadInput(f"{_where(path, lines, 'kind')}: kind {kind!r} is not allowed; use edge or train")
+        raise BadInput(f"{_where(path, lines, 'kind')}: kind {shown(kind)} is not allowed; use edge or train")
     # the guide writes training precisions under 'precision'
     if kind == "train" and "precisions" in data:
         data["train_precisions"] = data.pop("precisions")
@@ -314,7 +327,7 @@ def load_matrix(path: str, overrides: dict[str, Any] | None = None,
                 continue
             allowed = sorted({_public(k.name, kind) for k in _KEYS if kind in k.kinds and k.name != "kind"})
             article = "an" if kind == "edge" else "a"
-            raise BadInput(f"{_where(path, lines, name)}: unknown key {name!r} for {article} {kind} matrix; "
+            raise BadInput(f"{_where(path, lines, name)}: unknown key {shown(name)} for {article} {kind} matrix; "
                            f"allowed keys: {', '.join(allowed)}")
         label = _public(name, kind)
         if key.axis:
@@ -328,19 +341,20 @@ def load_matrix(path: str, overrides: dict[str, Any] | None = None,
             for v in values:
                 bad = key.check(v)
                 if bad:
-                    raise BadInput(f"{_where(path, lines, name)}: {label}: {v!r} is {bad}; allowed: {key.allowed}")
+                    raise BadInput(f"{_where(path, lines, name)}: {label}: {shown(v)} is {bad}; allowed: {key.allowed}")
                 _check_range(key, v, f"{_where(path, lines, name)}: {label}")
             norm = [_norm(name, v) for v in values]
             dupes = sorted({str(v) for v, k in Counter(map(str, norm)).items() if k > 1})
             if dupes:
-                raise BadInput(f"{_where(path, lines, name)}: {label} lists {', '.join(dupes)} more than once")
+                raise BadInput(f"{_where(path, lines, name)}: {label} lists {shown(', '.join(dupes), quote=False)} more than "
+                               "once")
             axes[name] = norm
         else:
             if isinstance(value, (list, dict)):
                 raise BadInput(f"{_where(path, lines, name)}: {label} takes one value ({key.allowed}), not a list")
             bad = key.check(value)
             if bad:
-                raise BadInput(f"{_where(path, lines, name)}: {label}: {value!r} is {bad}; allowed: {key.allowed}")
+                raise BadInput(f"{_where(path, lines, name)}: {label}: {shown(value)} is {bad}; allowed: {key.allowed}")
             _check_range(key, value, f"{_where(path, lines, name)}: {label}")
             settings[name] = value
     if "models" not in axes:
@@ -373,7 +387,7 @@ def _check_range(key: Key, v: Any, where: str) -> None:
     refused before any cell runs, as the option would be."""
     rng = RANGES.get(key.flag) if key.flag else None
     if rng is not None and isinstance(v, (int, float)) and not isinstance(v, bool) and not rng.ok(v):
-        raise BadInput(f"{where}: {v!r} must be {rng.text()} (the range of {key.flag})")
+        raise BadInput(f"{where}: {shown(v)} must be {rng.text()} (the range of {key.flag})")
 
 
 def _public(name: str, kind: str) -> str:
@@ -411,7 +425,7 @@ def _expand_models(path: str, lines: dict[str, Any], names: list[str], kind: str
         if kind == "edge" and Path(n).exists():
             out.append(n)
             continue
-        raise BadInput(f"{_where(path, lines, 'models')}: model {n!r} is neither a reference model "
+        raise BadInput(f"{_where(path, lines, 'models')}: model {shown(n)} is neither a reference model "
                        f"({', '.join(refs) or 'none registered'}{', all' if refs else ''})"
                        + (" nor an existing SavedModel/.keras/.tflite path" if kind == "edge" else "")
                        + "; fix the name or the path")
@@ -469,7 +483,7 @@ def shard(cells: list[Cell], spec: str | None) -> list[Cell]:
         k_s, n_s = spec.split("/")
         k, n = int(k_s), int(n_s)
     except ValueError:
-        raise BadInput(f"--shard {spec!r}: use K/N with integers, e.g. --shard 1/4") from None
+        raise BadInput(f"--shard {shown(spec)}: use K/N with integers, e.g. --shard 1/4") from None
     if n < 1 or not 1 <= k <= n:
         raise BadInput(f"--shard {spec}: need 1 <= K <= N, e.g. --shard 2/4")
     return [c for c in cells if c.index % n == k - 1]

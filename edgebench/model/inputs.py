@@ -250,16 +250,20 @@ def load_data(
     if path.is_dir():
         ds = _load_images(path, signature, preprocess, n)
     elif path.suffix == ".npz":
-        arrays, rows = read_npz(path, n)      # headers first, then only the first n rows (bounded.py)
+        # headers first, checked against the model's inputs before anything is inflated, then only the
+        # first n rows (bounded.py)
+        arrays, rows = read_npz(path, n, expect=lambda heads: check_headers(heads, signature, str(path)))
         ds = _from_arrays(arrays, signature, str(path))
         _check_declared_counts(ds, rows, signature)
     elif path.suffix == ".npy":
-        arr = read_npy(path, n)
         if len(signature.inputs) != 1:
             raise BadInput(f"--data {spec}: a .npy holds one array but the model has "
                            f"{len(signature.inputs)} inputs ({', '.join(signature.input_names)}); use an .npz "
                            "keyed by input name")
-        ds = _from_arrays({signature.inputs[0].name: arr}, signature, str(path))
+        first = signature.inputs[0].name
+        arr = read_npy(path, n, expect=lambda heads: check_headers(
+            {first: next(iter(heads.values()))}, signature, str(path), keys={first: path.stem}))
+        ds = _from_arrays({first: arr}, signature, str(path))
     elif path.suffix.lower() in IMAGE_SUFFIXES:
         raise BadInput(f"--data {spec}: a single image is not a data set; pass the folder that holds the images")
     else:
@@ -268,6 +272,52 @@ def load_data(
     ds = _dequantize_codes(ds, signature)
     validate(ds, signature)
     return ds.take(n)
+
+
+def _standin(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An array of the declared ``shape`` and ``dtype`` that takes no memory (every stride 0): what the
+    binding code sees of a file's array before its bytes are read."""
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dtype=dtype), shape=shape, strides=(0,) * len(shape),
+                                           writeable=False)
+
+
+def _model_shape(t: TensorSpec) -> str:
+    return "[" + ", ".join("N" if d is None else str(d) for d in t.shape) + "]"
+
+
+def check_headers(headers: dict[str, tuple[tuple[int, ...], np.dtype]], signature: Signature, source: str, *,
+                  keys: dict[str, str] | None = None) -> None:
+    """A data file's arrays, as their ``.npy`` headers declare them (``{name: (shape, dtype)}``),
+    checked against the model's inputs before any array body is read (``bounded.read_npz``'s
+    ``expect``): the same binding as the loaded file gets (by name, by position, a single array),
+    then every bound array's per-sample shape and dtype and the sample counts. BadInput names the
+    array, its declared shape and the model's input shape. ``keys``: input name -> the name messages
+    use for its array (a .npy's file name)."""
+    arrays = {k: _standin(shape, dtype) for k, (shape, dtype) in headers.items()
+              if k not in (LABELS_KEY, STREAM_LABELS_KEY)
+              and not (k == "y" and LABELS_KEY not in headers and "y" not in signature.input_names)}
+    ds = _from_arrays(arrays, signature, source)      # labels are left out: only their count matters, checked later
+    pairs = {name: key for key, name in ((ds.binding or {}).get("pairs") or {}).items()}
+    for t in signature.inputs:
+        key = (keys or {}).get(t.name) or pairs.get(t.name, t.name)
+        declared, dtype = headers.get(key, headers.get(t.name, ((), np.dtype("float32"))))
+        a = ds.arrays[t.name]
+        want, got = t.sample_shape, a.shape[1:]
+        stream = f" (its first two axes read as [streams, windows]: {ds.stream_how})" if ds.stream_how else ""
+        if a.ndim == 0 or len(got) != len(want) or any(w is not None and w != g for w, g in zip(want, got)):
+            raise BadInput(f"--data {source}: array {key!r} declares shape {list(declared)} {dtype.name}{stream}, "
+                           f"so one sample is {list(got)}, but the model's input '{t.name}' is "
+                           f"{_model_shape(t)} (one sample [{', '.join('any' if d is None else str(d) for d in want)}]); "
+                           "nothing was read: save the data as [N, ...sample shape] or resize it")
+        if not (np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer) or dtype == np.bool_):
+            raise BadInput(f"--data {source}: array {key!r} declares dtype {dtype} (shape {list(declared)}), but the "
+                           f"model's input '{t.name}' is {t.dtype} {_model_shape(t)}; save a numeric array")
+    counts = {t.name: ds.arrays[t.name].shape[0] for t in signature.inputs}
+    if len(set(counts.values())) > 1:
+        raise BadInput(f"--data {source}: inputs have different sample counts {counts}; give every input the "
+                       "same number of samples")
+    if counts and not next(iter(counts.values())):
+        raise BadInput(f"--data {source}: holds no samples; provide at least one")
 
 
 def _check_declared_counts(ds: InputSet, rows: dict[str, int | None], signature: Signature) -> None:

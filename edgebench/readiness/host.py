@@ -95,7 +95,8 @@ def _inputs(settings, path: str, out_dir: Path) -> str:
 
     sig = tflite_signature(path)
     if settings.data and settings.data != "synthetic":
-        ds = cast_to_signature(load_data(settings.data, sig, preprocess=settings.preprocess), sig)
+        ds = cast_to_signature(load_data(settings.data, sig, preprocess=settings.preprocess,
+                                         n=settings.host_samples), sig)     # only the rows the host run uses
     else:
         ds = synthetic(sig, settings.host_samples, seed=0)
     ds = ds.take(settings.host_samples)

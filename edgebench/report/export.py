@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from edgebench.core.errors import BadInput, InfraError, OutputNotWritable
 from edgebench.rows.identity import series_key, series_label
+from edgebench.core.printable import shown
 from edgebench.core.redact import redact, redact_url
 from edgebench.report.prometheus import render_prometheus
 
@@ -42,11 +43,19 @@ _CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def _check_gateway_url(url: str) -> str:
-    parsed = urllib.parse.urlsplit(url or "")
+    """``url`` without a trailing slash, refused (BadInput showing it redacted: userinfo, the fragment,
+    and all of it after the scheme when it cannot be parsed) unless it is ``http(s)://host[:port][/prefix]``."""
+    shown_url = shown(redact_url(url))
+    try:
+        parsed = urllib.parse.urlsplit(url or "")
+        parsed.port                     # noqa: B018 -- ValueError: not a port number
+    except ValueError:
+        raise BadInput(f"--pushgateway {shown_url} is not a URL edgebench can read (its host or port); give e.g. "
+                       "http://localhost:9091") from None
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise BadInput(f"--pushgateway {redact_url(url)!r} is not an http(s) URL; give e.g. http://localhost:9091")
+        raise BadInput(f"--pushgateway {shown_url} is not an http(s) URL; give e.g. http://localhost:9091")
     if parsed.query or parsed.fragment:
-        raise BadInput(f"--pushgateway {redact_url(url)!r} has a query or fragment; give only "
+        raise BadInput(f"--pushgateway {shown_url} has a query or fragment; give only "
                        "scheme://[user:password@]host:port[/prefix]")
     return url.rstrip("/")
 

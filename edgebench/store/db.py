@@ -41,7 +41,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
-from edgebench.core.errors import BadInput, InfraError
+from edgebench.core.errors import BadInput, InfraError, first_line
+from edgebench.core.printable import shown
 from edgebench.rows.identity import HEADLINE, headline, headline_columns, series_key
 from edgebench.rows.metrics import metric
 from edgebench.judge.outcome import precision_label, row_verdict_of, run_verdict_of
@@ -324,13 +325,17 @@ def _to_url(url: str) -> sa.engine.URL:
         try:
             return sa.engine.make_url(url)
         except Exception as exc:  # noqa: BLE001 -- sqlalchemy raises ArgumentError
-            raise BadInput(f"--db {redact_url(url)!r} is not a database URL ({redact(str(exc), url)}); give a file "
+            # SQLAlchemy found no parts in it: all after the scheme is masked, in the URL and in the reason
+            reason = shown(redact(first_line(exc), url, parsed=False), quote=False)
+            raise BadInput(f"--db {redact_url(url, parsed=False)} is not a database URL ({reason}); give a file "
                            "path or a URL such as postgresql+psycopg2://user@host/db") from None
     p = Path(url).expanduser()
     if p.is_dir():
-        raise BadInput(f"--db {url} is a directory; give a file path such as {p / 'results.db'}")
+        raise BadInput(f"--db {redact_url(url)} is a directory; give a file path such as "
+                       f"{redact(str(p / 'results.db'), url)}")
     if not p.parent.exists():
-        raise BadInput(f"--db {url}: directory {p.parent} does not exist; create it or pick another path")
+        raise BadInput(f"--db {redact_url(url)}: directory {redact(str(p.parent), url)} does not exist; create it "
+                       "or pick another path")
     return sa.engine.URL.create("sqlite", database=str(p.resolve()))
 
 
@@ -350,11 +355,12 @@ class Store:
     """
 
     def __init__(self, url: str | None = None, *, timeout_s: float = 30.0) -> None:
-        self.url = _to_url(url or default_url())
+        self._given = url or default_url()      # shown redacted as given: SQLAlchemy renders '#x' as '%23x'
+        self.url = _to_url(self._given)
         self._raw = self.url.render_as_string(hide_password=False)
-        self.where = _redact(self.url)
-        self.timeout_s = float(timeout_s)
         self.is_sqlite = self.url.get_backend_name() == "sqlite"
+        self.where = _redact(self.url) if self.is_sqlite else redact_url(self._given)
+        self.timeout_s = float(timeout_s)
         self.engine = self._make_engine()
         self._ensure_schema()
 
@@ -393,11 +399,11 @@ class Store:
                    else f"install the Python package that provides {exc.name}, or pass a SQLite path")
             raise BadInput(f"--db {self.where}: the database driver {exc.name!r} is not installed; {how}") from None
         except sa.exc.ArgumentError as exc:
-            raise BadInput(f"--db {self.where}: {redact(str(exc), self._raw)}") from None
+            raise BadInput(f"--db {self.where}: {redact(str(exc), self._raw, self._given)}") from None
 
     def _explain(self, exc: Exception, action: str) -> Exception:
         msg = str(getattr(exc, "orig", exc)).strip().splitlines()[0] if str(exc) else type(exc).__name__
-        msg = redact(msg, self._raw)     # a driver's message may quote the URL it was given
+        msg = redact(msg, self._raw, self._given)     # a driver's message may quote the URL it was given
         low = msg.lower()
         if any(s in low for s in _LOCKED):
             return InfraError(f"results database {self.where} is locked by another process "

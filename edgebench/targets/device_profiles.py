@@ -19,7 +19,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import yaml
 
+from edgebench.core.bounded import load_yaml_text, read_bytes
 from edgebench.core.errors import BadInput
+from edgebench.core.printable import shown
 
 CLUSTER_NAMES = ("prime", "big", "mid", "little")
 KINDS = ("phone", "board")
@@ -28,6 +30,8 @@ DELEGATES = ("xnnpack", "gpu", "nnapi", "hexagon", "coreml")
 # (e.g. ro.board.platform, shared by every phone on the same SoC) only break ties.
 IDENTITY_KEYS = ("ro.product.model", "ro.product.device", "model")
 ENV_DIRS = "EDGEBENCH_DEVICE_PROFILES"
+# A profile is ~40 lines (~1 KiB); 256 KiB leaves room for long comments and source lists.
+PROFILE_MAX_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,7 @@ def _req(d: Mapping[str, Any], key: str, typ: type | tuple[type, ...], path: Pat
         raise _bad(path, prefix + key, "is missing")
     v = d[key]
     if not isinstance(v, typ) or isinstance(v, bool) and typ is not bool:
-        raise _bad(path, prefix + key, f"must be {getattr(typ, '__name__', typ)}, got {type(v).__name__} {v!r}")
+        raise _bad(path, prefix + key, f"must be {getattr(typ, '__name__', typ)}, got {type(v).__name__} {shown(v)}")
     return v
 
 
@@ -110,13 +114,14 @@ def profile_from_dict(d: Any, path: Path | str = "<dict>", profile_id: str | Non
         raise _bad(path, "<top level>", f"must be a mapping, got {type(d).__name__}")
     known = {"name", "kind", "soc", "abi", "gpu", "npu", "ram_gb", "match", "clusters", "recommended",
              "delegates", "sources"}
-    unknown = sorted(set(d) - known)
+    unknown = sorted(set(d) - known, key=str)
     if unknown:
-        raise _bad(path, str(unknown[0]), f"is not a profile key (known: {', '.join(sorted(known))})")
+        raise _bad(path, shown(str(unknown[0]), 80, quote=False),
+                   f"is not a profile key (known: {', '.join(sorted(known))})")
     name = _req(d, "name", str, path)
     kind = _req(d, "kind", str, path)
     if kind not in KINDS:
-        raise _bad(path, "kind", f"must be one of {KINDS}, got {kind!r}")
+        raise _bad(path, "kind", f"must be one of {KINDS}, got {shown(kind)}")
     soc = _req(d, "soc", str, path)
     abi = _req(d, "abi", str, path)
 
@@ -125,7 +130,7 @@ def profile_from_dict(d: Any, path: Path | str = "<dict>", profile_id: str | Non
     for k, v in raw_match.items():
         vals = [v] if isinstance(v, str) else v
         if not isinstance(vals, list) or not vals or not all(isinstance(x, (str, int)) for x in vals):
-            raise _bad(path, f"match.{k}", "must be a non-empty list of strings")
+            raise _bad(path, f"match.{shown(str(k), 80, quote=False)}", "must be a non-empty list of strings")
         match[str(k)] = tuple(str(x) for x in vals)
     if not any(k in match for k in IDENTITY_KEYS):
         raise _bad(path, "match", f"needs at least one of {', '.join(IDENTITY_KEYS)}")
@@ -141,7 +146,7 @@ def profile_from_dict(d: Any, path: Path | str = "<dict>", profile_id: str | Non
             raise _bad(path, f"clusters[{i}]", "must be a mapping")
         cname = _req(c, "name", str, path, pre)
         if cname not in CLUSTER_NAMES:
-            raise _bad(path, pre + "name", f"must be one of {CLUSTER_NAMES}, got {cname!r}")
+            raise _bad(path, pre + "name", f"must be one of {CLUSTER_NAMES}, got {shown(cname)}")
         ids = _req(c, "cpu_ids", list, path, pre)
         if not ids or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in ids):
             raise _bad(path, pre + "cpu_ids", "must be a non-empty list of cpu numbers >= 0")
@@ -151,7 +156,7 @@ def profile_from_dict(d: Any, path: Path | str = "<dict>", profile_id: str | Non
         seen.update(ids)
         mhz = _req(c, "max_mhz", (int, float), path, pre)
         if mhz <= 0:
-            raise _bad(path, pre + "max_mhz", f"must be > 0, got {mhz}")
+            raise _bad(path, pre + "max_mhz", f"must be > 0, got {shown(mhz)}")
         core = c.get("core")
         clusters.append(CoreCluster(cname, tuple(int(x) for x in ids), int(mhz), str(core) if core else None))
 
@@ -162,21 +167,21 @@ def profile_from_dict(d: Any, path: Path | str = "<dict>", profile_id: str | Non
     try:
         m = int(mask, 16)
     except ValueError:
-        raise _bad(path, "recommended.affinity_mask", f"must be a hex cpu mask like 'f0', got {mask!r}") from None
+        raise _bad(path, "recommended.affinity_mask", f"must be a hex cpu mask like 'f0', got {shown(mask)}") from None
     cpus = {i for i in range(m.bit_length()) if m >> i & 1}
     if not cpus or not cpus <= seen:
         raise _bad(path, "recommended.affinity_mask",
-                   f"{mask!r} selects cpus {sorted(cpus)} but the clusters have {sorted(seen)}")
+                   f"{shown(mask)} selects cpus {sorted(cpus)} but the clusters have {sorted(seen)}")
     if not 1 <= threads <= len(cpus):
-        raise _bad(path, "recommended.threads", f"must be between 1 and the {len(cpus)} cpus of the mask, got {threads}")
+        raise _bad(path, "recommended.threads", f"must be between 1 and the {len(cpus)} cpus of the mask, got {shown(threads)}")
 
     dels = _req(d, "delegates", list, path)
     bad = [x for x in dels if x not in DELEGATES]
     if bad or not dels:
-        raise _bad(path, "delegates", f"must list some of {DELEGATES}, got {dels!r}")
+        raise _bad(path, "delegates", f"must list some of {DELEGATES}, got {shown(dels)}")
     ram = d.get("ram_gb")
     if ram is not None and (not isinstance(ram, (int, float)) or isinstance(ram, bool) or ram <= 0):
-        raise _bad(path, "ram_gb", f"must be a positive number, got {ram!r}")
+        raise _bad(path, "ram_gb", f"must be a positive number, got {shown(ram)}")
     sources = d.get("sources") or []
     if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
         raise _bad(path, "sources", "must be a list of strings (URLs)")
@@ -195,16 +200,22 @@ def profile_from_dict(d: Any, path: Path | str = "<dict>", profile_id: str | Non
 
 def load_profile_file(path: str | os.PathLike) -> Profile:
     p = Path(path)
+    fix = "fix the file (see docs/benchmark_model.md)"
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_bytes(p, PROFILE_MAX_BYTES, "a device profile", fix).decode("utf-8")
+    except BadInput as exc:
+        raise BadInput(f"device profile {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"device profile {p}: cannot read it ({exc}); check the path") from None
+        raise BadInput(f"device profile {p}: cannot read it ({shown(str(exc), quote=False)}); check the "
+                       "path") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = load_yaml_text(text, f"device profile {p}", "write the values out (no &anchors/*aliases)")
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         loc = f" at line {where.line + 1}" if where is not None else ""
-        raise BadInput(f"device profile {p}: invalid YAML{loc} ({getattr(exc, 'problem', exc)}); fix the file") from None
+        problem = str(getattr(exc, "problem", None) or exc)
+        raise BadInput(f"device profile {p}: invalid YAML{loc} ({shown(problem, quote=False)}); fix the "
+                       "file") from None
     return profile_from_dict(doc, p)
 
 

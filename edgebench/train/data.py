@@ -49,13 +49,46 @@ def _shape_tail(a: np.ndarray) -> tuple:
     return tuple(np.asarray(a).shape[1:])
 
 
+def _check_headers(path: str, heads: dict[str, tuple[tuple[int, ...], np.dtype]], probe_x: Any,
+                   probe_y: np.ndarray) -> None:
+    """The checks below, from the arrays' ``.npy`` headers alone (``bounded.read_npz``'s ``expect``):
+    a file whose arrays cannot train this model is refused before any array is inflated."""
+    if "labels" not in heads:
+        raise BadInput(f"--data {path}: no 'labels' array; save the training targets under the key 'labels'")
+    xs = {k: v for k, v in heads.items() if k != "labels"}
+    probes = probe_x if isinstance(probe_x, dict) else None
+    if probes is not None:
+        missing = [k for k in probes if k not in xs]
+        if missing:
+            raise BadInput(f"--data {path}: missing input array(s) {', '.join(missing)}; the model takes "
+                           f"{', '.join(probes)} (plus 'labels')")
+        pairs = {k: (xs[k], _shape_tail(probes[k])) for k in probes}
+    else:
+        if len(xs) != 1:
+            raise BadInput(f"--data {path}: expected exactly one input array besides 'labels', found "
+                           f"{', '.join(xs) or 'none'}")
+        pairs = {next(iter(xs)): (next(iter(xs.values())), _shape_tail(probe_x))}
+    n_labels = heads["labels"][0][0] if heads["labels"][0] else None
+    for k, ((shape, dtype), want) in pairs.items():
+        if not shape or tuple(shape[1:]) != want:
+            raise BadInput(f"--data {path}: input {k!r} has per-example shape {tuple(shape[1:])}, the model needs "
+                           f"{want} (array {k!r} declares {list(shape)} {dtype.name}; nothing was read)")
+        if dtype.kind not in "biuf":
+            raise BadInput(f"--data {path}: array {k!r} declares dtype {dtype}; save numeric arrays")
+        if n_labels is not None and shape[0] != n_labels:
+            raise BadInput(f"--data {path}: input {k!r} has {shape[0]} examples but 'labels' has {n_labels}")
+    if tuple(heads["labels"][0][1:]) != _shape_tail(probe_y):
+        raise BadInput(f"--data {path}: 'labels' per-example shape {tuple(heads['labels'][0][1:])}, the loss needs "
+                       f"{_shape_tail(probe_y)}")
+
+
 def _load_npz_pool(path: str, probe_x: Any, probe_y: np.ndarray) -> Pool:
     """The user's .npz as a Pool, checked against the structure of ``models.training_batch``."""
     from edgebench.core.fingerprint import sha256_file
 
     # headers first: a crafted file (a bomb, a declared shape it does not hold, over 2 GiB) is one
     # exit-2 line naming the array, not a MemoryError
-    arrays = read_npz(path)[0]
+    arrays = read_npz(path, expect=lambda heads: _check_headers(path, heads, probe_x, probe_y))[0]
     if "labels" not in arrays:
         raise BadInput(f"--data {path}: no 'labels' array; save the training targets under the key 'labels'")
     y = arrays.pop("labels")
