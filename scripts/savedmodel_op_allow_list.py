@@ -98,7 +98,10 @@ def allowed() -> list[str]:
 def render(names: list[str]) -> str:
     import tensorflow as tf
 
-    body = "".join(f"    {n!r},\n" for n in names)
+    import textwrap
+
+    body = "\n".join(textwrap.wrap(" ".join(f"{n!r}," for n in names), 110, initial_indent="    ",
+                                   subsequent_indent="    ", break_on_hyphens=False)) + "\n"
     return (f'"""SavedModel ops that load without --trust-model: {len(names)} ops, from TensorFlow {tf.__version__}\'s\n'
             'op registry by scripts/savedmodel_op_allow_list.py (read it for the rule). Generated: rerun the script\n'
             'and review the diff, never edit by hand."""\n\nALLOWED_OPS = frozenset({\n' + body + "})\n")
@@ -107,7 +110,7 @@ def render(names: list[str]) -> str:
 def main(argv: list[str]) -> int:
     names = allowed()
     if "--diff" in argv:
-        have = set(re.findall(r"    '([^']+)',", OUT.read_text())) if OUT.exists() else set()
+        have = set(re.findall(r"'([^']+)',", OUT.read_text())) if OUT.exists() else set()
         print("added:", sorted(set(names) - have))
         print("dropped:", sorted(have - set(names)))
         return 0
