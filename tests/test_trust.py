@@ -348,3 +348,29 @@ def test_keras_archive_zip_members_unit(tmp_path):
             if unsafe_member_name(n)] == ["../x", "/etc/x", "a/../../x", "C:/x", "..\\x"]
     z = zipfile.ZipFile(zip_with(tmp_path / "ok.zip", {"config.json": b"{}"}))
     assert z.namelist() == ["config.json"]
+
+
+def test_a_savedmodel_with_a_dataset_graph_is_refused_naming_the_op(run_cli, tmp_path):
+    """The review's route past the op-name deny-list: a tf.data pipeline inside the serving function
+    (``Dataset.cache(path)`` creates files at any prefix; a dataset graph can be rebuilt from a
+    string). The allow-list names the first op that is not a pure tensor op; nothing is written."""
+    import tensorflow as tf
+
+    cache = tmp_path / "planted-cache"
+
+    class Cached(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([1, 4], tf.float32, name="x")])
+        def serve(self, x):
+            ds = tf.data.Dataset.from_tensors(x).cache(str(cache))
+            return {"y": ds.reduce(tf.zeros([1, 4]), lambda acc, v: acc + v)}
+
+    m = Cached()
+    tf.saved_model.save(m, str(tmp_path / "cached"), signatures={"serving_default": m.serve})
+    for leftover in tmp_path.glob("planted-cache*"):
+        leftover.unlink()
+    code, _, err = run_cli("convert-and-compare", str(tmp_path / "cached"), "-p", "fp32", "--data", "synthetic",
+                           "-n", "2", "--runs", "3", "--no-store", "--out", str(tmp_path / "o"))
+    line = _one_line(err)
+    assert code == 2 and "not on edgebench's list of pure tensor ops" in line and "--trust-model" in line, line
+    assert "Dataset" in line, line
+    assert not list(tmp_path.glob("planted-cache*"))
