@@ -235,7 +235,7 @@ def test_results_compare_pairs_fp32_and_int8_runs_and_tests_the_processes():
     assert ch["TTFT ms"].verdict == "same" and ch["size"].verdict == "better"
     one = _llm_doc("c", "dynamic", [2000.0], "b" * 64)
     lonely = {c.metric: c for c in compare_runs(a, one)["pairs"][0]["changes"]}["decode tok/s"]
-    assert lonely.verdict == "not significant" and "--repeats 3" in lonely.note
+    assert lonely.verdict == "cannot judge" and lonely.reason == "within-run only" and "--repeats 3" in lonely.note
     same_shape_other = _llm_doc("d", "fp32", [1000.0, 1005.0, 995.0], "a" * 64)
     d2 = compare_runs(a, same_shape_other)
     assert {c.metric: c.verdict for c in d2["pairs"][0]["changes"]}["decode tok/s"] == "same"

@@ -88,13 +88,14 @@ def test_a_within_run_interval_is_printed_apart_from_the_verdict():
                      "latency_ms": {"p50": float(np.median(ms)), "mean": float(ms.mean()), "loaded": False}})
     rep = compare_runs(_doc([rows[0]], "a"), _doc([rows[1]], "b"))
     p50 = next(c for c in rep["pairs"][0]["changes"] if c.metric.startswith("p50"))
-    assert p50.verdict == "not significant" and p50.ci_basis == "within-run" and not p50.rerun_interval
+    # 1.25x far beyond the threshold: called, on a within-run interval named as such
+    assert p50.verdict == "worse" and p50.ci_basis == "within-run" and not p50.rerun_interval
     con = Console(record=True, width=250)
     for part in render_results_compare(rep, width=250, details=True):      # every metric, with its note
         con.print(part)
     text = con.export_text()
     line = next(x for x in text.splitlines() if "p50 ms" in x)
-    assert "1.250x [" not in line and "within-run interval (one run a side: not an interval for a rerun)" in text
+    assert "1.250x [" not in line and "within-run only: 95% interval" in text
 
 
 def test_history_interval_and_noise_band():
@@ -107,7 +108,8 @@ def test_history_interval_and_noise_band():
     assert quiet.verdict == "worse" and quiet.ci_basis == "history" and quiet.ci[0] < 1.3 < quiet.ci[1]
     noisy = classify("p50", np.median(a), np.median(b), higher_is_better=False, samples_a=a, samples_b=b,
                      noise=(0.12, 40, 39))
-    assert noisy.verdict == "not significant" and noisy.noise_band > 1.3
+    assert noisy.verdict == "cannot judge" and noisy.noise_band > 1.3
+    assert noisy.reason == "spread wider than the threshold"
 
 
 def test_replicates_and_history_must_agree():
@@ -118,11 +120,11 @@ def test_replicates_and_history_must_agree():
     gb = [1.12 * rng.lognormal(0, 0.02, 800) for _ in range(3)]
     a, b = np.concatenate(ga), np.concatenate(gb)
     kw = dict(higher_is_better=False, samples_a=a, samples_b=b, repeats_a=[float(np.median(g)) for g in ga],
-              repeats_b=[float(np.median(g)) for g in gb], groups_a=ga, groups_b=gb)
+              repeats_b=[float(np.median(g)) for g in gb], groups_a=ga, groups_b=gb, spread_s=30.0)
     reps = classify("p50", np.median(a), np.median(b), **kw)
     both = classify("p50", np.median(a), np.median(b), noise=(0.08, 12, 11), **kw)
     assert reps.verdict == "worse" and reps.basis == "repeats" and reps.ci_basis == "processes"
-    assert both.basis == "repeats+history" and both.rerun_interval and both.verdict == "not significant"
+    assert both.basis == "repeats+history" and both.rerun_interval and both.verdict == "cannot judge"
     assert both.ci[0] <= reps.ci[0] and both.ci[1] >= reps.ci[1] and both.noise_band > reps.noise_band
 
 

@@ -321,7 +321,16 @@ def test_results_cli_list_show_compare_history_export(history_db, tmp_path):
     assert "worse" in out
     r = _cli("results", "compare", ids[0], ids[9], "--db", db, "--fail-on-regression")
     assert r.returncode == 1 and "worse in" in r.stderr and "p < 0.002" in r.stderr
+    # two neighbouring runs with no history before B: nothing is worse, but an 800-sample p99 from one
+    # run a side cannot be called "same" (issue 44) -- exit 4, naming what would decide it
     r = _cli("results", "compare", ids[0], ids[1], "--db", db, "--fail-on-regression", "--json", "-")
+    assert r.returncode == 4, r.stderr
+    assert "cannot be judged" in r.stderr and "within-run only" in r.stderr and "--repeats 3" in r.stderr
+    assert json.loads(r.stdout)["gate"]["state"] == "undecided"
+    r = _cli("results", "compare", ids[0], ids[1], "--db", db, "--fail-on-regression", "--undecided", "fail")
+    assert r.returncode == 1 and "cannot be judged" in r.stderr
+    r = _cli("results", "compare", ids[0], ids[1], "--db", db, "--fail-on-regression", "--undecided", "pass",
+             "--json", "-")
     assert r.returncode == 0
     rep = json.loads(r.stdout)
     assert rep["regressions"] == 0 and rep["fingerprint_diff"] == []

@@ -62,6 +62,7 @@ class BenchSettings:
     xnnpack_cache: bool = False
     energy: EnergySettings | None = None
     repeats: int = 1                    # worker processes per model x target (run-level replicates)
+    round_gap_s: float = 0.0            # --round-gap: round k of --repeats starts >= k x this after the first
     runtime_api: str = "interpreter"    # "compiled": LiteRT's CompiledModel API (--runtime)
     accelerator: str | None = None      # compiled runtime: cpu | gpu | npu (--accelerator)
     gpu_precisions: tuple[str, ...] = ()  # GPU: fp32 and/or fp16, side by side (--gpu-precision)
@@ -84,6 +85,9 @@ class BenchSettings:
                            "XNNPACK: drop one of them")
         if self.repeats < 1:
             raise BadInput(f"--repeats must be >= 1, got {self.repeats}")
+        if self.round_gap_s and self.repeats < 2:
+            raise BadInput(f"--round-gap {self.round_gap_s:g} spreads the processes of --repeats, and there is one; "
+                           "add --repeats 3 (or more) or drop --round-gap")
         if self.repeats > 1 and (self.schedule.sustained or self.schedule.paced or self.cold_starts):
             raise BadInput("--repeats applies to back-to-back runs; drop it for --duration/--period-ms/"
                            "--cold-starts (each of those is one measured process)")
@@ -117,7 +121,7 @@ def failed_row(target_name: str, model: str, err: EdgebenchError, **known: Any) 
 def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
               peak: dict[str, Any] | None, progress: Callable[[str], None] | None = None,
               gpu_precision: str | None = None, measured: list[RunResult] | None = None,
-              order: list[int] | None = None) -> InferenceRow:
+              order: list[int] | None = None, started: list[float] | None = None) -> InferenceRow:
     """Benchmark one model on one target; failures become a failed row. ``measured``: its worker
     processes, already run (``--repeats`` interleaved with the other models: ``run_bench``), with
     their ``order`` in the target's sequence; None runs them here, one after another."""
@@ -147,7 +151,7 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
             results = measured
             if not results:
                 raise InfraError(f"not run: interrupted before {name} on {target.name} was measured")
-        res = RunResult.pooled(results, name, order)
+        res = RunResult.pooled(results, name, order, started)
         if res.status != "ok":        # an interleaved process failed (its error, its exit code)
             raise (BadInput if res.extra.get("exit_code") == 2 else InfraError)(res.error or "worker failed")
         pooled = np.asarray(res.samples_ns, np.int64)
@@ -266,14 +270,15 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
             targets, items, settings.repeats,
             measure=lambda t, it, r: t.run(_job(settings, it[1], it[2])),
             on_error=lambda t, it, err: RunResult.failed(t.name, it[1], str(err), exit_code=err.exit_code),
-            progress=progress, describe=describe)
+            progress=progress, describe=describe, round_gap_s=settings.round_gap_s)
         if rounds.interrupted:      # the rows pool what was measured; nothing new is started
             row_settings = replace(settings, concurrency=(), server_qps=None, sla_p99_ms=None)
     outcome = run_on_targets(
         targets, items,
         run=lambda t, it: bench_one(t, it[1], infos[it[1]], row_settings, peak, progress, gpu_precision=it[2],
                                     measured=None if rounds is None else rounds.processes.get((t.name, it[0]), []),
-                                    order=None if rounds is None else rounds.order.get((t.name, it[0]))),
+                                    order=None if rounds is None else rounds.order.get((t.name, it[0])),
+                                    started=None if rounds is None else rounds.started.get((t.name, it[0]))),
         on_error=lambda t, it, err: failed_row(t.name, it[1], err, gpu_precision=it[2]),
         progress=progress if rounds is None else None, describe=describe)
     rows = sustain.ranking_changes([outcome.results[(t.name, i)] for t in targets for i in range(len(items))])

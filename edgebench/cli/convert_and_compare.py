@@ -34,6 +34,7 @@ from edgebench.cli._options import (
     OpProfileOpt,
     PushgatewayOpt,
     RepeatsOpt,
+    RoundGapOpt,
     RunsOpt,
     RuntimeOpt,
     SignatureOpt,
@@ -97,6 +98,7 @@ def register(app: typer.Typer) -> None:
         gpu_precision: GpuPrecisionOpt = None,
         op_profile: OpProfileOpt = False,
         repeats: RepeatsOpt = 1,
+        round_gap: RoundGapOpt = 0.0,
         model_explorer: ModelExplorerOpt = None,
         runs: RunsOpt = None,
         min_runs: MinRunsOpt = RC_DEFAULTS.min_runs,
@@ -183,7 +185,8 @@ def register(app: typer.Typer) -> None:
                                   min_delegated),
             gate_file=load_gate_file(gate) if gate else None,
             runtime_api=runtime, accelerator=accelerator, gpu_precisions=gpu_precisions(gpu_precision),
-            op_profile=op_profile, repeats=repeats, state=check_state(state), stream_threshold=stream_threshold,
+            op_profile=op_profile, repeats=repeats, round_gap_s=round_gap, state=check_state(state),
+            stream_threshold=stream_threshold,
         )
         check_model_explorer(model_explorer, op_profile)
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway,

@@ -78,7 +78,8 @@ def register(app: typer.Typer) -> None:
         b: str = typer.Argument(..., help="Run id B (after / candidate)."),
         min_ratio: float = typer.Option(1.1, "--min-ratio", help="A change must be at least this factor (asv default 1.1)."),
         alpha: float = typer.Option(0.002, "--alpha", help="...and p below this (asv default 0.002): per metric, a test of that metric on the samples and of the run-to-run noise (repeats or stored history)."),
-        fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 when any metric is significantly worse."),
+        fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 when any metric is worse; when one cannot be judged, what --undecided says."),
+        undecided: str = typer.Option("rerun", "--undecided", help="With --fail-on-regression, a metric that cannot be judged (load on its slower side, too few processes, an interval across the threshold): rerun = exit 4 naming what rerun decides it, fail = exit 1, pass = exit 0 with a warning."),
         accuracy_pp: Optional[float] = typer.Option(None, "--accuracy-pp", help="Top-1 change that counts, in percentage points (default: B's gate --max-accuracy-drop, else 1)."),
         psnr_db: Optional[float] = typer.Option(None, "--psnr-db", help="PSNR change that counts, in dB (default 3)."),
         cosine: Optional[float] = typer.Option(None, "--cosine", help="Change of 1 - cosine that counts (default 0.001)."),
@@ -88,11 +89,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Compare two runs: environment differences first, then what changed (worse/better), then counts; --details for every metric."""
         from edgebench.cli._common import console
-        from edgebench.core.errors import BadInput, GateFailed
+        from edgebench.core.errors import BadInput, GateFailed, Undecided
         from edgebench.core.result_file import envelope, write_json
-        from edgebench.judge.stats import compare_stored
+        from edgebench.judge.stats import compare_stored, comparison_gate
         from edgebench.store.db import Store
 
+        if undecided not in ("rerun", "fail", "pass"):
+            raise BadInput(f"--undecided {undecided}: must be rerun, fail or pass")
         if min_ratio <= 1.0:
             raise BadInput(f"--min-ratio {min_ratio}: must be > 1 (e.g. 1.1 for 10%)")
         if not 0 < alpha < 1:
@@ -100,6 +103,9 @@ def register(app: typer.Typer) -> None:
         given = {"top1": accuracy_pp, "psnr_db": psnr_db, "cosine": cosine}
         with Store(db) as st:
             rep = compare_stored(st, a, b, min_ratio=min_ratio, alpha=alpha, thresholds=given)
+        verdict = comparison_gate(rep)
+        rep["gate"] = {"state": verdict.state, "text": verdict.text, "worse": list(verdict.worse),
+                       "undecided": list(verdict.undecided)}
         if json_path:
             write_json(envelope("results-compare", rep["pairs"], {}, **{k: v for k, v in rep.items() if k != "pairs"}),
                        json_path)
@@ -109,9 +115,13 @@ def register(app: typer.Typer) -> None:
 
             for part in render_results_compare(rep, width=con.width, details=details):
                 con.print(part)
-        if fail_on_regression and rep["regressions"]:
-            raise GateFailed(f"{rep['regressions']} metric(s) worse in {rep['b'][:12]} than {rep['a'][:12]} "
-                             f"(latency: >= {min_ratio}x and p < {alpha}; accuracy/drift: the absolute change)")
+        if fail_on_regression:
+            if verdict.state == "failed" or (verdict.state == "undecided" and undecided == "fail"):
+                raise GateFailed(verdict.text)
+            if verdict.state == "undecided" and undecided == "rerun":
+                raise Undecided(verdict.text)
+            if verdict.state == "undecided":
+                console(stderr=True).print(f"[yellow]warning: {escape_markup(verdict.text)} (passed by --undecided pass)[/]")
 
     @results.command("history")
     def history_cmd(

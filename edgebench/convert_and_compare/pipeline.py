@@ -67,6 +67,7 @@ class CompareSettings:
     gpu_precisions: tuple[str, ...] = ()  # GPU runs: fp32 and/or fp16, side by side (--gpu-precision)
     op_profile: bool = False              # separate op-profiling pass per row (--op-profile)
     repeats: int = 1                      # worker processes per precision x target (run-level replicates)
+    round_gap_s: float = 0.0              # --round-gap: round k of --repeats starts >= k x this after the first
     keep_float: str | None = None         # int8 float islands: "auto", a regex or tensor names
     a16: str | None = None                # int8 + 16-bit activations on these tensors' ops (ai-edge-quantizer)
     precisions_given: bool = False        # --precision was given: a single float .tflite SRC is quantized
@@ -258,6 +259,9 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
     check_runtime(settings.runtime_api, settings.accelerator, settings.gpu_precisions, settings.delegate)
     if settings.repeats < 1:
         raise BadInput(f"--repeats must be >= 1, got {settings.repeats}")
+    if settings.round_gap_s and settings.repeats < 2:
+        raise BadInput(f"--round-gap {settings.round_gap_s:g} spreads the processes of --repeats, and there is one; "
+                       "add --repeats 3 (or more) or drop --round-gap")
     if settings.thresholds.max_accuracy_drop_pp is not None or any(
             (t.max_accuracy_drop_pp is not None) for t in (settings.gate_file or {}).values()):
         accuracy_gate = True
@@ -397,13 +401,14 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
             return tgt.run(job if r == 0 else replace(job, save_outputs=False, op_profile=False))
 
         rounds = measure_in_rounds(targets, ok_variants, settings.repeats, one_process, failed, progress=say,
-                                   describe=describe)
+                                   describe=describe, round_gap_s=settings.round_gap_s)
         outcome = LoopOutcome(interrupted=rounds.interrupted)
         for tg in targets:
             for i, item in enumerate(ok_variants):
                 runs = rounds.processes.get((tg.name, i)) or [failed(tg, item, InfraError(
                     f"not run: interrupted ({rounds.interrupted}) before this row was measured"))]
-                res = RunResult.pooled(runs, describe(tg, item), rounds.order.get((tg.name, i)))
+                res = RunResult.pooled(runs, describe(tg, item), rounds.order.get((tg.name, i)),
+                                       rounds.started.get((tg.name, i)))
                 if res.status == "ok" and len(runs) < settings.repeats:
                     res = replace(res, extra={**res.extra, "repeat_warnings": [
                         *res.extra.get("repeat_warnings", ()), f"interrupted: {len(runs)} of {settings.repeats} "

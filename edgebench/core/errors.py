@@ -85,6 +85,13 @@ class GateFailed(EdgebenchError):
     exit_code = 1
 
 
+class Undecided(EdgebenchError):
+    """A gate could not judge (load on the slower side, too few processes, an interval across the
+    threshold): neither a pass nor a fail. The message says what rerun would decide it."""
+
+    exit_code = 4
+
+
 class InfraError(EdgebenchError):
     """The machinery failed: worker crashed or hung, device lost, binary missing."""
 

@@ -59,7 +59,7 @@ RANGES: dict[str, Range] = {
     # run control
     "--runs": _ge(1, COUNT_MAX), "--min-runs": _ge(1, COUNT_MAX), "--warmup-runs": _ge(1, COUNT_MAX),
     "--min-time": _ge(0, WEEK_S), "--max-time": _gt(0, WEEK_S), "--warmup-time": _ge(0, 3600),
-    "--repeats": _ge(1, 1000), "--threads": _ge(1, 1024),
+    "--repeats": _ge(1, 1000), "--round-gap": _ge(0, 3600), "--threads": _ge(1, 1024),
     # schedules, cold starts, energy, load
     "--duration": _gt(0, WEEK_S), "--report-every": _gt(0, WEEK_S), "--period-ms": _gt(0, 3.6e6),
     "--cold-starts": _ge(0, 10_000), "--energy-idle": _gt(0, 3600), "--server-qps": _gt(0, 1e7),

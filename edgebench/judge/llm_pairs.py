@@ -3,8 +3,11 @@ shape by shape, with an interval, its size, and its greedy token agreement -- co
 ``llm-bench`` rows, so every renderer and the result document draw the same numbers.
 
 Speed-up reads "how many times faster than the reference": candidate / reference for tok/s,
-reference / candidate for TTFT and init. Its interval is ``stats.ratio_interval`` of the medians,
-resampling each side's per-process values (the processes, not tokens, are the replicates).
+reference / candidate for TTFT and init. Its interval is a Student-t interval of the ratio of the
+geometric means of each side's per-process values (``stats.replicate_interval``, pooled variance of
+their logs; the processes, not tokens, are the replicates) at ``stats.CI_LEVEL`` (95 %), stated
+beside it everywhere; fewer than two processes a side give no interval. (A bootstrap of three
+values a side only ever spans [min/max, max/min] at no stated level.)
 """
 
 from __future__ import annotations
@@ -12,10 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import numpy as np
-
 from edgebench.rows import Agreement, InferenceRow
-from edgebench.judge.stats import ratio_interval
+from edgebench.judge.stats import CI_LEVEL, replicate_interval
 
 # (metric, label, higher is better) -- the figures compared between precisions
 SPEEDUP_METRICS = (("decode_tok_s", "decode", True), ("prefill_tok_s", "prefill", True), ("ttft_ms", "TTFT", False),
@@ -28,9 +29,21 @@ class Speedup:
     ratio: float
     lo: float | None
     hi: float | None
+    level: float | None = None          # the interval's confidence (CI_LEVEL), None without one
+    processes: tuple[int, int] = (0, 0)   # reference, candidate
 
     def to_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "ratio": self.ratio, "lo": self.lo, "hi": self.hi}
+        return {"metric": self.metric, "ratio": self.ratio, "lo": self.lo, "hi": self.hi, "level": self.level,
+                "processes": list(self.processes),
+                "interval": None if self.level is None else
+                f"{self.level:.0%} Student-t on log per-process values, {self.processes[0]} vs {self.processes[1]}"}
+
+    @property
+    def cell(self) -> str:
+        """``1.98x [1.90-2.06] 95%`` (``1.98x (1 process: no interval)``), as every renderer prints it."""
+        if self.lo is None or self.hi is None or self.level is None:
+            return f"{self.ratio:.2f}x (no interval: {min(self.processes)} process)"
+        return f"{self.ratio:.2f}x [{self.lo:.2f}-{self.hi:.2f}] {self.level:.0%}"
 
 
 @dataclass(frozen=True)
@@ -66,10 +79,12 @@ def _speedup(key: str, higher: bool, ref: InferenceRow, cand: InferenceRow) -> S
     if a is None or b is None or not a.median or not b.median:
         return None
     ratio = b.median / a.median if higher else a.median / b.median
-    ci = ratio_interval(np.asarray(a.values), np.asarray(b.values), "location")
+    va, vb = [v for v in a.values if v > 0], [v for v in b.values if v > 0]
+    ci = replicate_interval(va, vb) if len(va) >= 2 and len(vb) >= 2 else None
     if ci is not None and not higher:
         ci = (1.0 / ci[1], 1.0 / ci[0])
-    return Speedup(key, ratio, None if ci is None else ci[0], None if ci is None else ci[1])
+    return Speedup(key, ratio, None if ci is None else ci[0], None if ci is None else ci[1],
+                   None if ci is None else CI_LEVEL, (len(a.values), len(b.values)))
 
 
 def precision_pairs(rows: Sequence[Any]) -> list[PrecisionPair]:

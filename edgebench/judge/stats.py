@@ -66,13 +66,14 @@ from edgebench.judge.changepoints import (STEP_ALPHA, STEP_MIN_RUNS, Step, detec
 from edgebench.rows.identity import headline, series_key
 from edgebench.core.latency import STALL_FACTOR, load_signal, rerun_interval, resolution, widen_to_resolution
 from edgebench.rows.metrics import BY_KEY, REGISTRY
+from edgebench.judge.undecided import (ASSUMED_RUN_NOISE, CI_BASES, CI_LEVEL, HISTORY_MIN_RUNS,  # noqa: F401
+                                       MIN_REPEATS, REASONS, SPREAD_MIN_S, VERDICTS, Z_CI, ComparisonGate,
+                                       beyond, comparison_gate, decide, within_run_band)
 from edgebench.judge.stats_rows import (PERCENTILE_OF, REPEAT_KEY, loaded_side, process_groups,  # noqa: F401
-                                  repeat_values, samples_ms, stall_rate, top1_counts)
+                                        process_span, repeat_values, samples_ms, stall_rate, top1_counts)
 
 MIN_RATIO = 1.1          # asv --factor default
 ALPHA = 0.002            # asv's significance level
-MIN_REPEATS = 3          # worker processes per side for a replicate-based test
-HISTORY_MIN_RUNS = 5     # earlier runs of the same configuration for a history-based noise estimate
 HISTORY_MAX_RUNS = 20    # ... the most recent this many
 
 # Metrics compared by ``compare_runs`` (the registry's, ``metrics.REGISTRY``): (row column, label,
@@ -84,7 +85,6 @@ METRICS: tuple[tuple[str, str, bool, str], ...] = tuple(
     for m in REGISTRY if m.compared)
 LATENCY_TESTS = ("location", "mean", "percentile")
 NOISY_TESTS = LATENCY_TESTS + ("repeats",)   # metrics judged against the run-to-run noise
-CI_LEVEL = 0.95          # the interval every latency change shows (bootstrap of the ratio)
 CI_RESAMPLES = 400
 CI_MAX_SAMPLES = 20000   # per side: a larger run is subsampled (evenly) for the bootstrap
 # the per-repeat summary key of each latency metric (``bench --repeats``: row["repeats"])
@@ -251,6 +251,8 @@ class Change:
     ci_basis: str = ""                # what ``ci`` is an interval for (CI_BASES)
     noise_band: float | None = None   # the measured run-to-run spread: a rerun moves the ratio within
     #                                   [1/band, band] in CI_LEVEL of reruns (repeats or history)
+    reason: str = ""                  # "cannot judge": why (one of REASONS' keys); "" otherwise
+    ci_level: float = CI_LEVEL        # the level of ``ci`` (every output states it)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -262,19 +264,6 @@ class Change:
         return self.ci is not None and self.ci_basis in ("processes", "history", "processes+history")
 
 
-# Verdicts of a change. "stalls": the mean, QPS or a tail percentile moved while the p50 did not and
-# the load signal fired on either side -- other work on the machine, not the model (not counted as a
-# regression). "within threshold": an accuracy/drift change that is not zero but does not reach its
-# threshold ("same" means no change at all).
-VERDICTS = ("better", "worse", "same", "within threshold", "stalls", "not significant", "n/a")
-# What a change's ``ci`` is an interval for: "processes" (a hierarchical bootstrap over each side's
-# worker processes: an interval for a rerun), "history" (the ratio widened by the stored run-to-run
-# noise of this configuration), "processes+history" (the hull of both), "within-run" (one run a
-# side: the samples resampled -- not an interval for a rerun, printed apart from the verdict),
-# "loaded" (a mean/QPS/tail that stalls from other work shaped: an interval of these runs' load,
-# printed apart).
-CI_BASES = ("processes", "history", "processes+history", "within-run", "loaded")
-Z_CI = 1.959964          # the normal quantile of CI_LEVEL (0.95): the noise band's width
 
 
 def classify(metric: str, a: float | None, b: float | None, *, higher_is_better: bool,
@@ -285,7 +274,8 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
              noise: tuple[float, int, int] | None = None, threshold: float | None = None,
              unit: str = "", scale: float = 1.0, per_process: int | None = None,
              groups_a: Sequence[np.ndarray] | None = None, groups_b: Sequence[np.ndarray] | None = None,
-             counts: tuple[int, int, int, int] | None = None, resamples: dict | None = None) -> Change:
+             counts: tuple[int, int, int, int] | None = None, resamples: dict | None = None,
+             spread_s: float | None = None) -> Change:
     """Apply the rule of the module docstring to one metric.
 
     ``kind`` defaults to "location" when samples are given, else "deterministic";
@@ -294,7 +284,9 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
     when given (top-1). ``repeats_a``/``repeats_b``: the metric per worker process, ``groups_a``/
     ``groups_b`` each process's samples (the rerun interval); ``noise``: (sigma, runs, df) from
     ``run_noise``; ``resamples``: a dict the metrics of one pair share their bootstrap resamples in.
-    ``inverse``: the metric falls when the samples rise (QPS from latency samples). A
+    ``spread_s``: the seconds the processes of the less spread side ran over (their rerun interval
+    counts as one only from SPREAD_MIN_S). ``inverse``: the metric falls when the samples rise (QPS
+    from latency samples). A
     change also needs the within-run test to point the same way as the ratio: a mean pulled down by
     a few outliers while most samples got slower is not "better".
     """
@@ -319,7 +311,7 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
     big = ratio >= min_ratio or (ratio > 0 and ratio <= 1.0 / min_ratio) or (ratio < 0)
     if kind == "repeats":
         return _classify_repeats(metric, float(a), float(b), float(ratio), big, higher_is_better, alpha,
-                                 repeats_a, repeats_b, noise)
+                                 repeats_a, repeats_b, noise, min_ratio, spread_s)
     if kind == "deterministic":
         verdict = "same" if not big else ("better" if (ratio > 1) == higher_is_better else "worse")
         note = "" if not big else "deterministic metric: ratio alone decides"
@@ -380,41 +372,22 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
             ci_basis = "processes+history"
         else:
             basis, p_runs, band, runs_note, ci, ci_basis = "history", h_p, h_band, h_note, h_ci, "history"
+    if ci_basis == "processes" and not (spread_s is not None and spread_s >= SPREAD_MIN_S):
+        # processes run back to back are one run: their interval sees none of the shifts between runs
+        ci_basis = "within-run"
+        runs_note += (f"; the processes ran within {spread_s:.0f} s" if spread_s is not None else
+                      "; when the processes ran is not recorded") + f" (< {SPREAD_MIN_S:g} s apart: one run)"
     if ci is None:
         ci, ci_basis = ratio_interval(samples_a, samples_b, kind, percentile, inverse), "within-run"
     p = p_samples if p_runs is None else max(p_samples, p_runs)
     metric_up = ratio > 1
     agrees = b_larger is None or (metric_up == (b_larger != inverse))
-    note = ""
-    if not big:
-        verdict = "same"
-    elif not agrees:
-        verdict = "not significant"
-        note = "ratio and the within-run test point opposite ways (driven by the tail or outliers)"
-    elif p_runs is None:
-        verdict = "not significant"
-        note = (f"one run per side and no stored history of this configuration: the run-to-run noise is "
-                f"unknown, so no verdict (within-run p = {p_samples:.2g}); measure with `--repeats "
-                f"{MIN_REPEATS}` (bench, convert-and-compare) or store >= {HISTORY_MIN_RUNS} runs of it")
-    elif not (p < alpha):
-        verdict = "not significant"
-        note = f"ratio {ratio:.3g}x but p = {p:.3g} >= {alpha} ({runs_note})"
-    elif ci is not None and not beyond(ci, max(band or 1.0, 1.0), metric_up):
-        # criterion's rule: the interval for a rerun must clear the noise band, not only the ratio
-        verdict = "not significant"
-        note = (f"within the run-to-run spread: the rerun interval [{ci[0]:.3f}x, {ci[1]:.3f}x] reaches into "
-                f"[{1 / band:.3f}x, {band:.3f}x] ({runs_note})")
-    else:
-        verdict = "better" if metric_up == higher_is_better else "worse"
-        note = runs_note
+    verdict, reason, note = decide(ratio, p, ci, ci_basis, band, big=big, agrees=agrees, alpha=alpha,
+                                   min_ratio=min_ratio, higher_is_better=higher_is_better,
+                                   replicates=basis.startswith("repeats"), runs_note=runs_note,
+                                   p_samples=p_samples)
     return Change(metric, float(a), float(b), float(ratio), p, verdict, higher_is_better, note, test, basis,
-                  p_samples, p_runs, ci, ci_basis=ci_basis, noise_band=band)
-
-
-def beyond(ci: tuple[float, float], band: float, up: bool) -> bool:
-    """Whether an interval of a ratio lies wholly beyond the noise band [1/band, band] on the side
-    the ratio moved (``up``: above ``band``)."""
-    return ci[0] > band if up else ci[1] < 1.0 / band
+                  p_samples, p_runs, ci, ci_basis=ci_basis, noise_band=band, reason=reason)
 
 
 def replicate_sigma(a: Sequence[float], b: Sequence[float]) -> float:
@@ -489,38 +462,43 @@ def _absolute(metric: str, a: float, b: float, ratio: float, higher_is_better: b
 
 def _classify_repeats(metric: str, a: float, b: float, ratio: float, big: bool, higher_is_better: bool,
                       alpha: float, repeats_a: Sequence[float] | None, repeats_b: Sequence[float] | None,
-                      noise: tuple[float, int, int] | None) -> Change:
+                      noise: tuple[float, int, int] | None, min_ratio: float = MIN_RATIO,
+                      spread_s: float | None = None) -> Change:
     """A metric measured once per worker process (``llm-bench``): the latency rule without its
-    within-run half, which has no samples to work on -- ratio >= ``min_ratio`` and p < ``alpha``
-    from the processes (t-test on their logs), else from the stored history's noise, else none."""
+    within-run half, which has no samples to work on -- the processes (t-test on their logs, a
+    Student-t interval of the ratio of their geometric means), else the stored history's noise,
+    else none (``decide``)."""
     test = TESTS["repeats"]
     ra = [x for x in (repeats_a or []) if x is not None and x > 0]
     rb = [x for x in (repeats_b or []) if x is not None and x > 0]
-    ci = ratio_interval(np.asarray(ra), np.asarray(rb), "location") if len(ra) >= 2 and len(rb) >= 2 else None
-    basis, p_runs, runs_note = "samples", None, ""
+    basis, p_runs, runs_note, band, ci, ci_basis = "samples", None, "", None, None, "within-run"
+    if len(ra) >= 2 and len(rb) >= 2:
+        ci = replicate_interval(ra, rb)
+        ci_basis = "processes" if spread_s is not None and spread_s >= SPREAD_MIN_S else "within-run"
     if len(ra) >= MIN_REPEATS and len(rb) >= MIN_REPEATS:
         basis = "repeats"
         p_runs, _ = replicate_test(ra, rb)
-        runs_note = f"t-test on log per-process values, {len(ra)} vs {len(rb)} processes"
-    elif noise is not None:
-        basis = "history"
-        p_runs = noise_test(ratio, noise[0], noise[2])
-        runs_note = f"run-to-run noise {noise[0]:.1%} from {noise[1]} stored runs of this configuration"
-    note = ""
-    if not big:
-        verdict = "same"
-    elif p_runs is None:
-        verdict = "not significant"
-        note = (f"{min(len(ra), len(rb)) or 1} process(es) on one side and no stored history of this configuration: "
-                f"the run-to-run noise is unknown, so no verdict; measure with `--repeats {MIN_REPEATS}` or store "
-                f">= {HISTORY_MIN_RUNS} runs of it")
-    elif not (p_runs < alpha):
-        verdict = "not significant"
-        note = f"ratio {ratio:.3g}x but p = {p_runs:.3g} >= {alpha} ({runs_note})"
-    else:
-        verdict = "better" if (ratio > 1) == higher_is_better else "worse"
-        note = runs_note
-    return Change(metric, a, b, ratio, p_runs, verdict, higher_is_better, note, test, basis, None, p_runs, ci)
+        band = math.exp(Z_CI * replicate_sigma(ra, rb) * math.sqrt(2.0))
+        runs_note = f"t-test on log per-process values, {len(ra)} vs {len(rb)} processes" + (
+            "" if ci_basis == "processes" else f" (run within {spread_s:.0f} s: one run)" if spread_s is not None
+            else " (when they ran is not recorded: one run)")
+    if noise is not None:
+        h_p = noise_test(ratio, noise[0], noise[2])
+        h_band = math.exp(Z_CI * noise[0] * math.sqrt(2.0))
+        h_ci = history_interval(ratio, noise[0], noise[2])
+        h_note = f"run-to-run noise {noise[0]:.1%} from {noise[1]} stored runs of this configuration"
+        if basis == "repeats":
+            basis, p_runs, band = "repeats+history", max(p_runs, h_p), max(band, h_band)
+            runs_note = f"{runs_note}; {h_note}"
+            ci = h_ci if ci is None or h_ci is None else (min(ci[0], h_ci[0]), max(ci[1], h_ci[1]))
+            ci_basis = "processes+history"
+        else:
+            basis, p_runs, band, runs_note, ci, ci_basis = "history", h_p, h_band, h_note, h_ci, "history"
+    verdict, reason, note = decide(ratio, p_runs, ci, ci_basis, band, big=big, agrees=True, alpha=alpha,
+                                   min_ratio=min_ratio, higher_is_better=higher_is_better,
+                                   replicates=basis.startswith("repeats"), runs_note=runs_note)
+    return Change(metric, a, b, ratio, p_runs, verdict, higher_is_better, note, test, basis, None, p_runs, ci,
+                  ci_basis=ci_basis, noise_band=band, reason=reason)
 
 
 def _row_key(row: dict[str, Any], i: int) -> tuple:
@@ -573,33 +551,50 @@ def _threshold(col: str, row_b: dict[str, Any], doc_b: dict[str, Any], given: di
 
 def stalls_rule(changes: list[Change], loaded: tuple[bool, bool], rates: tuple[float, float],
                 min_ratio: float) -> list[Change]:
-    """A mean, QPS or tail percentile that moved (worse/better) while the p50 did not, with the load
-    signal on either side, is "stalls": other work moved it, not the model. Not only the stalls
-    themselves: the inferences right after a preemption run on cold caches, so a p90 or p99 moves
-    with the load even where stalls are fewer than (100 - p) % of the samples (measured: a p99 1.64x,
-    a p90 1.24-1.37x, stalls under 1 %, p50 1.00x). Its interval is then one of these runs' load
-    (``ci_basis`` "loaded"). ``rates``: each side's share of samples that are stalls (reported in the
-    note)."""
-    p50 = next((c for c in changes if c.metric.startswith("p50")), None)
-    if not any(loaded) or p50 is None or p50.ratio is None:
+    """Load, by direction. A mean, QPS or tail percentile is shaped by stalls from other work (the
+    inferences right after a preemption run on cold caches too, so a p90 or p99 moves with the load
+    even where stalls are fewer than (100 - p) % of the samples: measured, a p99 1.64x, a p90
+    1.24-1.37x, stalls under 1 %, p50 1.00x). Load only ever makes a figure worse, so a loaded
+    side's true figure is at most what was measured (``loaded``: the load signal fired on A / B, its
+    stalls covered by the worker's preemptions: ``measure.load_signal``):
+
+    * the loaded side is the slower one: the change may be all stalls -- "cannot judge" (reason
+      "load on A"/"load on B"), never "worse" and never a pass;
+    * the loaded side is the faster one: the true change is at least the measured one, so a
+      "worse"/"better" stands (the quiet side's tail is the model's); a "same" cannot be claimed
+      ("load on A, the faster side");
+    * both loaded: "cannot judge" ("load on both"); the p50 -- immune to preemption -- still decides
+      its own verdict.
+
+    The p50 itself is never touched. Its interval is then one of these runs' load (``ci_basis``
+    "loaded"). ``rates``: each side's share of samples that are stalls (in the note)."""
+    if not any(loaded):
         return changes
-    unmoved = p50.verdict in ("same", "not significant") and 1 / min_ratio < p50.ratio < min_ratio
     out = []
     for c in changes:
         pct = next((PERCENTILE_OF[m.key] for m in REGISTRY if m.label == c.metric and m.key in PERCENTILE_OF), None)
         shaped = c.test == TESTS["mean"] or (pct is not None and pct > 50)
-        if not shaped or c.ratio is None:
+        if not shaped or c.ratio is None or c.verdict == "n/a":
             out.append(c)
             continue
-        sides = " and ".join(s for s, f in zip(("A", "B"), loaded) if f)
-        if unmoved and c.verdict in ("worse", "better"):
-            c = replace(c, verdict="stalls", ci_basis="loaded",
-                        note=f"stalls from other work moved the {c.metric} (load signal on {sides}, stalls "
-                             f"{rates[0]:.2%} / {rates[1]:.2%} of the samples; p50 {p50.ratio:.3f}x, unchanged): "
-                             "not the model -- compare on a quiet machine")
-        elif c.ci is not None:
-            c = replace(c, ci_basis="loaded")
-        out.append(c)
+        b_slower = (c.ratio > 1) != c.higher_is_better if c.ratio != 1 else None
+        stalls = f"stalls {rates[0]:.2%} of A's samples, {rates[1]:.2%} of B's"
+        if all(loaded):
+            why = "load on both"
+        elif b_slower is None:
+            why = f"load on {'A' if loaded[0] else 'B'}, the faster side"
+        else:
+            slower_loaded = loaded[1] if b_slower else loaded[0]
+            side = "A" if loaded[0] else "B"
+            why = f"load on {side}" if slower_loaded else f"load on {side}, the faster side"
+        if why.endswith("the faster side") and c.verdict in ("worse", "better"):
+            out.append(replace(c, note=f"{c.note}; load on {'A' if loaded[0] else 'B'} (the faster side): the "
+                                       f"true change is at least this ({stalls})", ci_basis="loaded"))
+            continue
+        out.append(replace(c, verdict="cannot judge", reason=why, ci_basis="loaded",
+                           note=f"{c.metric} {c.ratio:.3g}x under load ({stalls}): {REASONS[why]}"
+                                + (f"; before the load rule: {c.verdict}" + (f" ({c.reason})" if c.reason else "")
+                                   if c.verdict != "cannot judge" else "")))
     return out
 
 
@@ -633,7 +628,7 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
     rows_a = {_row_key(r, i): r for i, r in enumerate(doc_a.get("rows", []))}
     rows_b = {_row_key(r, i): r for i, r in enumerate(doc_b.get("rows", []))}
     pairs = []
-    regressions = 0
+    regressions = undecided = 0
     matched = _pair_rows(rows_a, rows_b)
     for key, key_b in matched:
         ra, rb = rows_a[key], rows_b[key_b]
@@ -648,6 +643,8 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
         groups = (process_groups(ra, sa_ms), process_groups(rb, sb_ms))
         shared: dict = {}                          # one set of bootstrap resamples for this pair's metrics
         ca, cb = top1_counts(ra), top1_counts(rb)
+        spans = (process_span(ra), process_span(rb))
+        spread = None if None in spans else min(spans)      # the less spread side decides
         for col, label, hib, kind in METRICS:
             if ha.get(col) is None and hb.get(col) is None:
                 continue
@@ -671,12 +668,14 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
                           threshold=_threshold(col, rb, doc_b, thresholds), unit=BY_KEY[col].change_unit,
                           scale=BY_KEY[col].change_scale, per_process=_per_process(ra, rb),
                           groups_a=groups[0] if latency else None, groups_b=groups[1] if latency else None,
-                          counts=(*ca, *cb) if col == "top1" and ca and cb else None, resamples=shared)
+                          counts=(*ca, *cb) if col == "top1" and ca and cb else None, resamples=shared,
+                          spread_s=spread)
             changes.append(ch)
         loaded = (loaded_side(ra, sa_ms), loaded_side(rb, sb_ms))
         if not mixed:
             changes = stalls_rule(changes, loaded, (stall_rate(sa_ms), stall_rate(sb_ms)), min_ratio)
         regressions += sum(c.verdict == "worse" for c in changes)
+        undecided += sum(c.verdict == "cannot judge" for c in changes)
         bases = sorted({c.basis for c in changes if c.basis != "deterministic" and c.verdict != "n/a"})
         reps = [len(ra.get("repeats") or []) or 1, len(rb.get("repeats") or []) or 1]
         ka, kb = series_key(ra), series_key(rb)   # the configuration identity (identity.SERIES_FIELDS)
@@ -687,7 +686,7 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
                       "sample_class": classes, "mixed_methods": mixed,
                       "n_samples": [0 if sa_ms is None else int(sa_ms.size),
                                     0 if sb_ms is None else int(sb_ms.size)],
-                      "repeats": reps, "basis": bases, "loaded": list(loaded),
+                      "repeats": reps, "basis": bases, "loaded": list(loaded), "process_span_s": list(spans),
                       "fingerprint_diff": row_fdiff, "changes": changes})
     return {
         "a": doc_a.get("run_id"), "b": doc_b.get("run_id"),
@@ -696,16 +695,21 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
         "unmatched_a": [list(k) for k in rows_a if k not in {ka for ka, _ in matched}],
         "unmatched_b": [list(k) for k in rows_b if k not in {kb for _, kb in matched}],
         "regressions": regressions,
+        "undecided": undecided,
         "mixed_methods": sum(1 for p in pairs if p["mixed_methods"]),
         "rule": {"min_ratio": min_ratio, "alpha": alpha,
                  "test": "p50: Mann-Whitney U; mean/QPS: Welch t-test; p90/p99: quantile test (Fisher); "
-                         "run-to-run noise: replicate processes, else stored history, else none; the rerun "
-                         "interval must clear the measured run-to-run spread; a mean/QPS/tail that moved "
-                         "under load while the p50 did not: stalls; top-1 (whole samples)/PSNR/cosine: an "
-                         "absolute change in pp/dB/1 - cosine above the threshold",
+                         "run-to-run noise: processes spread in time, else stored history, else within-run only "
+                         "(widened by an assumed run-to-run noise); worse/better: beyond the ratio, significant, "
+                         "the interval clear of the run-to-run spread; same: the interval inside the threshold; "
+                         "else cannot judge (with the reason); a mean/QPS/tail under load on its slower side: "
+                         "cannot judge; top-1 (whole samples)/PSNR/cosine: an absolute change in pp/dB/1 - "
+                         "cosine above the threshold",
                  "thresholds": {m.key: _threshold(m.key, {}, {}, thresholds) for m in REGISTRY
                                 if m.test == "absolute"},
-                 "min_repeats": MIN_REPEATS, "history_min_runs": HISTORY_MIN_RUNS},
+                 "min_repeats": MIN_REPEATS, "history_min_runs": HISTORY_MIN_RUNS, "ci_level": CI_LEVEL,
+                 "spread_min_s": SPREAD_MIN_S, "assumed_run_noise": ASSUMED_RUN_NOISE,
+                 "verdicts": list(VERDICTS), "reasons": REASONS},
     }
 
 

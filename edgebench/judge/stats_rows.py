@@ -49,6 +49,16 @@ def process_groups(row: dict[str, Any], ms: np.ndarray | None) -> list[np.ndarra
     return np.split(ms, np.cumsum(counts)[:-1])
 
 
+def process_span(row: dict[str, Any]) -> float | None:
+    """Seconds between the first and the last start of a row's worker processes (``repeats``'
+    ``started_s``); None for one process or a row that did not record when they started."""
+    reps = [r for r in (row.get("repeats") or ()) if isinstance(r, dict)]
+    starts = [r.get("started_s") for r in reps]
+    if len(reps) < 2 or not all(isinstance(s, (int, float)) for s in starts):
+        return None
+    return float(max(starts) - min(starts))
+
+
 def loaded_side(row: dict[str, Any], ms: np.ndarray | None) -> bool:
     """Whether the load signal fired for a row or any of its worker processes, as measured (the row's
     ``latency_ms.loaded`` and each process's ``loaded`` in ``repeats``, which weighed the worker's

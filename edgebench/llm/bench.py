@@ -25,6 +25,7 @@ import re
 import shutil
 import statistics
 import tempfile
+import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -175,6 +176,7 @@ class ShapeRun:
                          device_model=runner.device_model, fingerprint=runner.fingerprint())
         self.runs: list[ProcessRun] = []
         self.records: list[dict[str, Any]] = []
+        self.first_started: float | None = None     # time.time() of this row's first process
         self.failed: InferenceRow | None = None
         limit = "--max-num-tokens" if settings.max_num_tokens is not None and self.ctx == settings.max_num_tokens \
             and self.ctx != bundle.context_tokens else "the bundle's context"
@@ -190,6 +192,8 @@ class ShapeRun:
     def step(self, progress: Callable[[str], None] | None = None) -> None:
         """Run the next process; a failure ends this row (a failed row keeping the processes run)."""
         k = len(self.records)
+        began = time.time()
+        self.first_started = began if self.first_started is None else self.first_started
         if progress:
             progress(f"{self.name} {self.bundle.precision or ''} {self.prefill}+{self.decode} tokens "
                      f"(process {k + 1}/{self.settings.repeats})")
@@ -202,7 +206,8 @@ class ShapeRun:
             return
         verdict = judge(run.measured, prefill=self.prefill, decode=self.decode, context=self.ctx,
                         bundle=self.bundle.name)
-        self.records.append({"process": k + 1, **run.measured.to_record(), "peak_rss_bytes": run.peak_rss_bytes,
+        self.records.append({"process": k + 1, "started_s": round(began - self.first_started, 3),
+                             **run.measured.to_record(), "peak_rss_bytes": run.peak_rss_bytes,
                              "rss_before_engine_bytes": run.rss_before_bytes,
                              "status": "ok" if verdict is None else "failed"})
         self.runs.append(run)

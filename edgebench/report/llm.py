@@ -26,9 +26,7 @@ def _agree(p: PrecisionPair) -> str:
 
 def _ratio(p: PrecisionPair, key: str) -> str:
     s = p.speedup(key)
-    if s is None:
-        return "-"
-    return f"{s.ratio:.2f}x" + (f" [{s.lo:.2f}-{s.hi:.2f}]" if s.lo is not None and s.hi is not None else "")
+    return "-" if s is None else s.cell
 
 
 def _size(p: PrecisionPair) -> str:

@@ -307,6 +307,8 @@ class Comparison:
     unmatched_a: tuple[tuple[Any, ...], ...]
     unmatched_b: tuple[tuple[Any, ...], ...]
     regressions: int
+    undecided: int
+    ci_level: float
     min_ratio: Any
     alpha: Any
     test: str
@@ -319,5 +321,6 @@ class Comparison:
         return cls(str(d.get("a")), str(d.get("b")), tuple(ComparedPair.of(p) for p in d.get("pairs") or ()),
                    tuple(Difference.of(x) for x in d.get("fingerprint_diff") or ()),
                    tuple(tuple(k) for k in d.get("unmatched_a") or ()), tuple(tuple(k) for k in d.get("unmatched_b") or ()),
-                   _i(d.get("regressions")) or 0, rule.get("min_ratio"), rule.get("alpha"), str(rule.get("test") or ""),
+                   _i(d.get("regressions")) or 0, _i(d.get("undecided")) or 0, _f(rule.get("ci_level")) or 0.95,
+                   rule.get("min_ratio"), rule.get("alpha"), str(rule.get("test") or ""),
                    {str(k): float(v) for k, v in _m(rule.get("thresholds")).items() if _f(v) is not None})

@@ -367,12 +367,14 @@ class RunResult:
         )
 
     @classmethod
-    def pooled(cls, results: list["RunResult"], what: str, order: Sequence[int] | None = None) -> "RunResult":
+    def pooled(cls, results: list["RunResult"], what: str, order: Sequence[int] | None = None,
+               started: Sequence[float] | None = None) -> "RunResult":
         """Several worker processes of one job (``--repeats``) as one result: the first process's
         facts and outputs, every process's samples pooled, the highest peak RSS, and
         ``extra["repeats"]``: one summary per process (its own percentiles: the run-level
         replicates ``results compare`` tests changes against; ``order``: its place in the target's
-        sequence of worker processes, when the caller interleaved them) and
+        sequence of worker processes, when the caller interleaved them; ``started``: when each began,
+        ``time.time()``, kept as ``started_s`` from the first: how far apart in time they ran) and
         ``extra["repeat_warnings"]`` (each process's own latency warnings, then the run-to-run
         spread of p50). A failed process makes the whole result that failure."""
         from edgebench.rows import Latency
@@ -390,7 +392,9 @@ class RunResult:
                          "p90": st.p90, "p99": st.p99, "mean": st.mean, "qps": st.qps, "p99_valid": st.p99_valid,
                          "peak_rss_bytes": r.peak_rss_bytes, "stall_share": st.stall_share,
                          "preemptions": st.preemptions, "loaded": st.loaded,
-                         **({"order": int(order[k])} if order is not None and k < len(order) else {})})
+                         **({"order": int(order[k])} if order is not None and k < len(order) else {}),
+                         **({"started_s": round(float(started[k]) - float(started[0]), 3)}
+                            if started is not None and len(started) == len(results) else {})})
             warnings.extend(w for w in st.warnings if w not in warnings)
         p50s = [r["p50"] for r in reps]
         warnings.append(f"run-to-run: p50 across {len(p50s)} worker processes {min(p50s):.4g}-{max(p50s):.4g} ms "

@@ -21,6 +21,7 @@ on_error)`` runs every work item on every target:
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Sequence, TypeVar
@@ -206,20 +207,23 @@ class Rounds:
 
     processes: dict[tuple[str, int], list[Any]] = field(default_factory=dict)
     order: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    started: dict[tuple[str, int], list[float]] = field(default_factory=dict)   # time.time() at each start
     interrupted: str | None = None
 
 
 def measure_in_rounds(targets: Sequence[Any], items: Sequence[Any], rounds: int,
                       measure: Callable[[Any, Any, int], Any], on_error: Callable[[Any, Any, EdgebenchError], Any],
                       progress: Callable[[str], None] | None = None,
-                      describe: Callable[[Any, Any], str] | None = None) -> Rounds:
+                      describe: Callable[[Any, Any], str] | None = None, round_gap_s: float = 0.0) -> Rounds:
     """Replicates that are replicates: each target runs round 1 of every item, then round 2 of every
     item, ... (A1 B1 A2 B2 ..., as Chromium's Pinpoint alternates A/B runs), so load that comes and
     goes on the machine falls on every item alike instead of on one item's processes. ``measure(target,
     item, round)`` runs one worker process; hosts go first, one after another, then each device in
     its own lane, as in :func:`run_on_targets`. An item whose process failed (``on_error`` gives its
     result) runs no further rounds. Ctrl-C/SIGTERM stop after the current process: what was measured
-    is kept and ``interrupted`` names the signal."""
+    is kept and ``interrupted`` names the signal. ``round_gap_s``: round k of a target starts no sooner
+    than k x this many seconds after its first (``--round-gap``): processes spread in time see the
+    shifts between runs that back-to-back processes do not (``judge.stats.SPREAD_MIN_S``)."""
     out = Rounds()
     lock = threading.Lock()
     stop = threading.Event()
@@ -230,7 +234,15 @@ def measure_in_rounds(targets: Sequence[Any], items: Sequence[Any], rounds: int,
     def target_rounds(target: Any) -> None:
         seq = 0
         dead: set[int] = set()
+        first = time.monotonic()
         for r in range(rounds):
+            wait = first + r * round_gap_s - time.monotonic()
+            if wait > 0 and not stop.is_set():
+                say(f"{getattr(target, 'name', target)}: round {r + 1}/{rounds} starts in {wait:.0f} s (--round-gap)")
+                if threading.current_thread() is threading.main_thread():
+                    time.sleep(wait)          # Ctrl-C interrupts it
+                else:
+                    stop.wait(wait)
             for i, item in enumerate(items):
                 if i in dead or stop.is_set():
                     continue
@@ -238,6 +250,7 @@ def measure_in_rounds(targets: Sequence[Any], items: Sequence[Any], rounds: int,
                 text = f"{label(target, item)} (process {r + 1}/{rounds})"
                 say(text)
                 scope = lane_of(target.name, text) if lane_of and is_device(target) else nullcontext()
+                began = time.time()
                 try:
                     with scope:
                         value = measure(target, item, r)
@@ -248,6 +261,7 @@ def measure_in_rounds(targets: Sequence[Any], items: Sequence[Any], rounds: int,
                 with lock:
                     out.processes.setdefault((target.name, i), []).append(value)
                     out.order.setdefault((target.name, i), []).append(seq)
+                    out.started.setdefault((target.name, i), []).append(began)
 
     hosts = [t for t in targets if not is_device(t)]
     devices = [t for t in targets if is_device(t)]

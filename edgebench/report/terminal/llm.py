@@ -37,10 +37,7 @@ def interval_legend(rows: list[InferenceRow]) -> str | None:
 
 
 def _ratio(s) -> str:
-    if s is None:
-        return "-"
-    ci = f" [{s.lo:.2f}-{s.hi:.2f}]" if s.lo is not None and s.hi is not None else ""
-    return f"{s.ratio:.2f}x{ci}"
+    return "-" if s is None else s.cell
 
 
 def render_llm_bench(doc: Document | dict[str, Any], width: int | None = None, wide: bool = False) -> list[Any]:

@@ -155,11 +155,11 @@ def _short(v: Any) -> str:
     return text[:12] if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text
 
 
-_VERDICT_STYLE = {"worse": "bold red", "better": "bold green", "same": "dim", "not significant": "yellow",
-                  "n/a": "dim", "within threshold": "dim", "stalls": "yellow"}
-# How an interval that is not one for a rerun is named where it is printed (apart from the verdict).
-_APART = {"within-run": "within-run interval (one run a side: not an interval for a rerun)",
-          "loaded": "interval of these runs' load (stalls from other work)"}
+_VERDICT_STYLE = {"worse": "bold red", "better": "bold green", "same": "dim", "cannot judge": "bold yellow",
+                  "n/a": "dim", "within threshold": "dim"}
+# How an interval that is not one for a rerun is named where it is printed (apart from the verdict);
+# a within-run one is named in the change's own note (``stats.decide``), widened as it was judged.
+_APART = {"loaded": "95% interval of these runs' load (stalls from other work)"}
 
 
 def _change_cell(ch: Any) -> str:
@@ -174,9 +174,19 @@ def _change_cell(ch: Any) -> str:
     return text + (f" [{ch.ci[0]:.3f}x, {ch.ci[1]:.3f}x]" if ch.ci and ch.rerun_interval else "")
 
 
+def _verdict_cell(ch: Any) -> Any:
+    """The verdict, with its reason when it cannot be judged: ``cannot judge (load on A)``."""
+    from rich.text import Text
+
+    text = f"{ch.verdict} ({ch.reason})" if ch.verdict == "cannot judge" and ch.reason else ch.verdict
+    return Text(text, style=_VERDICT_STYLE.get(ch.verdict, ""))
+
+
 def _note(ch: Any) -> str:
     """The change's note, then an interval that is not one for a rerun, named for what it is."""
     apart = _APART.get(ch.ci_basis) if ch.ci and not ch.rerun_interval else None
+    if ch.ci and not ch.rerun_interval and ch.ci_basis == "within-run" and "within-run only" not in ch.note:
+        apart = f"within-run only: {ch.ci_level:.0%} interval of the samples"
     if not apart:
         return ch.note
     return "; ".join(x for x in (ch.note, f"{apart}: [{ch.ci[0]:.3f}x, {ch.ci[1]:.3f}x]") if x)
@@ -239,24 +249,23 @@ def render_results_compare(rep: Comparison | dict[str, Any], *, width: int | Non
     for pair, key in zip(cmp.pairs, keys):
         for ch in pair.changes:
             counts[ch.verdict] = counts.get(ch.verdict, 0) + 1
-            if ch.verdict in ("worse", "better", "stalls"):
-                changed.append(({"worse": 0, "stalls": 1}.get(ch.verdict, 2), [key[j] for j in varies] + [
-                    ch.metric, _f(ch.a, ".4g"), _f(ch.b, ".4g"), _change_cell(ch),
-                    Text(ch.verdict, style=_VERDICT_STYLE.get(ch.verdict, ""))]))
+            if ch.verdict in ("worse", "better", "cannot judge"):
+                changed.append(({"worse": 0, "cannot judge": 1}.get(ch.verdict, 2), [key[j] for j in varies] + [
+                    ch.metric, _f(ch.a, ".4g"), _f(ch.b, ".4g"), _change_cell(ch), _verdict_cell(ch)]))
     shared = " / ".join(keys[0][j] for j in same) if same else ""
     total = sum(counts.values())
-    tally = ", ".join(f"{counts[v]} {v}" for v in ("worse", "better", "stalls", "same", "within threshold",
-                                                   "not significant", "n/a") if counts.get(v))
+    tally = ", ".join(f"{counts[v]} {v}" for v in ("worse", "better", "cannot judge", "same", "within threshold",
+                                                   "n/a") if counts.get(v))
     summary = (f"{total} metric(s) of {len(cmp.pairs)} row pair(s): {tally or 'none'}"
                + ("" if details else "; --details: every metric of every pair with its test, p and note"))
     if changed:
         cols = key_cols + [Col("metric", identity=True), Col("A", num=True), Col("B", num=True),
                            Col("change [95% CI]", num=True), Col("verdict")]
-        changed.sort(key=lambda x: x[0])             # worse first, then stalls (load moved a mean or tail)
+        changed.sort(key=lambda x: x[0])             # worse first, then what cannot be judged
         parts.extend(fit_tables("what changed (B vs A)" + (f": {shared}" if shared else ""), cols,
                                 [c for _, c in changed], width=width, caption=[_e(summary)]))
     else:
-        parts.append(_e(f"no metric changed significantly -- {summary}"))
+        parts.append(_e(f"no metric changed -- {summary}"))
     if details:
         for pair in cmp.pairs:
             loaded = [s for s, f in zip("AB", pair.loaded) if f]
@@ -267,7 +276,7 @@ def render_results_compare(rep: Comparison | dict[str, Any], *, width: int | Non
                         "this machine" if loaded else ""))
             rows = [[ch.metric, _f(ch.a, ".4g"), _f(ch.b, ".4g"), _change_cell(ch), str(ch.test or "-"),
                      "-" if ch.p_value is None else f"{ch.p_value:.2g}",
-                     Text(ch.verdict, style=_VERDICT_STYLE.get(ch.verdict, "")), str(_note(ch) or "-")]
+                     _verdict_cell(ch), str(_note(ch) or "-")]
                     for ch in pair.changes]
             cols = [Col("metric", identity=True), Col("A", num=True), Col("B", num=True),
                     Col("change [95% CI]", num=True), Col("test", priority=2), Col("p", num=True),
@@ -285,7 +294,8 @@ def render_results_compare(rep: Comparison | dict[str, Any], *, width: int | Non
     th = ", ".join(f"{k} {v:g}" for k, v in cmp.thresholds.items())
     parts.append(_e(f"rule: a latency change counts when >= {cmp.min_ratio}x and p < {cmp.alpha} (the larger "
                     f"of the within-run and the run-to-run test; {cmp.test}); accuracy and drift when the "
-                    f"absolute change exceeds {th}; {cmp.regressions} worse"))
+                    f"absolute change exceeds {th}; same: the {cmp.ci_level:.0%} interval inside the threshold; "
+                    f"{cmp.regressions} worse, {cmp.undecided} cannot judge"))
     return parts
 
 
