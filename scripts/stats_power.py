@@ -21,7 +21,7 @@ run, on real traces of this machine -- as it is, and with busy-loop load added o
 
 The old simulation (audit W2/W4: independent processes with 5 % noise) is ``--simulate``.
 
-    python scripts/stats_power.py [--runs 6] [--repeats 3] [--load 2] [--baseline a4c8e93]
+    python scripts/stats_power.py [--runs 6] [--repeats 3] [--round-gap 5] [--load 2] [--baseline a4c8e93]
     PYTHONPATH=/path/to/tree python scripts/stats_power.py --simulate [--pairs 200] [--aa 500]
 """
 
@@ -76,7 +76,7 @@ def _conv(path: Path, layers: int) -> str:
     return str(path)
 
 
-def collect(runs: int, repeats: int, load: int, seconds: float) -> dict:
+def collect(runs: int, repeats: int, load: int, seconds: float, round_gap: float = 0.0) -> dict:
     """{"models": [...], "conditions": {cond: [doc, ...]}}: bench documents of this tree."""
     sys.path.insert(0, str(ROOT))
     from edgebench.bench.run import BenchSettings, run_bench
@@ -89,8 +89,9 @@ def collect(runs: int, repeats: int, load: int, seconds: float) -> dict:
                                        source=SourceOptions(static_batch=True)))
     models = [manifest["variants"][p]["path"] for p in ("fp32", "int8")]
     models += [_conv(out_dir / "conv_a.tflite", 3), _conv(out_dir / "conv_b.tflite", 4)]
+    extra = {"round_gap_s": round_gap} if round_gap else {}       # (a baseline tree may lack it)
     settings = BenchSettings(models=tuple(models), repeats=repeats,
-                             control=RunControl(min_time_s=seconds, answer_width=None))
+                             control=RunControl(min_time_s=seconds, answer_width=None), **extra)
     docs: dict[str, list] = {}
     for cond in ("as it is", "loaded"):
         procs = []
@@ -128,12 +129,37 @@ def _row(doc_row: dict, processes: list[np.ndarray] | None = None) -> dict:
     row.update(latency_ms=Latency.from_samples(ns).to_dict(), samples_ns=ns.tolist())
     if len(groups) > 1:
         row["repeats"] = []
-        for g in groups:
+        for k, g in enumerate(groups):
             d = Latency.from_samples(g).to_dict()
+            start = reps[k].get("started_s") if processes is None and k < len(reps) else None
             row["repeats"].append({"samples": int(g.size), **{k: d.get(k) for k in ("p50", "p90", "p99", "mean", "qps",
                                                                                      "p99_valid", "stall_share",
-                                                                                     "loaded")}})
+                                                                                     "loaded")},
+                                   **({} if start is None else {"started_s": start})})
+    row["latency_ms"]["loaded"] = bool(doc_row.get("latency_ms", {}).get("loaded")) or any(
+        bool(r.get("loaded")) for r in reps)         # as measured (with the worker's preemption count)
     return row
+
+
+def _planted(doc_row: dict, share: float = 0.03, extra_ms: float = 3.0) -> dict:
+    """The row with ``share`` of its inferences ``extra_ms`` slower (a regression in a slow path),
+    its processes' figures recomputed; its load signal as measured."""
+    ns = np.asarray(doc_row["samples_ns"], np.int64).copy()
+    pick = np.random.default_rng(0).choice(ns.size, int(ns.size * share), replace=False)
+    ns[pick] += int(extra_ms * 1e6)
+    counts = [r["samples"] for r in doc_row.get("repeats") or []]
+    row = _row({**doc_row, "samples_ns": ns.tolist()}, np.split(ns, np.cumsum(counts)[:-1]) if counts else None)
+    for r, src in zip(row.get("repeats") or [], doc_row.get("repeats") or []):
+        r["loaded"] = bool(src.get("loaded"))
+        if src.get("started_s") is not None:
+            r["started_s"] = src["started_s"]
+    return row
+
+
+def _gate_passes(rep: dict) -> bool:
+    """What `results compare --fail-on-regression` does with the comparison: exit 0?"""
+    changes = [c for p in rep["pairs"] for c in p["changes"]]
+    return not any(c.verdict in ("worse", "cannot judge") for c in changes)
 
 
 def _doc(rows: list[dict], run_id: str, fp: dict) -> dict:
@@ -171,15 +197,16 @@ def replay(path: str) -> dict:
         res = out.setdefault(cond, {})
         # A/A across runs
         for m in [*digits, conv_a]:
-            fp_, cov, n = 0, [], 0
+            fp_, cov, n, same = 0, [], 0, 0
             for i, j in itertools.combinations(range(len(docs)), 2):
                 ch = _changes(stats.compare_runs(_doc([_row(rows[i][m])], "a", fp), _doc([_row(rows[j][m])], "b", fp)))
                 n += 1
                 fp_ += _judged(ch)
+                same += ch["p50 ms"].verdict == "same"
                 cov.append(_covers(ch["p50 ms"]))
             shown = [c for c in cov if c is not None]
             res[f"A/A {m}, runs of 3 processes"] = {"pairs": n, "flagged": fp_, "ci_shown": len(shown),
-                                                  "ci_covers": sum(shown)}
+                                                  "ci_covers": sum(shown), "p50 same": same}
         # A/A single runs with stored history (each process its own run)
         for m in [*digits, conv_a]:
             singles = []
@@ -192,13 +219,26 @@ def replay(path: str) -> dict:
         # A/B: conv B vs conv A
         for label, pairs in (("across runs", [(i, j) for i in range(len(docs)) for j in range(len(docs)) if i != j]),
                              ("same run (interleaved)", [(i, i) for i in range(len(docs))])):
-            hits, n = 0, 0
+            hits, same99, n = 0, 0, 0
             for i, j in pairs:
                 b = dict(rows[j][conv_b], model=conv_a)
                 ch = _changes(stats.compare_runs(_doc([_row(rows[i][conv_a])], "a", fp), _doc([_row(b)], "b", fp)))
                 n += 1
                 hits += ch["p50 ms"].verdict == "worse"
-            res[f"A/B conv 1.3x, {label}"] = {"pairs": n, "worse": hits}
+                same99 += ch["p99 ms"].verdict == "same"
+            res[f"A/B conv 1.3x, {label}"] = {"pairs": n, "worse": hits, "p99 same": same99}
+    # a tail planted on a quiet B (3 % of inferences 3 ms slower) against a loaded A (the issue-44 case)
+    if "loaded" in data["conditions"] and "as it is" in data["conditions"]:
+        loaded = [{r["model"]: r for r in d["rows"]} for d in data["conditions"]["loaded"]]
+        quiet = [{r["model"]: r for r in d["rows"]} for d in data["conditions"]["as it is"]]
+        fp = data["conditions"]["loaded"][0]["fingerprint"]
+        passes, n = 0, 0
+        for m in [*digits, conv_a]:
+            for i, j in itertools.product(range(len(loaded)), range(len(quiet))):
+                rep = stats.compare_runs(_doc([_row(loaded[i][m])], "a", fp), _doc([_planted(quiet[j][m])], "b", fp))
+                n += 1
+                passes += _gate_passes(rep)
+        out.setdefault("loaded A", {})["planted tail on quiet B: gate passes"] = {"pairs": n, "passes": passes}
     return out
 
 
@@ -235,10 +275,13 @@ def _baseline_tree(rev: str) -> Path:
 
 
 def _cell(r: dict) -> str:
+    if "passes" in r:
+        return f"exit 0 in {r['passes']}/{r['pairs']}"
     if "worse" in r:
-        return f"worse {r['worse']}/{r['pairs']} ({r['worse'] / r['pairs']:.0%})"
+        return f"p50 worse {r['worse']}/{r['pairs']}, p99 same {r['p99 same']}/{r['pairs']}"
     cov = f"{r['ci_covers']}/{r['ci_shown']}" if r["ci_shown"] else "none shown"
-    return f"flagged {r['flagged']}/{r['pairs']} ({r['flagged'] / r['pairs']:.0%}); p50 CI covers 1: {cov}"
+    same = f"; p50 same {r['p50 same']}" if "p50 same" in r else ""
+    return f"flagged {r['flagged']}/{r['pairs']} ({r['flagged'] / r['pairs']:.0%}); p50 CI covers 1: {cov}{same}"
 
 
 def real(args) -> int:
@@ -246,7 +289,7 @@ def real(args) -> int:
         path = args.traces
     else:
         t0 = time.time()
-        data = collect(args.runs, args.repeats, args.load, args.seconds)
+        data = collect(args.runs, args.repeats, args.load, args.seconds, args.round_gap)
         path = args.save or str(Path(tempfile.mkdtemp()) / "traces.json")
         Path(path).write_text(json.dumps(data))
         print(f"traced in {time.time() - t0:.0f} s", file=sys.stderr)
@@ -335,6 +378,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=6, help="bench commands per condition")
     ap.add_argument("--repeats", type=int, default=3, help="worker processes per model per command")
+    ap.add_argument("--round-gap", type=float, default=5.0, help="bench --round-gap: a row's k-th process starts "
+                                                                    ">= k x this many seconds after its first")
     ap.add_argument("--seconds", type=float, default=0.25, help="timed seconds per process (>= 662 samples)")
     ap.add_argument("--load", type=int, default=2, help="busy-loop processes for the loaded condition")
     ap.add_argument("--baseline", default="a4c8e93", help="the BEFORE revision (git archive of it)")

@@ -41,6 +41,17 @@ def test_other_thresholds():
     assert failed == {("int8", "psnr_db"), ("fp32", "p99_ms"), ("fp32", "size_reduction_pct")}
 
 
+def test_a_p99_from_too_few_samples_never_passes_a_p99_gate():
+    """Issue 44: a gate never passes what it could not judge. A p99 of 0.1 ms under a 1 ms limit, from
+    200 samples (a valid p99 needs 662), is no p99: the check does not pass and says what to rerun."""
+    short = row(dict(ROWS_D[1], latency_ms={"p99": 0.1, "p99_valid": False, "samples": 200}))
+    v = evaluate([short], Thresholds(max_p99_ms=1.0))
+    (fail,) = v.failures
+    assert fail.metric == "p99_ms" and "cannot judge" in fail.message and "--min-runs 662" in fail.message
+    assert "200 samples" in fail.message
+    assert evaluate([row(ROWS_D[1])], Thresholds(max_p99_ms=1.0)).passed
+
+
 def test_nan_fails_every_gate():
     rows = [row(dict(ROWS_D[1], worst={"psnr_db": 50.0, "nonfinite": 3}))]
     v = evaluate(rows, Thresholds(min_psnr_db=10))

@@ -62,7 +62,7 @@ class BenchSettings:
     xnnpack_cache: bool = False
     energy: EnergySettings | None = None
     repeats: int = 1                    # worker processes per model x target (run-level replicates)
-    round_gap_s: float = 0.0            # --round-gap: round k of --repeats starts >= k x this after the first
+    round_gap_s: float = 0.0            # --round-gap: a row's k-th process starts >= k x this after its first
     runtime_api: str = "interpreter"    # "compiled": LiteRT's CompiledModel API (--runtime)
     accelerator: str | None = None      # compiled runtime: cpu | gpu | npu (--accelerator)
     gpu_precisions: tuple[str, ...] = ()  # GPU: fp32 and/or fp16, side by side (--gpu-precision)

@@ -109,7 +109,7 @@ RepeatsOpt = Annotated[int, typer.Option(
     "--repeats", help="Worker processes per model x target, one after another (>= 3 lets `results compare` test "
                       "changes against run-to-run noise).")]
 RoundGapOpt = Annotated[float, typer.Option(
-    "--round-gap", help="Spread --repeats in time: round k starts at least k x S seconds after the first. Processes "
+    "--round-gap", help="Spread --repeats in time: a row's k-th process starts at least k x S seconds after its first. Processes "
                         "10 s or more apart give `results compare` an interval for a rerun; back-to-back ones are "
                         "one run (docs/statistics.md).")]
 ModelExplorerOpt = Annotated[Optional[str], typer.Option(

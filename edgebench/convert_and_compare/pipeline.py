@@ -67,7 +67,7 @@ class CompareSettings:
     gpu_precisions: tuple[str, ...] = ()  # GPU runs: fp32 and/or fp16, side by side (--gpu-precision)
     op_profile: bool = False              # separate op-profiling pass per row (--op-profile)
     repeats: int = 1                      # worker processes per precision x target (run-level replicates)
-    round_gap_s: float = 0.0              # --round-gap: round k of --repeats starts >= k x this after the first
+    round_gap_s: float = 0.0              # --round-gap: a row's k-th process starts >= k x this after its first
     keep_float: str | None = None         # int8 float islands: "auto", a regex or tensor names
     a16: str | None = None                # int8 + 16-bit activations on these tensors' ops (ai-edge-quantizer)
     precisions_given: bool = False        # --precision was given: a single float .tflite SRC is quantized

@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from edgebench.core.errors import BadInput
+from edgebench.core.latency import MIN_SAMPLES
+
+P99_MIN_SAMPLES = MIN_SAMPLES["p99"]
 
 if TYPE_CHECKING:
     from edgebench.rows import InferenceRow
@@ -229,11 +232,17 @@ def evaluate(rows: "Sequence[InferenceRow]", cli: Thresholds, file: dict[str, Th
             p99 = r.latency.p99 if r.latency else None
             if p99 is None:
                 raise BadInput(f"--max-p99-ms needs latency, but {where} has none")
-            ok = p99 <= th.max_p99_ms
             valid = r.latency.p99_valid
+            ok = p99 <= th.max_p99_ms and bool(valid)
+            # a p99 from too few samples is not a p99: the gate cannot judge it, so it does not pass
+            # (issue 44: a gate never passes what it could not judge)
+            why = "" if valid else (f" -- cannot judge: a p99 from {r.latency.samples} samples is not valid (needs "
+                                    f"{P99_MIN_SAMPLES}); rerun with --min-runs {P99_MIN_SAMPLES}")
+            load = (" (the load signal fired on this row: other work on the machine may have made the tail; rerun "
+                    "on a quiet machine)" if not ok and valid and getattr(r.latency, "loaded", False) else "")
             checks.append(Check(prec, target, "p99_ms", p99, th.max_p99_ms, ok,
-                                f"{where}: p99 {p99:.3f} ms {'<=' if ok else '>'} max {th.max_p99_ms:g} ms"
-                                + ("" if valid else " (p99 from too few samples)")))
+                                f"{where}: p99 {p99:.3f} ms {'<=' if p99 <= th.max_p99_ms else '>'} max "
+                                f"{th.max_p99_ms:g} ms{why}{load}"))
         if th.min_cosine is not None:
             cos = r.worst.cosine if r.worst else None
             if cos is None:

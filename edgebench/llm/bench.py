@@ -176,7 +176,7 @@ class ShapeRun:
                          device_model=runner.device_model, fingerprint=runner.fingerprint())
         self.runs: list[ProcessRun] = []
         self.records: list[dict[str, Any]] = []
-        self.first_started: float | None = None     # time.time() of this row's first process
+        self.first_started: float | None = None     # time.monotonic() of this row's first process
         self.failed: InferenceRow | None = None
         limit = "--max-num-tokens" if settings.max_num_tokens is not None and self.ctx == settings.max_num_tokens \
             and self.ctx != bundle.context_tokens else "the bundle's context"
@@ -192,7 +192,7 @@ class ShapeRun:
     def step(self, progress: Callable[[str], None] | None = None) -> None:
         """Run the next process; a failure ends this row (a failed row keeping the processes run)."""
         k = len(self.records)
-        began = time.time()
+        began = time.monotonic()
         self.first_started = began if self.first_started is None else self.first_started
         if progress:
             progress(f"{self.name} {self.bundle.precision or ''} {self.prefill}+{self.decode} tokens "

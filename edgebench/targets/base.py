@@ -373,8 +373,8 @@ class RunResult:
         facts and outputs, every process's samples pooled, the highest peak RSS, and
         ``extra["repeats"]``: one summary per process (its own percentiles: the run-level
         replicates ``results compare`` tests changes against; ``order``: its place in the target's
-        sequence of worker processes, when the caller interleaved them; ``started``: when each began,
-        ``time.time()``, kept as ``started_s`` from the first: how far apart in time they ran) and
+        sequence of worker processes, when the caller interleaved them; ``started``: when each began
+        (``time.monotonic()``), kept as ``started_s`` from the first: how far apart in time they ran) and
         ``extra["repeat_warnings"]`` (each process's own latency warnings, then the run-to-run
         spread of p50). A failed process makes the whole result that failure."""
         from edgebench.rows import Latency

@@ -207,7 +207,7 @@ class Rounds:
 
     processes: dict[tuple[str, int], list[Any]] = field(default_factory=dict)
     order: dict[tuple[str, int], list[int]] = field(default_factory=dict)
-    started: dict[tuple[str, int], list[float]] = field(default_factory=dict)   # time.time() at each start
+    started: dict[tuple[str, int], list[float]] = field(default_factory=dict)   # time.monotonic() at each start
     interrupted: str | None = None
 
 
@@ -221,9 +221,10 @@ def measure_in_rounds(targets: Sequence[Any], items: Sequence[Any], rounds: int,
     item, round)`` runs one worker process; hosts go first, one after another, then each device in
     its own lane, as in :func:`run_on_targets`. An item whose process failed (``on_error`` gives its
     result) runs no further rounds. Ctrl-C/SIGTERM stop after the current process: what was measured
-    is kept and ``interrupted`` names the signal. ``round_gap_s``: round k of a target starts no sooner
-    than k x this many seconds after its first (``--round-gap``): processes spread in time see the
-    shifts between runs that back-to-back processes do not (``judge.stats.SPREAD_MIN_S``)."""
+    is kept and ``interrupted`` names the signal. ``round_gap_s``: an item's k-th process starts no
+    sooner than k x this many seconds after its first (``--round-gap``; the loop waits where the
+    rounds run faster): processes spread in time see the shifts between runs that back-to-back
+    processes do not (``judge.stats.SPREAD_MIN_S``)."""
     out = Rounds()
     lock = threading.Lock()
     stop = threading.Event()
@@ -234,15 +235,8 @@ def measure_in_rounds(targets: Sequence[Any], items: Sequence[Any], rounds: int,
     def target_rounds(target: Any) -> None:
         seq = 0
         dead: set[int] = set()
-        first = time.monotonic()
+        firsts: dict[int, float] = {}
         for r in range(rounds):
-            wait = first + r * round_gap_s - time.monotonic()
-            if wait > 0 and not stop.is_set():
-                say(f"{getattr(target, 'name', target)}: round {r + 1}/{rounds} starts in {wait:.0f} s (--round-gap)")
-                if threading.current_thread() is threading.main_thread():
-                    time.sleep(wait)          # Ctrl-C interrupts it
-                else:
-                    stop.wait(wait)
             for i, item in enumerate(items):
                 if i in dead or stop.is_set():
                     continue
@@ -250,7 +244,15 @@ def measure_in_rounds(targets: Sequence[Any], items: Sequence[Any], rounds: int,
                 text = f"{label(target, item)} (process {r + 1}/{rounds})"
                 say(text)
                 scope = lane_of(target.name, text) if lane_of and is_device(target) else nullcontext()
-                began = time.time()
+                wait = firsts.get(i, 0.0) + r * round_gap_s - time.monotonic() if r else 0.0
+                if wait > 0:
+                    say(f"{text}: starts in {wait:.0f} s (--round-gap)")
+                    if threading.current_thread() is threading.main_thread():
+                        time.sleep(wait)          # Ctrl-C interrupts it
+                    elif stop.wait(wait):
+                        continue
+                began = time.monotonic()
+                firsts.setdefault(i, began)
                 try:
                     with scope:
                         value = measure(target, item, r)
