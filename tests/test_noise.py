@@ -39,6 +39,8 @@ import pytest
 # Busy loops beside the benchmark: one more than the cores, so every core has two runnable tasks and the
 # worker always shares one (with as many loops as cores, the scheduler can leave it a core of its own)
 LOAD = (os.cpu_count() or 2) + 1
+
+pytestmark = pytest.mark.serial     # its claims are about load it adds itself: run alone (scripts/test)
 RUNS = 2            # bench commands, each: C(5, 2) = 10 A/A pairs and 5 A/B pairs
 COPIES = 5          # rows of model A per command
 # 4 processes a side: with 3, one process the shared host slowed by 10-20 % as a whole (another VM; no

@@ -22,7 +22,7 @@ import pytest
 
 from test_noise import COPIES, PER_PROCESS_S, busy_loops, models  # noqa: F401 -- the module fixture
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 COMMANDS = 4            # C(4, 2) x 5 copies = 30 A/A pairs across commands
 REPEATS = 3
