@@ -296,3 +296,23 @@ def test_store_history_keeps_shapes_and_contexts_apart(tmp_path):
         series = history_series(st, "decode", model="tiny-llama")
     assert len(ids) == 3 and sorted(len(s["points"]) for s in series) == [1, 2]
     assert {s["series"]["context_tokens"] for s in series} == {128, 256}
+
+
+def test_speed_ups_state_a_real_95_percent_interval():
+    """Issue 44: `decode 0.31x [0.29-1.21]` was [min/max, max/min] of 3 processes at no level. Now a
+    Student-t interval of the geometric means' ratio, its level printed beside it; one process a
+    side has none and says so."""
+    from edgebench.judge.llm_pairs import precision_pairs
+    from edgebench.rows import Document
+
+    a = _llm_doc("a", "fp32", [1000.0, 1010.0, 990.0], "a" * 64, 2000)
+    b = _llm_doc("b", "dynamic", [2000.0, 2030.0, 1985.0], "b" * 64, 900)
+    rows = [*Document.from_dict(a).rows, *Document.from_dict(b).rows]
+    (pair,) = precision_pairs(rows)
+    s = pair.speedup("decode_tok_s")
+    assert s.level == 0.95 and s.processes == (3, 3)
+    assert s.lo < s.ratio < s.hi and (s.lo, s.hi) != (1985 / 1010, 2030 / 990)
+    assert s.cell.endswith(" 95%") and s.to_dict()["interval"].startswith("95% Student-t")
+    one = _llm_doc("c", "dynamic", [2000.0], "b" * 64)
+    (pair,) = precision_pairs([*Document.from_dict(a).rows, *Document.from_dict(one).rows])
+    assert pair.speedup("decode_tok_s").cell.startswith("2.00x (no interval: 1 process")
