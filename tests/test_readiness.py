@@ -375,3 +375,23 @@ def test_placement_words_say_where_the_ops_went_not_litert_fully_accelerated():
                                                                                               (True, True, 32)]
     for text in (render_markdown(doc), render_html(doc)):
         assert "rest on the CPU (XNNPACK): ELU" in text and "all ops on the NPU" in text and "32 inputs" in text
+
+
+def test_the_intel_npu_row_takes_the_names_of_the_ops_its_cpu_backend_compile_left():
+    from edgebench.readiness.rows import name_unnamed_from_cpu_backend, npu_row
+
+    kw = dict(vendor="IntelOpenVINO", ops_total=21, ops_on_npu=19, partitions=3, sdk="openvino 2026.3.1")
+    npu = npu_row(_result("LNL", status="compile-failed", compiled_bytes=None, error="OpenVINO could not compile", **kw),
+                  model="m", precision="int8", variant_path="m.tflite", sha="ab" * 32)
+    assert [o.op for o in npu.readiness.left_on_cpu] == ["unnamed op", "unnamed op"]
+    cpu = npu_row(_result("LNL", status="ops-rejected", compiled_path="m.cpu.tflite", backend="cpu",
+                          left_histogram={"ATAN2": 1, "BUCKETIZE": 1}, **kw),
+                  model="m", precision="int8", variant_path="m.tflite", sha="ab" * 32, backend_label="cpu")
+    cpu = cpu.replace(target="host:npu (IntelOpenVINO LNL, OpenVINO CPU backend)")
+    other = npu_row(_result("LNL", status="compile-failed", compiled_bytes=None, **{**kw, "ops_on_npu": 18}),
+                    model="m", precision="fp32", variant_path="m.tflite", sha="ab" * 32)
+    got, _cpu, kept = name_unnamed_from_cpu_backend([npu, cpu, other])
+    assert [o.op for o in got.readiness.left_on_cpu] == ["ATAN2", "BUCKETIZE"]
+    assert "CPU-backend compile of the same partitioning (19/21, 3 parts)" in got.readiness.left_on_cpu[0].plugin_line
+    assert got.delegation.undelegated == {"ATAN2": 1, "BUCKETIZE": 1}
+    assert [o.op for o in kept.readiness.left_on_cpu] == ["unnamed op"] * 3       # another precision: not a donor

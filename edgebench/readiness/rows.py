@@ -8,6 +8,7 @@ like any delegate's, its ``readiness`` part has the rest); ``gpu_row`` the GPU r
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from edgebench.readiness.aot import vendors as vendor_lib
@@ -135,6 +136,42 @@ def _left_on_cpu(res: CompileResult) -> tuple[LeftOnCpu, ...]:
                                              f"{res.ops_total} ops and names neither the others nor why"
                                              + ("" if res.compiled_path else " (no compiled file to read them from)")))
     return tuple(out)
+
+
+def name_unnamed_from_cpu_backend(rows: list[InferenceRow]) -> list[InferenceRow]:
+    """An Intel NPU row whose compile failed after partitioning counts the ops it left without
+    naming them; the CPU-backend compile of the same precision (the ``host:npu`` row) runs the same
+    partitioner and its compiled file names them. Where both partitions agree (same N/M and
+    partitions) the NPU row's unnamed entries take those names, saying where they came from."""
+    donors = {}
+    for r in rows:
+        rd = r.readiness
+        if (r.target or "").startswith(HOST_PREFIX) and rd is not None and rd.ops_known and rd.left_on_cpu \
+                and all(o.op != UNNAMED for o in rd.left_on_cpu):
+            donors[(r.precision, rd.vendor, rd.soc)] = r
+    out = []
+    for r in rows:
+        rd = r.readiness
+        donor = donors.get((r.precision, rd.vendor, rd.soc)) if rd is not None and not (r.target or "").startswith(HOST_PREFIX) else None
+        unnamed = [o for o in rd.left_on_cpu if o.op == UNNAMED] if donor is not None else []
+        d = donor.readiness if donor is not None else None
+        if unnamed and d is not None and (d.ops_on_npu, d.ops_total, d.partitions) == (rd.ops_on_npu, rd.ops_total, rd.partitions) \
+                and len(d.left_on_cpu) == len(rd.left_on_cpu):
+            named = tuple(LeftOnCpu(node=o.node, op=o.op, why=o.why, vendor_line=o.vendor_line,
+                                    plugin_line=f"not in the plugin's NPU partitions; named by the {backend_word(d)} "
+                                                f"compile of the same partitioning ({d.ops_text})")
+                          for o in d.left_on_cpu)
+            hist: dict[str, int] = {}
+            for o in named:
+                hist[o.op or "?"] = hist.get(o.op or "?", 0) + 1
+            deleg = Delegation.from_dict({**r.delegation.to_dict(), "undelegated": hist}) if r.delegation else None
+            r = r.replace(readiness=replace(rd, left_on_cpu=named), delegation=deleg)
+        out.append(r)
+    return out
+
+
+def backend_word(rd: Readiness) -> str:
+    return f"{rd.backend.upper()}-backend" if rd.backend else "CPU-backend"
 
 
 def gpu_row(gpu: dict[str, Any], *, model: str, precision: str, variant_path: str, sha: str,

@@ -36,7 +36,7 @@ from edgebench.model.inputs import DEFAULT_PREPROCESS
 from edgebench.core.errors import BadInput
 from edgebench.core.fingerprint import host_fingerprint, sha256_file
 from edgebench.readiness.host import host_rows
-from edgebench.readiness.rows import fail_on_verdict, gpu_row, npu_row, parse_fail_on
+from edgebench.readiness.rows import fail_on_verdict, gpu_row, name_unnamed_from_cpu_backend, npu_row, parse_fail_on
 from edgebench.rows import Document, InferenceRow
 from edgebench.sources.resolve import SourceOptions
 
@@ -190,6 +190,7 @@ def readiness(settings: ReadinessSettings, progress: Callable[[str], None] | Non
         if settings.host_run:
             rows += host_rows(settings, model=model, precision=prec, variant=v, targets=targets, out_dir=out_dir,
                               progress=say)
+    rows = name_unnamed_from_cpu_backend(rows)
     verdict = fail_on_verdict(rows, settings.fail_on)
     meta: dict[str, Any] = {
         "model": model, "out_dir": str(out_dir), "seconds": round(time.perf_counter() - t0, 3),

@@ -27,13 +27,21 @@ def is_readiness(doc: Document) -> bool:
 
 
 def _left(r: InferenceRow) -> str:
+    """The ops left on the CPU by name; ops the plugin counted but did not name (a document stored
+    before rows listed them) as 'N unnamed', never '-' beside N < M."""
     rd = r.readiness
-    if rd is None or not rd.left_on_cpu:
-        return "-" if rd is None or rd.ops_known else ""
+    if rd is None:
+        return "-"
     counts: dict[str, int] = {}
     for op in rd.left_on_cpu:
         counts[op.op or "?"] = counts.get(op.op or "?", 0) + 1
-    return ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
+    words = [f"{op} x{n}" if n > 1 else op for op, n in counts.items()]
+    unlisted = (rd.ops_total - rd.ops_on_npu - len(rd.left_on_cpu)) if rd.ops_known else 0
+    if unlisted > 0:
+        words.append(f"{unlisted} unnamed op{'s' * (unlisted != 1)}")
+    if not words:
+        return "-" if rd.ops_known else ""
+    return ", ".join(words)
 
 
 def cells(r: InferenceRow, gate: Any = None) -> list[str]:
