@@ -395,3 +395,30 @@ def test_the_intel_npu_row_takes_the_names_of_the_ops_its_cpu_backend_compile_le
     assert "CPU-backend compile of the same partitioning (19/21, 3 parts)" in got.readiness.left_on_cpu[0].plugin_line
     assert got.delegation.undelegated == {"ATAN2": 1, "BUCKETIZE": 1}
     assert [o.op for o in kept.readiness.left_on_cpu] == ["unnamed op"] * 3       # another precision: not a donor
+
+
+@pytest.mark.parametrize("cols", [80, 100, 120])
+def test_results_show_of_a_recorded_readiness_run_draws_its_answer_table(cols, run_cli, tmp_path, monkeypatch):
+    """The real readiness run the goldens keep (tests/goldens/inputs/readiness.json), stored and shown."""
+    from edgebench.store.db import Store
+
+    recorded = json.loads((Path(__file__).parent / "goldens" / "inputs" / "readiness.json").read_text())
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    with Store(db) as st:
+        run_id = st.save(Document.from_dict(recorded))
+    monkeypatch.setenv("COLUMNS", str(cols))
+    code, out, err = run_cli("results", "show", run_id, "--db", db)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert max(len(ln) for ln in lines) <= cols
+    head = [ln for ln in lines if "precision" in ln]
+    assert head and all(h in head[0] for h in ("precision", "target", "status", "on NPU")), out
+    assert "model unsupported_ops_cnn" in " ".join(out.split())                 # the model, in the title
+    table = [ln for ln in lines if ln.startswith("│")]
+    assert sum("int8" in ln for ln in table) == len(recorded["rows"]), out      # precision is never 0 wide
+    flat = " ".join(out.split())
+    for want in ("19/21, 3 parts", "17/21, 4 parts", "compile-failed", "not checkable here: libneuronusdk_adapter.mtk.so",
+                 "#8 Atan2 stays on the CPU"):
+        assert want in flat, (want, out)
+    intel = next(i for i, ln in enumerate(table) if "IntelOpenVINO LNL" in ln)
+    assert "2 unnamed" in table[intel] and "ops" in table[intel + 1], out       # never "-" beside 19/21
