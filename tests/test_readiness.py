@@ -227,6 +227,8 @@ def test_markdown_html_and_the_store_show_the_readiness_rows(tmp_path):
 
 
 def test_bad_soc_and_vendor_are_one_line(run_cli, tiny_tflite, tmp_path):
+    code, _o, err = run_cli("readiness", str(tiny_tflite), "--samples", "0", "--no-store")
+    assert code == 2 and "--samples 0" in err and "Traceback" not in err
     code, _o, err = run_cli("readiness", str(tiny_tflite), "--soc", "SM9999", "--no-store")
     assert code == 2 and "--soc SM9999" in err and "SM8650" in err
     code, _o, err = run_cli("readiness", str(tiny_tflite), "--vendor", "nokia", "--no-store")

@@ -73,6 +73,9 @@ class ReadinessSettings:
             raise BadInput(f"--compile-timeout {self.compile_timeout_s}: must be > 0 seconds")
         if self.jobs < 1:
             raise BadInput(f"--jobs {self.jobs}: must be >= 1")
+        if self.host_samples < 1:
+            raise BadInput(f"--samples {self.host_samples}: the host run's drift needs at least 1 input (default "
+                           f"{ReadinessSettings.host_samples})")
         parse_fail_on(self.fail_on)
 
 
