@@ -377,6 +377,12 @@ def test_placement_words_say_where_the_ops_went_not_litert_fully_accelerated():
                                                                                               (True, True, 32)]
     for text in (render_markdown(doc), render_html(doc)):
         assert "rest on the CPU (XNNPACK): ELU" in text and "all ops on the NPU" in text and "32 inputs" in text
+    from edgebench.rows import drifts_from_dict
+
+    with_drift = doc.with_rows([r.replace(drift_vs_host=drifts_from_dict(
+        {"out": {"max_abs": 0.0, "mean_abs": 0.0, "rmse": 0.0, "rel_l2": 0.0, "cosine": 1.0, "psnr_db": 71.2}}))
+        for r in rows])
+    assert "host (32 inputs)" in render_html(with_drift)          # the HTML drift section says the count too
 
 
 def test_the_intel_npu_row_takes_the_names_of_the_ops_its_cpu_backend_compile_left():
