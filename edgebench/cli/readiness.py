@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
         fail_on: Optional[list[str]] = typer.Option(None, "--fail-on", help="CI gate (exit 1): SOC (every op on its NPU and a compile), SOC=PCT (at least PCT % of the ops), a vendor, or all (every target checkable here). Repeatable or comma-separated."),
         compile_timeout: float = typer.Option(d.compile_timeout_s, "--compile-timeout", help="Seconds one compile may take before its process is killed (its row fails)."),
         jobs: int = typer.Option(d.jobs, "--jobs", help="Compiles at once, each in its own process."),
-        samples: int = typer.Option(d.host_samples, "--samples", "-n", help="Inputs for the host run of the NPU dispatch path (Intel OpenVINO CPU backend)."),
+        samples: int = typer.Option(d.host_samples, "--samples", "-n", help="Inputs for the host run of the NPU dispatch path (Intel OpenVINO CPU backend); its drift vs the CPU is over this many, and the table says so."),
         no_gpu: bool = typer.Option(False, "--no-gpu", help="Leave out the GPU readiness row."),
         no_host_run: bool = typer.Option(False, "--no-host-run", help="Do not run the compiled file on this host where LiteRT's NPU dispatch can (Intel OpenVINO CPU backend)."),
         json_path: JsonOpt = None,

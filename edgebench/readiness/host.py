@@ -6,12 +6,15 @@ the Intel dispatch library (``vendors/intel_openvino/dispatch``) -- the same pat
 (DISPATCH_OP partitions, the ops left over on XNNPACK), with OpenVINO's CPU plugin as the device.
 Two rows per precision: ``host`` (the uncompiled .tflite on the host's CPU, XNNPACK) and
 ``host:npu`` (the compiled file through the dispatch path), the second with drift against the
-first, ``fully_accelerated`` and its readiness part (compile status, N/M, bytes, seconds). Both run
+first over ``drift_inputs`` inputs (``--samples``, default 32), ``fully_accelerated`` (LiteRT's word:
+XNNPACK counts as accelerated) and its readiness part (compile status, N/M, ``all_ops_on_npu``,
+the ops left on the CPU, bytes, seconds). Both run
 in the usual host worker process (``targets.host``) on the same inputs.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -49,7 +52,7 @@ def host_rows(settings, *, model: str, precision: str, variant: dict[str, Any], 
     if res.compiled_path is None:
         return [compiled]
     try:
-        inputs = _inputs(settings, variant["path"], out_dir)
+        inputs, n_inputs = _inputs(settings, variant["path"], out_dir)
     except EdgebenchError as err:
         return [compiled.replace(status="failed", error=f"no inputs for the host run: {err}")]
     control = RunControl(runs=max(20, settings.host_samples), min_runs=1, min_time_s=0.0, max_time_s=60.0,
@@ -77,7 +80,8 @@ def host_rows(settings, *, model: str, precision: str, variant: dict[str, Any], 
         got, mapping = cmp.align_outputs(cpu.outputs, npu.outputs)
         raw = cmp.compare_outputs(cpu.outputs, got)
         npu_row_ = npu_row_.replace(drift_vs_host=drifts_from_dict(raw), worst_vs_host=Worst.from_dict(cmp.worst(raw)),
-                                    output_mapping=mapping if mapping["how"] != "name" else None)
+                                    output_mapping=mapping if mapping["how"] != "name" else None,
+                                    readiness=replace(npu_row_.readiness, drift_inputs=n_inputs))
     return [cpu_row, npu_row_]
 
 
@@ -88,7 +92,7 @@ def _run(host: HostTarget, job: Job) -> RunResult:
         return RunResult.failed("host", job.model_path, str(err))
 
 
-def _inputs(settings, path: str, out_dir: Path) -> str:
+def _inputs(settings, path: str, out_dir: Path) -> tuple[str, int]:
     """The host run's inputs: the first --samples of --data, else seeded synthetic ones (the drift
     between two runs of the same file on the same inputs needs no real data)."""
     from edgebench.sources.resolve import tflite_signature
@@ -103,4 +107,4 @@ def _inputs(settings, path: str, out_dir: Path) -> str:
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"host-inputs-{Path(path).stem}.npz"
     ds.save(target)
-    return str(target)
+    return str(target), ds.n

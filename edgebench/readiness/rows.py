@@ -8,6 +8,7 @@ like any delegate's, its ``readiness`` part has the rest); ``gpu_row`` the GPU r
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from edgebench.readiness.aot import vendors as vendor_lib
@@ -17,6 +18,7 @@ from edgebench.judge.gate import Check, Verdict
 from edgebench.rows import Delegation, InferenceRow, LeftOnCpu, Readiness
 
 GPU_TARGET = "gpu (WebGPU)"
+UNNAMED = "unnamed op"    # an op the plugin's summary counts as left on the CPU without naming it
 HOST_PREFIX = "host"      # host rows (the CPU baseline, the dispatch run) are not NPU targets for --fail-on
 
 
@@ -83,12 +85,16 @@ def npu_row(res: CompileResult, *, model: str, precision: str, variant_path: str
             backend_label: str | None = None) -> InferenceRow:
     """A compile result as a typed row (the delegation column shows N/M like any delegate's)."""
     left = _left_on_cpu(res)
+    known = res.checkable and res.ops_total is not None and res.ops_on_npu is not None
     rd = Readiness(vendor=res.vendor, soc=res.soc, checkable=res.checkable, missing=res.missing,
                    compile_status=res.status, ops_on_npu=res.ops_on_npu, ops_total=res.ops_total,
                    partitions=res.partitions, left_on_cpu=left, compiled_path=res.compiled_path,
                    compiled_bytes=res.compiled_bytes, compile_seconds=res.seconds, sdk_version=res.sdk_version,
-                   sdk=res.sdk, backend=res.backend, readiness_notes=res.notes)
-    status = {"sdk-missing": "skipped", "plugin-load": "skipped", "compile-failed": "failed"}.get(res.status, "ok")
+                   sdk=res.sdk, backend=res.backend, readiness_notes=res.notes,
+                   all_ops_on_npu=(res.ops_on_npu == res.ops_total) if known else None)
+    # every compile class is an answer (a target that cannot compile here too); only a compile
+    # process that crashed or hung failed to answer (exit 3)
+    status = "failed" if res.crashed else "skipped" if res.status in ("sdk-missing", "plugin-load") else "ok"
     delegation = None
     if rd.ops_known:
         hist: dict[str, int] = {}
@@ -111,7 +117,9 @@ def _norm(op: str) -> str:
 
 def _left_on_cpu(res: CompileResult) -> tuple[LeftOnCpu, ...]:
     """Every op the compiled file left to the CPU, with the log's lines where the plugin gave any
-    (Qualcomm names each op; a partitioner that says nothing gets a line saying so)."""
+    (Qualcomm names each op; a partitioner that says nothing gets a line saying so). Where no file
+    was written (Intel's NPU compile fails after partitioning) and the plugin's summary counts ops it
+    did not select without naming them, each gets an entry saying so: never "-" beside N < M."""
     out = [LeftOnCpu(node=o.node, op=o.op, why=o.why, plugin_line=o.plugin_line, vendor_line=o.vendor_line)
            for o in res.left]
     named = {}
@@ -121,7 +129,49 @@ def _left_on_cpu(res: CompileResult) -> tuple[LeftOnCpu, ...]:
         for _ in range(max(0, n - named.get(_norm(op), 0))):
             out.append(LeftOnCpu(op=op, why="not selected",
                                  plugin_line=f"the {res.vendor} plugin's partitioner did not select it (it logs no reason)"))
+    if res.checkable and res.ops_total is not None and res.ops_on_npu is not None:
+        for _ in range(max(0, res.ops_total - res.ops_on_npu - len(out))):
+            out.append(LeftOnCpu(op=UNNAMED, why="not selected",
+                                 plugin_line=f"the {res.vendor} plugin's summary selected {res.ops_on_npu} of "
+                                             f"{res.ops_total} ops and names neither the others nor why"
+                                             + ("" if res.compiled_path else " (no compiled file to read them from)")))
     return tuple(out)
+
+
+def name_unnamed_from_cpu_backend(rows: list[InferenceRow]) -> list[InferenceRow]:
+    """An Intel NPU row whose compile failed after partitioning counts the ops it left without
+    naming them; the CPU-backend compile of the same precision (the ``host:npu`` row) runs the same
+    partitioner and its compiled file names them. Where both partitions agree (same N/M and
+    partitions) the NPU row's unnamed entries take those names, saying where they came from."""
+    donors = {}
+    for r in rows:
+        rd = r.readiness
+        if (r.target or "").startswith(HOST_PREFIX) and rd is not None and rd.ops_known and rd.left_on_cpu \
+                and all(o.op != UNNAMED for o in rd.left_on_cpu):
+            donors[(r.precision, rd.vendor, rd.soc)] = r
+    out = []
+    for r in rows:
+        rd = r.readiness
+        donor = donors.get((r.precision, rd.vendor, rd.soc)) if rd is not None and not (r.target or "").startswith(HOST_PREFIX) else None
+        unnamed = [o for o in rd.left_on_cpu if o.op == UNNAMED] if donor is not None else []
+        d = donor.readiness if donor is not None else None
+        if unnamed and d is not None and (d.ops_on_npu, d.ops_total, d.partitions) == (rd.ops_on_npu, rd.ops_total, rd.partitions) \
+                and len(d.left_on_cpu) == len(rd.left_on_cpu):
+            named = tuple(LeftOnCpu(node=o.node, op=o.op, why=o.why, vendor_line=o.vendor_line,
+                                    plugin_line=f"not in the plugin's NPU partitions; named by the {backend_word(d)} "
+                                                f"compile of the same partitioning ({d.ops_text})")
+                          for o in d.left_on_cpu)
+            hist: dict[str, int] = {}
+            for o in named:
+                hist[o.op or "?"] = hist.get(o.op or "?", 0) + 1
+            deleg = Delegation.from_dict({**r.delegation.to_dict(), "undelegated": hist}) if r.delegation else None
+            r = r.replace(readiness=replace(rd, left_on_cpu=named), delegation=deleg)
+        out.append(r)
+    return out
+
+
+def backend_word(rd: Readiness) -> str:
+    return f"{rd.backend.upper()}-backend" if rd.backend else "CPU-backend"
 
 
 def gpu_row(gpu: dict[str, Any], *, model: str, precision: str, variant_path: str, sha: str,
@@ -140,7 +190,7 @@ def gpu_row(gpu: dict[str, Any], *, model: str, precision: str, variant_path: st
     rd = Readiness(vendor="LiteRT GPU", soc="WebGPU", checkable=True, compile_status=status,
                    ops_on_npu=ops_total if full else None, ops_total=ops_total, partitions=1 if full else None,
                    sdk=web.get("adapter"), readiness_notes=notes + ((f"GPU only: {web.get('error')}",) if not full else ()))
-    return InferenceRow(target=GPU_TARGET, status="failed" if status == "compile-failed" else "ok", model=model,
+    return InferenceRow(target=GPU_TARGET, status="ok", model=model,       # a GPU that cannot compile it: an answer
                         precision=precision, model_path=variant_path, model_sha256=sha,
                         error=web.get("fallback_error") if status == "compile-failed" else None, readiness=rd,
                         fully_accelerated=full)

@@ -36,7 +36,7 @@ from edgebench.model.inputs import DEFAULT_PREPROCESS
 from edgebench.core.errors import BadInput
 from edgebench.core.fingerprint import host_fingerprint, sha256_file
 from edgebench.readiness.host import host_rows
-from edgebench.readiness.rows import fail_on_verdict, gpu_row, npu_row, parse_fail_on
+from edgebench.readiness.rows import fail_on_verdict, gpu_row, name_unnamed_from_cpu_backend, npu_row, parse_fail_on
 from edgebench.rows import Document, InferenceRow
 from edgebench.sources.resolve import SourceOptions
 
@@ -58,7 +58,11 @@ class ReadinessSettings:
     compile_timeout_s: float = COMPILE_TIMEOUT_S
     gpu: bool = True                                      # the GPU readiness row per precision
     host_run: bool = True                                 # run what this host's NPU dispatch can run
-    host_samples: int = 8
+    # inputs of the host dispatch run's drift: the claim is one worst-output PSNR/cosine of the same
+    # graph on two runtimes (no interval), so a few inputs find a systematic difference; 32 (from 8)
+    # also reach input-dependent paths (saturation, clipped activations). Cost: runs = max(20, n), so
+    # 12 more inferences, ~3 ms at the probe CNN's 0.26 ms p50 (tests/goldens/inputs/readiness.json)
+    host_samples: int = 32
     fail_on: tuple[str, ...] = ()
     jobs: int = 2                                         # compiles at once (one process each)
     source: SourceOptions = field(default_factory=SourceOptions)
@@ -70,6 +74,9 @@ class ReadinessSettings:
             raise BadInput(f"--compile-timeout {self.compile_timeout_s}: must be > 0 seconds")
         if self.jobs < 1:
             raise BadInput(f"--jobs {self.jobs}: must be >= 1")
+        if self.host_samples < 1:
+            raise BadInput(f"--samples {self.host_samples}: the host run's drift needs at least 1 input (default "
+                           f"{ReadinessSettings.host_samples})")
         parse_fail_on(self.fail_on)
 
 
@@ -187,6 +194,7 @@ def readiness(settings: ReadinessSettings, progress: Callable[[str], None] | Non
         if settings.host_run:
             rows += host_rows(settings, model=model, precision=prec, variant=v, targets=targets, out_dir=out_dir,
                               progress=say)
+    rows = name_unnamed_from_cpu_backend(rows)
     verdict = fail_on_verdict(rows, settings.fail_on)
     meta: dict[str, Any] = {
         "model": model, "out_dir": str(out_dir), "seconds": round(time.perf_counter() - t0, 3),

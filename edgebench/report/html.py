@@ -390,7 +390,8 @@ def _drift_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     for _d, t in docs:
         for r, is_ref in inference_of(t):
             name = [r.model or "-", r.precision or ("reference" if is_ref else "-"), r.target or "-"]
-            for against, drift in (("reference", r.drift), ("host", r.drift_vs_host)):
+            n = r.readiness.drift_inputs if r.readiness is not None else None      # readiness host:npu rows
+            for against, drift in (("reference", r.drift), (f"host ({n} inputs)" if n else "host", r.drift_vs_host)):
                 for out, stats in (drift or {}).items():
                     rows.append([*name, against, out, *_drift_cells(stats)])
             det = r.detection_record

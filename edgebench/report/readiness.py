@@ -15,9 +15,11 @@ from edgebench.rows import Document, InferenceRow
 # (header, priority): 0 = always shown, higher = dropped first on a narrow terminal
 COLUMNS: tuple[tuple[str, int], ...] = (
     ("precision", 0), ("target", 0), ("checkable", 2), ("status", 0), ("on NPU", 0), ("left on CPU", 1),
-    ("compiled", 3), ("s", 4), ("SDK", 5), ("p50 ms", 2), ("vs CPU", 2), ("fully accel.", 3),
+    ("compiled", 3), ("s", 4), ("SDK", 5), ("p50 ms", 2), ("vs CPU", 2), ("placement", 1),
 )
-HOST_COLUMNS = ("p50 ms", "vs CPU", "fully accel.")
+# the host dispatch run's columns; "placement" is where the run's ops went in words (rows'
+# ``all_ops_on_npu``), not LiteRT's ``fully_accelerated``, which counts XNNPACK as accelerated
+HOST_COLUMNS = ("p50 ms", "vs CPU", "placement")
 
 
 def is_readiness(doc: Document) -> bool:
@@ -25,13 +27,21 @@ def is_readiness(doc: Document) -> bool:
 
 
 def _left(r: InferenceRow) -> str:
+    """The ops left on the CPU by name; ops the plugin counted but did not name (a document stored
+    before rows listed them) as 'N unnamed', never '-' beside N < M."""
     rd = r.readiness
-    if rd is None or not rd.left_on_cpu:
-        return "-" if rd is None or rd.ops_known else ""
+    if rd is None:
+        return "-"
     counts: dict[str, int] = {}
     for op in rd.left_on_cpu:
         counts[op.op or "?"] = counts.get(op.op or "?", 0) + 1
-    return ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
+    words = [f"{op} x{n}" if n > 1 else op for op, n in counts.items()]
+    unlisted = (rd.ops_total - rd.ops_on_npu - len(rd.left_on_cpu)) if rd.ops_known else 0
+    if unlisted > 0:
+        words.append(f"{unlisted} unnamed op{'s' * (unlisted != 1)}")
+    if not words:
+        return "-" if rd.ops_known else ""
+    return ", ".join(words)
 
 
 def cells(r: InferenceRow, gate: Any = None) -> list[str]:
@@ -51,12 +61,14 @@ def cells(r: InferenceRow, gate: Any = None) -> list[str]:
     host = r.target and r.target.startswith("host:npu")
     vs = ("identical" if psnr is not None and psnr == float("inf") else f"PSNR {fmt_value(psnr, '.1f')} dB"
           if psnr is not None else "-") if host else "-"
+    if vs != "-" and rd is not None and rd.drift_inputs is not None:
+        vs += f", {rd.drift_inputs} inputs"
     return [r.precision or "-", r.target or "-", checkable, status, on, _left(r) or "-",
             fmt_bytes(rd.compiled_bytes) if rd and rd.compiled_bytes else "-",
             fmt_value(rd.compile_seconds, ".2f") if rd and rd.compile_seconds is not None else "-",
             (rd.sdk_version or rd.sdk or "-") if rd else (r.runtime or "-"),
             fmt_value(p50, ".4g") if p50 is not None else "-", vs,
-            "-" if r.fully_accelerated is None else ("yes" if r.fully_accelerated else "no")]
+            rd.placement if host and rd is not None else "-"]
 
 
 def _lib(missing: str | None) -> str:

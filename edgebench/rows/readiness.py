@@ -14,6 +14,17 @@ sit flat beside the row's own, as a diagnose row's do; ``InferenceRow.readiness`
 * ``compile-failed``: the plugin partitioned (N/M known) and then the vendor compiler failed
   (``error`` has its words), or the compile process crashed or hung;
 * ``ok``: every op is in an NPU partition and the compiled file was written.
+
+Every class is an answer: a row whose compile failed (also the Intel NPU compile the ``openvino``
+wheel cannot do) is stored with row status ``ok``; only a compile process that crashed or hung
+is ``failed`` (exit 3).
+
+``all_ops_on_npu`` says where the ops went, in the words every output prints: True "all ops on the
+NPU" (N = M), False "rest on the CPU (XNNPACK)" (``left_on_cpu`` names them), None when not known.
+It is not the row's ``fully_accelerated``: that key keeps LiteRT's
+``CompiledModel.is_fully_accelerated()``, which counts an op run by XNNPACK as accelerated, so it
+reads True beside ops left on the CPU. ``drift_inputs``: how many inputs the host dispatch run's
+drift against the CPU was computed over (host:npu rows only).
 """
 
 from __future__ import annotations
@@ -25,6 +36,8 @@ from edgebench.rows.diagnosis import _META, _Keyed, _bool, _int, _real, _record,
 
 COMPILE_STATUSES = ("sdk-missing", "plugin-load", "ops-rejected", "compile-failed", "ok")
 NOT_CHECKABLE = ("sdk-missing", "plugin-load")
+ALL_ON_NPU = "all ops on the NPU"
+REST_ON_CPU = "rest on the CPU (XNNPACK)"
 
 
 @dataclass(frozen=True)
@@ -64,14 +77,17 @@ class Readiness(_Keyed):
     sdk: str | None = None
     backend: str | None = None              # Intel: the OpenVINO device the partitions target
     readiness_notes: tuple[str, ...] = ()
+    all_ops_on_npu: bool | None = None      # N = M (module docstring; not LiteRT's fully_accelerated)
+    drift_inputs: int | None = None         # host:npu rows: inputs the drift vs the CPU is over
     keys: tuple[str, ...] | None = _META["keys"]
     unknown: Mapping[str, Any] = _META["unknown"]
 
+    _OPTIONAL: ClassVar[tuple[str, ...]] = ("drift_inputs",)
     _KINDS: ClassVar[dict[str, Any]] = {
         "vendor": _str, "soc": _str, "checkable": _bool, "missing": _str, "compile_status": _str,
         "ops_on_npu": _int, "ops_total": _int, "partitions": _int, "left_on_cpu": _tuple_of(_record(LeftOnCpu)),
         "compiled_path": _str, "compiled_bytes": _int, "compile_seconds": _real, "sdk_version": _str, "sdk": _str,
-        "backend": _str, "readiness_notes": _tuple_of(_str),
+        "backend": _str, "readiness_notes": _tuple_of(_str), "all_ops_on_npu": _bool, "drift_inputs": _int,
     }
     KEYS: ClassVar[tuple[str, ...]] = tuple(_KINDS)
 
@@ -93,6 +109,20 @@ class Readiness(_Keyed):
         if not self.ops_known or not self.ops_total:
             return None
         return 100.0 * self.ops_on_npu / self.ops_total
+
+    @property
+    def placement(self) -> str:
+        """Where the ops went, in words: 'all ops on the NPU', 'rest on the CPU (XNNPACK): ELU'."""
+        on = self.all_ops_on_npu if self.all_ops_on_npu is not None else (
+            self.ops_on_npu == self.ops_total if self.ops_known else None)
+        if on is None:
+            return "-"
+        if on:
+            return ALL_ON_NPU
+        named = [o.op for o in self.left_on_cpu if o.op]
+        counts = {op: named.count(op) for op in dict.fromkeys(named)}
+        ops = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
+        return REST_ON_CPU + (f": {ops}" if ops else "")
 
     @property
     def ops_text(self) -> str:

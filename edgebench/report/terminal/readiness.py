@@ -23,14 +23,21 @@ def _short_paths(line: str) -> str:
                   else "…/" + PurePosixPath(m.group()).name, line)
 
 
-def render_readiness(doc: Document | Mapping[str, Any], *, width: int | None = None, wide: bool = False) -> list:
-    """The table (report/terminal/fit.py: precision and target stay, columns dropped on a narrow
-    terminal are named under it) and the lines that say why ops stayed on the CPU."""
-    doc = as_document(doc)
+def readiness_tables(doc: Document, title: str, *, width: int | None = None, wide: bool = False) -> list:
+    """The answer table through the width engine (report/terminal/fit.py: precision and target
+    stay, columns dropped on a narrow terminal are named under it); ``results show`` draws it too."""
     headers, body = table(doc)
     prio = dict(COLUMNS)
     cols = [Col(h, num=h in _NUMERIC, identity=h in _IDENTITY, priority=prio[h]) for h in headers]
-    out: list = list(fit_tables(f"NPU readiness: {doc.model or '?'}", cols, body, width=width, wide=wide,
-                                title_justify="left"))
-    out += [e(_short_paths(line)) for line in details(doc)]
-    return out
+    return list(fit_tables(title, cols, body, width=width, wide=wide, title_justify="left"))
+
+
+def readiness_lines(doc: Document) -> list:
+    """The lines under the table (why ops stayed on the CPU, what is missing, the verdict)."""
+    return [e(_short_paths(line)) for line in details(doc)]
+
+
+def render_readiness(doc: Document | Mapping[str, Any], *, width: int | None = None, wide: bool = False) -> list:
+    """The table and the lines that say why ops stayed on the CPU."""
+    doc = as_document(doc)
+    return readiness_tables(doc, f"NPU readiness: {doc.model or '?'}", width=width, wide=wide) + readiness_lines(doc)

@@ -129,8 +129,14 @@ def render_show(doc: dict[str, Any], *, width: int | None = None, wide: bool = F
     cols = [Col(lbl, identity=k in _IDENTITY_KEYS, num=k not in _TEXT_COLS,
                 priority=_ROW_PRIORITY.get(k, 1)) for k, lbl in used] + [Col("notes", priority=_NOTES_PRIORITY)]
     verdict = run_verdict(typed)
-    tables = fit_tables(f"run {(typed.run_id or '?')[:12]}  {typed.kind}  created {typed.created}", cols, cells,
-                        width=width, wide=wide)
+    title = f"run {(typed.run_id or '?')[:12]}  {typed.kind}  created {typed.created}"
+    if typed.kind == "readiness":          # its answer table (N/M, partitions, ops left), as `readiness` drew it
+        from edgebench.report.terminal.readiness import readiness_lines, readiness_tables
+
+        tables = readiness_tables(typed, f"{title}  model {typed.model or '?'}", width=width, wide=wide) \
+            + readiness_lines(typed)
+    else:
+        tables = fit_tables(title, cols, cells, width=width, wide=wide)
     fp = typed.fingerprint       # free-form: the environment's own keys
     env = Table(title="environment (key fields)")
     env.add_column("field")
