@@ -148,3 +148,161 @@ def test_pt2_constant_holding_a_python_object_is_refused(torch_setup, tmp_path):
         check_pt2(crafted, trusted=False)
     check_pt2(crafted, trusted=True)            # consent: only the archive bounds apply
     check_pt2(d / "net.pt2", trusted=False)     # torch.export.save's own output passes
+
+
+# --------------------------------------------------------------------------- crafted .pt2 archives (issue 42)
+# Each archive below is built from torch.export.save's own output and rewritten so that torch 2.13's
+# loader reads a code-carrying pickle (``_Planted``) where a check of the archive by other means
+# would read something else. ``live``: torch.export.load of it really runs the pickle (checked first,
+# so a test whose archive no longer fools torch fails instead of passing for the wrong reason).
+
+
+def _members(path: Path) -> list[tuple[str, bytes]]:
+    import zipfile
+
+    with zipfile.ZipFile(path) as z:
+        return [(i.filename, z.read(i)) for i in z.infolist()]
+
+
+def _write(path: Path, members: list[tuple[str, bytes]]) -> Path:
+    import warnings
+    import zipfile
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")             # "Duplicate name": what the craft is for
+        with zipfile.ZipFile(path, "w") as z:
+            for name, data in members:
+                z.writestr(name, data)
+    return path
+
+
+def _pickled_weight(members: list[tuple[str, bytes]], path_name: str) -> tuple[list[tuple[str, bytes]], str]:
+    """The members with the first weight's payload entry marked pickled and renamed ``path_name``."""
+    out, fqn = [], None
+    for name, data in members:
+        if name.endswith("_weights_config.json"):
+            cfg = json.loads(data)
+            fqn = next(iter(cfg["config"]))
+            cfg["config"][fqn].update(path_name=path_name, use_pickle=True)
+            data = json.dumps(cfg).encode()
+        out.append((name, data))
+    return out, fqn
+
+
+def _tensor_pickle() -> bytes:
+    import io
+
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(torch.zeros(2), buf)
+    return buf.getvalue()
+
+
+def _craft_absolute(src, evil):
+    """'/w': a check reading root + 'data/weights/' + name sees a plain tensor; torch's
+    os.path.join('data/weights/', '/w') reads root + '/w', the pickle."""
+    members, _ = _pickled_weight(_members(src), "/w")
+    root = members[0][0].split("/")[0]
+    return members + [(f"{root}/data/weights//w", _tensor_pickle()), (f"{root}//w", evil)], "'/w'"
+
+
+def _craft_dotdot(src, evil):
+    members, _ = _pickled_weight(_members(src), "../w")
+    root = members[0][0].split("/")[0]
+    return members + [(f"{root}/data/weights/../w", evil)], "data/weights/../w"
+
+
+def _craft_two_roots(src, evil):
+    """A second, complete root ahead of the real one: torch's reader takes the first member's folder."""
+    members = _members(src)
+    root = members[0][0].split("/")[0]
+    decoy = [(name.replace(root + "/", "evil/", 1), evil if name.endswith("sample_inputs/model.pt") else data)
+             for name, data in members]
+    return decoy + members, "2 archive roots"
+
+
+def _craft_pickled_weight(src, evil):
+    """A weight marked pickled (torch unpickles it with weights_only=False) whose member is code."""
+    members, fqn = _pickled_weight(_members(src), "weight_0")
+    return [(n, evil if n.endswith("data/weights/weight_0") else d) for n, d in members], \
+        f"data/weights/weight_0 (pickled {fqn!r})"
+
+
+def _craft_case(src, evil):
+    """Sample inputs stored as MODEL.PT: torch's reader finds 'model.pt' ignoring case."""
+    return [(n.replace("model.pt", "MODEL.PT") if n.endswith("sample_inputs/model.pt") else n,
+             evil if n.endswith("sample_inputs/model.pt") else d) for n, d in _members(src)], \
+        "data/sample_inputs/model.pt"
+
+
+def _craft_case_twin(src, evil, evil_first: bool = True):
+    """weight_0 (a plain tensor, what an exact-name check reads) beside WEIGHT_0 (code): torch's
+    case-blind binary search finds one of the two, which one depending on the directory -- the
+    test keeps the order (``evil_first`` or not) that makes it the code."""
+    members, _ = _pickled_weight(_members(src), "weight_0")
+    out = []
+    for n, d in members:
+        if n.endswith("data/weights/weight_0"):
+            pair = [(n.replace("weight_0", "WEIGHT_0"), evil), (n, _tensor_pickle())]
+            out += pair if evil_first else pair[::-1]
+        else:
+            out.append((n, d))
+    return out, "the same name but for case"
+
+
+def _craft_top_level(src, evil):
+    """The older format at the top of the archive: torch's reader refuses a member outside a folder,
+    and torch.export.load falls back to the older loader, which unpickles the state dict whole."""
+    from torch._export.serde.schema import SCHEMA_VERSION
+
+    program = next(d for n, d in _members(src) if n.endswith("models/model.json"))
+    return [("archive_version", b"0"), ("version", ".".join(map(str, SCHEMA_VERSION)).encode()),
+            ("serialized_exported_program.json", program), ("serialized_state_dict.pt", _tensor_pickle()),
+            ("serialized_constants.pt", evil), ("serialized_example_inputs.pt", _tensor_pickle())], \
+        "'archive_version' lies at the top"
+
+
+CRAFTS = {  # name: (craft, torch.export.load runs the pickle)
+    "absolute-path-name": (_craft_absolute, True),
+    "dotdot-path-name": (_craft_dotdot, True),
+    "two-roots": (_craft_two_roots, False),      # torch 2.13 refuses a member outside its root itself
+    "pickled-weight": (_craft_pickled_weight, True),
+    "case-only-name": (_craft_case, True),
+    "names-equal-but-for-case": (_craft_case_twin, True),
+    "top-level-older-format": (_craft_top_level, True),
+}
+
+
+@pytest.mark.parametrize("craft", list(CRAFTS))
+def test_crafted_pt2_is_refused_naming_the_member(torch_setup, run_cli, tmp_path, craft):
+    """Issue 42: the members checked are the members torch loads. Each archive is live (torch runs its
+    pickle) and convert-and-compare refuses it with one line naming the member: exit 2, no marker."""
+    import pickle
+
+    import torch
+
+    d = torch_setup
+    marker = tmp_path / "ran"
+    make, live = CRAFTS[craft]
+    code_pickle = pickle.dumps(_Planted(str(marker)), protocol=2)
+    variants = [{"evil_first": True}, {"evil_first": False}] if make is _craft_case_twin else [{}]
+    for kw in variants:
+        members, named = make(d / "net.pt2", code_pickle, **kw)
+        evil = _write(tmp_path / f"{craft}.pt2", members)
+        if not live:
+            break
+        with pytest.raises(Exception):          # noqa: B017 -- whatever torch says after the pickle ran
+            torch.export.load(str(evil))
+        if marker.exists():
+            break
+    if live:
+        assert marker.read_text() == "pwned", "the crafted archive no longer fools torch.export.load"
+        marker.unlink()
+    code, out, err = run_cli("convert-and-compare", str(evil), "-p", "fp32", "--data", str(d / "nchw.npz"),
+                             "--no-store", "--out", str(tmp_path / "out"))
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert code == 2, err
+    assert not marker.exists() and not list(tmp_path.rglob("ran"))
+    assert "Traceback" not in err and len(lines) == 1, err
+    assert named in lines[0] and str(evil) in lines[0], lines[0]

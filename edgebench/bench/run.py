@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from edgebench.model.inputs import check_npz_inputs
+from edgebench.model.inputs import check_npz_inputs, standin
 from edgebench.core.errors import BadInput, EdgebenchError, InfraError
 from edgebench.core.fingerprint import emulation_warning, host_fingerprint, sha256_file
 from edgebench.rows import Cost, Delegation, Document, InferenceRow, Latency
@@ -35,6 +35,7 @@ from edgebench.bench import sustain
 from edgebench.targets.energy import EnergySettings
 from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, Schedule, check_runtime
 from edgebench.targets.measured import measured_fields, preemptions
+from edgebench.targets.runner_io import NOT_INPUTS, JobError, pair_inputs
 from edgebench.targets.loop import PROCESS_ORDER, Stop, is_device, measure_in_rounds, resolve_targets, run_on_targets
 from edgebench.model.tflite_model import precision as tflite_precision, precision_detail
 
@@ -101,8 +102,42 @@ class BenchSettings:
             raise BadInput(f"--sla-p99-ms must be > 0, got {self.sla_p99_ms}")
         if self.data is not None and not Path(self.data).is_file():
             raise BadInput(f"--data {self.data}: file not found; give an .npz InputSet")
-        if self.data is not None:
-            check_npz_inputs(self.data)
+
+
+def check_data_headers(path: str, heads: dict[str, tuple[tuple[int, ...], np.dtype]],
+                       infos: dict[str, dict[str, Any]]) -> None:
+    """``bench --data``'s arrays as their ``.npy`` headers declare them, against every model's inputs,
+    paired as the runner pairs them (``runner_io.pair_inputs``) and held to what it accepts
+    (``prepare_samples``: one sample's shape, a dynamic dim free, whole batches; ``_coerce``: a dtype
+    it converts) -- before a byte of array data is read. BadInput names the file, the array, its
+    declared shape and the model's input shape."""
+    standins = {k: standin(shape, dtype) for k, (shape, dtype) in heads.items() if k not in NOT_INPUTS}
+    for model, info in infos.items():
+        inputs = info["inputs"]
+        try:
+            pairs, _how = pair_inputs(standins, inputs, path)
+        except JobError as e:
+            raise BadInput(f"--data: {e} (nothing was read)") from None
+        for det in inputs:
+            key = pairs[det["name"]]
+            shape, dtype = heads[key]
+            want, sig = list(det["shape"]), list(det.get("shape_signature") or det["shape"])
+            what = (f"--data {path}: array {key!r} declares shape {list(shape)} {dtype.name}, but the input "
+                    f"{det['name']!r} of {Path(model).name} is {want} {det['dtype']}")
+            fits = len(shape) == len(want) and all(w == a or s == -1 for w, s, a in zip(want[1:], sig[1:], shape[1:]))
+            if not fits:
+                raise BadInput(f"{what} (one sample {want[1:]}, the leading dim counts samples); nothing was read: "
+                               "save the data as [N, ...one sample] or resize it")
+            batch = want[0] if want[0] > 0 else 1
+            if shape[0] < batch or shape[0] % batch:
+                raise BadInput(f"{what}: {shape[0]} samples is not a whole number of batches of {batch}; nothing "
+                               f"was read: give N*{batch} samples")
+            numeric = np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer) or dtype == np.bool_
+            want_dt = np.dtype(det["dtype"])
+            if not numeric or (np.issubdtype(want_dt, np.integer) and np.issubdtype(dtype, np.floating)
+                               and not det.get("quantization")):
+                raise BadInput(f"{what}: the runner cannot convert {dtype.name} to {want_dt.name}; nothing was "
+                               f"read: give {want_dt.name} data")
 
 
 def _job(settings: BenchSettings, model: str, gpu_precision: str | None = None) -> Job:
@@ -254,6 +289,8 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
     host_npu = settings.runtime_api == "compiled" and settings.accelerator == "npu"
     for m, info in infos.items():          # an AOT-compiled file: one line naming its SoC (issue 34)
         tflite_model.refuse_compiled(m, info, host_npu=host_npu)
+    if settings.data is not None:          # headers against every model's inputs, then the bytes
+        check_npz_inputs(settings.data, expect=lambda heads: check_data_headers(settings.data, heads, infos))
     targets = resolve_targets(settings.targets, threads=settings.threads, delegate=settings.delegate,
                               benchmark_binary=settings.benchmark_binary)
     peak = load_cached()

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from edgebench.core.bounded import read_npy, read_npz
+from edgebench.core.bounded import HeaderCheck, read_npy, read_npz
 from edgebench.core.errors import BadInput
 from edgebench.model.state_rule import STREAM_KEY, STREAM_LABELS_KEY, split_stream_data
 
@@ -205,11 +205,12 @@ class InputSet:
         return InputSet(arrays, labels, source or str(path), streams=streams, stream_labels=stream_labels)
 
 
-def check_npz_inputs(path: str | Path, option: str = "--data") -> None:
-    """An .npz of inputs handed to a runner as it is (``bench --data``): readable, and every float
-    array finite -- NaN/Inf inputs make the outputs meaningless and may change the timing (NaN
-    paths, denormals), so they are refused as ``load_data`` refuses them for the other commands."""
-    for name, a in _load_npz(Path(path)).items():
+def check_npz_inputs(path: str | Path, option: str = "--data", expect: HeaderCheck | None = None) -> None:
+    """An .npz of inputs handed to a runner as it is (``bench --data``): readable, its headers passing
+    ``expect`` (the models' inputs, checked before any array body is read: ``bounded.read_npz``), and
+    every float array finite -- NaN/Inf inputs make the outputs meaningless and may change the timing
+    (NaN paths, denormals), so they are refused as ``load_data`` refuses them for the other commands."""
+    for name, a in read_npz(Path(path), what=option, expect=expect)[0].items():
         if name != LABELS_KEY and np.issubdtype(a.dtype, np.floating) and a.size and not np.all(np.isfinite(a)):
             bad = ~np.isfinite(a)
             first = np.argwhere(bad)[0]
@@ -274,7 +275,7 @@ def load_data(
     return ds.take(n)
 
 
-def _standin(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def standin(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """An array of the declared ``shape`` and ``dtype`` that takes no memory (every stride 0): what the
     binding code sees of a file's array before its bytes are read."""
     return np.lib.stride_tricks.as_strided(np.zeros(1, dtype=dtype), shape=shape, strides=(0,) * len(shape),
@@ -293,7 +294,7 @@ def check_headers(headers: dict[str, tuple[tuple[int, ...], np.dtype]], signatur
     then every bound array's per-sample shape and dtype and the sample counts. BadInput names the
     array, its declared shape and the model's input shape. ``keys``: input name -> the name messages
     use for its array (a .npy's file name)."""
-    arrays = {k: _standin(shape, dtype) for k, (shape, dtype) in headers.items()
+    arrays = {k: standin(shape, dtype) for k, (shape, dtype) in headers.items()
               if k not in (LABELS_KEY, STREAM_LABELS_KEY)
               and not (k == "y" and LABELS_KEY not in headers and "y" not in signature.input_names)}
     ds = _from_arrays(arrays, signature, source)      # labels are left out: only their count matters, checked later

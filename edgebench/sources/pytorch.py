@@ -19,9 +19,12 @@ or ``SourceOptions.torch`` gives a PyTorch ``Source`` (``kind`` "torch", ``loade
   (tensor-subclass weights with ``weights_only=False``, custom/opaque constants with
   ``pickle.loads``), which can run code; an AOTInductor package inside it is native code. So a
   ``.pt2`` is read before it is loaded (``check_pt2``): without ``--trust-model`` every member the
-  loader would unpickle must pass PyTorch's own restricted unpickler (``torch.load(...,
-  weights_only=True)``: tensors, storages, plain containers, no callables), and archives holding
-  custom/opaque objects, compiled code or the older whole-pickle format are refused (docs/security.md).
+  loader would unpickle -- named as torch names it, read through torch's own archive reader -- must
+  pass PyTorch's own restricted unpickler (``torch.load(..., weights_only=True)``: tensors, storages,
+  plain containers, no callables), and archives holding custom/opaque objects, compiled code, the
+  older whole-pickle format, or anything that makes torch read another member than the one checked
+  (a payload name that is absolute, ``..`` or nested; two roots; names equal but for case) are
+  refused (docs/security.md).
 * **Identity** (``sha256``): the ``.pt2`` file's; for a factory, the digest of the module's class
   name and every weight and buffer (``targets.torch_ref.state_digest``).
 
@@ -37,14 +40,14 @@ import io
 import json
 import logging
 import os
+import re
 import warnings
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from edgebench.core.bounded import check_archive, read_member
+from edgebench.core.bounded import check_archive, human_bytes
 from edgebench.model.inputs import InputSet, Signature, TensorSpec
 from edgebench.core.errors import BadInput, first_line
 from edgebench.core.fingerprint import sha256_file
@@ -84,83 +87,145 @@ def resolve_any(src: str, *, size: str = "tiny", work_dir: Path | None = None, s
     return torch_source(spec, opts)
 
 
-def _plain_member_name(name: str) -> bool:
-    """A relative member name that joins to itself: no leading '/', no '..', no '.', no backslash,
-    no empty part -- so ``os.path.join(folder, name)`` (torch) and ``folder + name`` name one member."""
-    parts = name.split("/")
-    return bool(name) and not name.startswith("/") and "\\" not in name and \
-        all(part not in ("", ".", "..") for part in parts)
+# The payload names torch.export.save writes (``weight_0``, ``tensor_0``, ``custom_obj_0``...): one
+# plain component, so ``os.path.join(folder, name)`` (torch's join) stays inside ``folder``.
+_PAYLOAD_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def _plain_member_name(name: Any) -> bool:
+    """A payload name torch joins to its own folder: one component of letters, digits, ``_ . -``, not
+    starting with a dot -- no leading '/', no '..', no backslash, no folder, nothing outside ASCII."""
+    return isinstance(name, str) and _PAYLOAD_NAME.fullmatch(name) is not None
+
+
+_TRUST_FIX = "re-save it with torch.export.save(), or pass --trust-model if you trust its author"
+
+
+def _pt2_root(path: str | Path, names: list[str]) -> str:
+    """The archive folder torch's reader (``PyTorchStreamReader``) reads: the first member's top
+    folder; refused when a member lies outside it (a second root, a top-level file) -- torch either
+    reads another root than a check of "the" root would, or fails and ``torch.export.load`` falls back
+    to the older format, which it unpickles whole."""
+    first = names[0] if names else ""
+    if "/" not in first:
+        raise refusal(str(path), f"member {first!r} lies at the top of the archive, outside any folder: torch's "
+                                 "reader then fails and torch.export.load falls back to the older format, which it "
+                                 "unpickles whole", fix=_TRUST_FIX)
+    root = first.split("/", 1)[0] + "/"
+    outside = [n for n in names if not n.startswith(root)]
+    if outside:
+        roots = sorted({n.split("/", 1)[0] + ("/" if "/" in n else "") for n in names})
+        raise refusal(str(path), f"{len(roots)} archive roots ({', '.join(repr(r) for r in roots[:3])}): member "
+                                 f"{outside[0]!r} lies outside {root!r}, the folder torch reads (its first member's); "
+                                 "a check of one root is not a check of what loads", fix=_TRUST_FIX)
+    return root
 
 
 def check_pt2(path: str | Path, *, trusted: bool) -> None:
     """Refuse a ``.pt2`` whose loading could run code (module docstring), before ``torch.export.load``
-    sees it; a no-op with consent except for the archive's size and path bounds."""
+    sees it; a no-op with consent except for the archive's size and path bounds.
+
+    The members checked are the ones torch 2.13's loader (``torch.export.pt2_archive._package``)
+    reads, named as it names them and read through its own reader (``torch._C.PyTorchFileReader``):
+    the bytes checked are the bytes that load. That reader looks names up ignoring case and takes
+    one of two equal names, so an archive whose names collide that way is refused too."""
     torch = require_torch(f"the PyTorch source {path}")     # the missing extra is the first thing to fix
     infos = check_archive(path, ".pt2 archive", max_total=MODEL_MAX_BYTES)
     if trusted:
         return
     from torch.export.pt2_archive import constants as c
 
-    names = [i.filename for i in infos]
-    roots = [n[:-len(c.ARCHIVE_VERSION_PATH)] for n in names if n.endswith("/" + c.ARCHIVE_VERSION_PATH)
-             or n == c.ARCHIVE_VERSION_PATH]
-    if not roots:
+    root = _pt2_root(path, [i.filename for i in infos])
+    try:
+        reader = torch._C.PyTorchFileReader(str(path))     # noqa: SLF001 -- the reader torch.export.load uses
+        records = list(reader.get_all_records())
+    except (RuntimeError, UnicodeDecodeError) as e:
+        raise refusal(str(path), f"torch's own archive reader cannot read it ({first_line(e)[:160]}), and "
+                                 "torch.export.load then falls back to the older format, which it unpickles whole",
+                      fix=_TRUST_FIX) from None
+    seen: dict[str, str] = {}
+    for r in records:
+        other = seen.setdefault(r.lower(), r)
+        if other is not r:
+            raise refusal(str(path), f"members {root + other!r} and {root + r!r} have the same name but for case: torch's "
+                                     "reader looks names up ignoring case, so the member that loads need not be the "
+                                     "one checked", fix=_TRUST_FIX)
+        if r.lower().startswith(c.AOTINDUCTOR_DIR):
+            raise refusal(str(path), f"{r}: an AOTInductor package (compiled native code the loader runs)")
+    if c.ARCHIVE_VERSION_PATH not in seen:
         raise refusal(str(path), "an archive without 'archive_version' (torch.export's older format, which "
                                  "torch unpickles whole)", fix="re-save it with torch.export.save() from a current "
                                                                "torch, or pass --trust-model if you trust its author")
-    if len(roots) > 1:
-        raise refusal(str(path), f"{len(roots)} archive roots ({', '.join(repr(r or '/') for r in roots[:3])}): "
-                                 "torch.export.load reads one of them, so a check of another would not be a check of "
-                                 "what loads", fix="re-save it with torch.export.save(), or pass --trust-model if you "
-                                                   "trust its author")
-    root = roots[0]
-    outside = [n for n in names if not n.startswith(root)]
-    if outside:
-        raise refusal(str(path), f"member {outside[0]!r} lies outside the archive's root folder {root!r}; "
-                                 "torch.export.save() writes every member under one root",
-                      fix="re-save it with torch.export.save(), or pass --trust-model if you trust its author")
-    rel = {n[len(root):]: n for n in names if n.startswith(root)}
-    for r in rel:
-        if r.startswith(c.AOTINDUCTOR_DIR):
-            raise refusal(str(path), f"{r}: an AOTInductor package (compiled native code the loader runs)")
-    with zipfile.ZipFile(path) as zf:
-        def restricted(member: str, what: str) -> None:
-            data = read_member(zf, member, MODEL_MAX_BYTES, path)
-            try:
-                torch.load(io.BytesIO(data), weights_only=True)
-            except Exception as e:  # noqa: BLE001 -- the restricted unpickler refused: a pickle with callables
-                raise refusal(str(path), f"{member[len(root):]} ({what}) is a pickle PyTorch's restricted loader "
-                                         f"refuses ({type(e).__name__}: {first_line(e)[:120]}), and torch.export.load "
-                                         "would unpickle it in full") from None
 
-        for r, member in rel.items():
-            if r.startswith(c.SAMPLE_INPUTS_DIR) and r.endswith(".pt"):
-                restricted(member, "sample inputs")
-            elif r.startswith((c.WEIGHTS_DIR, c.CONSTANTS_DIR)) and r.endswith(".pt"):
-                restricted(member, "weights in the older format")
-            elif r.startswith((c.WEIGHTS_DIR, c.CONSTANTS_DIR)) and r.endswith("_config.json"):
-                folder = c.WEIGHTS_DIR if r.startswith(c.WEIGHTS_DIR) else c.CONSTANTS_DIR
-                try:
-                    config = json.loads(read_member(zf, member, CONFIG_MAX_BYTES, path)).get("config", {})
-                    entries = [(k, v.get("path_name", ""), bool(v.get("use_pickle"))) for k, v in config.items()]
-                except (ValueError, AttributeError):
-                    raise BadInput(f"{path}: {r} is not torch.export's payload config; re-save the program with "
-                                   "torch.export.save()") from None
-                for fqn, file, pickled in entries:
-                    if not _plain_member_name(file):
-                        raise refusal(str(path), f"{r} names the member {file!r} for {fqn!r}: an absolute or "
-                                                 "'..' name makes torch read another member than the one checked",
-                                      fix="re-save it with torch.export.save(), or pass --trust-model if you "
-                                          "trust its author")
-                    if file.startswith((c.CUSTOM_OBJ_FILENAME_PREFIX, c.OPAQUE_OBJ_FILENAME_PREFIX)):
-                        raise refusal(str(path), f"constant {fqn!r} is a pickled Python/TorchScript object "
-                                                 "(loading it runs its code)")
-                    if pickled:
-                        inner = root + os.path.join(folder, file)      # torch's own join of the two
-                        if inner not in names:
-                            raise BadInput(f"{path}: {r} names {file!r}, which the archive lacks; re-save the "
-                                           "program with torch.export.save()")
-                        restricted(inner, f"pickled {fqn!r}")
+    def read(name: str, limit: int) -> bytes:
+        try:
+            size = reader.get_record_size(name)
+            if size > limit:
+                raise BadInput(f"{path}: {root + name} declares {human_bytes(size)} (edgebench reads at most "
+                               f"{human_bytes(limit)} of it); a crafted archive")
+            return bytes(reader.get_record(name))
+        except RuntimeError as e:
+            raise BadInput(f"{path}: member {root + name!r} cannot be read ({first_line(e)[:120]}); re-save the "
+                           "program with torch.export.save()") from None
+
+    checked: set[str] = set()
+
+    def restricted(name: str, what: str) -> None:
+        if name.lower() in checked:
+            return
+        checked.add(name.lower())
+        try:
+            torch.load(io.BytesIO(read(name, MODEL_MAX_BYTES)), weights_only=True)
+        except BadInput:
+            raise
+        except Exception as e:  # noqa: BLE001 -- the restricted unpickler refused: a pickle with callables
+            why = next((ln.strip() for ln in str(e).splitlines() if "Unsupported" in ln), first_line(e))
+            raise refusal(str(path), f"{name} ({what}) is a pickle PyTorch's restricted loader refuses "
+                                     f"({why[:120]}), and torch.export.load would unpickle it in full") from None
+
+    def payloads(config: str, folder: str) -> None:
+        """One payload config, as ``_load_state_dict``/``_load_constants`` read it."""
+        try:
+            entries = json.loads(read(config, CONFIG_MAX_BYTES).decode("utf-8")).get("config", {}).items()
+            entries = [(k, v.get("path_name"), bool(v.get("use_pickle"))) for k, v in entries]
+        except (ValueError, AttributeError):
+            raise BadInput(f"{path}: {config} is not torch.export's payload config; re-save the program with "
+                           "torch.export.save()") from None
+        for fqn, file, pickled in entries:
+            if not _plain_member_name(file):
+                raise refusal(str(path), f"{config} names the member {file!r} for {fqn!r}: torch joins it to "
+                                         f"{folder!r} as it is, so an absolute, '..' or nested name makes torch read "
+                                         "another member than the one a check would", fix=_TRUST_FIX)
+            if file.startswith((c.CUSTOM_OBJ_FILENAME_PREFIX, c.OPAQUE_OBJ_FILENAME_PREFIX)):
+                raise refusal(str(path), f"constant {fqn!r} is a pickled Python/TorchScript object "
+                                         "(loading it runs its code)")
+            if pickled:
+                restricted(os.path.join(folder, file), f"pickled {fqn!r}")     # torch's own join
+
+    # what torch.export.load reads (_load_exported_programs): per models/NAME.json, its sample inputs,
+    # its weights and its constants -- each a pickle, a legacy whole-file pickle, or a payload config
+    prefix, suffix = c.MODELS_FILENAME_FORMAT.split("{}")
+    for f in records:
+        if not f.startswith(c.MODELS_DIR):
+            continue
+        model = f[len(prefix):-len(suffix)]
+        sample = c.SAMPLE_INPUTS_FILENAME_FORMAT.format(model)
+        if sample.lower() in seen:
+            restricted(sample, "sample inputs")
+        for folder, config_format in ((c.WEIGHTS_DIR, c.WEIGHTS_CONFIG_FILENAME_FORMAT),
+                                      (c.CONSTANTS_DIR, c.CONSTANTS_CONFIG_FILENAME_FORMAT)):
+            legacy, config = f"{folder}{model}.pt", config_format.format(model)
+            if legacy in records:
+                restricted(legacy, "weights in the older format")
+            elif config in records:
+                payloads(config, folder)
+    # and, whatever a later torch reads, every other pickle-like member and payload config
+    for r in records:
+        low = r.lower()
+        if low.endswith(".pt") and low.startswith((c.SAMPLE_INPUTS_DIR, c.WEIGHTS_DIR, c.CONSTANTS_DIR)):
+            restricted(r, "a pickle the loader reads")
+        elif low.endswith("_config.json") and low.startswith((c.WEIGHTS_DIR, c.CONSTANTS_DIR)):
+            payloads(r, c.CONSTANTS_DIR if low.startswith(c.CONSTANTS_DIR) else c.WEIGHTS_DIR)
 
 
 def _shape_of(meta_val: Any) -> tuple[int | None, ...] | None:
