@@ -97,7 +97,7 @@ def test_bad_inputs_exit_2_one_line(bench_models, tmp_path):
         ((tmp_path / "missing.tflite",), "model not found"),
         ((trunc,), "truncated or corrupt"),
         ((text,), "not a TFLite flatbuffer"),
-        ((bench_models["fp32"], "--data", bad_npz), "does not match the model input"),
+        ((bench_models["fp32"], "--data", bad_npz), "array 'image' declares"),
         ((bench_models["fp32"], "--delegate", "gpu"), "cannot be applied"),
         ((bench_models["fp32"], "--concurrency", "1,x"), "--concurrency"),
     ]

@@ -50,7 +50,8 @@ def test_litert_benchmark_json_is_a_summary_row(capsys):
     assert any("summary only" in w for w in row["warnings"])
 
 
-def test_litert_benchmark_json_table_says_no_p99(capsys):
+def test_litert_benchmark_json_table_says_no_p99(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")        # the table's width, whatever an earlier test left
     code, out, _ = _run(["import-log", str(JSON)], capsys)
     assert code == 0
     assert "litert-benchmark result" in out and "p99" in out and "no per-inference samples" in out

@@ -63,7 +63,8 @@ def test_import_log_failed_run_is_a_failed_row(capsys, tmp_path):
     assert row["latency_ms"] is None and row["delegate_fallback"] == ["NNAPI"]
 
 
-def test_import_log_table(capsys):
+def test_import_log_table(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")        # the table's width, whatever an earlier test left
     code, out, _ = _run(["import-log", str(FIX / "tflite2.8_riscv64_qemu_opprofile.txt"), "--top-ops", "2"], capsys)
     assert code == 0
     assert "2950" in out and "top 2 operators" in out and "CONV_2D" in out
