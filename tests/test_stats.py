@@ -205,7 +205,7 @@ def test_p99_regression_under_an_unchanged_body_is_caught():
     c = _tail(rng, 2000, 1.5)
     ch = classify("p99 ms", p99a, np.percentile(c, 99), higher_is_better=False, samples_a=a, samples_b=c,
                   kind="percentile", percentile=99.0, noise=QUIET)
-    assert ch.verdict in ("same", "not significant")
+    assert ch.verdict in ("same", "cannot judge")
 
 
 def test_p99_from_too_few_samples_gets_no_verdict():

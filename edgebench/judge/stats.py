@@ -39,15 +39,19 @@ evidence has two parts, and the larger p decides:
     exp(+-t_0.975 sigma sqrt 2). With both (``repeats+history``) both must agree: the larger p and
     noise band, the hull of the two intervals -- the history sees load that changed between runs,
     which no run's replicates can; or else
-  - ``samples``: neither exists. Then the run-to-run noise is unknown and no latency change is
-    called significant (verdict "not significant", the note says what to do); the interval is a
-    *within-run* bootstrap of the samples (``ci_basis`` "within-run"), printed apart from the verdict.
+  - ``samples``: neither exists. Then the run-to-run noise is unknown: the interval is a
+    *within-run* bootstrap of the samples (``ci_basis`` "within-run"), judged widened by an assumed
+    run-to-run noise (``undecided.ASSUMED_RUN_NOISE``); a change near the threshold is "cannot
+    judge" (reason "within-run only", with what to rerun). Processes that ran back to back (less
+    than ``undecided.SPREAD_MIN_S`` apart) count as one run, not as replicates.
   Each pair reports which ``basis`` it used; no interval is narrower than the timer's resolution.
+  ``undecided.decide`` turns ratio, p and interval into better / same / worse / cannot judge.
 
-**Stalls** (``stalls_rule``): a mean, QPS or tail percentile that moved while the p50 did not, with
-the load signal (``measure.load_signal``) on either side, gets the verdict "stalls" ("stalls from
-other work moved the mean/QPS"), not "worse": the p50 is immune to preemption, the mean is set by a
-few 10-100 ms stalls. It is not counted as a regression.
+**Load** (``stalls_rule``): load only makes a figure worse. A mean, QPS or tail percentile that moved
+while the p50 did not, with the load signal (``measure.load_signal``) on its *slower* side, is
+"cannot judge" (reason "load on A"/"load on B"/"load on both"): the p50 is immune to preemption, the
+mean is set by a few 10-100 ms stalls. With the load on the faster side a "worse" stands -- the
+quiet side's figure is the model's -- and "same" is refused.
 
 **Change points in a history**: ``edgebench.judge.changepoints`` (Apache Otava's E-divisive means when the
 ``changepoints`` extra is installed, else edgebench's binary segmentation), re-exported here.
