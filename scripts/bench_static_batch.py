@@ -22,7 +22,7 @@ import tempfile
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from edgebench.convert.run import ConvertSettings, convert  # noqa: E402
-from edgebench.targets.profile import delegation_from_worker  # noqa: E402
+from edgebench.targets.delegation import delegation_from_worker  # noqa: E402
 from edgebench.rows import Latency  # noqa: E402
 from edgebench.sources.resolve import SourceOptions  # noqa: E402
 from edgebench.targets.base import Job, RunControl  # noqa: E402

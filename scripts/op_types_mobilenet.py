@@ -60,7 +60,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--min-time", type=float, default=1.0)
     args = ap.parse_args(argv)
 
-    from edgebench.targets import profile as prof
+    from edgebench.report.model_explorer import node_flops
+    from edgebench.targets.op_profile import by_op_type, op_family
     from edgebench.bench.run import BenchSettings, run_bench
     from edgebench.targets.base import RunControl
     from edgebench.model.tflite_model import inspect
@@ -79,10 +80,10 @@ def main(argv: list[str]) -> int:
             by_name: Counter[str] = Counter()
             for e in row.op_profile:
                 for i in (e.details.get("inner") or ()) if e.delegated else ():
-                    by_name[prof.op_family(str(i["op"]))] += float(i.get("ms") or 0.0)
+                    by_name[op_family(str(i["op"]))] += float(i.get("ms") or 0.0)
                 if not (e.delegated and e.details.get("inner")):
-                    by_name[prof.op_family(e.op)] += float(e.ms or 0.0)
-            by_op = {k: v["ms"] for k, v in prof.by_op_type(row.op_profile, prof.node_flops(row.model_path)).items()}
+                    by_name[op_family(e.op)] += float(e.ms or 0.0)
+            by_op = {k: v["ms"] for k, v in by_op_type(row.op_profile, node_flops(row.model_path)).items()}
             flops: Counter[str] = Counter()
             for o in inspect(row.model_path)["ops"]:
                 if o["flops"]:

@@ -401,8 +401,9 @@ def test_device_rows_carry_delegation_and_op_profiles(make_sim, standin_binary, 
     line and its --enable_op_profiling table (the stand-in prints LiteRT's real summary)."""
     from conftest_profile import build_prelu_models
 
-    from edgebench.targets.profile import by_op_type, runtime_row_parts
+    from edgebench.targets.op_profile import by_op_type
 
+    from edgebench.targets.row_parts import runtime_row_parts
     models = build_prelu_models(session_tmp / "prelu_adb")
     py = make_sim(has_python=True)
     stock = make_sim(has_python=False)

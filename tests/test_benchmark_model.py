@@ -511,7 +511,7 @@ def test_runtime_info_reader_follows_the_tools_schema():
     """Bytes laid out as model_runtime_info.proto says (field numbers from the .proto): node 0
     CONV_2D and node 2 MY_CUSTOM_OP stay on the interpreter, node 1 is delegated to kernel 3
     (an XNNPACK partition); tensors (edges, field 2) are unknown to the reader and skipped."""
-    from edgebench.targets.profile import delegation_from_runtime_info
+    from edgebench.targets.delegation import delegation_from_runtime_info
     from edgebench.targets.benchmark_model.runtime_info import read_runtime_info
 
     packed = lambda *xs: b"".join(bytes([x]) for x in xs)   # noqa: E731 -- small ints: one byte each

@@ -112,8 +112,7 @@ def test_gpu_readiness_in_the_manifest_without_a_driver(prelu_models, monkeypatc
     the manifest records it with that caveat, and says when no driver allowed a real GPU compile."""
     import tensorflow as tf
 
-    from edgebench.targets.profile import describe_tflite
-
+    from edgebench.sources.describe import describe_tflite
     class Uniq(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([1, 8], tf.float32)])
         def f(self, x):
@@ -137,8 +136,7 @@ def test_gpu_readiness_in_the_manifest_without_a_driver(prelu_models, monkeypatc
 def test_gpu_readiness_compiles_for_the_gpu(software_gpu, prelu_models, tmp_path):
     import tensorflow as tf
 
-    from edgebench.targets.profile import gpu_readiness
-
+    from edgebench.sources.describe import gpu_readiness
     class Uniq(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([1, 8], tf.float32)])
         def f(self, x):

@@ -255,7 +255,7 @@ def test_single_op_models_reproduce_each_op_and_exposed_outputs_match_preserve(p
     reading intermediates as extra outputs (the LiteRT#413 fallback) gives the preserved values."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    from edgebench.diagnose import worker as w
+    from edgebench.convert.quant import tensor_worker as w
     from edgebench.model import tflite_rewrite as rw
 
     row = next(r for r in planted_diagnosis["rows"] if r["precision"] == "int8")
@@ -289,7 +289,7 @@ def test_single_op_models_reproduce_each_op_and_exposed_outputs_match_preserve(p
 
 
 def test_match_tensors_lists_what_it_cannot_match():
-    from edgebench.diagnose.worker import Graph, match_tensors
+    from edgebench.convert.quant.tensor_worker import Graph, match_tensors
 
     def t(i, name, shape, dtype="float32", scale=None):
         return i, {"index": i, "name": name, "shape": np.array(shape), "dtype": np.dtype(dtype),
@@ -321,7 +321,7 @@ def test_match_tensors_lists_what_it_cannot_match():
 
 def test_uniform_rounding_gives_one_over_sqrt12_and_outliers_are_measured():
     from edgebench.convert.quant.layers import NOISE_RATIO
-    from edgebench.diagnose.worker import ErrorStats, RangeStats
+    from edgebench.convert.quant.tensor_worker import ErrorStats, RangeStats
 
     rng = np.random.default_rng(0)
     st, step = ErrorStats(), 0.05

@@ -291,8 +291,7 @@ def test_precision_flops_and_coverage_read_the_loop_body(tmp_path):
     import tensorflow as tf
 
     from edgebench.model import tflite_model
-    from edgebench.targets.profile import describe_tflite
-
+    from edgebench.sources.describe import describe_tflite
     sm = _loop_savedmodel(tmp_path / "loop_sm")
     c = tf.lite.TFLiteConverter.from_saved_model(str(sm))
     c.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -349,7 +348,7 @@ def test_op_types_are_the_models_ops_not_xnnpacks_names(tmp_path):
     import tensorflow as tf
     from rich.console import Console
 
-    from edgebench.targets import profile as prof
+    from edgebench.targets.op_profile import by_op_type
     from edgebench.bench.run import BenchSettings, run_bench
     from edgebench.report.terminal.profile import render_op_profile
     from edgebench.targets.base import RunControl
@@ -368,7 +367,7 @@ def test_op_types_are_the_models_ops_not_xnnpacks_names(tmp_path):
     part = next(e for e in row.op_profile if e.delegated and e.details.get("inner"))
     named_fc = [i for i in part.details["inner"] if i["op"].startswith("Fully Connected")]
     assert len(named_fc) == 3                       # XNNPACK's names: two pointwise convs + the Dense
-    types = prof.by_op_type(row.op_profile)
+    types = by_op_type(row.op_profile)
     assert types["Fully Connected"]["count"] == 1 and types["Convolution"]["count"] == 3
     assert types["Depthwise Convolution"]["count"] == 1
     assert all(v["split"] in ([], ["inner operators in order"]) for v in types.values()), types

@@ -73,8 +73,10 @@ def _targets(mod: str, is_pkg: bool, node: ast.AST, known: dict[str, Path]) -> l
     return out
 
 
-def import_graph(root: Path = ROOT) -> dict[str, dict[str, int]]:
-    """module -> {imported module: first line}, every import statement anywhere in the file."""
+def import_graph(root: Path = ROOT, children: bool = False) -> dict[str, dict[str, int]]:
+    """module -> {imported module: first line}, every import statement anywhere in the file; with
+    ``children`` also every module the file starts as a child process (``[python, "-m", "edgebench.x"]``):
+    those must respect the floors too, but are no load-order cycle (the child is another process)."""
     known = modules(root)
     graph: dict[str, dict[str, int]] = defaultdict(dict)
     for mod, path in known.items():
@@ -83,6 +85,14 @@ def import_graph(root: Path = ROOT) -> dict[str, dict[str, int]]:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 for t in _targets(mod, path.name == "__init__.py", node, known):
                     graph[mod].setdefault(t, node.lineno)
+            elif children and isinstance(node, (ast.List, ast.Tuple)):
+                # A child process started as ``[python, "-m", "edgebench.x", ...]`` runs module x: an
+                # edge too, so a worker started by name sits on the floors like an import.
+                items = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+                for k in range(len(items) - 1):
+                    if items[k] == "-m" and isinstance(items[k + 1], str) and items[k + 1] in known \
+                            and items[k + 1] != mod:
+                        graph[mod].setdefault(items[k + 1], node.lineno)
         graph.setdefault(mod, {})
     return graph
 
@@ -183,8 +193,8 @@ def test_no_import_cycles():
 
 
 def test_no_upward_imports():
-    bad = upward(import_graph())
-    assert not bad, "imports from a lower floor to a higher one:\n" + "\n".join(bad)
+    bad = upward(import_graph(children=True))     # a worker started by name counts like an import
+    assert not bad, "imports (or child processes) from a lower floor to a higher one:\n" + "\n".join(bad)
 
 
 def test_no_module_too_long():
@@ -197,6 +207,7 @@ def test_no_module_too_long():
 @pytest.mark.parametrize("plant, expect", [
     ("def f():\n    from edgebench.cli import app\n", "upward"),           # a function-level upward import
     ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from edgebench.convert_and_compare.pipeline import CompareSettings\n", "upward"),
+    ("import sys\nCHILD = [sys.executable, '-m', 'edgebench.convert.quant.tensor_worker', 'job.json']\n", "upward"),  # a worker by name
 ])
 def test_the_check_catches_a_planted_import(tmp_path, plant, expect):
     """Copy the packages, plant an import in measure.py (foundation floor), and see the checks fail."""
@@ -206,7 +217,7 @@ def test_the_check_catches_a_planted_import(tmp_path, plant, expect):
         shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     target = tmp_path / "edgebench" / "core" / "latency.py"
     target.write_text(target.read_text() + "\n\n" + plant)
-    graph = import_graph(tmp_path)
+    graph = import_graph(tmp_path, children=True)
     assert any(b.startswith("edgebench.core.latency:") for b in upward(graph))
 
 

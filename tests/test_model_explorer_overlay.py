@@ -11,7 +11,8 @@ import json
 import pytest
 
 from edgebench.bench.run import BenchSettings, run_bench
-from edgebench.targets.profile import NOT_TIMED, model_explorer_node_data, partition_split
+from edgebench.report.model_explorer import model_explorer_node_data
+from edgebench.targets.op_profile import NOT_TIMED, partition_split
 from edgebench.rows import OpEntry
 from edgebench.targets.base import RunControl
 

@@ -179,8 +179,8 @@ def _raw(per_run_fc_us, per_run_conv_us):
 def test_per_op_type_speedups_come_from_medians_with_an_interval():
     """A few stalled profiled runs (a 20 ms one) move a per-op mean 30x; the median-based speed-up
     holds, with an interval; an op whose time moves from run to run says "unstable"."""
-    from edgebench.targets.profile import op_profile_from_worker, speedup_by_op_type
-
+    from edgebench.judge.op_types import speedup_by_op_type
+    from edgebench.targets.op_profile import op_profile_from_worker
     rng = np.random.default_rng(4)
     fc_a = rng.normal(100, 2, 700).round()
     fc_b = rng.normal(25, 1, 700).round()

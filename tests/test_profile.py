@@ -14,6 +14,9 @@ import pytest
 from edgebench.bench.run import BenchSettings, run_bench
 from edgebench.rows import Document, InferenceRow, OpEntry
 from edgebench.targets.base import RunControl
+from edgebench.judge.op_types import quantize_cost, speedup_by_op_type
+from edgebench.targets.delegation import delegation_warning, undelegated_tail
+from edgebench.targets.op_profile import by_op_type
 
 pytest_plugins = ["conftest_profile"]
 
@@ -68,27 +71,25 @@ def test_op_profile_names_prelu_share_and_adds_up(profiled):
 
 
 def test_speedups_under_the_profilers_resolution_have_no_ratio():
-    from edgebench.targets import profile as prof
 
     base = [OpEntry(node=1, op="MAX_POOL_2D", name="p", ms=0.082, share=0.5, delegated=False),
             OpEntry(node=2, op="CONV_2D", name="c", ms=0.2, share=0.5, delegated=False)]
     other = [OpEntry(node=1, op="MAX_POOL_2D", name="p", ms=0.0010 / 662 * 1, share=0.01, delegated=False),
              OpEntry(node=2, op="CONV_2D", name="c", ms=0.1, share=0.99, delegated=False)]
-    speed = {x["op_type"]: x for x in prof.speedup_by_op_type(base, other)}
+    speed = {x["op_type"]: x for x in speedup_by_op_type(base, other)}
     assert speed["Max Pooling"]["speedup"] is None and speed["Max Pooling"]["below_resolution"]
     assert speed["Convolution"]["speedup"] == pytest.approx(2.0) and not speed["Convolution"]["below_resolution"]
 
 
 def test_op_types_and_speedup_views(profiled):
-    from edgebench.targets import profile as prof
 
     fp32, int8 = _rows(profiled)
-    types = prof.by_op_type(int8.op_profile)
+    types = by_op_type(int8.op_profile)
     assert types["PReLU"]["cpu_ms"] > 0 and types["PReLU"]["delegated_ms"] == 0
     assert types["Convolution"]["delegated_ms"] > 0
-    speed = {x["op_type"]: x for x in prof.speedup_by_op_type(fp32.op_profile, int8.op_profile)}
+    speed = {x["op_type"]: x for x in speedup_by_op_type(fp32.op_profile, int8.op_profile)}
     assert speed["PReLU"]["other_on_cpu_ms"] > 0
-    assert prof.quantize_cost(int8.op_profile)["ms"] >= 0
+    assert quantize_cost(int8.op_profile)["ms"] >= 0
 
 
 def test_profile_round_trips_through_json(profiled, tmp_path):
@@ -161,7 +162,6 @@ def test_unmatched_partitions_become_one_entry():
 def test_delegation_warning_names_the_specific_fix():
     """Ops with a known cause get their own fix: runtime shape arithmetic -> --static-batch; int8
     SOFTMAX on XNNPACK -> keep it float or move it to the app; anything else -> the generic advice."""
-    from edgebench.targets.profile import delegation_warning
     from edgebench.rows import Delegation
 
     w = delegation_warning(Delegation("XNNPACK", 10, 6, 2, {"SHAPE": 1, "STRIDED_SLICE": 1, "PACK": 1,
@@ -177,17 +177,16 @@ def test_delegation_warning_names_the_specific_fix():
 def test_an_undelegated_tail_is_not_a_warning_but_a_split_graph_is():
     """Issue 27: an int8 model's final SOFTMAX (only a DEQUANTIZE partition after it) splits nothing;
     a PRELU between two partitions does."""
-    from edgebench.targets import profile as prof
     from edgebench.rows import Delegation
 
     tail = Delegation("XNNPACK", 9, 8, 2, {"SOFTMAX": 1}, details={
         "undelegated_nodes": [7], "partition_members": [[0, 1, 2, 3, 4, 5, 6], [8]],
         "partition_ops": [["QUANTIZE", "CONV_2D", "MAX_POOL_2D", "CONV_2D", "RESHAPE", "FULLY_CONNECTED",
                            "FULLY_CONNECTED"], ["DEQUANTIZE"]]})
-    assert prof.undelegated_tail(tail) and prof.delegation_warning(tail) is None
+    assert undelegated_tail(tail) and delegation_warning(tail) is None
     split = Delegation("XNNPACK", 8, 6, 3, {"PRELU": 2}, details={
         "undelegated_nodes": [2, 4], "partition_members": [[0, 1], [3], [5, 6, 7]],
         "partition_ops": [["QUANTIZE", "CONV_2D"], ["CONV_2D"], ["CONV_2D", "FULLY_CONNECTED", "DEQUANTIZE"]]})
-    assert not prof.undelegated_tail(split) and "PRELU x2" in prof.delegation_warning(split)
+    assert not undelegated_tail(split) and "PRELU x2" in delegation_warning(split)
     unknown = Delegation("XNNPACK", 9, 8, 2, {"SOFTMAX": 1})          # no node order (a benchmark_model log)
-    assert not prof.undelegated_tail(unknown) and prof.delegation_warning(unknown)
+    assert not undelegated_tail(unknown) and delegation_warning(unknown)

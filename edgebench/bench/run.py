@@ -162,8 +162,7 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
     their ``order`` in the target's sequence; None runs them here, one after another."""
     from edgebench.bench import load
     from edgebench.bench.peak import peak_for_threads
-    from edgebench.targets.profile import runtime_row_parts
-
+    from edgebench.targets.row_parts import runtime_row_parts
     job = _job(settings, model, gpu_precision)
     name = Path(model).stem
     found = tflite_precision(info)       # a bench row's precision is the one its file has

@@ -23,7 +23,7 @@ import numpy as np
 from edgebench.model.inputs import DEFAULT_PREPROCESS, InputSet, Signature, TensorSpec, cast_to_signature, value_ranges
 from edgebench.core.errors import BadInput, ConversionFailed, InfraError, OutputNotWritable
 from edgebench.core.fingerprint import host_fingerprint
-from edgebench.targets.profile import describe_tflite
+from edgebench.sources.describe import describe_tflite
 from edgebench.convert.quant.keep_float import (float_tensors, keep_float_nodes, quantize_keep_float, resolve_keep_float,
                                         verify_keep_float)
 from edgebench.convert.quant.aeq import convert_variant, converter_versions, converts_with_aeq

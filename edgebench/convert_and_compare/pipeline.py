@@ -121,7 +121,7 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
     )
     if run.status != "ok":
         return row
-    from edgebench.targets.profile import runtime_row_parts
+    from edgebench.targets.row_parts import runtime_row_parts
     from edgebench.judge.verdicts import delegation_verdict, metric_disagreement, output_verdicts
 
     th = thresholds or Thresholds()

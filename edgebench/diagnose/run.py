@@ -2,7 +2,7 @@
 
 ``diagnose(settings)`` converts SRC exactly as ``convert-and-compare`` does, builds the same
 InputSet, and for every requested precision compares each tensor of the quantized ``.tflite``
-with its float counterpart (in an isolated worker, ``edgebench.diagnose.worker``): accumulated error
+with its float counterpart (in an isolated worker, ``edgebench.convert.quant.tensor_worker``): accumulated error
 (the whole quantized model) and isolated error (the op alone, fed the float model's values), the
 float range and its outlier ratio, then ranks the layers worst first and says what to do.
 ``quant.search.search_keep_float`` (``--keep-float auto`` on ``convert`` / ``convert-and-compare``)
@@ -11,7 +11,7 @@ proves a fix: it keeps a few ranked tensors float until the accuracy goal is met
 **Float counterpart.** int8 / int16x8: the converter's calibrated float model (the graph the
 quantizer starts from, so tensor names carry over); fp16 / dynamic: the FP32 ``.tflite``. Tensors
 are matched by name, then QUANTIZE/DEQUANTIZE outputs inherit their input's match, then by op type
-and order (``edgebench.diagnose.worker.match_tensors``); unmatched tensors are listed.
+and order (``edgebench.convert.quant.tensor_worker.match_tensors``); unmatched tensors are listed.
 
 The metrics per quantized tensor, the ranking rule and what makes a layer a *finding* are defined
 once, in ``edgebench.convert.quant.layers`` (which the keep-float search shares). ``diagnose_tflite`` does

@@ -246,8 +246,7 @@ def no_integer16_kernels(r: InferenceRow) -> str | None:
 def slower_reason(r: InferenceRow, base: InferenceRow) -> str | None:
     """'p50 1.5x slower than fp32: <why>' for a row slower than fp32 on the same target, from what
     the rows know (delegation, per-op profiles); None when it is not slower."""
-    from edgebench.targets.profile import speedup_by_op_type
-
+    from edgebench.judge.op_types import speedup_by_op_type
     if not (r.latency and base.latency and r.latency.p50 and base.latency.p50):
         return None
     ratio = r.latency.p50 / base.latency.p50

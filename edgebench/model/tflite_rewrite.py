@@ -1,6 +1,6 @@
 """Rewrite a .tflite for diagnosis: one op alone, intermediates as outputs (flatbuffer object API).
 
-Used by ``edgebench.diagnose.worker``. The LiteRT flatbuffer schema (``ai_edge_litert.
+Used by ``edgebench.convert.quant.tensor_worker``. The LiteRT flatbuffer schema (``ai_edge_litert.
 schema_py_generated``, else TensorFlow's copy) is read into its object form (``ModelT``), changed
 and packed again with the ``TFL3`` file identifier; nothing here runs a model.
 

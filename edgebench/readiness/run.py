@@ -159,8 +159,7 @@ def variants(settings: ReadinessSettings, progress: Callable[[str], None]) -> tu
 def readiness(settings: ReadinessSettings, progress: Callable[[str], None] | None = None) -> Document:
     """Compile every precision for every target; rows in (precision, target) order. Library code:
     bad input raises; every compile outcome, also a crash, is a row."""
-    from edgebench.targets.profile import gpu_readiness
-
+    from edgebench.sources.describe import gpu_readiness
     say = progress or (lambda _m: None)
     settings.validate()
     t0 = time.perf_counter()

@@ -175,7 +175,8 @@ def _inference_table(doc: Document) -> tuple[list[str], list[str]]:
 
 def _where_the_time_goes(rows: list[tuple[InferenceRow, bool]]) -> list[str]:
     """Silent-failure verdicts, delegation warnings and each profiled row's top ops."""
-    from edgebench.targets import profile as prof
+    from edgebench.targets.delegation import delegation_warning
+    from edgebench.targets.op_profile import top_ops
 
     out: list[str] = []
     for r, _ in rows:
@@ -183,7 +184,7 @@ def _where_the_time_goes(rows: list[tuple[InferenceRow, bool]]) -> list[str]:
         for v in r.verdicts:
             if v.failed:
                 out.append(f"- **silent failure** ({md_escape(where)}): {md_escape(v.message)}; {md_escape(v.advice)}")
-        w = prof.delegation_warning(r.delegation, where)
+        w = delegation_warning(r.delegation, where)
         if w:
             out.append(f"- {md_escape(w)}")
     for r, _ in rows:
@@ -191,7 +192,7 @@ def _where_the_time_goes(rows: list[tuple[InferenceRow, bool]]) -> list[str]:
             continue
         body = [[md_escape(e.node), md_escape(e.op), _f(e.ms, 4), _f(e.share, 1, scale=100, suffix="%"),
                  "delegate partition" if e.delegated else "CPU interpreter", md_escape((e.name or "")[:60])]
-                for e in prof.top_ops(r.op_profile, 10)]
+                for e in top_ops(r.op_profile, 10)]
         cover = r.op_summary.coverage
         note = f" · listed ops cover {100 * cover:.0f}% of the profiled Invoke" if cover is not None else ""
         out += ["", f"<details><summary>where the time goes: {md_escape(r.precision or r.model)} on "

@@ -42,7 +42,7 @@ from edgebench.core.errors import BadInput, first_line
 from edgebench.core.fingerprint import sha256_file
 from edgebench.sources.frozen_graph import frozen_graph_savedmodel
 from edgebench.sources.keras2_export import export_tf_keras
-from edgebench.targets.profile import describe_tflite
+from edgebench.sources.describe import describe_tflite
 from edgebench.model.savedmodel import DEFAULT_SIGNATURE, SERVE_TAG, graph_session, quiet_v1, read_signature
 from edgebench.model.tflite_model import precision as tflite_precision
 from edgebench.core.user_code import import_user_module

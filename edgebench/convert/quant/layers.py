@@ -3,7 +3,7 @@
 do about it. ``diagnose`` (the command) and the keep-float search (``quant.search``) both use it.
 Each tensor of the quantized model is compared with its float counterpart (matched by tensor name,
 then QUANTIZE/DEQUANTIZE outputs inherit their input's match, then by op type and order:
-``edgebench.diagnose.worker.match_tensors``): accumulated error (the whole quantized model) and
+``edgebench.convert.quant.tensor_worker.match_tensors``): accumulated error (the whole quantized model) and
 isolated error (the op alone, fed the float model's values), the float range and its outlier ratio.
 
 **Metrics** per quantized tensor (``got`` dequantized, ``ref`` float): ``rmse_over_scale`` =
@@ -67,7 +67,7 @@ ISOLATION_RULE = ("each op alone in a one-op .tflite (its weights and quantizati
 
 def run_worker(float_model: str | Path, quant_model: str | Path, inputs_npz: str | Path, *, samples: int,
                isolated: bool = True, deadline_s: float = WORKER_DEADLINE_S, state_rule=None) -> tuple[dict, dict]:
-    """Per-tensor statistics from ``edgebench.diagnose.worker`` in its own process; stateful models
+    """Per-tensor statistics from ``edgebench.convert.quant.tensor_worker`` in its own process; stateful models
     follow ``state_rule`` (``edgebench.model.state_rule.StateRule``; None: every sample independent)."""
     import sys
 
@@ -80,7 +80,7 @@ def run_worker(float_model: str | Path, quant_model: str | Path, inputs_npz: str
                "state_rule": None if state_rule is None else state_rule.to_job()}
         job_file = work / "job.json"
         job_file.write_text(json.dumps(job))
-        return spawn_worker([sys.executable, "-m", "edgebench.diagnose.worker", str(job_file)], work,
+        return spawn_worker([sys.executable, "-m", "edgebench.convert.quant.tensor_worker", str(job_file)], work,
                             deadline_s, quant_model)
     finally:
         shutil.rmtree(work, ignore_errors=True)

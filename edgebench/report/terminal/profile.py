@@ -7,7 +7,9 @@ from typing import Sequence
 
 from rich.text import Text
 
-from edgebench.targets import profile as prof
+from edgebench.judge.op_types import OP_UNSTABLE_SPAN, profile_pairs, quantize_cost, speedup_by_op_type
+from edgebench.report.model_explorer import node_flops
+from edgebench.targets.op_profile import GEMM_TYPE, by_op_type, top_ops
 from edgebench.report.terminal._cells import e, fmt_value
 from edgebench.report.terminal.fit import Col, fit_tables
 from edgebench.rows import InferenceRow
@@ -47,7 +49,7 @@ def render_op_profile(r: InferenceRow, width: int | None = None, wide: bool = Fa
             Col("name", priority=3)]
     rows = [[fmt_value(x.node, "d"), str(x.op), fmt_value(x.ms, ".4f"), fmt_value(x.p50_ms, ".4f"), _pct(x.share),
              "delegate partition (one entry)" if x.delegated else "CPU interpreter", str(x.name or "-")]
-            for x in prof.top_ops(entries, TOP_OPS)]
+            for x in top_ops(entries, TOP_OPS)]
     notes = [coverage_line(r)] if coverage_line(r) else []
     if len(entries) > TOP_OPS:
         notes.append(f"top {TOP_OPS} of {len(entries)} entries (all of them are in --json)")
@@ -58,8 +60,8 @@ def render_op_profile(r: InferenceRow, width: int | None = None, wide: bool = Fa
     out = fit_tables(f"where the time goes: {_label(r)}  ({info.source or 'profile'}, "
                      f"{'?' if info.runs is None else info.runs} runs)", cols, rows, width=width, wide=wide,
                      caption=[e(n) for n in notes])
-    q = prof.quantize_cost(entries)
-    by_type = prof.by_op_type(entries, prof.node_flops(r.model_path) if r.model_path else None)
+    q = quantize_cost(entries)
+    by_type = by_op_type(entries, node_flops(r.model_path) if r.model_path else None)
     types = [[str(fam), fmt_value(v["ms"], ".4f"), _pct(v["share"]), fmt_value(v["cpu_ms"], ".4f"),
               fmt_value(v["delegated_ms"], ".4f")] for fam, v in list(by_type.items())[:TOP_OPS]]
     out += fit_tables(f"time by op type: {_label(r)}", [Col("op type", identity=True), Col("ms", num=True),
@@ -79,7 +81,7 @@ def split_note(by_type: dict) -> str:
     text = "share = of the profiled op time (measured, not FLOPs)"
     if "the delegate's operator names" in hows:
         return (f"{text}; delegated time goes by the delegate's own operator names (this profile has no node "
-                f"list): '{prof.GEMM_TYPE}' is XNNPACK's GEMM, which runs fully connected layers and 1x1 convolutions")
+                f"list): '{GEMM_TYPE}' is XNNPACK's GEMM, which runs fully connected layers and 1x1 convolutions")
     how = {"inner operators in order": "matched to the partition's nodes in order",
            "op type share": "split over the partition's nodes by op family, then by FLOPs"}
     if hows:
@@ -102,10 +104,10 @@ def _speedup_cell(x: dict) -> str:
 def render_speedups(rows: Sequence[InferenceRow], width: int | None = None) -> list:
     """FP32 -> quantized speed-up per op type, for every target with both profiled."""
     out: list = []
-    for base, other in prof.profile_pairs(rows):
+    for base, other in profile_pairs(rows):
         a, b = base.precision or base.model, other.precision or other.model
-        flops = [prof.node_flops(x.model_path) if x.model_path else None for x in (base, other)]
-        rows_ = prof.speedup_by_op_type(base.op_profile or (), other.op_profile or (), base.op_profile_info,
+        flops = [node_flops(x.model_path) if x.model_path else None for x in (base, other)]
+        rows_ = speedup_by_op_type(base.op_profile or (), other.op_profile or (), base.op_profile_info,
                                         other.op_profile_info, base_flops=flops[0], other_flops=flops[1])
         medians = any(x["basis"] == "medians" for x in rows_)
         cols = [Col("op type", identity=True),
@@ -114,7 +116,7 @@ def render_speedups(rows: Sequence[InferenceRow], width: int | None = None) -> l
         cells = [[str(x["op_type"]), fmt_value(x["base_ms"], ".4f"), fmt_value(x["other_ms"], ".4f"),
                   _speedup_cell(x), fmt_value(x["other_on_cpu_ms"] or None, ".4f")] for x in rows_[:TOP_OPS]]
         caption = ("medians over the profiled runs; unstable: the interval spans more than "
-                   f"{prof.OP_UNSTABLE_SPAN:g}x" if medians else
+                   f"{OP_UNSTABLE_SPAN:g}x" if medians else
                    "ratios of per-op means (this profile kept no per-run times): stalls move them")
         out += fit_tables(f"{a} -> {b} per op type on {base.target} (speed-up > 1: faster)", cols, cells,
                           width=width, wide=True, caption=[e(caption)])

@@ -500,9 +500,7 @@ class AdbTarget:
             "mem_overall_mb": first.mem_overall_mb, "pushed": pushed, "remote_run_dir": run_dir,
             "device_wall_s": round(wall, 3), "thermal": thermal, "throttled": thermal["throttled"],
         }
-        from edgebench.targets.profile import delegation_from_log, delegation_from_runtime_info
-
-        # best source first: the tool's runtime info names every node; the op-profiling run's log has
+        from edgebench.targets.delegation import delegation_from_log, delegation_from_runtime_info
         # the "Replacing ..." line plus the nodes left undelegated; the probe's log only the counts
         d = None
         if isinstance(runtime_info, dict) and "error" not in runtime_info:
@@ -553,8 +551,7 @@ class AdbTarget:
         """A separate benchmark_model run with ``--enable_op_profiling`` after the sample loop (so
         the timed samples never carry the profiler): ``({"op_profile": {entries, info}}, its log)`` or
         ``({"op_profile_error": why}, log)`` -- a tool that prints no table says so, never zeros."""
-        from edgebench.targets.profile import op_profile_from_log
-
+        from edgebench.targets.op_profile import op_profile_from_log
         runs = int(job.runs or min(job.min_runs, 200))
         argv = build_argv(binary, model_remote, threads=threads, num_runs=runs, warmup_runs=1, min_secs=0.0,
                           enable_op_profiling=True, **flags, **ivf0.argv_kwargs())

@@ -123,8 +123,8 @@ def to_result_rows(log: BenchmarkModelLog, *, source: str | None = None,
         "gpu_precision_loss_allowed": log.param("gpu_precision_loss_allowed",
                                                 "Allow lower precision in gpu"),
     }.items() if v is not None}
-    from edgebench.targets.profile import delegation_from_log, op_profile_from_log
-
+    from edgebench.targets.delegation import delegation_from_log
+    from edgebench.targets.op_profile import op_profile_from_log
     profile = op_profile_from_log(log)
     return [InferenceRow(
         delegation=delegation_from_log(log), op_profile=profile[0] if profile else None,

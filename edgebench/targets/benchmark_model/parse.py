@@ -8,7 +8,7 @@ import re
 import string
 from typing import Any
 
-from edgebench.targets.profile import KERNEL_TO_DELEGATE
+from edgebench.targets.delegation import KERNEL_TO_DELEGATE
 from edgebench.targets.benchmark_model.log import BenchmarkModelLog, OpProfileRow, RunStats, _norm_key
 
 # --------------------------------------------------------------------------- line patterns

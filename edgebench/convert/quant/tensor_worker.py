@@ -1,6 +1,6 @@
 """The diagnose worker: per-tensor error of a quantized .tflite against its float counterpart.
 
-Run by ``edgebench.diagnose.run`` in its own process (``python -m edgebench.diagnose.worker JOB``,
+Started by ``convert.quant.layers`` (for ``edgebench diagnose``) in its own process (``python -m edgebench.convert.quant.tensor_worker JOB``,
 launched like the benchmark runner by ``edgebench.targets.host.spawn_worker``): LiteRT runs the
 user's models here, so a kernel crash or a hang costs this process, never the CLI. ``JOB`` is a
 JSON file::
