@@ -170,6 +170,9 @@ def _main(argv: list[str] | None) -> None:
     import typer
 
     warnings.showwarning = _show_warning
+    from edgebench.core.errors import SyntheticDataWarning
+
+    warnings.filterwarnings("once", category=SyntheticDataWarning)   # every stage loads --data; say it once
     try:
         _check_arguments(sys.argv[1:] if argv is None else argv)
         rv = app(args=argv, standalone_mode=False)
