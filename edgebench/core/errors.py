@@ -121,4 +121,4 @@ class Interrupted(EdgebenchError):
 
 class SyntheticDataWarning(UserWarning):
     """``--data synthetic``: the one warning that the numbers are measured on noise. The CLI shows
-    it once per run (``cli._main`` filters it "once"), however many stages load the data."""
+    it once per run (``cli._show_warning``), however many stages load the data."""

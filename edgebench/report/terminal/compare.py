@@ -61,10 +61,15 @@ def compare_table(doc: Document) -> ResultTable:
 IDENTITY = ("run", "model", "precision", "target", "device")
 
 
+# a target name this short is one line at every width ("tf (/CPU:0)", "adb:R5CT1234 (GPU)")
+TARGET_WHOLE = 20
+
+
 def terminal_columns(table: ResultTable) -> list[Col]:
     """The inference table's columns for ``fit``: identity columns, text (the verdict) and numbers,
     with the table's drop priorities."""
-    return [Col(c.label, num=not c.text, identity=c.key in IDENTITY, priority=c.priority) for c in table.columns]
+    return [Col(c.label, num=not c.text, identity=c.key in IDENTITY, priority=c.priority,
+                whole=TARGET_WHOLE if c.key == "target" else 0) for c in table.columns]
 
 
 def row_where(r: InferenceRow, rows: list[InferenceRow], reference: InferenceRow | None = None) -> str:
