@@ -191,8 +191,9 @@ def unchecked_lines(doc: Document) -> list[str]:
             seen.setdefault(rd.vendor or "?", {}).setdefault(rd.missing or "?", []).append(rd.soc or "?")
     out = []
     for vendor, by_missing in seen.items():
-        socs = _socs([s for ss in by_missing.values() for s in ss])
-        out.append(f"{vendor} ({socs}): not checkable here: {'; '.join(by_missing)}")
+        socs = list(dict.fromkeys(s for ss in by_missing.values() for s in ss))
+        which = ", ".join(socs) if len(socs) <= 3 else f"{len(socs)} SoCs: {', '.join(socs)}"
+        out.append(f"{vendor} ({which}): not checkable here: {'; '.join(by_missing)}")
     return out
 
 

@@ -16,14 +16,14 @@ def _shape(shape: list) -> str:
 def render_list(rows: list[dict[str, Any]], *, width: int | None = None):
     """Pure renderer: one line per model, inputs shown for tiny and full sizes, fitted to ``width``
     by the width engine (report/terminal/fit.py; the name says what a row is)."""
-    cols = [Col("name", identity=True), Col("task"), Col("inputs"), Col("tiny"), Col("full"), Col("cached")]
+    cols = [Col("name", identity=True), Col("cached"), Col("task"), Col("inputs"), Col("tiny"), Col("full")]
     body = []
     for r in rows:
         tiny, full = r["inputs"]["tiny"], r["inputs"]["full"]
         names = ", ".join(f"{i['name']} ({i['dtype']})" for i in tiny)
         cached = ", ".join(size for size, ok in r["cached"].items() if ok) or "-"
-        body.append([r["name"], r["task"], names, "; ".join(_shape(i["shape"]) for i in tiny),
-                     "; ".join(_shape(i["shape"]) for i in full), cached])
+        body.append([r["name"], cached, r["task"], names, "; ".join(_shape(i["shape"]) for i in tiny),
+                     "; ".join(_shape(i["shape"]) for i in full)])
     return group(fit_tables("reference models", cols, body, width=width))
 
 
