@@ -105,7 +105,8 @@ def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP, *, width:
         # the names are broken where they have parts (after "/" or "_"), one part a line, before the
         # width engine lays the table out (report/terminal/fit.py: it wraps between words only)
         cols = [Col(_header(_NAMES[i]), num=_NAMES[i] not in ("op#node", "tensor", "finding"),
-                    identity=_NAMES[i] == "rank") for i in keep]
+                    identity=_NAMES[i] == "rank", whole=max(map(len, _header(_NAMES[i]).split("\n"))))
+                for i in keep]      # a header's lines as written ("iso ch" over "SNR")
         body = [[wrap_name(c[i], name_w[_NAMES[i]], _BREAKS[_NAMES[i]]) if _NAMES[i] in _BREAKS else c[i]
                  for i in keep] for c in cells]
         notes = [e(x) for x in _notes(row, suggested=False)]

@@ -73,13 +73,14 @@ def measure(col: Col, cells: Sequence[Any]) -> tuple[int, int]:
     text from its longest word to its longest line. The header counts with its longest word."""
     texts = [_plain(c) for c in cells]
     head = max((cell_len(w) for w in _words(col.header)), default=1)
+    if col.whole:    # a header's short lines stay whole: "left on CPU", "iso ch"
+        head = max([head, *(n for ln in _lines(col.header) if (n := cell_len(ln)) <= col.whole)])
     if col.num:      # as wide as its widest number; the header on one line when there is room
         w = max([head, *(cell_len(ln) for t in texts for ln in _lines(t))])
         return w, max(w, cell_len(col.header))
     lo = max([head, *(cell_len(w) for t in texts for w in _words(t))])
     if col.whole:    # short lines stay whole: "tf (/CPU:0)", "left on CPU"
-        lo = max([lo, *(n for ln in [*_lines(col.header), *(x for t in texts for x in _lines(t))]
-                        if (n := cell_len(ln)) <= col.whole)])
+        lo = max([lo, *(n for t in texts for ln in _lines(t) if (n := cell_len(ln)) <= col.whole)])
     hi = max([lo, cell_len(col.header), *(cell_len(ln) for t in texts for ln in _lines(t))])
     return lo, hi
 
