@@ -589,3 +589,13 @@ def test_every_golden_file_is_checked():
     present = {p.relative_to(GOLDENS).as_posix() for p in GOLDENS.rglob("*") if p.is_file()
                and p.parent != INPUTS}
     assert present == expected, {"stale (delete)": sorted(present - expected), "missing": sorted(expected - present)}
+
+
+@pytest.mark.parametrize("name,width", [(n, w) for n, (_, ws) in TERMINAL.items() for w in ws
+                                        if n.startswith("convert-and-compare")], ids=lambda v: str(v))
+def test_the_reference_rows_target_is_one_line(name, width):
+    """Issue 49: ``tf (/CPU:0)`` was drawn as "tf" over "(/CPU:0)" at 80, 100 and 120 columns."""
+    render, _ = TERMINAL[name]
+    text = draw(render(width), width)
+    ref = [ln for ln in text.splitlines() if ln.startswith("│ tf (ref)")]
+    assert ref and all("tf (/CPU:0)" in ln for ln in ref), text
