@@ -109,6 +109,67 @@ def readiness(width: int):
     return render_readiness(load("readiness"), width=width)
 
 
+def readiness_no_extras(width: int):
+    """A real ``readiness --soc all`` run without the NPU extras (recorded here, scrubbed as
+    record.py does): every target folded into one line per vendor, no table."""
+    from edgebench.report.terminal.readiness import render_readiness
+
+    return render_readiness(load("readiness-no-extras"), width=width)
+
+
+def readiness_all_targets_doc():
+    """``--soc all`` with both NPU extras, as typed rows (the compiles need onnxruntime-qnn and
+    openvino; tests/test_readiness_npu.py runs them): every (vendor, SoC) of the recorded run without
+    extras, Qualcomm's and Intel's compiled through ``npu_row`` from compile results shaped like the
+    recorded real run's (readiness.json): fp16 on five SoCs without FP16, SM8350's CumulativeSum
+    compile failure, Intel's NPU compile failing after partitioning; the other vendors not checkable."""
+    from edgebench.readiness.aot.compile import CompileResult
+    from edgebench.readiness.aot.plugin_log import LeftOp
+    from edgebench.readiness.rows import npu_row
+    from edgebench.rows import Document, InferenceRow
+
+    base = Document.from_dict(load("readiness-no-extras"))
+    qnn = dict(sdk_version="v2.51.0.260929181845", sdk="onnxruntime-qnn 2.7.0", ops_total=21, seconds=0.4)
+    no_fp16 = ("SA8255", "SA8295", "SM8450", "SM8475", "SM8550")
+    rows: list[InferenceRow] = []
+    for precision in ("fp16", "int8"):
+        for r in base.rows:
+            rd = r.readiness
+            kw = dict(model=r.model, precision=precision, variant_path=f"cnn.{precision}.tflite", sha="ab" * 32)
+            if rd is not None and rd.vendor == "Qualcomm":
+                if rd.soc == "SM8350":
+                    res = CompileResult("Qualcomm", rd.soc, "compile-failed", True, ops_on_npu=20, partitions=2,
+                                        error="could not create op: q::QNN_CumulativeSum; Op creation failure",
+                                        left=(LeftOp(8, "Atan2", "LiteRT Op #8 'Atan2' (code=156) is not "
+                                                                 "supported in Qualcomm Compiler."),), **qnn)
+                elif precision == "fp16" and rd.soc in no_fp16:
+                    res = CompileResult("Qualcomm", rd.soc, "ops-rejected", True, ops_on_npu=20, partitions=2,
+                                        compiled_bytes=160_000, compiled_path=f"{rd.soc}.tflite",
+                                        left=(LeftOp(10, "Cumsum", "LiteRT Op #10 'Cumsum' (code=128) is not "
+                                                     "supported in Qualcomm Compiler.",
+                                                     "The SocModel doesn't support FP16"),), **qnn)
+                else:
+                    res = CompileResult("Qualcomm", rd.soc, "ok", True, ops_on_npu=21, partitions=1,
+                                        compiled_bytes=158_000, compiled_path=f"{rd.soc}.tflite", **qnn)
+                rows.append(npu_row(res, **kw))
+            elif rd is not None and rd.vendor == "IntelOpenVINO":
+                res = CompileResult("IntelOpenVINO", rd.soc, "compile-failed", True, ops_total=21, ops_on_npu=19,
+                                    partitions=3, left_histogram={"ATAN2": 1, "BUCKETIZE": 1}, seconds=1.2,
+                                    sdk="openvino 2026.3.1",
+                                    error="OpenVINO could not compile partition 0 for NPU: to_shape was called "
+                                          "on a dynamic shape.")
+                rows.append(npu_row(res, **kw))
+            else:
+                rows.append(r.replace(precision=precision))
+    return base.with_rows(rows)
+
+
+def readiness_all_targets(width: int):
+    from edgebench.report.terminal.readiness import render_readiness
+
+    return render_readiness(readiness_all_targets_doc(), width=width)
+
+
 def matrix(width: int):
     from edgebench.report.terminal.matrix import render_matrix
 
@@ -189,6 +250,46 @@ def devices(wide: bool = False) -> Callable[[int], Any]:
 
 
 
+def train(width: int):
+    """A multi-worker training baseline with its pipeline comparison and a skipped cell (hand-built:
+    a real one needs two workers)."""
+    from edgebench.report.terminal.train import render_train
+
+    ok = {"model": "resnet50", "size": "tiny", "strategy": "multiworker", "workers": 2, "precision": "mixed_bfloat16",
+          "xla": True, "batch_size": 256, "global_batch_size": 512, "replicas": 2, "status": "ok",
+          "examples_per_s": 12345.6, "step_time_ms": {"p50": 41.47, "p99": 52.31, "samples": 700},
+          "input_wait_pct": 13.7, "startup_ms": 4012.0, "peak_device_memory_bytes": 3 * 2**30,
+          "allreduce_ms_per_step": 2.25, "final_loss": 2.3026}
+    skipped = dict(ok, strategy="mirrored", status="skipped", examples_per_s=None, step_time_ms=None,
+                   reason="mirrored needs 2 GPUs; this host has none", input_pipeline="optimized")
+    doc = {"kind": "train", "rows": [dict(ok, input_pipeline="optimized"), dict(ok, input_pipeline="naive"), skipped],
+           "comparisons": [{"strategy": "multiworker", "precision": "mixed_bfloat16", "xla": "on", "batch_size": 256,
+                            "naive_examples_per_s": 6172.8, "optimized_examples_per_s": 12345.6, "speedup": 2.0,
+                            "naive_input_wait_pct": 61.2, "optimized_input_wait_pct": 13.7}]}
+    return render_train(doc, width=width)
+
+
+def models_list(width: int):
+    """``models list`` of the real catalog (what is cached here set to none: not this machine's)."""
+    from edgebench.model.catalog import list_models
+    from edgebench.report.terminal.models import render_list
+
+    return render_list([{**r, "cached": {k: False for k in r["cached"]}} for r in list_models()], width=width)
+
+
+def results_history(width: int):
+    """``results history`` of one series with a change point (hand-built values)."""
+    from edgebench.report.terminal.results import render_history
+
+    values = (0.0644, 0.0651, 0.0647, 0.0823, 0.0819, 0.0830)
+    hist = {"model": "mobilenet_v2_035-tiny", "metric": "p99_ms", "series": {"precision": "int8", "target": "adb:R5CT1234"},
+            "points": [{"created": f"2026-12-0{i + 1}T10:00:00", "run_id": f"{i:x}" * 32, "value": v,
+                        "step": i == 3} for i, v in enumerate(values)],
+            "steps": [{"run_id": "3" * 32, "ratio": 1.27, "before": 0.0647, "after": 0.0823, "p_value": 1.2e-9}],
+            "method": "PELT on the log values, min segment 2"}
+    return render_history(hist, width=width)
+
+
 TERMINAL: dict[str, tuple[Callable[[int], Any], tuple[int, ...]]] = {
     "convert-and-compare": (convert_and_compare("compare"), WIDTHS),
     "convert-and-compare-wide": (convert_and_compare("compare", wide=True), (80,)),
@@ -204,6 +305,12 @@ TERMINAL: dict[str, tuple[Callable[[int], Any], tuple[int, ...]]] = {
     "diagnose": (diagnose, WIDTHS),
     "matrix": (matrix, WIDTHS),
     "readiness": (lambda width: readiness(width), WIDTHS),
+    # issue 49: readiness over every target, with and without the NPU extras
+    "readiness-all-targets": (readiness_all_targets, WIDTHS),
+    "readiness-no-extras": (readiness_no_extras, WIDTHS),
+    "train": (train, WIDTHS),
+    "models-list": (models_list, WIDTHS),
+    "results-history": (results_history, WIDTHS),
     # issue 37 item 2: --wide honest, results compare first screen, regimes, devices at every width
     "convert-and-compare-wide-all": (convert_and_compare("compare", wide=True), WIDTHS),
     "results-list-wide": (results_list_wide, WIDTHS),
@@ -482,3 +589,13 @@ def test_every_golden_file_is_checked():
     present = {p.relative_to(GOLDENS).as_posix() for p in GOLDENS.rglob("*") if p.is_file()
                and p.parent != INPUTS}
     assert present == expected, {"stale (delete)": sorted(present - expected), "missing": sorted(expected - present)}
+
+
+@pytest.mark.parametrize("name,width", [(n, w) for n, (_, ws) in TERMINAL.items() for w in ws
+                                        if n.startswith("convert-and-compare")], ids=lambda v: str(v))
+def test_the_reference_rows_target_is_one_line(name, width):
+    """Issue 49: ``tf (/CPU:0)`` was drawn as "tf" over "(/CPU:0)" at 80, 100 and 120 columns."""
+    render, _ = TERMINAL[name]
+    text = draw(render(width), width)
+    ref = [ln for ln in text.splitlines() if ln.startswith("│ tf (ref)")]
+    assert ref and all("tf (/CPU:0)" in ln for ln in ref), text

@@ -4,6 +4,7 @@ read (core suite: no optional extra needed; tests/test_readiness_npu.py has the 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -423,10 +424,71 @@ def test_results_show_of_a_recorded_readiness_run_draws_its_answer_table(cols, r
     assert head and all(h in head[0] for h in ("precision", "target", "status", "on NPU")), out
     assert "model unsupported_ops_cnn" in " ".join(out.split())                 # the model, in the title
     table = [ln for ln in lines if ln.startswith("│")]
-    assert sum("int8" in ln for ln in table) == len(recorded["rows"]), out      # precision is never 0 wide
+    checked = [r for r in recorded["rows"] if r.get("checkable") is not False]      # the others: one line per vendor
+    assert sum("int8" in ln for ln in table) == len(checked) == 6, out            # precision is never 0 wide
     flat = " ".join(out.split())
     for want in ("19/21, 3 parts", "17/21, 4 parts", "compile-failed", "not checkable here: libneuronusdk_adapter.mtk.so",
                  "#8 Atan2 stays on the CPU"):
         assert want in flat, (want, out)
     intel = next(i for i, ln in enumerate(table) if "IntelOpenVINO LNL" in ln)
     assert "2 unnamed" in table[intel] and "ops" in table[intel + 1], out       # never "-" beside 19/21
+
+
+# ------------------------------------------------------------------- issue 49: the first screen
+
+def test_the_headline_is_computed_from_the_rows_and_problems_come_first():
+    from edgebench.report.readiness import headline, table, unchecked_lines
+
+    doc = _doc()
+    assert headline(doc) == ["Qualcomm, int8: ready on 1 of 3 SoCs; SM8350: compile fails: could not create op: "
+                             "q::QNN_CumulativeSum; SM8650: Atan2, Sign stay on the CPU (Sign: no FP16 on this SoC)"]
+    assert unchecked_lines(doc) == ["MediaTek (MT6989): not checkable here: libneuronusdk_adapter.mtk.so (SDK)"]
+    headers, body = table(doc, fold=True)
+    assert "checkable" not in headers and [b[1] for b in body] == ["Qualcomm SM8350", "Qualcomm SM8650", "Qualcomm SM8850"]
+    # another row, another headline: SM8850 rejecting an op moves it out of "ready"
+    rows = [r.replace(readiness=r.readiness.__class__.from_dict({**r.readiness.to_dict(), "ops_on_npu": 20,
+                                                                  "all_ops_on_npu": False, "compile_status": "ops-rejected"}))
+            if r.target == "Qualcomm SM8850" else r for r in doc.rows]
+    assert headline(doc.with_rows(rows))[0].startswith("Qualcomm, int8: ready on 0 of 3 SoCs")
+    # fp16 on a SoC without FP16: the headline says what to do
+    fp16 = [r.replace(precision="fp16") for r in doc.rows]
+    assert "(Sign: no FP16 on this SoC -- quantize to int8)" in headline(doc.with_rows(fp16))[0]
+
+
+def test_nothing_checkable_is_said_in_one_line_per_vendor_and_no_empty_table():
+    from edgebench.readiness.rows import npu_row
+    from edgebench.report.terminal.readiness import render_readiness
+    from test_goldens import draw
+
+    results = [CompileResult("Qualcomm", soc, "sdk-missing", False, missing="libQnnHtp.so (Qualcomm QNN): pip install "
+                             "'edgebench[npu-qualcomm]'") for soc in ("SM8650", "SM8350", "SM8450", "SM8550")]
+    rows = [npu_row(r, model="m", precision="int8", variant_path="m.tflite", sha="ab" * 32) for r in results]
+    text = draw(render_readiness(Document.new("readiness", rows, {}, model="m"), width=100), 100)
+    assert "┏" not in text, text
+    assert text.count("not checkable here") == 1
+    assert "Qualcomm (4 SoCs: SM8650, SM8350, SM8450, SM8550): not checkable here: libQnnHtp.so" in " ".join(text.split())
+    assert "no NPU target could be checked here" in text
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+@pytest.mark.parametrize("case", ["readiness", "readiness-all-targets", "readiness-no-extras"])
+def test_the_first_screen_answers_and_fits(case, width):
+    """Over every target, with and without the NPU extras: the headline before the table, the
+    'left on CPU' header on one line, every line within the terminal, unchecked vendors one line each."""
+    import test_goldens as g
+
+    render, _ = g.TERMINAL[case]
+    text = g.draw(render(width), width)
+    lines = text.splitlines()
+    assert max(len(ln) for ln in lines) <= width
+    head = next((i for i, ln in enumerate(lines) if ln.startswith("┏")), len(lines))
+    top = " ".join(" ".join(lines[:head]).split())
+    if case != "readiness-no-extras":
+        header = [ln for ln in lines[head + 1:head + 4] if ln.startswith("┃")]
+        assert "ready on" in top and len(header) <= 2, text                 # "left on CPU": never 3 lines
+        assert any("left on CPU" in ln for ln in header) or ("left on" in header[0] and "CPU" in header[1]), text
+        table = [ln for ln in lines if ln.startswith("│")]
+        assert not any("sdk-missing" in ln or "plugin-load" in ln for ln in table), text
+    for vendor in ("MediaTek", "Google", "Samsung") if case != "readiness" else ("MediaTek", "Samsung"):
+        assert sum(ln.startswith(f"{vendor} (") for ln in lines) == 1, (vendor, text)      # one line per vendor
+        assert len(re.findall(rf"{vendor} \([^)]*\): not checkable here: \S+", top)) == 1, (vendor, text)

@@ -153,10 +153,19 @@ def _stop_on_signals() -> None:
             pass
 
 
+_SAID_ONCE: set[str] = set()     # the warnings of this run said once (SyntheticDataWarning)
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """Python warnings from library code as one readable line (no file/line noise)."""
     if issubclass(category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning)):
         return
+    from edgebench.core.errors import SyntheticDataWarning
+
+    if issubclass(category, SyntheticDataWarning):    # every stage that loads --data warns; a run says it once
+        if str(message) in _SAID_ONCE:
+            return
+        _SAID_ONCE.add(str(message))
     from rich.markup import escape
 
     from edgebench.report.terminal.console import DataConsole
@@ -170,6 +179,7 @@ def _main(argv: list[str] | None) -> None:
     import typer
 
     warnings.showwarning = _show_warning
+    _SAID_ONCE.clear()        # a new run (tests call _main many times in one process)
     try:
         _check_arguments(sys.argv[1:] if argv is None else argv)
         rv = app(args=argv, standalone_mode=False)

@@ -197,7 +197,8 @@ def deliver(doc, opts, render, *, json_path: str | None = None) -> "object":
     doc = outcome.doc
     if json_path != "-":
         try:
-            show(render(doc))
+            # the renderer's footer says why a result was not stored (shown only: the JSON is written)
+            show(render(doc.with_meta(not_stored=outcome.not_stored) if outcome.not_stored else doc))
         except StdoutNotWritable as err:         # the table was the user's copy: say where the result is
             raise err.kept(_kept_where(outcome)) from None
     if doc.get("interrupted"):

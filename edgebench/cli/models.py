@@ -30,7 +30,8 @@ def register(app: typer.Typer) -> None:
 
         from edgebench.report.terminal.models import render_list
 
-        console().print(render_list(rows))
+        con = console()
+        con.print(render_list(rows, width=con.width))
 
     @models_app.command("build")
     def build_cmd(

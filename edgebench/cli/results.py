@@ -153,7 +153,7 @@ def register(app: typer.Typer) -> None:
             for part in out:
                 from edgebench.report.terminal.results import render_history
 
-                con.print(render_history(part))
+                con.print(render_history(part, width=con.width))
 
     @results.command("export")
     def export_cmd(

@@ -117,3 +117,8 @@ class Interrupted(EdgebenchError):
     def __init__(self, message: str, *, signal_name: str = "Ctrl-C") -> None:
         super().__init__(message)
         self.exit_code = SIGNAL_EXIT_CODES.get(signal_name, 130)
+
+
+class SyntheticDataWarning(UserWarning):
+    """``--data synthetic``: the one warning that the numbers are measured on noise. The CLI shows
+    it once per run (``cli._show_warning``), however many stages load the data."""

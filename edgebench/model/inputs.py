@@ -22,7 +22,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from edgebench.core.bounded import HeaderCheck, read_npy, read_npz
-from edgebench.core.errors import BadInput
+from edgebench.core.errors import BadInput, SyntheticDataWarning
 from edgebench.model.state_rule import STREAM_KEY, STREAM_LABELS_KEY, split_stream_data
 
 LABELS_KEY = "labels"
@@ -242,7 +242,7 @@ def load_data(
         raise BadInput("no --data given; pass an .npz/.npy file or an image folder "
                        "(or --data synthetic, which gives misleading INT8 accuracy)")
     if spec == "synthetic":
-        warnings.warn(SYNTHETIC_WARNING, stacklevel=2)
+        warnings.warn(SYNTHETIC_WARNING, SyntheticDataWarning, stacklevel=2)   # shown once per run (cli)
         return synthetic(signature, min(n, 100) if n else 100, seed)   # 100 unless fewer are used
     path = Path(spec)
     if not path.exists():

@@ -56,6 +56,7 @@ class PublishOutcome:
     error: EdgebenchError | None = None          # the store or the Pushgateway (exit 3)
     unwritten: tuple[str, ...] = ()              # one line per output file that could not be written
     kept: str | None = None                      # where an unstored result was kept, if it was
+    not_stored: str | None = None                # why it was not stored: "--no-store" or the store's error
 
     def raise_error(self) -> None:
         lines = list(self.unwritten)
@@ -172,7 +173,9 @@ def publish(doc: Document, opts: PublishOptions) -> PublishOutcome:
             push_result(doc.to_dict(), opts.pushgateway, run_id=run_id)
         except EdgebenchError as err:
             error = error or err
-    return PublishOutcome(doc=doc, run_id=run_id, error=error, unwritten=tuple(unwritten), kept=kept)
+    return PublishOutcome(doc=doc, run_id=run_id, error=error, unwritten=tuple(unwritten), kept=kept,
+                          not_stored=None if run_id else "--no-store" if not opts.store else
+                          str(error) if error is not None else None)
 
 
 def keep_unsaved(doc: "Document | dict[str, Any]") -> Path:

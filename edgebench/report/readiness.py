@@ -5,12 +5,15 @@ plugin's and the vendor's reason, the library each unchecked vendor lacks, the S
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Sequence
 
 from edgebench.core.formats import fmt_bytes, fmt_value
 from edgebench.rows.metrics import BY_KEY
 from edgebench.judge.outcome import row_verdict
 from edgebench.rows import Document, InferenceRow
+
+HOST_PREFIX = "host"      # the host's own runs (CPU baseline, dispatch path): not NPU targets
 
 # (header, priority): 0 = always shown, higher = dropped first on a narrow terminal
 COLUMNS: tuple[tuple[str, int], ...] = (
@@ -79,18 +82,125 @@ def _lib(missing: str | None) -> str:
     return head if len(head) <= 48 else head[:45] + "..."
 
 
-def table(doc: Document) -> tuple[list[str], list[list[str]]]:
-    """Headers and cells; the host-run columns only when a row ran on the host."""
+def _unchecked(r: InferenceRow) -> bool:
+    return r.readiness is not None and not r.readiness.checkable
+
+
+def _is_host(r: InferenceRow) -> bool:
+    return r.readiness is None or (r.target or "").startswith(HOST_PREFIX)
+
+
+def _problem_rank(r: InferenceRow, gate: Any = None) -> int:
+    """Problems first: a failed or crashed compile, a gate that failed, ops left on the CPU, then
+    what is ready, then the host's own runs."""
+    rd = r.readiness
+    if _is_host(r):
+        return 4
+    if r.status == "failed" or rd.compile_status == "compile-failed":
+        return 0
+    if row_verdict(r, gate).state == "gate-failed":
+        return 1
+    return 3 if _ready(r) else 2
+
+
+def _ready(r: InferenceRow) -> bool:
+    rd = r.readiness
+    return rd is not None and rd.checkable is True and rd.compile_status == "ok" and r.status == "ok" \
+        and rd.all_ops_on_npu is not False and (not rd.ops_known or rd.ops_on_npu == rd.ops_total)
+
+
+def table(doc: Document, *, fold: bool = False) -> tuple[list[str], list[list[str]]]:
+    """Headers and cells; the host-run columns only when a row ran on the host. ``fold`` (the
+    terminal's first screen): rows that cannot be checked here are left to ``unchecked_lines`` (one
+    line per vendor), problems come first, and the ``checkable`` column, all "yes" then, goes."""
     rows = list(doc.rows)
     gate = doc.gate
+    if fold:
+        rows = sorted((r for r in rows if not _unchecked(r)), key=lambda r: _problem_rank(r, gate))
     body = [cells(r, gate) for r in rows]
-    keep = [i for i, (h, _p) in enumerate(COLUMNS) if h not in HOST_COLUMNS or any(b[i] != "-" for b in body)]
+    keep = [i for i, (h, _p) in enumerate(COLUMNS) if (h not in HOST_COLUMNS or any(b[i] != "-" for b in body))
+            and not (fold and h == "checkable")]
     return [COLUMNS[i][0] for i in keep], [[b[i] for i in keep] for b in body]
 
 
-def details(doc: Document) -> list[str]:
+def _socs(socs: Sequence[str]) -> str:
+    socs = list(dict.fromkeys(socs))
+    return ", ".join(socs) if len(socs) <= 3 else f"{len(socs)} SoCs ({', '.join(socs)})"
+
+
+_FP16 = re.compile(r"support\w*\s+FP16", re.I)
+_INT_PRECISIONS = ("int8", "int16x8", "int4")
+
+
+def _problem(r: InferenceRow) -> str:
+    """What keeps one checked target from being ready, in a few words (the lines under the table
+    have the plugin's and the vendor's whole sentences)."""
+    rd = r.readiness
+    if rd.compile_status == "compile-failed":
+        return f"compile fails: {_clause(r.error)}" if r.error else "compile fails"
+    if r.status == "failed":
+        return f"the compile did not finish ({_clause(r.error)})"
+    words = _left(r)
+    n_left = (rd.ops_total - rd.ops_on_npu) if rd.ops_known else len(rd.left_on_cpu)
+    text = f"{words} stay{'s' * (n_left == 1)} on the CPU" if words and words != "-" else (rd.compile_status or "not ready")
+    fp16 = list(dict.fromkeys(o.op for o in rd.left_on_cpu if o.vendor_line and _FP16.search(o.vendor_line)))
+    if fp16:
+        text += f" ({', '.join(fp16)}: no FP16 on this SoC" + (
+            " -- quantize to int8)" if (r.precision or "") not in _INT_PRECISIONS else ")")
+    return text
+
+
+def _clause(error: str | None) -> str:
+    """An error's first clause, short enough for a headline."""
+    first = (error or "?").split(";", 1)[0].split("\n", 1)[0].strip()
+    return first if len(first) <= 60 else first[:57].rstrip() + "..."
+
+
+def headline(doc: Document) -> list[str]:
+    """The answer first, computed from the rows: per vendor and precision, on how many of the SoCs
+    checked here the model is ready, then each problem with the SoCs it holds for (problems that are
+    the same word for word share one mention): ``Qualcomm, int8: ready on 8 of 10 SoCs; SM8350:
+    compile fails: ...; 5 SoCs (...): Cumsum stays on the CPU (Cumsum: no FP16 on this SoC)``."""
+    groups: dict[tuple[str, str], list[InferenceRow]] = {}
+    for r in doc.rows:
+        if not _is_host(r) and not _unchecked(r):
+            groups.setdefault((r.readiness.vendor or "?", r.precision or "?"), []).append(r)
+    out = []
+    gate = doc.gate
+    for (vendor, precision), rows in groups.items():
+        ready = [r for r in rows if _ready(r)]
+        problems: dict[str, list[str]] = {}
+        for r in sorted((r for r in rows if not _ready(r)), key=lambda r: _problem_rank(r, gate)):
+            problems.setdefault(_problem(r), []).append(r.readiness.soc or r.target or "?")
+        noun = "SoC" if len(rows) == 1 else "SoCs"
+        parts = [f"{vendor}, {precision}: ready on {len(ready)} of {len(rows)} {noun}"]
+        parts += [f"{_socs(socs)}: {text}" for text, socs in problems.items()]
+        out.append("; ".join(parts))
+    if not groups and any(_unchecked(r) for r in doc.rows):
+        out.append("no NPU target could be checked here: each vendor's compiler is missing (what to install is below)")
+    return out
+
+
+def unchecked_lines(doc: Document) -> list[str]:
+    """One line per vendor whose targets cannot be checked here: its SoCs, the library it lacks and
+    how to install it (the row's ``missing`` sentence says both)."""
+    seen: dict[str, dict[str, list[str]]] = {}
+    for r in doc.rows:
+        rd = r.readiness
+        if rd is not None and not rd.checkable:
+            seen.setdefault(rd.vendor or "?", {}).setdefault(rd.missing or "?", []).append(rd.soc or "?")
+    out = []
+    for vendor, by_missing in seen.items():
+        socs = list(dict.fromkeys(s for ss in by_missing.values() for s in ss))
+        which = ", ".join(socs) if len(socs) <= 3 else f"{len(socs)} SoCs: {', '.join(socs)}"
+        out.append(f"{vendor} ({which}): not checkable here: {'; '.join(by_missing)}")
+    return out
+
+
+def details(doc: Document, *, fold: bool = False) -> list[str]:
     """The lines under the table: why each op stayed on the CPU (plugin line | vendor line), what
-    each vendor that could not be checked lacks, notes, the --fail-on verdict."""
+    each vendor that could not be checked lacks (unless ``fold``: the terminal says that above the
+    table, ``unchecked_lines``), notes, the --fail-on verdict."""
     out: list[str] = []
     for r in doc.rows:
         rd = r.readiness
@@ -104,7 +214,7 @@ def details(doc: Document) -> list[str]:
         if rd.compile_status == "compile-failed" and r.error:
             out.append(f"{r.precision} on {r.target}: compile failed after partitioning ({rd.ops_text}): {r.error}")
     seen: dict[str, list[str]] = {}
-    for r in doc.rows:
+    for r in doc.rows if not fold else ():
         rd = r.readiness
         if rd is not None and not rd.checkable and rd.missing:
             seen.setdefault(f"{rd.vendor}|{rd.missing}", []).append(rd.soc or "?")

@@ -61,10 +61,15 @@ def compare_table(doc: Document) -> ResultTable:
 IDENTITY = ("run", "model", "precision", "target", "device")
 
 
+# a target name this short is one line at every width ("tf (/CPU:0)", "adb:R5CT1234 (GPU)")
+TARGET_WHOLE = 20
+
+
 def terminal_columns(table: ResultTable) -> list[Col]:
     """The inference table's columns for ``fit``: identity columns, text (the verdict) and numbers,
     with the table's drop priorities."""
-    return [Col(c.label, num=not c.text, identity=c.key in IDENTITY, priority=c.priority) for c in table.columns]
+    return [Col(c.label, num=not c.text, identity=c.key in IDENTITY, priority=c.priority,
+                whole=TARGET_WHOLE if c.key == "target" else 0) for c in table.columns]
 
 
 def row_where(r: InferenceRow, rows: list[InferenceRow], reference: InferenceRow | None = None) -> str:
@@ -132,8 +137,10 @@ def footer_lines(doc: Document) -> list[str]:
     if manifest:
         out.append(f"files: {e(str(manifest).rsplit('/', 1)[0])}/")
     rid = doc.run_id
+    why = doc.get("not_stored")      # set by cli._common.deliver: "--no-store" or the store's error
     out.append(f"stored as run {e(str(rid)[:12])} (edgebench results show {e(str(rid)[:12])})" if rid
-               else "not stored (--no-store, or see the error above)")
+               else f"not stored ({e(why)})" if why == "--no-store" else f"not stored: {e(why)}" if why
+               else "not stored")
     return out
 
 
@@ -162,7 +169,8 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
         pairs = ", ".join(f"{k} -> {n}" for k, n in inputs.binding.pairs.items())
         notes.append(f"--data arrays bound to the model's inputs by {e(inputs.binding.how)}: {e(pairs)}")
     if inputs.synthetic:
-        notes.append("[bold yellow]warning:[/] synthetic inputs: drift only, accuracy is meaningless")
+        # a note, not a second warning: the run's one SYNTHETIC warning is on stderr (cli._main)
+        notes.append("inputs: synthetic random data (drift only, no accuracy)")
     notes.extend(source_notes(doc.source_record))
     for sm in doc.saved_models:   # compare A B: how each SavedModel was read
         if sm.loader == "graph":
@@ -240,7 +248,8 @@ def render_manifest(m: Manifest | dict[str, Any], width: int | None = None, wide
                      if v.ok and v.quantized else "-", "; ".join(notes) or "-"])
     notes = ([f"files: {e(man.out_dir)}"] if man.out_dir else []) + source_notes(man.source)
     if man.calibration_warning:
-        notes.append(f"[bold yellow]warning:[/] {e(man.calibration_warning)}")
+        # the warning itself is said once, on stderr (cli._main); the table keeps the fact
+        notes.append("calibration: on synthetic random data (INT8 scales fitted to noise)")
     if man.calibration_not_needed is not None:
         notes.append(f"calibration: none needed ({e(man.calibration_not_needed)})")
     return fit_tables(f"edgebench convert: {man.name}  (source sha256 {str(man.sha256)[:12]})", cols, rows,

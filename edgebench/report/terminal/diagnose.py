@@ -7,8 +7,6 @@ import re
 import shlex
 from typing import Any, Mapping
 
-from rich.table import Table
-
 from edgebench.judge.outcome import TOP1_CHANGE, top1_change
 from edgebench.core.formats import fmt_bytes
 from edgebench.core.latency import MIN_SAMPLES
@@ -95,29 +93,27 @@ def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP, *, width:
     for row in diagnosed_rows(doc):
         d = diagnosis(row)
         samples = "-" if d.samples is None else d.samples
-        t = Table(title=f"edgebench diagnose: {e(str(doc.get('model')))} {e(str(row.precision))}"
-                        f"  ({samples} samples; {e(accuracy_text(row, doc))})", header_style="bold",
-                  caption_justify="left")
+        title = (f"edgebench diagnose: {e(str(doc.get('model')))} {e(str(row.precision))}"
+                 f"  ({samples} samples; {e(accuracy_text(row, doc))})")
         if row.status != "ok":
-            t.add_column("status")
-            t.add_row(e(f"{row.status}: {row.error}"))
-            out.append(t)
+            out.extend(fit_tables(title, [Col("status")], [[f"{row.status}: {row.error}"]], width=width,
+                                  markup_title=True))
             continue
         shown = d.layers[:top]
         cells = [_layer_cells(l) + ["yes" if l.finding else ""] for l in shown]
         keep, dropped, name_w = _layout(cells, width, wide)
-        for i in keep:
-            n = _NAMES[i]
-            t.add_column(_header(n), no_wrap=n not in _BREAKS, overflow="fold",
-                         justify="left" if n in ("op#node", "tensor", "finding") else "right")
-        for l, c in zip(shown, cells):
-            t.add_row(*(e(wrap_name(c[i], name_w[_NAMES[i]], _BREAKS[_NAMES[i]]) if _NAMES[i] in _BREAKS else c[i])
-                        for i in keep), style="red" if l.finding else None)
+        # the names are broken where they have parts (after "/" or "_"), one part a line, before the
+        # width engine lays the table out (report/terminal/fit.py: it wraps between words only)
+        cols = [Col(_header(_NAMES[i]), num=_NAMES[i] not in ("op#node", "tensor", "finding"),
+                    identity=_NAMES[i] == "rank", whole=max(map(len, _header(_NAMES[i]).split("\n"))))
+                for i in keep]      # a header's lines as written ("iso ch" over "SNR")
+        body = [[wrap_name(c[i], name_w[_NAMES[i]], _BREAKS[_NAMES[i]]) if _NAMES[i] in _BREAKS else c[i]
+                 for i in keep] for c in cells]
         notes = [e(x) for x in _notes(row, suggested=False)]
         if dropped:
             notes.append(f"hidden to fit the terminal: {e(', '.join(dropped))} (--wide shows every column)")
-        t.caption = "\n".join(notes)
-        out.append(t)
+        out.extend(fit_tables(title, cols, body, width=width, wide=True, markup_title=True, caption=notes,
+                              row_styles=["red" if l.finding else None for l in shown]))
         advice = [WholeLine(f"#{l.rank} {_short(l.tensor)}: {l.advice}") for l in shown if l.finding]
         if advice:
             out.append("advice:")

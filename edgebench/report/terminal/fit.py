@@ -13,6 +13,8 @@ returns rich tables that fit the terminal's width by these rules:
   and the caption names them -- or, with ``wide``, **every column is shown**: the columns that do not
   fit go to a second (third ...) table under the first, each with the identity columns again.
   When even the must-have columns do not fit one table, they are split the same way, ``wide`` or not.
+- A column may keep its short lines whole (``whole``: a cell or header of at most that many columns
+  is one line), so a target such as ``tf (/CPU:0)`` or a header such as ``left on CPU`` never wraps.
 - Spare width goes to the identity columns, then to text, then to headers of numbers, so names,
   verdicts and headers take fewer lines.
 
@@ -42,6 +44,7 @@ class Col:
     identity: bool = False            # what the row is: kept in every table, never dropped
     priority: int = 0                 # 0: always shown; higher: hidden first on a narrow terminal
     style: str | None = None          # the column's style (rich)
+    whole: int = 0                    # a cell or header line at most this wide is never wrapped
 
 
 Cell = "str | Text"
@@ -70,10 +73,14 @@ def measure(col: Col, cells: Sequence[Any]) -> tuple[int, int]:
     text from its longest word to its longest line. The header counts with its longest word."""
     texts = [_plain(c) for c in cells]
     head = max((cell_len(w) for w in _words(col.header)), default=1)
+    if col.whole:    # a header's short lines stay whole: "left on CPU", "iso ch"
+        head = max([head, *(n for ln in _lines(col.header) if (n := cell_len(ln)) <= col.whole)])
     if col.num:      # as wide as its widest number; the header on one line when there is room
         w = max([head, *(cell_len(ln) for t in texts for ln in _lines(t))])
         return w, max(w, cell_len(col.header))
     lo = max([head, *(cell_len(w) for t in texts for w in _words(t))])
+    if col.whole:    # short lines stay whole: "tf (/CPU:0)", "left on CPU"
+        lo = max([lo, *(n for t in texts for ln in _lines(t) if (n := cell_len(ln)) <= col.whole)])
     hi = max([lo, cell_len(col.header), *(cell_len(ln) for t in texts for ln in _lines(t))])
     return lo, hi
 

@@ -6,26 +6,25 @@ from typing import Any
 
 from rich.table import Table
 
+from edgebench.report.terminal.fit import Col, fit_tables, group
+
 
 def _shape(shape: list) -> str:
     return "x".join("N" if d is None else str(d) for d in shape)
 
 
-def render_list(rows: list[dict[str, Any]]) -> Table:
-    """Pure renderer: one line per model, inputs shown for tiny and full sizes."""
-    t = Table(title="reference models", header_style="bold")
-    for col in ("name", "task"):
-        t.add_column(col, no_wrap=True)
-    for col in ("inputs", "tiny", "full", "cached"):
-        t.add_column(col, overflow="fold")
+def render_list(rows: list[dict[str, Any]], *, width: int | None = None):
+    """Pure renderer: one line per model, inputs shown for tiny and full sizes, fitted to ``width``
+    by the width engine (report/terminal/fit.py; the name says what a row is)."""
+    cols = [Col("name", identity=True), Col("cached"), Col("task"), Col("inputs"), Col("tiny"), Col("full")]
+    body = []
     for r in rows:
         tiny, full = r["inputs"]["tiny"], r["inputs"]["full"]
         names = ", ".join(f"{i['name']} ({i['dtype']})" for i in tiny)
         cached = ", ".join(size for size, ok in r["cached"].items() if ok) or "-"
-        t.add_row(r["name"], r["task"], names,
-                  "; ".join(_shape(i["shape"]) for i in tiny),
-                  "; ".join(_shape(i["shape"]) for i in full), cached)
-    return t
+        body.append([r["name"], cached, r["task"], names, "; ".join(_shape(i["shape"]) for i in tiny),
+                     "; ".join(_shape(i["shape"]) for i in full)])
+    return group(fit_tables("reference models", cols, body, width=width))
 
 
 def render_build(row: dict[str, Any]) -> Table:

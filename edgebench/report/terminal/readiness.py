@@ -6,7 +6,7 @@ import re
 from pathlib import PurePosixPath
 from typing import Any, Mapping
 
-from edgebench.report.readiness import COLUMNS, details, table
+from edgebench.report.readiness import COLUMNS, details, headline, table, unchecked_lines
 from edgebench.report.terminal._cells import as_document, e
 from edgebench.report.terminal.fit import Col, fit_tables
 from edgebench.rows import Document
@@ -23,21 +23,36 @@ def _short_paths(line: str) -> str:
                   else "…/" + PurePosixPath(m.group()).name, line)
 
 
+# lines kept whole (report/terminal/fit.py ``Col.whole``): every header ("vs CPU"), a target such as
+# "IntelOpenVINO LNL"; "left on CPU" at most two lines ("left on" over "CPU", never three), which at
+# 80 columns keeps the column on screen
+_WHOLE = {"target": len("IntelOpenVINO LNL"), "left on CPU": len("left on")}
+
+
 def readiness_tables(doc: Document, title: str, *, width: int | None = None, wide: bool = False) -> list:
-    """The answer table through the width engine (report/terminal/fit.py: precision and target
-    stay, columns dropped on a narrow terminal are named under it); ``results show`` draws it too."""
-    headers, body = table(doc)
+    """The answer through the width engine (report/terminal/fit.py: precision and target stay,
+    columns dropped on a narrow terminal are named under it); ``results show`` draws it too.
+
+    First the headline per vendor (``report.readiness.headline``), then one line per vendor whose
+    targets cannot be checked here (the library it lacks, how to install it), then the table of the
+    targets that were checked, problems first."""
+    headers, body = table(doc, fold=True)
     prio = dict(COLUMNS)
-    cols = [Col(h, num=h in _NUMERIC, identity=h in _IDENTITY, priority=prio[h]) for h in headers]
-    return list(fit_tables(title, cols, body, width=width, wide=wide, title_justify="left"))
+    cols = [Col(h, num=h in _NUMERIC, identity=h in _IDENTITY, priority=prio[h], whole=_WHOLE.get(h, len(h)))
+            for h in headers]
+    head = [f"[bold]{e(title)}[/]"] + [e(line) for line in headline(doc)] \
+        + [e(_short_paths(line)) for line in unchecked_lines(doc)]
+    if not body:
+        return head
+    return head + list(fit_tables("", cols, body, width=width, wide=wide))
 
 
 def readiness_lines(doc: Document) -> list:
-    """The lines under the table (why ops stayed on the CPU, what is missing, the verdict)."""
-    return [e(_short_paths(line)) for line in details(doc)]
+    """The lines under the table (why ops stayed on the CPU, notes, the verdict)."""
+    return [e(_short_paths(line)) for line in details(doc, fold=True)]
 
 
 def render_readiness(doc: Document | Mapping[str, Any], *, width: int | None = None, wide: bool = False) -> list:
-    """The table and the lines that say why ops stayed on the CPU."""
+    """The headline, the table and the lines that say why ops stayed on the CPU."""
     doc = as_document(doc)
     return readiness_tables(doc, f"NPU readiness: {doc.model or '?'}", width=width, wide=wide) + readiness_lines(doc)

@@ -305,21 +305,24 @@ def render_results_compare(rep: Comparison | dict[str, Any], *, width: int | Non
     return parts
 
 
-def render_history(h: dict[str, Any]):
-    from rich.table import Table
+def render_history(h: dict[str, Any], *, width: int | None = None):
+    """One series' runs, oldest first, change points marked, through the width engine
+    (report/terminal/fit.py: the run number and id say what a row is)."""
+    from rich.text import Text
 
+    from edgebench.report.terminal.fit import Col, fit_tables, group
     from edgebench.rows.identity import series_label
 
     conf = series_label(h.get("series") or {}, skip=())
-    t = Table(title=_e(f"{h['model']} {h['metric']}  {conf}"))
-    for col in ("#", "created (UTC)", "run id", "value", "change point"):
-        t.add_column(col, no_wrap=col != "change point", overflow="fold")
+    cols = [Col("#", num=True, identity=True), Col("created (UTC)", whole=len("2026-01-01 00:00:00")),
+            Col("run id", identity=True), Col("value", num=True), Col("change point")]
     steps = {s["run_id"]: s for s in h["steps"]}
+    body = []
     for i, p in enumerate(h["points"]):
         s = steps.get(p["run_id"]) if p["step"] else None
-        mark = (f"[bold red]shifted {s['ratio']:.2f}x here: {_f(s['before'], '.4g')} -> {_f(s['after'], '.4g')} "
-                f"(p={s['p_value']:.2g})[/]" if s else "")
-        t.add_row(str(i), p["created"][:19].replace("T", " "), p["run_id"][:12], f"{p['value']:.4g}", mark)
+        mark = Text(f"shifted {s['ratio']:.2f}x here: {_f(s['before'], '.4g')} -> {_f(s['after'], '.4g')} "
+                    f"(p={s['p_value']:.2g})", style="bold red") if s else ""
+        body.append([str(i), p["created"][:19].replace("T", " "), p["run_id"][:12], f"{p['value']:.4g}", mark])
     notes = [] if h["steps"] else ["no change point (a shift needs >= 1.1x)"]
     if h.get("method"):
         notes.append(_e(f"change points: {h['method']}"))
@@ -327,5 +330,4 @@ def render_history(h: dict[str, Any]):
         notes.append(_e(h["note"]))
     if h.get("left_out"):
         notes.append(_e(f"{h['left_out']} run(s) left out: {h['left_out_reason']}"))
-    t.caption = "\n".join(notes) or None
-    return t
+    return group(fit_tables(f"{h['model']} {h['metric']}  {conf}", cols, body, width=width, caption=notes))

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
-from edgebench.report.terminal._cells import as_document, e, fit_columns, fmt_bytes, fmt_value
+from edgebench.report.terminal._cells import as_document, fmt_bytes, fmt_value
+from edgebench.report.terminal.fit import Col, fit_tables
 from edgebench.rows import Document, TrainRow
 from edgebench.targets.base import P99_MIN_SAMPLES
 
@@ -47,19 +47,14 @@ def render_train(doc: Document | Mapping[str, Any], *, width: int | None = None,
                       fmt_bytes(r.peak_device_memory_bytes), fmt_value(r.allreduce_ms_per_step, ".2f"),
                       fmt_value(r.final_loss, ".4f")])
         styles.append({"ok": "green", "failed": "red", "skipped": "yellow"}.get(r.status, ""))
-    keep, dropped = fit_columns([(c, p) for c, _, p in TRAIN_COLUMNS], cells, width, wide)
-    t = Table(title=f"training baseline: {e(model)} ({e(size)})", header_style="bold")
-    for i in keep:
-        col, just, _ = TRAIN_COLUMNS[i]
-        t.add_column(col, justify=just, no_wrap=True)     # ids (mixed_bfloat16) and numbers never split
-    for row, style in zip(cells, styles):
-        shown = [e(row[i]) for i in keep]
-        if style:
-            shown[keep.index(6)] = f"[{style}]{shown[keep.index(6)]}[/]"
-        t.add_row(*shown)
-    if dropped:
-        t.caption = f"hidden to fit the terminal: {', '.join(dropped)} (--wide shows every column)"
-    parts: list[Any] = [t]
+    # through the width engine (report/terminal/fit.py): strategy and precision say what a row is,
+    # numbers and ids (mixed_bfloat16) are never split, low-priority columns go first (and are named)
+    cols = [Col(c, num=just == "right", identity=c in ("strategy", "precision"), priority=p)
+            for c, just, p in TRAIN_COLUMNS]
+    status = [c for c, _j, _p in TRAIN_COLUMNS].index("status")
+    body = [[Text(v, style=style) if i == status and style else v for i, v in enumerate(row)]
+            for row, style in zip(cells, styles)]
+    parts: list[Any] = list(fit_tables(f"training baseline: {model} ({size})", cols, body, width=width, wide=wide))
     parts.extend(Text(f"[{i}] {n}") for i, n in enumerate(notes, 1))
     comps = doc.get("comparisons") or []
     if comps:
@@ -69,16 +64,9 @@ def render_train(doc: Document | Mapping[str, Any], *, width: int | None = None,
                    fmt_value(x["naive_examples_per_s"], ".1f"), fmt_value(x["optimized_examples_per_s"], ".1f"),
                    fmt_value(x["speedup"], ".2f") + "x", fmt_value(x["naive_input_wait_pct"], ".1f"),
                    fmt_value(x["optimized_input_wait_pct"], ".1f")] for x in comps]
-        ckeep, cdropped = fit_columns(list(ccols), ccells, width, wide)
-        c = Table(title="input pipeline: optimized (tf.data map+prefetch) vs naive (Python feed)",
-                  header_style="bold")
-        for i in ckeep:
-            c.add_column(ccols[i][0], justify="left" if i < 3 else "right", no_wrap=True)
-        for row in ccells:
-            c.add_row(*[e(row[i]) for i in ckeep])
-        if cdropped:
-            c.caption = f"hidden to fit the terminal: {', '.join(cdropped)} (--wide shows every column)"
-        parts.append(c)
+        parts.extend(fit_tables("input pipeline: optimized (tf.data map+prefetch) vs naive (Python feed)",
+                                [Col(c, num=i >= 3, identity=i < 2, priority=p) for i, (c, p) in enumerate(ccols)],
+                                ccells, width=width, wide=wide))
     n_samples = max([(r.step_time.samples or 0) if r.step_time else 0 for r in rows] or [0])
     if 0 < n_samples < P99_MIN_SAMPLES:
         parts.append(Text(f"note: p99 from {n_samples} timed steps is not valid (needs >= {P99_MIN_SAMPLES}, "
