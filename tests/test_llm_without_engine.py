@@ -27,7 +27,7 @@ def test_committed_bundles_match_their_sums_and_stay_small():
         data = (FIX / name).read_bytes()
         assert hashlib.sha256(data).hexdigest() == digest, name
         total += len(data)
-    assert total < 5 * 1024 * 1024
+    assert total < 8 * 1024 * 1024          # six bundles: tiny-llama x3, tiny-count x3
 
 
 @pytest.mark.parametrize("name, context, precision", [("tiny-llama-f32", 256, "fp32"),
