@@ -154,3 +154,26 @@ def test_device_path_through_the_simulated_phone(make_sim, tmp_path):
     assert sum(p.endswith(".litertlm") for p in dev.pushes) == 1      # pushed once, cached by content
     assert any("files/" in p and not p.endswith(".litertlm") for p in dev.pushes)   # ... and the binary
     assert not list((dev.root / "data/local/tmp/edgebench").glob("llm-*"))    # the run folder is cleaned up
+
+
+COUNT, COUNT_Q8, PLANTED = (str(FIX / f"tiny-count-{n}.litertlm") for n in ("f32", "q8", "planted-f32"))
+
+
+def test_token_agreement_finds_the_planted_divergence_at_its_position(tmp_path):
+    """scripts/build_counting_litertlm.py: greedy output walks a cycle through the vocabulary (no
+    repeats); the planted twin's LM head swaps two rows so decode position 6 differs; the int8 bundle
+    keeps every argmax. The agreement must say exactly that."""
+    out = tmp_path / "count.json"
+    p = cli(tmp_path, "llm-bench", COUNT, PLANTED, COUNT_Q8, "--name", "tiny-count", "--prefill", "32",
+            "--decode", "24", "--repeats", "1", "--no-store", "--json", str(out), "--weight-cache", "none")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    ref, planted, q8 = doc["rows"]
+    assert doc["comparison"]["reference"]["bundle"].endswith("tiny-count-f32.litertlm")
+    assert ref["llm"].get("agreement") is None
+    ag = planted["llm"]["agreement"]
+    assert ag["first_divergence"] == 6 and ag["same_prefix"] == 6 and ag["compared"] == 24, ag
+    assert ag["agree"] < 24 and ag["lengths"] == [24, 24]
+    full = q8["llm"]["agreement"]
+    assert full["first_divergence"] is None and full["same_prefix"] == full["agree"] == full["compared"] == 24, full
+    assert full["agreement"] == 1.0
