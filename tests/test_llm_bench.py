@@ -177,3 +177,32 @@ def test_token_agreement_finds_the_planted_divergence_at_its_position(tmp_path):
     full = q8["llm"]["agreement"]
     assert full["first_divergence"] is None and full["same_prefix"] == full["agree"] == full["compared"] == 24, full
     assert full["agreement"] == 1.0
+
+
+def test_context_sweep_gives_a_curve_with_intervals_per_depth(tmp_path):
+    """--context 16,96,224: one row per depth with 3 processes, intervals, a curve table; TTFT (the
+    prefill turn) grows with depth -- compared shallowest against deepest, 14x the tokens, so a busy
+    shared machine cannot turn it around."""
+    import time
+
+    out = tmp_path / "curve.json"
+    began = time.monotonic()
+    p = cli(tmp_path, "llm-bench", F32, "--context", "16,96,224", "--decode", "16", "--repeats", "3", "--threads",
+            "1", "--no-store", "--json", str(out))
+    cost = time.monotonic() - began
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["settings"]["context"] == [16, 96, 224] and doc["settings"]["prefill"] == [16, 96, 224]
+    rows = doc["rows"]
+    assert [r["llm"]["prefill_tokens"] for r in rows] == [16, 96, 224]
+    for r in rows:
+        assert r["status"] == "ok" and len(r["repeats"]) == 3
+        for k in ("ttft_ms", "prefill_tok_s", "decode_tok_s", "peak_rss_bytes"):
+            s = r["llm"]["stats"][k]
+            assert len(s["values"]) == 3 and 0 < s["lo"] <= s["median"] <= s["hi"], (k, s)
+    ttft = [r["llm"]["stats"]["ttft_ms"]["median"] for r in rows]
+    assert ttft[2] > ttft[0], ttft
+    assert "context curve" in p.stdout and "224+16" in p.stdout and "decode vs first" in p.stdout
+    print(f"sweep cost {cost:.1f} s; TTFT ms {ttft}; decode tok/s "
+          f"{[r['llm']['stats']['decode_tok_s']['median'] for r in rows]}; prefill tok/s "
+          f"{[r['llm']['stats']['prefill_tok_s']['median'] for r in rows]}")
