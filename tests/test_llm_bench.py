@@ -68,6 +68,8 @@ def test_rows_with_three_processes_all_positive_and_an_interval_per_metric(runs)
         assert s["level"] == pytest.approx(0.75)
     assert row["llm"]["warmup"] == 1 and row["llm"]["warmup_stats"]["decode_tok_s"]["median"] > 0
     assert row["llm"]["weight_cache"] == "disk" and row["threads"] == 1
+    from importlib.metadata import version
+    assert row["llm"]["engine_version"] == version("litert-lm-api") and row["runtime"].endswith(version("litert-lm-api"))
     assert row["memory"]["load_and_run_peak_rss_bytes"] > row["memory"]["rss_before_engine_bytes"] > 0
     assert "TTFT ms" in p.stdout and "decode tok/s" in p.stdout and "[" in p.stdout
 

@@ -243,7 +243,8 @@ class ShapeRun:
                             peak_rss_bytes=memory["load_and_run_peak_rss_bytes"] if memory else None, memory=memory,
                             repeats=tuple(records), warnings=tuple(warnings),
                             llm=LlmPart(**{**{f.name: getattr(self.llm, f.name) for f in fields(self.llm)},
-                                           "stats": stats, "warmup_stats": warm_stats}))
+                                           "stats": stats, "warmup_stats": warm_stats,
+                                           "engine_version": version}))
 
 
 def bench_shape(runs: Sequence[ShapeRun], progress: Callable[[str], None] | None = None) -> list[InferenceRow]:
