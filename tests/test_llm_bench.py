@@ -205,6 +205,10 @@ def test_context_sweep_gives_a_curve_with_intervals_per_depth(tmp_path):
     ttft = [r["llm"]["stats"]["ttft_ms"]["median"] for r in rows]
     assert ttft[2] > ttft[0], ttft
     assert "context curve" in p.stdout and "224+16" in p.stdout and "decode vs first" in p.stdout
+    from edgebench.report.html import _llm_section
+    from edgebench.report.terminal._cells import as_document
+    html = _llm_section([({}, as_document(doc))])
+    assert "Context curve" in html and "224+16" in html and "decode vs first" in html
     print(f"sweep cost {cost:.1f} s; TTFT ms {ttft}; decode tok/s "
           f"{[r['llm']['stats']['decode_tok_s']['median'] for r in rows]}; prefill tok/s "
           f"{[r['llm']['stats']['prefill_tok_s']['median'] for r in rows]}")
