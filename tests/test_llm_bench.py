@@ -212,3 +212,22 @@ def test_context_sweep_gives_a_curve_with_intervals_per_depth(tmp_path):
     print(f"sweep cost {cost:.1f} s; TTFT ms {ttft}; decode tok/s "
           f"{[r['llm']['stats']['decode_tok_s']['median'] for r in rows]}; prefill tok/s "
           f"{[r['llm']['stats']['prefill_tok_s']['median'] for r in rows]}")
+
+
+def test_two_context_sweeps_pair_depth_by_depth_in_results_compare(tmp_path):
+    db = str(tmp_path / "c.db")
+    ids = []
+    for bundle in (F32, Q8):
+        path = tmp_path / f"{Path(bundle).stem}.json"
+        p = cli(tmp_path, "llm-bench", bundle, "--context", "16,96", "--decode", "8", "--repeats", "3", "--threads",
+                "1", "--db", db, "--json", str(path))
+        assert p.returncode == 0, p.stderr
+        ids.append(json.loads(path.read_text())["run_id"])
+    out = tmp_path / "cmp.json"
+    p = cli(tmp_path, "results", "compare", *ids, "--db", db, "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    pairs = json.loads(out.read_text())["rows"]
+    assert sorted(pr["key"][3] for pr in pairs) == [16, 96]
+    for pr in pairs:
+        ch = {c["metric"]: c for c in pr["changes"]}
+        assert ch["TTFT ms"]["basis"] == "repeats" and ch["decode tok/s"]["ci"] is not None
