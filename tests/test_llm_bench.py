@@ -68,6 +68,8 @@ def test_rows_with_three_processes_all_positive_and_an_interval_per_metric(runs)
         assert s["level"] == pytest.approx(0.75)
     assert row["llm"]["warmup"] == 1 and row["llm"]["warmup_stats"]["decode_tok_s"]["median"] > 0
     assert row["llm"]["weight_cache"] == "disk" and row["threads"] == 1
+    from importlib.metadata import version
+    assert row["llm"]["engine_version"] == version("litert-lm-api") and row["runtime"].endswith(version("litert-lm-api"))
     assert row["memory"]["load_and_run_peak_rss_bytes"] > row["memory"]["rss_before_engine_bytes"] > 0
     assert "TTFT ms" in p.stdout and "decode tok/s" in p.stdout and "[" in p.stdout
 
@@ -154,3 +156,78 @@ def test_device_path_through_the_simulated_phone(make_sim, tmp_path):
     assert sum(p.endswith(".litertlm") for p in dev.pushes) == 1      # pushed once, cached by content
     assert any("files/" in p and not p.endswith(".litertlm") for p in dev.pushes)   # ... and the binary
     assert not list((dev.root / "data/local/tmp/edgebench").glob("llm-*"))    # the run folder is cleaned up
+
+
+COUNT, COUNT_Q8, PLANTED = (str(FIX / f"tiny-count-{n}.litertlm") for n in ("f32", "q8", "planted-f32"))
+
+
+def test_token_agreement_finds_the_planted_divergence_at_its_position(tmp_path):
+    """scripts/build_counting_litertlm.py: greedy output walks a cycle through the vocabulary (no
+    repeats); the planted twin's LM head swaps two rows so decode position 6 differs; the int8 bundle
+    keeps every argmax. The agreement must say exactly that."""
+    out = tmp_path / "count.json"
+    p = cli(tmp_path, "llm-bench", COUNT, PLANTED, COUNT_Q8, "--name", "tiny-count", "--prefill", "32",
+            "--decode", "24", "--repeats", "1", "--no-store", "--json", str(out), "--weight-cache", "none")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    ref, planted, q8 = doc["rows"]
+    assert doc["comparison"]["reference"]["bundle"].endswith("tiny-count-f32.litertlm")
+    assert ref["llm"].get("agreement") is None
+    ag = planted["llm"]["agreement"]
+    assert ag["first_divergence"] == 6 and ag["same_prefix"] == 6 and ag["compared"] == 24, ag
+    assert ag["agree"] < 24 and ag["lengths"] == [24, 24]
+    full = q8["llm"]["agreement"]
+    assert full["first_divergence"] is None and full["same_prefix"] == full["agree"] == full["compared"] == 24, full
+    assert full["agreement"] == 1.0
+
+
+def test_context_sweep_gives_a_curve_with_intervals_per_depth(tmp_path):
+    """--context 16,96,224: one row per depth with 3 processes, intervals, a curve table; TTFT (the
+    prefill turn) grows with depth -- compared shallowest against deepest, 14x the tokens, so a busy
+    shared machine cannot turn it around."""
+    import time
+
+    out = tmp_path / "curve.json"
+    began = time.monotonic()
+    p = cli(tmp_path, "llm-bench", F32, "--context", "16,96,224", "--decode", "16", "--repeats", "3", "--threads",
+            "1", "--no-store", "--json", str(out))
+    cost = time.monotonic() - began
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["settings"]["context"] == [16, 96, 224] and doc["settings"]["prefill"] == [16, 96, 224]
+    rows = doc["rows"]
+    assert [r["llm"]["prefill_tokens"] for r in rows] == [16, 96, 224]
+    for r in rows:
+        assert r["status"] == "ok" and len(r["repeats"]) == 3
+        for k in ("ttft_ms", "prefill_tok_s", "decode_tok_s", "peak_rss_bytes"):
+            s = r["llm"]["stats"][k]
+            assert len(s["values"]) == 3 and 0 < s["lo"] <= s["median"] <= s["hi"], (k, s)
+    ttft = [r["llm"]["stats"]["ttft_ms"]["median"] for r in rows]
+    assert ttft[2] > ttft[0], ttft
+    assert "context curve" in p.stdout and "224+16" in p.stdout and "decode vs first" in p.stdout
+    from edgebench.report.html import _llm_section
+    from edgebench.report.terminal._cells import as_document
+    html = _llm_section([({}, as_document(doc))])
+    assert "Context curve" in html and "224+16" in html and "decode vs first" in html
+    print(f"sweep cost {cost:.1f} s; TTFT ms {ttft}; decode tok/s "
+          f"{[r['llm']['stats']['decode_tok_s']['median'] for r in rows]}; prefill tok/s "
+          f"{[r['llm']['stats']['prefill_tok_s']['median'] for r in rows]}")
+
+
+def test_two_context_sweeps_pair_depth_by_depth_in_results_compare(tmp_path):
+    db = str(tmp_path / "c.db")
+    ids = []
+    for bundle in (F32, Q8):
+        path = tmp_path / f"{Path(bundle).stem}.json"
+        p = cli(tmp_path, "llm-bench", bundle, "--context", "16,96", "--decode", "8", "--repeats", "3", "--threads",
+                "1", "--db", db, "--json", str(path))
+        assert p.returncode == 0, p.stderr
+        ids.append(json.loads(path.read_text())["run_id"])
+    out = tmp_path / "cmp.json"
+    p = cli(tmp_path, "results", "compare", *ids, "--db", db, "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    pairs = json.loads(out.read_text())["rows"]
+    assert sorted(pr["key"][3] for pr in pairs) == [16, 96]
+    for pr in pairs:
+        ch = {c["metric"]: c for c in pr["changes"]}
+        assert ch["TTFT ms"]["basis"] == "repeats" and ch["decode tok/s"]["ci"] is not None

@@ -27,7 +27,7 @@ def test_committed_bundles_match_their_sums_and_stay_small():
         data = (FIX / name).read_bytes()
         assert hashlib.sha256(data).hexdigest() == digest, name
         total += len(data)
-    assert total < 5 * 1024 * 1024
+    assert total < 8 * 1024 * 1024          # six bundles: tiny-llama x3, tiny-count x3
 
 
 @pytest.mark.parametrize("name, context, precision", [("tiny-llama-f32", 256, "fp32"),
@@ -316,3 +316,16 @@ def test_speed_ups_state_a_real_95_percent_interval():
     one = _llm_doc("c", "dynamic", [2000.0], "b" * 64)
     (pair,) = precision_pairs([*Document.from_dict(a).rows, *Document.from_dict(one).rows])
     assert pair.speedup("decode_tok_s").cell.startswith("2.00x (no interval: 1 process")
+
+
+def test_engine_version_is_part_of_the_configuration_identity():
+    """An engine upgrade (LiteRT-LM 0.13.1 -> 0.14.0 doubled memory, LiteRT-LM#2966) is another
+    configuration: the series keys differ and the label names the release."""
+    from edgebench.rows.identity import series_key, series_label
+
+    row = {"model": "m", "model_sha256": "ab" * 32, "precision": "fp32", "target": "host", "runtime": "litert_lm 0.13.1",
+           "llm": {"prefill_tokens": 64, "decode_tokens": 16, "context_tokens": 256, "engine_version": "0.13.1"}}
+    new = {**row, "runtime": "litert_lm 0.14.0", "llm": {**row["llm"], "engine_version": "0.14.0"}}
+    a, b = series_key(row), series_key(new)
+    assert a != b and {k for k in a if a[k] != b[k]} == {"engine_version"}
+    assert "engine version 0.14.0" in series_label(b)

@@ -21,6 +21,9 @@ def register(app: typer.Typer) -> None:
             help="One or more .litertlm bundles (the fp32 and int8 bundles of one model: compared side by side).")],
         prefill: Annotated[str, typer.Option(
             "--prefill", help="Prompt lengths in tokens, comma-separated (one row each).")] = _csv(DEFAULT_PREFILL),
+        context: Annotated[Optional[str], typer.Option(
+            "--context", help="A context curve: prefill depths in tokens, comma-separated (e.g. 32,64,128,224; "
+                              "replaces --prefill): one row per depth, each with intervals, and a curve table.")] = None,
         decode: Annotated[str, typer.Option(
             "--decode", help="Tokens to decode, comma-separated.")] = _csv(DEFAULT_DECODE),
         repeats: Annotated[int, typer.Option(
@@ -65,7 +68,8 @@ def register(app: typer.Typer) -> None:
             bundles=tuple(bundles), prefill=tuple(split_ints(prefill, option="--prefill")),
             decode=tuple(split_ints(decode, option="--decode")), repeats=repeats, warmup=warmup, threads=threads,
             max_num_tokens=max_num_tokens, activation=activation, weight_cache=weight_cache, target=target,
-            binary=llm_binary, name=name, agreement=agreement)
+            binary=llm_binary, name=name, agreement=agreement,
+            context=tuple(split_ints(context, option="--context")) if context else ())
         settings.validate()
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway,
                                markdown=markdown)

@@ -87,6 +87,7 @@ class LlmBenchSettings:
     prompt: str = ("edgebench measures how fast a language model reads a prompt and writes its answer on "
                    "this machine and on phones")
     deadline_s: float | None = None        # per process; None: the runner's default
+    context: tuple[int, ...] = ()          # --context: prefill depths of a context curve (replace --prefill)
 
     def validate(self) -> None:
         if not self.bundles:
@@ -99,16 +100,19 @@ class LlmBenchSettings:
             raise BadInput(f"--weight-cache {self.weight_cache!r}: use one of {', '.join(WEIGHT_CACHES)}")
         if self.activation is not None and self.activation not in ACTIVATIONS:
             raise BadInput(f"--activation {self.activation!r}: use one of {', '.join(ACTIVATIONS)}")
+        if any(c < 1 for c in self.context):
+            raise BadInput(f"--context depths must be positive token counts, got {list(self.context)}")
         if self.threads is not None and self.threads < 1:
             raise BadInput(f"--threads must be >= 1, got {self.threads}")
 
     @property
     def shapes(self) -> list[tuple[int, int]]:
-        return [(p, d) for p in self.prefill for d in self.decode]
+        return [(p, d) for p in (self.context or self.prefill) for d in self.decode]
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out.update(bundles=list(self.bundles), prefill=list(self.prefill), decode=list(self.decode))
+        out.update(bundles=list(self.bundles), prefill=list(self.context or self.prefill), decode=list(self.decode),
+                   context=list(self.context))
         return out
 
 
@@ -239,7 +243,8 @@ class ShapeRun:
                             peak_rss_bytes=memory["load_and_run_peak_rss_bytes"] if memory else None, memory=memory,
                             repeats=tuple(records), warnings=tuple(warnings),
                             llm=LlmPart(**{**{f.name: getattr(self.llm, f.name) for f in fields(self.llm)},
-                                           "stats": stats, "warmup_stats": warm_stats}))
+                                           "stats": stats, "warmup_stats": warm_stats,
+                                           "engine_version": version}))
 
 
 def bench_shape(runs: Sequence[ShapeRun], progress: Callable[[str], None] | None = None) -> list[InferenceRow]:

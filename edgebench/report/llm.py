@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from edgebench.judge.llm_pairs import SPEEDUP_METRICS, PrecisionPair, precision_pairs
-from edgebench.report.terminal.llm import COLUMNS, interval_legend, spread_cell
+from edgebench.report.terminal.llm import COLUMNS, CURVE, curves, interval_legend, spread_cell
 from edgebench.rows import Document, InferenceRow
 
 
@@ -49,6 +49,17 @@ def tables(doc: Document) -> list[tuple[str, list[str], list[list[str]]]]:
     out.append(("Over the processes (median [interval])",
                 ["model", "precision", "target", "tokens", "context", "processes", *[h for _k, h, _u in COLUMNS],
                  "status"], body))
+    curve_body = []
+    for (model, precision, _sha, decode), rs in curves(rows).items():
+        first = rs[0].llm.median("decode_tok_s")
+        for r in rs:
+            d = r.llm.median("decode_tok_s")
+            curve_body.append([str(model), str(precision), f"{r.llm.prefill_tokens}+{decode}",
+                               *[spread_cell(r.llm.spread(k), u) for k, _h, u in CURVE],
+                               "-" if not first or d is None else f"{d / first:.2f}x"])
+    if curve_body:
+        out.append(("Context curve (prefill depth + decode tokens; median [interval])",
+                    ["model", "precision", "depth", *[h for _k, h, _u in CURVE], "decode vs first"], curve_body))
     pairs: Sequence[PrecisionPair] = precision_pairs(rows)
     if pairs:
         out.append(("Precisions side by side (speed-up over the reference, >1 = faster)",

@@ -60,11 +60,14 @@ def headline(row: "Row | dict[str, Any]", *, kind: str | None = None) -> dict[st
 # labels all use it. ``model_sha256`` makes int8 with ``keep_float`` tensors (another file) and a
 # retrained model other configurations than the plain int8 of the same name. An LLM's numbers also
 # depend on its shape (prefill, decode tokens) and on the context the engine allocates (LiteRT-LM#2568:
-# 4x decode speed between contexts), so those are identity too.
+# 4x decode speed between contexts), so those are identity too; so is the LLM engine's release
+# (``llm.engine_version``: LiteRT-LM 0.14.0 took twice the memory of 0.13.1, LiteRT-LM#2966), so
+# ``results compare`` of runs across an engine upgrade names the upgrade as a configuration difference.
 SERIES_FIELDS = ("model_sha256", "precision", "keep_float", "target", "device_model", "batch_size", "size",
                  "threads", "delegate", "runtime", "runtime_api", "accelerator", "gpu_precision", "method",
                  "input_source", "period_ms", "sustained", "strategy", "xla", "input_pipeline", "workers",
-                 "prefill_tokens", "decode_tokens", "context_tokens", "activation", "weight_cache")
+                 "prefill_tokens", "decode_tokens", "context_tokens", "activation", "weight_cache",
+                 "engine_version")
 
 
 def _row_field(row: dict[str, Any], name: str) -> Any:

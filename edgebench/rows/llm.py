@@ -145,6 +145,7 @@ class LlmPart:
     agreement: Agreement | None = None
     model_type: str | None = None
     bundle_version: str | None = None
+    engine_version: str | None = None   # the engine's release (litert-lm-api on the host): configuration identity
 
     def spread(self, key: str) -> Spread | None:
         return self.stats.get(key)
@@ -158,7 +159,8 @@ class LlmPart:
         return f"{self.prefill_tokens}+{self.decode_tokens}"
 
     _PLAIN = ("prefill_tokens", "decode_tokens", "context_tokens", "bundle_context_tokens", "max_num_tokens",
-              "backend", "activation", "weight_cache", "warmup", "source", "model_type", "bundle_version")
+              "backend", "activation", "weight_cache", "warmup", "source", "model_type", "bundle_version",
+              "engine_version")
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: getattr(self, k) for k in self._PLAIN}

@@ -80,6 +80,7 @@ def render_llm_bench(doc: Document | dict[str, Any], width: int | None = None, w
     for r in rows:
         for w in r.warnings:
             parts.append(e(f"warning ({r.model} {r.precision} {r.llm.shape}): {w}"))
+    parts += context_curve(rows, width=width, wide=wide)
     pairs = precision_pairs(rows)
     if pairs:
         pcols = [Col("model", identity=True), Col("vs", identity=True), Col("tokens", identity=True),
@@ -101,3 +102,38 @@ def render_llm_bench(doc: Document | dict[str, Any], width: int | None = None, w
     if note:
         parts.append(e(note))
     return parts
+
+
+CURVE = (("ttft_ms", "TTFT ms", "ms"), ("prefill_tok_s", "prefill tok/s", "tok/s"),
+         ("decode_tok_s", "decode tok/s", "tok/s"), ("peak_rss_bytes", "peak mem", "bytes"))
+
+
+def curves(rows: list[InferenceRow]) -> dict[tuple, list[InferenceRow]]:
+    """(model, precision, sha256, decode) -> its ok rows by prefill depth, where there are two depths or more."""
+    by: dict[tuple, list[InferenceRow]] = {}
+    for r in rows:
+        if r.ok and r.llm is not None:
+            by.setdefault((r.model, r.precision, r.model_sha256, r.llm.decode_tokens), []).append(r)
+    return {k: sorted(v, key=lambda r: r.llm.prefill_tokens) for k, v in by.items()
+            if len({r.llm.prefill_tokens for r in v}) > 1}
+
+
+def context_curve(rows: list[InferenceRow], width: int | None = None, wide: bool = False) -> list[Any]:
+    """The context curve (``--context``): per bundle, each depth's medians with intervals and decode
+    tok/s relative to the shallowest depth."""
+    from edgebench.report.terminal.fit import Col, fit_tables
+
+    found = curves(rows)
+    if not found:
+        return []
+    cols = [Col("model", identity=True), Col("precision", identity=True), Col("depth", identity=True, num=True),
+            *[Col(h, num=True) for _k, h, _u in CURVE], Col("decode vs first", num=True, priority=1)]
+    body = []
+    for (model, precision, _sha, decode), rs in found.items():
+        first = rs[0].llm.spread("decode_tok_s")
+        for r in rs:
+            d = r.llm.spread("decode_tok_s")
+            rel = "-" if first is None or d is None or not first.median else f"{d.median / first.median:.2f}x"
+            body.append([model, precision, f"{r.llm.prefill_tokens}+{decode}",
+                         *[spread_cell(r.llm.spread(k), u) for k, _h, u in CURVE], rel])
+    return list(fit_tables("context curve (prefill depth + decode tokens)", cols, body, width=width, wide=wide))
