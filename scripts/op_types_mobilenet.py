@@ -7,7 +7,7 @@ prints, per file, the op-type shares two ways from the same profile:
 
 * by XNNPACK's own operator names (what the op-type table printed before issue 33.7): every 1x1
   convolution is a "Fully Connected" GEMM there;
-* by the model's ops (``edgebench.targets.profile.by_op_type``: the inner operators matched to the
+* by the model's ops (``edgebench.targets.op_profile.by_op_type``: the inner operators matched to the
   partition's nodes in order);
 
 and the share of FLOPs per op kind from the flatbuffer (pointwise = 1x1 CONV_2D), for comparison.
