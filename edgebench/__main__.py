@@ -13,9 +13,11 @@ the command names), and whether it keeps the network (only when it names a desti
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
+from edgebench.cli import run
 from edgebench.core.confine import CONFINED_ENV, MECHANISM, Sandbox, available, python_paths, run_confined
 from edgebench.core.paths import cache_dir_path, data_dir_path
 
@@ -104,8 +106,6 @@ def sandbox_for(args: list[str], env: dict[str, str]) -> Sandbox:
 
 def _paths_named_in(args: list[str]) -> list[str]:
     """Existing paths a matrix file names (its models, data, gate files), read-only in the sandbox."""
-    import re
-
     found: list[str] = []
     for a in args:
         if not a.endswith((".yaml", ".yml")) or not os.path.isfile(a):
@@ -148,7 +148,6 @@ def launch(argv: list[str] | None = None) -> None:
         print(f"warning: {command} runs without a sandbox: {why}; the model checks still apply "
               "(docs/security.md)", file=sys.stderr)
         os.environ[CONFINED_ENV] = "none"
-    from edgebench.cli import run
 
     run()
 

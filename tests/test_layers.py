@@ -229,3 +229,72 @@ def test_the_check_catches_a_planted_cycle(tmp_path):
     target = tmp_path / "edgebench" / "core" / "errors.py"
     target.write_text(target.read_text() + "\n\ndef _late():\n    from edgebench.core import atomic\n")
     assert any("edgebench.core.errors" in c and "edgebench.core.atomic" in c for c in cycles(import_graph(tmp_path)))
+
+
+# Imports sit at the top of a file. One inside a function needs a reason the test can check: a heavy or
+# optional package (loaded only by the commands that need it; `edgebench --help` must not pay for
+# TensorFlow), an optional-dependency probe (inside ``try`` ... ``except ImportError``), a file that runs
+# on its own (the runner scripts pushed to a device import their siblings by path), or a ``# lazy: why``
+# comment on the line or the one above.
+LAZY_PACKAGES = {
+    **dict.fromkeys(("tensorflow", "keras", "tf_keras", "tensorflow_model_optimization", "tensorboard",
+                     "tensorboard_plugin_profile"), "TensorFlow: seconds to import, only for converting/running TF"),
+    **dict.fromkeys(("torch", "litert_torch", "torchvision"), "the torch extra"),
+    **dict.fromkeys(("ai_edge_litert", "tflite_runtime", "flatbuffers"), "the LiteRT runtime, loaded by the workers"),
+    **dict.fromkeys(("ai_edge_quantizer", "litert_lm", "openvino", "onnxruntime", "otava", "apache_otava",
+                     "ai_edge_model_explorer_adapter", "model_explorer", "psycopg2", "pynvml"), "an optional extra"),
+    **dict.fromkeys(("scipy", "sklearn", "h5py", "PIL", "google", "adbutils", "sqlalchemy", "lxml", "ctypes",
+                     "resource"), "heavy or platform-specific, only on the path that uses it"),
+}
+LAZY_MODULES = {"edgebench.store.db": "sqlalchemy (~0.2 s of every command's start), only for commands that store"}
+STANDALONE = ("edgebench/targets/runner*.py", "edgebench/targets/model_io.py", "edgebench/targets/sim/*")
+
+
+def function_level_imports(root: Path = ROOT) -> list[str]:
+    """Imports inside functions without a reason this file accepts (see LAZY_PACKAGES)."""
+    bad = []
+    for path in sorted((root / "edgebench").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if any(fnmatch.fnmatchcase(rel, pat) for pat in STANDALONE):
+            continue
+        text = path.read_text()
+        lines = text.splitlines()
+        tree = ast.parse(text)
+        parent = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)) or getattr(node, "level", 0):
+                continue
+            chain, x = [], parent.get(node)
+            while x is not None:
+                chain.append(x)
+                x = parent.get(x)
+            if not any(isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef)) for c in chain):
+                continue
+            names = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            if all(n.split(".")[0] in LAZY_PACKAGES or n in LAZY_MODULES for n in names):
+                continue
+            probe = any(isinstance(c, ast.Try) and any(
+                h.type is not None and any(isinstance(t, ast.Name) and t.id in ("ImportError", "ModuleNotFoundError")
+                                           for t in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]))
+                for h in c.handlers) for c in chain)
+            said = " ".join(lines[max(0, node.lineno - 2):node.end_lineno])
+            reason = said.split("lazy:", 1)[1].split() if "lazy:" in said else []
+            if probe or len(reason) >= 3:
+                continue
+            bad.append(f"{rel}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    return bad
+
+
+def test_imports_sit_at_the_top_unless_a_reason_says_why():
+    bad = function_level_imports()
+    assert not bad, ("imports inside functions with no reason (move them to the top of the file, or say why with "
+                     "'# lazy: <why>'):\n" + "\n".join(bad))
+
+
+def test_the_import_check_catches_a_planted_lazy_import(tmp_path):
+    import shutil
+
+    shutil.copytree(ROOT / "edgebench", tmp_path / "edgebench", ignore=shutil.ignore_patterns("__pycache__"))
+    target = tmp_path / "edgebench" / "core" / "latency.py"
+    target.write_text(target.read_text() + "\n\ndef _late():\n    import json\n    return json\n")
+    assert any(b.startswith("edgebench/core/latency.py:") for b in function_level_imports(tmp_path))

@@ -20,8 +20,11 @@ import subprocess
 import sys
 from typing import Any
 
+from edgebench.core.atomic import write_text
 from edgebench.core.errors import InfraError
+from edgebench.core.fingerprint import host_fingerprint
 from edgebench.core.paths import cache_dir
+from edgebench.core.result_file import now_iso
 
 CACHE_NAME = "peak_gflops.json"
 DEFAULT_N = 2048
@@ -88,9 +91,6 @@ def _probe(threads: int, n: int, repeats: int, coretype: str | None = None) -> f
 
 def measure_peak(n: int = DEFAULT_N, repeats: int = DEFAULT_REPEATS) -> dict[str, Any]:
     """Measure and cache {peak_gflops (all cores), peak_gflops_1thread, ...}."""
-    from edgebench.core.fingerprint import host_fingerprint
-    from edgebench.core.result_file import now_iso
-
     cores = os.cpu_count() or 1
     best = {}
     first_error: InfraError | None = None
@@ -120,7 +120,6 @@ def measure_peak(n: int = DEFAULT_N, repeats: int = DEFAULT_REPEATS) -> dict[str
         "measured": now_iso(),
     }
     p = cache_path()
-    from edgebench.core.atomic import write_text
 
     write_text(p, json.dumps(doc, indent=2) + "\n")
     return doc
@@ -135,7 +134,6 @@ def load_cached() -> dict[str, Any] | None:
         doc = json.loads(p.read_text())
     except (OSError, ValueError):
         return None
-    from edgebench.core.fingerprint import host_fingerprint
 
     fp = host_fingerprint()
     if doc.get("cpu_model") != fp.get("cpu_model") or doc.get("hostname") != fp.get("hostname"):

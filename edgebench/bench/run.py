@@ -27,23 +27,26 @@ from typing import Any, Callable
 
 import numpy as np
 
-from edgebench.model.inputs import check_npz_inputs, standin
+from edgebench.bench import load, sustain
+from edgebench.bench.peak import load_cached, peak_for_threads
 from edgebench.core.errors import BadInput, EdgebenchError, InfraError
 from edgebench.core.fingerprint import emulation_warning, host_fingerprint, sha256_file
+from edgebench.model import tflite_model
+from edgebench.model.inputs import check_npz_inputs, standin
+from edgebench.model.tflite_model import compiled_for, precision_detail
+from edgebench.model.tflite_model import precision as tflite_precision
 from edgebench.rows import Cost, Delegation, Document, InferenceRow, Latency
-from edgebench.bench import sustain
-from edgebench.targets.energy import EnergySettings
 from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, Schedule, check_runtime
-from edgebench.targets.measured import measured_fields, preemptions
-from edgebench.targets.runner_io import NOT_INPUTS, JobError, pair_inputs
+from edgebench.targets.energy import EnergySettings
 from edgebench.targets.loop import PROCESS_ORDER, Stop, is_device, measure_in_rounds, resolve_targets, run_on_targets
-from edgebench.model.tflite_model import precision as tflite_precision, precision_detail
+from edgebench.targets.measured import measured_fields, preemptions
+from edgebench.targets.row_parts import runtime_row_parts
+from edgebench.targets.runner_io import NOT_INPUTS, JobError, pair_inputs
 
 
 @dataclass(frozen=True)
 class BenchSettings:
     """Everything ``edgebench bench`` can be told. Run control is the shared ``RunControl``."""
-
     models: tuple[str, ...]
     targets: str = "host"
     benchmark_binary: str | None = None   # adb devices without Python
@@ -160,9 +163,6 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
     """Benchmark one model on one target; failures become a failed row. ``measured``: its worker
     processes, already run (``--repeats`` interleaved with the other models: ``run_bench``), with
     their ``order`` in the target's sequence; None runs them here, one after another."""
-    from edgebench.bench import load
-    from edgebench.bench.peak import peak_for_threads
-    from edgebench.targets.row_parts import runtime_row_parts
     job = _job(settings, model, gpu_precision)
     name = Path(model).stem
     found = tflite_precision(info)       # a bench row's precision is the one its file has
@@ -268,8 +268,6 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
 
 def _compiled_delegation(info: dict[str, Any]) -> Delegation:
     """An AOT-compiled file's own split: its DISPATCH_OP partitions and the builtins left to the CPU."""
-    from edgebench.model.tflite_model import compiled_for
-
     aot = info["aot"]
     return Delegation(delegate=f"NPU dispatch ({compiled_for(aot)})", nodes_total=None, nodes_delegated=None,
                       partitions=int(aot["partitions"]), undelegated=dict(aot["cpu_op_histogram"]),
@@ -280,8 +278,6 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
     """Benchmark every model on every target (host first, devices in parallel lanes).
 
     Ctrl-C/SIGTERM keep every row already measured (``interrupted`` true, ``interrupted_by`` the signal)."""
-    from edgebench.model import tflite_model
-    from edgebench.bench.peak import load_cached
 
     settings.validate()
     infos = {m: tflite_model.inspect(m) for m in settings.models}   # bad files fail up front

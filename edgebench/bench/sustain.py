@@ -23,7 +23,6 @@ readings stamped on the same clock, cold-start facts per fresh process, the ener
 from __future__ import annotations
 
 import dataclasses
-
 from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
@@ -31,6 +30,7 @@ import numpy as np
 
 from edgebench.core.errors import EdgebenchError
 from edgebench.rows import COLD_START_PHASES, ColdStart, Energy, InferenceRow, Latency, Paced, Sustained, Window
+from edgebench.targets.adb.thermal import hottest_c
 from edgebench.targets.base import Job, RunResult, Schedule
 
 THROTTLE_RATIO = 1.10            # as the adb throttle verdict's latency_rise: a 10% slower median
@@ -44,8 +44,6 @@ def _stats(samples_ns: Any, what: str) -> Latency | None:
 
 
 def _hottest(zones: Mapping[str, float] | None) -> float | None:
-    from edgebench.targets.adb.thermal import hottest_c
-
     return hottest_c(dict(zones)) if zones else None
 
 

@@ -8,12 +8,24 @@ only ``main()`` maps them to exit codes (0 ok, 1 gate failed, 2 bad input, 3 inf
 from __future__ import annotations
 
 import errno
+import importlib
+import io
 import os
+import signal
 import sys
+import warnings
 
 import typer
+from rich.markup import escape
 
-from edgebench.core.errors import EdgebenchError
+from edgebench.cli._help import plain_placeholders
+from edgebench.cli._quiet import StderrFilter
+from edgebench.cli._ranges import check_app
+from edgebench.cli._startup import fast_exit, flush_stdout, skip_keras_sklearn, strict_stdout
+from edgebench.core.errors import SIGNAL_EXIT_CODES, BadInput, EdgebenchError, Interrupted, SyntheticDataWarning
+from edgebench.core.printable import clip_message, printable, printable_lines
+from edgebench.report.terminal.console import DataConsole
+from edgebench.targets.loop import Stop, interrupt_name
 
 # Quiet TensorFlow's C++ logging before anything imports it; users can override.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -48,8 +60,6 @@ _COMMANDS = (
 
 
 def _register_all() -> None:
-    import importlib
-
     for name in _COMMANDS:
         mod = importlib.import_module(f"edgebench.cli.{name}")
         mod.register(app)
@@ -66,8 +76,6 @@ _register_all()
 
 
 def _check_ranges() -> None:
-    from edgebench.cli._ranges import check_app
-
     check_app(app)
 
 
@@ -75,8 +83,6 @@ _check_ranges()
 
 
 def _plain_help() -> None:
-    from edgebench.cli._help import plain_placeholders
-
     plain_placeholders()
 
 
@@ -93,9 +99,6 @@ def _click_exceptions():
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point. Returns (and exits with) the contract exit code."""
-    from edgebench.cli._quiet import StderrFilter
-    from edgebench.cli._startup import skip_keras_sklearn
-
     skip_keras_sklearn()            # ~0.8 s of every TensorFlow import (cli/_startup.py)
     quiet = StderrFilter()
     quiet.start()
@@ -111,7 +114,6 @@ def run() -> None:
     """The ``edgebench`` console script and ``python -m edgebench``: :func:`main`, then a fast
     exit (``cli/_startup.fast_exit``: every output flushed and every atexit handler run, but no
     ~1 s of TensorFlow teardown). In-process callers (tests, notebooks) call :func:`main`."""
-    from edgebench.cli._startup import fast_exit, flush_stdout, strict_stdout
 
     strict_stdout()                 # a write error on stdout is exit 2, never output cut short with 0
     try:
@@ -127,9 +129,7 @@ def _stop_on_signals() -> None:
     """SIGTERM (what `timeout` and CI cancellation send) and SIGHUP (a closed terminal) stop a run
     the way Ctrl-C does: the current row finishes or is abandoned, what was measured is stored
     and written, and the exit code is 128 + the signal (143 / 129)."""
-    import signal
 
-    from edgebench.targets.loop import Stop
 
     def handler(signum, _frame):
         global _SIGNALLED
@@ -160,23 +160,18 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     """Python warnings from library code as one readable line (no file/line noise)."""
     if issubclass(category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning)):
         return
-    from edgebench.core.errors import SyntheticDataWarning
 
     if issubclass(category, SyntheticDataWarning):    # every stage that loads --data warns; a run says it once
         if str(message) in _SAID_ONCE:
             return
         _SAID_ONCE.add(str(message))
-    from rich.markup import escape
 
-    from edgebench.report.terminal.console import DataConsole
 
     DataConsole(stderr=True, highlight=False, soft_wrap=True).print(f"[bold yellow]warning:[/] {escape(str(message))}")
 
 
 def _main(argv: list[str] | None) -> None:
-    import warnings
 
-    import typer
 
     warnings.showwarning = _show_warning
     _SAID_ONCE.clear()        # a new run (tests call _main many times in one process)
@@ -184,15 +179,10 @@ def _main(argv: list[str] | None) -> None:
         _check_arguments(sys.argv[1:] if argv is None else argv)
         rv = app(args=argv, standalone_mode=False)
     except EdgebenchError as err:
-        from edgebench.core.errors import Interrupted
-
         if _SIGNALLED and not isinstance(err, Interrupted):
             _interrupted()         # an error the signal caused (a worker it stopped ...): the signal is the news
         _fail(str(err), err.exit_code)
     except KeyboardInterrupt as exc:
-        from edgebench.core.errors import SIGNAL_EXIT_CODES
-        from edgebench.targets.loop import interrupt_name
-
         name = interrupt_name(exc)
         _fail(INTERRUPTED.replace("(Ctrl-C)", f"({name})"), SIGNAL_EXIT_CODES.get(name, 130))
     except SystemExit as exc:  # typer/click exit paths
@@ -204,14 +194,8 @@ def _main(argv: list[str] | None) -> None:
         sys.exit(exc.exit_code)
     except Exception as exc:  # click usage errors and anything unforeseen
         if isinstance(exc, _click_exceptions().UsageError):
-            import io
-
-            from edgebench.core.printable import printable_lines
-
             text = io.StringIO()
             exc.show(file=text)                 # the value the user typed is data: shown, never sent
-            from edgebench.core.printable import clip_message
-
             sys.stderr.write(clip_message(printable_lines(text.getvalue())))
             sys.exit(2)
         if _SIGNALLED:
@@ -240,8 +224,6 @@ def _check_arguments(args: list[str]) -> None:
     """A command-line argument that is not valid UTF-8 (a file name in another encoding, which
     Python holds as lone surrogates) is refused before anything runs: edgebench writes every path it
     was given into JSON, the results store and reports, and LiteRT and TensorFlow take paths as UTF-8."""
-    from edgebench.core.errors import BadInput
-    from edgebench.core.printable import printable
 
     for arg in args:
         try:
@@ -267,7 +249,6 @@ _SIGNALLED: str | None = None    # the last SIGTERM/SIGHUP received (Ctrl-C leav
 def _interrupted() -> None:
     """An interruption outside the measuring loops (conversion, model build, diagnose, the
     keep-float search): the signal that stopped it names it and sets the exit code."""
-    from edgebench.core.errors import SIGNAL_EXIT_CODES
 
     name = _SIGNALLED or "Ctrl-C"
     _fail(INTERRUPTED.replace("(Ctrl-C)", f"({name})"), SIGNAL_EXIT_CODES.get(name, 130))
@@ -276,10 +257,7 @@ def _interrupted() -> None:
 def _fail(message: str, code: int) -> None:
     """Every error edgebench prints ends here: each line at most ``printable.LINE_LIMIT`` characters
     (a message that quotes a crafted value stays a line, not megabytes)."""
-    from rich.markup import escape
 
-    from edgebench.core.printable import clip_message
-    from edgebench.report.terminal.console import DataConsole
 
     console = DataConsole(stderr=True, highlight=False, soft_wrap=True)
     console.print(f"[bold red]error:[/] {escape(clip_message(message))}", markup=True)

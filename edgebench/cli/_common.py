@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
+from contextlib import contextmanager
 from typing import Any, Callable
 
-from edgebench.core.errors import BadInput, EdgebenchError
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from edgebench.cli import _quiet
+from edgebench.core import progress as events
+from edgebench.core.errors import BadInput, EdgebenchError, Interrupted, StdoutNotWritable
 from edgebench.core.ranges import RANGES, check
+from edgebench.report.publish import keep_unsaved, publish
+from edgebench.report.terminal._cells import WholeLine
+from edgebench.report.terminal.console import DataConsole
 
 
 def split_csv(value: str | None, *, option: str, allowed: tuple[str, ...] | None = None) -> list[str]:
@@ -43,9 +63,7 @@ def split_ints(value: str | None, *, option: str) -> list[int]:
 def console(stderr: bool = False):
     """A rich console; when writing to a pipe/file (no terminal, no $COLUMNS) tables get 160
     columns instead of rich's 80, so logs and CI output keep one line per row."""
-    import os
 
-    from edgebench.report.terminal.console import DataConsole
 
     con = DataConsole(stderr=stderr, highlight=False)     # data's control characters shown, never sent
     if not con.is_terminal and not os.environ.get("COLUMNS"):
@@ -59,10 +77,7 @@ def terminal_stderr():
     The CLI routes fd 2 through a log filter (``_quiet.StderrFilter``), which makes stderr a pipe;
     the progress bar writes to the terminal the filter saved instead, so it shows in a real
     terminal and stays quiet when stderr is piped or redirected."""
-    import os
-    import sys
 
-    from edgebench.cli import _quiet
 
     fd = _quiet.original_stderr_fd()
     if fd is None:
@@ -90,17 +105,11 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
         self._stream = None
 
     def __enter__(self):
-        import threading
-        from contextlib import contextmanager
 
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
 
-        from edgebench.core import progress as events
 
         self._stream = terminal_stderr()
         if self._stream is not None:
-            from edgebench.report.terminal.console import DataConsole
 
             con = DataConsole(file=self._stream, force_terminal=True)
             # redrawn by our own thread, which holds off while this machine is timed (progress.measuring)
@@ -158,8 +167,6 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
     REDRAW_S = 0.1
 
     def _redraw_loop(self) -> None:
-        from edgebench.core import progress as events
-
         while not self._stop.wait(self.REDRAW_S):
             if events.is_measuring():
                 continue
@@ -178,8 +185,6 @@ class progress_reporter:  # noqa: N801 -- used as a context manager
 
 
 def escape_markup(text: str) -> str:
-    from rich.markup import escape
-
     return escape(str(text))
 
 
@@ -190,8 +195,6 @@ def deliver(doc, opts, render, *, json_path: str | None = None) -> "object":
     An interruption (Ctrl-C/SIGTERM/SIGHUP) is raised after the rows measured before it were
     stored and shown; a store or push failure after the table was printed. Returns the
     published document (with ``run_id``)."""
-    from edgebench.core.errors import Interrupted, StdoutNotWritable
-    from edgebench.report.publish import publish
 
     outcome = publish(doc, opts)
     doc = outcome.doc
@@ -215,9 +218,7 @@ def deliver(doc, opts, render, *, json_path: str | None = None) -> "object":
 def show(parts) -> None:
     """Print rendered parts to stdout (a ``WholeLine`` unwrapped) and flush, so a write error
     surfaces while the result is at hand."""
-    import sys
 
-    from edgebench.report.terminal._cells import WholeLine
 
     con = console()
     for part in (parts if isinstance(parts, (list, tuple)) else [parts]):
@@ -230,8 +231,6 @@ def show(parts) -> None:
 
 def _kept_where(outcome) -> str:
     """Where a published result is, for a message about output that did not arrive."""
-    from edgebench.report.publish import keep_unsaved
-
     if outcome.run_id:
         return f"the result is stored as run {outcome.run_id}: `edgebench results show {outcome.run_id}`"
     if outcome.kept:

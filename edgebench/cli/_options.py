@@ -12,10 +12,21 @@ from typing import Annotated, Optional
 
 import typer
 
-from edgebench.targets.energy import EnergySettings
+from edgebench.cli._common import split_csv
+from edgebench.core.errors import BadInput
 from edgebench.report.publish import PublishOptions
-from edgebench.targets.base import (ACCELERATORS, DEFAULT_DELEGATE, DELEGATES, GPU_PRECISIONS, P99_MIN_SAMPLES,
-                                    RUNTIME_APIS, RunControl, Schedule)
+from edgebench.sources.resolve import DEFAULT_SIGNATURE, SourceOptions, parse_input_shape
+from edgebench.targets.base import (
+    ACCELERATORS,
+    DEFAULT_DELEGATE,
+    DELEGATES,
+    GPU_PRECISIONS,
+    P99_MIN_SAMPLES,
+    RUNTIME_APIS,
+    RunControl,
+    Schedule,
+)
+from edgebench.targets.energy import EnergySettings
 
 _RC = RunControl()
 _SCHEDULE = Schedule()
@@ -178,7 +189,6 @@ def schedule(duration: float | None = None, report_every: float | None = None,
              period_ms: float | None = None) -> Schedule:
     """--duration / --report-every / --period-ms -> Schedule (--report-every alone is refused: it
     is the window of a sustained run)."""
-    from edgebench.core.errors import BadInput
 
     if report_every is not None and duration is None:
         raise BadInput(f"--report-every {report_every:g} sets the window of a sustained run: add --duration S "
@@ -197,8 +207,6 @@ def source_options(signature: str | None = None, input_shapes: list[str] | None 
     """--signature / --input-shape (repeatable) / --import (repeatable) / --reference / --static-batch
     / --dynamic-batch / --trust-model -> SourceOptions (neither flag: the command's default,
     ``SourceOptions.for_measuring``)."""
-    from edgebench.core.errors import BadInput
-    from edgebench.sources.resolve import DEFAULT_SIGNATURE, SourceOptions, parse_input_shape
 
     if static_batch and dynamic_batch:
         raise BadInput("--static-batch and --dynamic-batch: give one of them")
@@ -216,8 +224,6 @@ def source_options(signature: str | None = None, input_shapes: list[str] | None 
 
 def source_arg(src: str | None, torch: str | None) -> str:
     """SRC, or the --torch MODULE:FACTORY that stands for it (one of the two, not both)."""
-    from edgebench.core.errors import BadInput
-
     if torch and src and src != torch:
         raise BadInput(f"{src} and --torch {torch}: give one model, SRC or --torch MODULE:FACTORY")
     if not (src or torch):
@@ -236,14 +242,10 @@ def publish_options(*, json_path: str | None = None, db: str | None = None, no_s
 
 def gpu_precisions(value: str | None) -> tuple[str, ...]:
     """'fp16,fp32' -> ('fp16', 'fp32'), validated."""
-    from edgebench.cli._common import split_csv
-
     return tuple(split_csv(value, option="--gpu-precision", allowed=GPU_PRECISIONS)) if value else ()
 
 
 def check_model_explorer(model_explorer: str | None, op_profile: bool) -> None:
-    from edgebench.core.errors import BadInput
-
     if model_explorer and not op_profile:
         raise BadInput("--model-explorer writes per-op latency, which needs a profile: add --op-profile")
 

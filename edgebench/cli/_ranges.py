@@ -16,7 +16,9 @@ from typing import Any, Callable
 
 import typer
 
+from edgebench.core.errors import BadInput
 from edgebench.core.ranges import RANGES, Range, check
+from edgebench.model.inputs import PREPROCESS
 
 __all__ = ["RANGES", "Range", "check", "check_app", "checked", "option_flags"]
 
@@ -51,8 +53,6 @@ def option_flags(fn: Callable) -> dict[str, str]:
 # options whose value must be one of a few names, whatever the data turns out to be (--preprocess
 # used to be checked only when the data was an image folder: "--preprocess bogus" ran silently)
 def _choices() -> dict[str, tuple[str, ...]]:
-    from edgebench.model.inputs import PREPROCESS
-
     return {"--preprocess": tuple(PREPROCESS)}
 
 
@@ -65,7 +65,6 @@ EMPTY_HINTS = {"--db": "a database file or URL (or leave the option out for the 
 def check_text(flag: str, value: Any) -> None:
     """An option typed as an empty string (``--json ''``: a script's unset variable) names nothing:
     refused, never read as "not given"; a choice option outside its names is refused too."""
-    from edgebench.core.errors import BadInput
 
     if not isinstance(value, str):
         return

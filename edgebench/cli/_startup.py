@@ -18,6 +18,9 @@ import sys
 import threading
 from importlib.abc import MetaPathFinder
 
+from edgebench.core.atomic import StdoutWriter
+from edgebench.core.errors import StdoutNotWritable
+
 # the Keras modules whose optional ``import sklearn`` only defines the scikit-learn wrappers
 _WRAPPER_MODULES = ("keras.src.wrappers", "keras.wrappers")
 
@@ -60,7 +63,6 @@ def strict_stdout() -> None:
     command fails with one line (``StdoutNotWritable``, exit 2) -- never a table or document cut
     short with exit 0. Buffering stays what Python chose (line-buffered on a terminal, unbuffered
     under ``PYTHONUNBUFFERED``); only the real process stdout is replaced, never a caller's stream."""
-    from edgebench.core.atomic import StdoutWriter
 
     out = sys.stdout
     if out is None or out is not sys.__stdout__:
@@ -86,7 +88,6 @@ _REPLACED: list = []
 def flush_stdout(code: int) -> int:
     """Flush standard output at the end of a command; a write that fails now (the last buffered
     lines onto a full disk) is one line on stderr and exit 2 instead of a silent loss."""
-    from edgebench.core.errors import StdoutNotWritable
 
     try:
         sys.stdout.flush()

@@ -6,15 +6,34 @@ from typing import Annotated, Optional
 
 import typer
 
-from edgebench.cli._options import (DbOpt, DelegateOpt, InputShapeOpt, JsonOpt, MarkdownOpt, NoStoreOpt,
-                                    PushgatewayOpt, SignatureOpt, StateOpt, StreamThresholdOpt, ThreadsOpt,
-                                    NoSandboxOpt, TrustModelOpt, VerboseOpt, WideOpt)
+from edgebench.cli._common import console, deliver, progress_reporter
+from edgebench.cli._options import (
+    DbOpt,
+    DelegateOpt,
+    InputShapeOpt,
+    JsonOpt,
+    MarkdownOpt,
+    NoSandboxOpt,
+    NoStoreOpt,
+    PushgatewayOpt,
+    SignatureOpt,
+    StateOpt,
+    StreamThresholdOpt,
+    ThreadsOpt,
+    TrustModelOpt,
+    VerboseOpt,
+    WideOpt,
+    publish_options,
+    source_options,
+)
+from edgebench.cli.convert import check_state
+from edgebench.convert_and_compare.pipeline import PairSettings, compare_pair, raise_for_compare
+from edgebench.report.publish import check_store
+from edgebench.report.terminal.compare import render_compare
 from edgebench.targets.base import DEFAULT_DELEGATE
 
 
 def register(app: typer.Typer) -> None:
-    from edgebench.convert_and_compare.pipeline import PairSettings
-
     d = PairSettings(a="", b="")
 
     @app.command("compare")
@@ -45,13 +64,6 @@ def register(app: typer.Typer) -> None:
         stream_threshold: StreamThresholdOpt = d.stream_threshold,
     ) -> None:
         """Drift (max/mean abs, RMSE, rel L2, cosine, PSNR, NaN/Inf) and top-k agreement of B against A."""
-        from edgebench.cli._common import console, deliver, progress_reporter
-        from edgebench.cli._options import publish_options, source_options
-        from edgebench.cli.convert import check_state
-        from edgebench.convert_and_compare.pipeline import compare_pair, raise_for_compare
-        from edgebench.report.publish import check_store
-        from edgebench.report.terminal.compare import render_compare
-
         settings = PairSettings(a=a, b=b, data=data, samples=samples, preprocess=preprocess, threads=threads,
                                 delegate=delegate, class_output=class_output,
                                 source=source_options(signature, input_shape, trust_model=trust_model),

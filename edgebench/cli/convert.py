@@ -6,13 +6,32 @@ from typing import Optional
 
 import typer
 
-from edgebench.cli._options import (A16Opt, ChannelsLastOpt, ImportOpt, InputShapeOpt, SignatureOpt, StateOpt,
-                                    StaticBatchOpt, TorchOpt, NoSandboxOpt, TrustModelOpt)
+from edgebench.cli._common import console, progress_reporter, show, split_csv, verdict_then_unwritten
+from edgebench.cli._options import (
+    A16Opt,
+    ChannelsLastOpt,
+    ImportOpt,
+    InputShapeOpt,
+    NoSandboxOpt,
+    SignatureOpt,
+    StateOpt,
+    StaticBatchOpt,
+    TorchOpt,
+    TrustModelOpt,
+    source_arg,
+    source_options,
+)
+from edgebench.convert.quant.search import KeepFloatGoal
+from edgebench.convert.run import DEFAULT_PRECISIONS, INT8_IO, PRECISION_NAMES, ConvertSettings, check_manifest, convert
+from edgebench.core.errors import BadInput
+from edgebench.core.result_file import write_json
+from edgebench.model.state_rule import STATE_OPTIONS
+from edgebench.report.publish import try_write
+from edgebench.report.terminal.compare import render_manifest
+from edgebench.report.terminal.diagnose import render_keep_float_table
 
 
 def register(app: typer.Typer) -> None:
-    from edgebench.convert.run import DEFAULT_PRECISIONS, PRECISION_NAMES, ConvertSettings
-
     defaults = ConvertSettings(src="")
 
     @app.command("convert")
@@ -42,19 +61,11 @@ def register(app: typer.Typer) -> None:
         state: StateOpt = defaults.state,
     ) -> None:
         """Convert a model to FP32/FP16/INT8/dynamic/int16x8 .tflite, check FP32 parity, write manifest.json."""
-        from edgebench.cli._common import console, progress_reporter, split_csv
-        from edgebench.cli._options import source_arg, source_options
-        from edgebench.convert.run import check_manifest, convert
-        from edgebench.convert.quant.search import KeepFloatGoal
-        from edgebench.report.terminal.compare import render_manifest
-        from edgebench.core.result_file import write_json
-
         goal = None
         if keep_float == "auto":
             goal = KeepFloatGoal(max_accuracy_drop_pp=max_accuracy_drop, min_psnr_db=min_psnr,
                                  eval_data=eval_data, preprocess=preprocess)
         elif max_accuracy_drop is not None or min_psnr is not None or eval_data is not None:
-            from edgebench.core.errors import BadInput
 
             raise BadInput("--max-accuracy-drop/--min-psnr/--eval-data on convert are the goal of --keep-float auto; "
                            "add --keep-float auto, or gate with `edgebench convert-and-compare`")
@@ -79,25 +90,18 @@ def register(app: typer.Typer) -> None:
             manifest = convert(settings, progress=say)
         unwritten = None       # the variants and manifest.json are in --out: the table first, then this line
         if json_path:
-            from edgebench.report.publish import try_write
 
             unwritten = try_write("--json", json_path, lambda: write_json(manifest, json_path))
         if json_path != "-":
-            from edgebench.cli._common import show
-            from edgebench.report.terminal.diagnose import render_keep_float_table
 
             width = console().width
             search = (manifest["variants"].get("int8") or {}).get("keep_float_search")
             show([*render_keep_float_table(search, width), *render_manifest(manifest, width=width)])
-        from edgebench.cli._common import verdict_then_unwritten
 
         verdict_then_unwritten(lambda: check_manifest(manifest), [unwritten])
 
 
 def check_int8_io(value: str) -> str:
-    from edgebench.convert.run import INT8_IO
-    from edgebench.core.errors import BadInput
-
     if value not in INT8_IO:
         raise BadInput(f"--int8-io {value}: use {' or '.join(INT8_IO)}")
     return value
@@ -105,17 +109,12 @@ def check_int8_io(value: str) -> str:
 
 def check_state(value: str) -> str:
     """--state: one of state_rule.STATE_OPTIONS (BadInput naming them otherwise)."""
-    from edgebench.core.errors import BadInput
-    from edgebench.model.state_rule import STATE_OPTIONS
-
     if value not in STATE_OPTIONS:
         raise BadInput(f"--state {value}: use {', '.join(STATE_OPTIONS)}")
     return value
 
 
 def check_size(value: str) -> str:
-    from edgebench.core.errors import BadInput
-
     if value not in ("tiny", "full"):
         raise BadInput(f"--size {value}: use tiny or full")
     return value

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from edgebench.cli._common import console, escape_markup
 from edgebench.cli._options import JsonOpt, WideOpt
+from edgebench.core.fingerprint import host_fingerprint
+from edgebench.core.result_file import envelope, write_json
+from edgebench.report.terminal.devices import render_devices
+from edgebench.targets.adb.devices import list_devices
+from edgebench.targets.device_profiles import profile_id_for, save_profile
 
 
 def register(app: typer.Typer) -> None:
@@ -21,14 +28,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """List adb devices: state, model, SoC/board, ABI, Android/SDK, CPU cores and max frequencies, RAM,
         governor, thermal zones, battery, the matching device profile, and which runner edgebench will use."""
-        from pathlib import Path
 
-        from edgebench.cli._common import console, escape_markup
-        from edgebench.core.fingerprint import host_fingerprint
-        from edgebench.targets.device_profiles import profile_id_for, save_profile
-        from edgebench.report.terminal.devices import render_devices
-        from edgebench.core.result_file import envelope, write_json
-        from edgebench.targets.adb.devices import list_devices
 
         rows = list_devices(with_props=True)
         saved = []

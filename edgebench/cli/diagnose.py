@@ -2,32 +2,44 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Optional
 
 import typer
 
+from edgebench.cli._common import console, deliver, progress_reporter, split_csv
 from edgebench.cli._options import (
+    ChannelsLastOpt,
     DbOpt,
     DynamicBatchOpt,
     ImportOpt,
     InputShapeOpt,
     JsonOpt,
     MarkdownOpt,
+    NoSandboxOpt,
     NoStoreOpt,
     SignatureOpt,
     StateOpt,
     StaticBatchOpt,
-    NoSandboxOpt, TrustModelOpt,
-    WideOpt,
-    ChannelsLastOpt,
     TorchOpt,
+    TrustModelOpt,
+    WideOpt,
+    publish_options,
+    source_arg,
+    source_options,
 )
+from edgebench.cli.convert import check_size, check_state
+from edgebench.convert.run import INT8_IO
+from edgebench.core.errors import BadInput
+from edgebench.diagnose.run import QUANTIZED, DiagnoseSettings, diagnose
+from edgebench.report.diagnose import model_explorer
+from edgebench.report.html import render_html
+from edgebench.report.publish import check_store
+from edgebench.report.terminal.diagnose import render_diagnose
 
 
 def register(app: typer.Typer) -> None:
-    from edgebench.convert.run import INT8_IO
-    from edgebench.diagnose.run import QUANTIZED, DiagnoseSettings
-
     d = DiagnoseSettings(src="")
 
     @app.command("diagnose")
@@ -69,13 +81,6 @@ def register(app: typer.Typer) -> None:
 
         Exit codes: 0 diagnosed (findings or not), 2 bad input, 3 the worker crashed or hung.
         """
-        from edgebench.cli._common import console, deliver, progress_reporter, split_csv
-        from edgebench.cli._options import publish_options, source_arg, source_options
-        from edgebench.cli.convert import check_size, check_state
-        from edgebench.diagnose.run import diagnose
-        from edgebench.core.errors import BadInput
-        from edgebench.report.publish import check_store
-        from edgebench.report.terminal.diagnose import render_diagnose
 
         if int8_io not in INT8_IO:
             raise BadInput(f"--int8-io {int8_io}: use float or int8")
@@ -107,17 +112,12 @@ def _extra_files(html_path: str | None, me_path: str | None) -> tuple:
 
 
 def _html(doc) -> str:
-    from edgebench.report.html import render_html
-
     return render_html(doc)
 
 
 def _node_data(doc, me_path: str) -> dict[str, str]:
     """One Model Explorer file per diagnosed precision (PATH.PRECISION.json with several)."""
-    import json
-    from pathlib import Path
 
-    from edgebench.report.diagnose import model_explorer
 
     rows = [r for r in doc.rows if r.ok]
     out = {}

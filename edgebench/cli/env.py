@@ -5,6 +5,16 @@ from __future__ import annotations
 from typing import Optional
 
 import typer
+from rich.markup import escape
+
+from edgebench.bench.peak import measure_peak
+from edgebench.cli._common import console
+from edgebench.core.errors import BadInput
+from edgebench.core.fingerprint import host_fingerprint
+from edgebench.core.result_file import envelope, write_json
+from edgebench.matrix.envlock import describe, enforce_lock, write_lock
+from edgebench.report.terminal.compare import render_fingerprint
+from edgebench.targets.adb.devices import resolve_adb_targets
 
 
 def register(app: typer.Typer) -> None:
@@ -19,13 +29,8 @@ def register(app: typer.Typer) -> None:
         targets: Optional[str] = typer.Option(None, "--targets", help="With --lock/--check-lock: also lock/check these adb devices (adb:SERIAL,... or adb:all)."),
     ) -> None:
         """Print this machine's environment fingerprint (OS, CPU, Python, TF, LiteRT, GPU/CUDA, XLA/AMP)."""
-        from edgebench.core.fingerprint import host_fingerprint
-        from edgebench.report.terminal.compare import render_fingerprint
-        from edgebench.core.result_file import envelope, write_json
-
         fp = host_fingerprint(with_tf=not no_tf)
         if peak:
-            from edgebench.bench.peak import measure_peak
 
             measured = measure_peak()
             fp = {**fp, "peak_gflops": round(measured["peak_gflops"], 2),
@@ -35,32 +40,24 @@ def register(app: typer.Typer) -> None:
         devices = None
         if targets:
             if not (lock or check_lock):
-                from edgebench.core.errors import BadInput
 
                 raise BadInput("--targets needs --lock FILE or --check-lock FILE")
-            from edgebench.targets.adb.devices import resolve_adb_targets
 
             devices = {t.serial: t.fingerprint() for t in resolve_adb_targets(targets)}
         if lock:
-            from edgebench.matrix.envlock import write_lock
 
             write_lock(lock, fp, devices)
         if check_lock:
-            from edgebench.matrix.envlock import enforce_lock
 
             lock_diffs = enforce_lock(check_lock, fp, strict=strict, devices=devices)
         elif strict:
-            from edgebench.core.errors import BadInput
 
             raise BadInput("--strict needs --check-lock FILE")
-        from edgebench.cli._common import console
 
         if lock:
             console(stderr=True).print(f"wrote environment lock {lock}")
         if lock_diffs:
-            from edgebench.matrix.envlock import describe
 
-            from rich.markup import escape
 
             console(stderr=True).print(f"[bold yellow]warning:[/] environment differs from lock {escape(check_lock)}: "
                                        f"{escape(describe(lock_diffs))} (--strict makes this fail)")

@@ -6,7 +6,10 @@ from typing import Optional
 
 import typer
 
+from edgebench.cli._common import console, progress_reporter
 from edgebench.cli._options import DbOpt
+from edgebench.core.atomic import write_stdout
+from edgebench.report.export import export_prometheus
 
 
 def register(app: typer.Typer) -> None:
@@ -30,15 +33,12 @@ def register(app: typer.Typer) -> None:
         Exit codes: 0 exported, 2 bad input (unknown run, missing directory), 3 Pushgateway
         unreachable or refusing (the results stay in the store).
         """
-        from edgebench.cli._common import console, progress_reporter
-        from edgebench.report.export import export_prometheus
         from edgebench.store.db import Store
 
         with Store(db) as store, progress_reporter("export") as say:
             out = export_prometheus(store, run_id, latest=latest, pushgateway=pushgateway, textfile=textfile,
                                     progress=say)
         if not pushgateway and not textfile:
-            from edgebench.core.atomic import write_stdout
 
             write_stdout(out.text)          # all of it, or one line and exit 2 (a full disk)
             return

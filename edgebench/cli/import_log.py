@@ -6,6 +6,11 @@ from typing import Optional
 
 import typer
 
+from edgebench.cli._common import console
+from edgebench.core.result_file import write_json
+from edgebench.report.terminal.import_log import render_import_log
+from edgebench.targets.benchmark_model.log_rows import import_log_file
+
 
 def register(app: typer.Typer) -> None:
     @app.command("import-log")
@@ -15,17 +20,12 @@ def register(app: typer.Typer) -> None:
         top_ops: int = typer.Option(10, "--top-ops", help="Operators to show when the log has op profiling (0: none)."),
     ) -> None:
         """Parse a captured benchmark_model log or a litert-benchmark --result_json file into edgebench results (no p99: neither tool keeps samples)."""
-        from edgebench.core.result_file import write_json
-        from edgebench.targets.benchmark_model.log_rows import import_log_file
-
         doc = import_log_file(file)
         if json_path:
             write_json(doc, json_path)
             if json_path == "-":
                 return
-        from edgebench.cli._common import console
 
-        from edgebench.report.terminal.import_log import render_import_log
 
         con = console()
         con.print(render_import_log(doc, top_ops, width=con.width))

@@ -5,8 +5,18 @@ from __future__ import annotations
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
+from edgebench.cli._common import console, progress_reporter, verdict_then_unwritten
 from edgebench.cli._options import DbOpt, NoSandboxOpt, TrustModelOpt, WideOpt
+from edgebench.core.errors import BadInput
+from edgebench.core.fingerprint import host_fingerprint
+from edgebench.core.result_file import envelope, write_json
+from edgebench.matrix.envlock import describe, enforce_lock, read_lock
+from edgebench.matrix.run import RunOptions, load_matrix, parse_overrides, raise_for_failures, run_matrix
+from edgebench.report.export import push_result
+from edgebench.report.publish import try_write
+from edgebench.report.terminal.matrix import render_matrix
 
 
 def register(app: typer.Typer) -> None:
@@ -33,11 +43,6 @@ def register(app: typer.Typer) -> None:
         no_sandbox: NoSandboxOpt = False,
     ) -> None:
         """Expand a matrix into cells and run them; every finished cell is stored at once."""
-        from edgebench.cli._common import console
-        from edgebench.core.errors import BadInput
-        from edgebench.matrix.run import RunOptions, load_matrix, parse_overrides, raise_for_failures, run_matrix
-        from edgebench.core.result_file import envelope, write_json
-
         ov = parse_overrides(overrides)
         labels = {k: f"--set {k}" for k in ov}
         if size is not None:
@@ -50,17 +55,13 @@ def register(app: typer.Typer) -> None:
         if strict and not check_lock:
             raise BadInput("--strict needs --check-lock FILE")
         if check_lock:
-            from edgebench.matrix.envlock import describe, enforce_lock, read_lock
-            from edgebench.core.fingerprint import host_fingerprint
 
             fp = host_fingerprint(with_tf=bool(read_lock(check_lock).get("with_tf")))
             lock_diffs = enforce_lock(check_lock, fp, strict=strict)
             if lock_diffs:
-                from rich.markup import escape
 
                 err.print(f"[bold yellow]warning:[/] environment differs from lock {escape(check_lock)}: "
                           f"{escape(describe(lock_diffs))}")
-        from edgebench.cli._common import progress_reporter
 
         with progress_reporter("matrix") as say:
             report = run_matrix(spec, RunOptions(db=db, resume=resume, shard=shard, dry_run=dry_run,
@@ -70,8 +71,6 @@ def register(app: typer.Typer) -> None:
             report["lock"] = {"file": check_lock, "differences": lock_diffs}
         unwritten = None      # every cell is stored already: the table comes first, then this line
         if json_path:
-            from edgebench.core.fingerprint import host_fingerprint
-            from edgebench.report.publish import try_write
 
             extra = {k: v for k, v in report.items() if k not in ("cells", "kind")}
             unwritten = try_write("--json", json_path, lambda: write_json(
@@ -81,19 +80,16 @@ def register(app: typer.Typer) -> None:
                 unwritten += (f"; every cell run is stored (`edgebench results list --matrix "
                               f"{report['matrix_hash']}`)")
         if json_path != "-":
-            from edgebench.report.terminal.matrix import render_matrix
 
             con = console()
             con.print(render_matrix(report, width=con.width, wide=wide))
         if pushgateway and not dry_run:
-            from edgebench.report.export import push_result
             from edgebench.store.db import Store
 
             with Store(db) as st:   # push what was stored: the store stays the source of truth
                 for c in report["cells"]:
                     if c.get("run_id"):
                         push_result(st.get(c["run_id"]), pushgateway, run_id=c["run_id"])
-        from edgebench.cli._common import verdict_then_unwritten
 
         verdict_then_unwritten(lambda: raise_for_failures(report), [unwritten])
 

@@ -6,6 +6,12 @@ from typing import Optional
 
 import typer
 
+from edgebench.cli._common import console
+from edgebench.core.fingerprint import host_fingerprint
+from edgebench.core.result_file import envelope, write_json
+from edgebench.model.catalog import build, build_row, list_models
+from edgebench.report.terminal.models import render_build, render_list
+
 
 def register(app: typer.Typer) -> None:
     models_app = typer.Typer(help="Reference models: list them, build one (SavedModel + calibration/evaluation data).",
@@ -17,18 +23,12 @@ def register(app: typer.Typer) -> None:
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the list as JSON to PATH ('-' for stdout)."),
     ) -> None:
         """List the reference models, their inputs at tiny and full size, and which are cached."""
-        from edgebench.core.fingerprint import host_fingerprint
-        from edgebench.model.catalog import list_models
-        from edgebench.core.result_file import envelope, write_json
-
         rows = list_models()
         if json_path:
             write_json(envelope("models", rows, host_fingerprint()), json_path)
             if json_path == "-":
                 return
-        from edgebench.cli._common import console
 
-        from edgebench.report.terminal.models import render_list
 
         con = console()
         con.print(render_list(rows, width=con.width))
@@ -41,17 +41,11 @@ def register(app: typer.Typer) -> None:
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the result as JSON to PATH ('-' for stdout)."),
     ) -> None:
         """Build a reference model (cached): SavedModel, calibration .npz, evaluation .npz."""
-        from edgebench.core.fingerprint import host_fingerprint
-        from edgebench.model.catalog import build, build_row
-        from edgebench.core.result_file import envelope, write_json
-
         row = build_row(build(name, size, force=force))
         if json_path:
             write_json(envelope("model-build", [row], host_fingerprint()), json_path)
             if json_path == "-":
                 return
-        from edgebench.cli._common import console
 
-        from edgebench.report.terminal.models import render_build
 
         console().print(render_build(row))

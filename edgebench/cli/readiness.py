@@ -6,24 +6,30 @@ from typing import Optional
 
 import typer
 
+from edgebench.cli._common import console, deliver, progress_reporter, split_csv
 from edgebench.cli._options import (
-    NoSandboxOpt,
     DbOpt,
     DynamicBatchOpt,
     ImportOpt,
     InputShapeOpt,
     JsonOpt,
     MarkdownOpt,
+    NoSandboxOpt,
     NoStoreOpt,
     SignatureOpt,
     StaticBatchOpt,
     WideOpt,
+    publish_options,
+    source_options,
 )
+from edgebench.cli.convert import check_size
+from edgebench.readiness.run import ReadinessSettings, raise_for_readiness, readiness
+from edgebench.report.html import render_html
+from edgebench.report.publish import check_store
+from edgebench.report.terminal.readiness import render_readiness
 
 
 def register(app: typer.Typer) -> None:
-    from edgebench.readiness.run import ReadinessSettings
-
     d = ReadinessSettings(src="")
 
     @app.command("readiness")
@@ -63,12 +69,6 @@ def register(app: typer.Typer) -> None:
         Exit codes: 0 answered (whatever the answers), 1 a --fail-on rule failed, 2 bad input,
         3 a compile process crashed or hung (its row says so; the others are kept).
         """
-        from edgebench.cli._common import console, deliver, progress_reporter, split_csv
-        from edgebench.cli._options import publish_options, source_options
-        from edgebench.cli.convert import check_size
-        from edgebench.report.publish import check_store
-        from edgebench.readiness.run import readiness, raise_for_readiness
-        from edgebench.report.terminal.readiness import render_readiness
 
         settings = ReadinessSettings(
             src=src, precisions=tuple(split_csv(precision, option="--precision")), socs=soc, vendors=vendor,
@@ -89,6 +89,4 @@ def register(app: typer.Typer) -> None:
 
 
 def _html(doc) -> str:
-    from edgebench.report.html import render_html
-
     return render_html(doc)

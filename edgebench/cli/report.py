@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import List, Optional
 
 import typer
+from rich.markdown import Markdown
 
+from edgebench.cli._common import console, progress_reporter
 from edgebench.cli._options import DbOpt
+from edgebench.report.export import write_report
 
 
 def register(app: typer.Typer) -> None:
@@ -28,8 +31,6 @@ def register(app: typer.Typer) -> None:
         asked for, and says for each why it is there.
         Exit codes: 0 written, 2 empty store / unknown run id / bad path.
         """
-        from edgebench.cli._common import console, progress_reporter
-        from edgebench.report.export import write_report
         from edgebench.store.db import Store
 
         with Store(db) as store, progress_reporter("report") as say:
@@ -40,7 +41,6 @@ def register(app: typer.Typer) -> None:
         con = console()
         con.soft_wrap = True
         if not html and not markdown:
-            from rich.markdown import Markdown
 
             con.print(Markdown(out.markdown))
             return

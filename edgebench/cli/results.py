@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from typing import Optional
 
-from edgebench.rows.metrics import REGISTRY
-
 import typer
 
-from edgebench.cli._common import escape_markup
+from edgebench.cli._common import console, escape_markup
 from edgebench.cli._options import DbOpt, WideOpt
+from edgebench.core.atomic import write_stdout, write_text
+from edgebench.core.errors import BadInput, GateFailed, Undecided
+from edgebench.core.result_file import envelope, load_result_file, write_json
+from edgebench.judge.stats import compare_stored, comparison_gate, history_series
+from edgebench.report.csv import render_csv
+from edgebench.report.terminal.results import render_history, render_results_compare, render_runs, render_show
+from edgebench.rows.metrics import REGISTRY
 
 EXPORT_FORMATS = ("csv", "json")
 
@@ -33,8 +38,6 @@ def register(app: typer.Typer) -> None:
         wide: WideOpt = False,
     ) -> None:
         """List stored runs, newest first."""
-        from edgebench.cli._common import console
-        from edgebench.core.result_file import envelope, write_json
         from edgebench.store.db import Store
 
         with Store(db) as st:
@@ -44,7 +47,6 @@ def register(app: typer.Typer) -> None:
         if json_path:
             write_json(envelope("results-list", runs, {}, db=where), json_path)
         if json_path != "-":
-            from edgebench.report.terminal.results import render_runs
 
             con = console()
             con.print(render_runs(runs, where, width=con.width, wide=wide))
@@ -57,8 +59,6 @@ def register(app: typer.Typer) -> None:
         wide: WideOpt = False,
     ) -> None:
         """Show one stored run: its rows, headline metrics and environment."""
-        from edgebench.cli._common import console
-        from edgebench.core.result_file import write_json
         from edgebench.store.db import Store
 
         with Store(db) as st:
@@ -67,7 +67,6 @@ def register(app: typer.Typer) -> None:
             write_json(doc, json_path)
         if json_path != "-":
             con = console()
-            from edgebench.report.terminal.results import render_show
 
             for part in render_show(doc, width=con.width, wide=wide):
                 con.print(part)
@@ -88,10 +87,6 @@ def register(app: typer.Typer) -> None:
         details: bool = typer.Option(False, "--details", help="Also every metric of every row pair: its test, p and note (the JSON has them always)."),
     ) -> None:
         """Compare two runs: environment differences first, then what changed (worse/better), then counts; --details for every metric."""
-        from edgebench.cli._common import console
-        from edgebench.core.errors import BadInput, GateFailed, Undecided
-        from edgebench.core.result_file import envelope, write_json
-        from edgebench.judge.stats import compare_stored, comparison_gate
         from edgebench.store.db import Store
 
         if undecided not in ("rerun", "fail", "pass"):
@@ -111,7 +106,6 @@ def register(app: typer.Typer) -> None:
                        json_path)
         if json_path != "-":
             con = console()
-            from edgebench.report.terminal.results import render_results_compare
 
             for part in render_results_compare(rep, width=con.width, details=details):
                 con.print(part)
@@ -136,9 +130,6 @@ def register(app: typer.Typer) -> None:
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the series and their change points as JSON to PATH ('-' for stdout)."),
     ) -> None:
         """A metric over time for one model, one series per configuration (precision, target, threads, delegate, runtime, method, batch, strategy...), with its change points and the run that began each (Apache Otava's E-divisive means with the 'changepoints' extra, else edgebench's own detector, and the output says which)."""
-        from edgebench.cli._common import console
-        from edgebench.core.result_file import envelope, write_json
-        from edgebench.judge.stats import history_series
         from edgebench.store.db import Store
 
         with Store(db) as st:
@@ -151,7 +142,6 @@ def register(app: typer.Typer) -> None:
             if not out:
                 con.print(escape_markup(f"no stored values of {metric} for model {model!r}"))
             for part in out:
-                from edgebench.report.terminal.results import render_history
 
                 con.print(render_history(part, width=con.width))
 
@@ -168,9 +158,6 @@ def register(app: typer.Typer) -> None:
         db: DbOpt = None,
     ) -> None:
         """Export stored result rows (headline columns, oldest first) as CSV or JSON."""
-
-        from edgebench.core.errors import BadInput
-        from edgebench.core.result_file import envelope, write_json
         from edgebench.store.db import Store
 
         if fmt not in EXPORT_FORMATS:
@@ -182,15 +169,12 @@ def register(app: typer.Typer) -> None:
         if fmt == "json":
             write_json(envelope("results-export", rows, {}, db=where), output)
             return
-        from edgebench.report.csv import render_csv
 
         text = render_csv(rows)
         if output == "-":
-            from edgebench.core.atomic import write_stdout
 
             write_stdout(text)
         else:
-            from edgebench.core.atomic import write_text
 
             write_text(output, text)
 
@@ -204,9 +188,6 @@ def register(app: typer.Typer) -> None:
 
         A document already stored (same content hash) is not stored again: its run id is
         reported as "already stored"."""
-        from edgebench.cli._common import console
-        from edgebench.core.result_file import envelope, write_json
-        from edgebench.core.result_file import load_result_file
         from edgebench.store.db import Store
 
         docs = [(f, load_result_file(f)) for f in files]   # validate every file before writing any

@@ -7,12 +7,17 @@ from typing import Any, Optional
 
 import typer
 
-from edgebench.cli._options import DbOpt, JsonOpt, NoStoreOpt, PushgatewayOpt, WideOpt
+from edgebench.cli._common import console, deliver, progress_reporter, split_csv, split_ints
+from edgebench.cli._options import DbOpt, JsonOpt, NoStoreOpt, PushgatewayOpt, WideOpt, publish_options
+from edgebench.core.errors import BadInput, InfraError
+from edgebench.report.publish import check_store
+from edgebench.report.terminal._cells import as_document
+from edgebench.report.terminal.train import render_train
+from edgebench.train.settings import PIPELINES, PRECISIONS, STRATEGIES, XLA_CHOICES, TrainSettings
+from edgebench.train.sweep import failure_summary, run_train_baseline
 
 
 def register(app: typer.Typer) -> None:
-    from edgebench.train.settings import TrainSettings
-
     d = {f.name: f.default for f in dataclasses.fields(TrainSettings) if f.default is not dataclasses.MISSING}
 
     @app.command("train-baseline")
@@ -62,14 +67,6 @@ def register(app: typer.Typer) -> None:
         Cells that fail (out of memory, NaN loss, unsupported precision) are reported and the sweep
         continues; the exit status is then 3. Strategies needing absent GPUs are skipped with the reason.
         """
-        from edgebench.cli._common import deliver, split_csv, split_ints
-        from edgebench.cli._options import publish_options
-        from edgebench.report.publish import check_store
-        from edgebench.report.terminal._cells import as_document
-        from edgebench.report.terminal.train import render_train
-        from edgebench.core.errors import BadInput, InfraError
-        from edgebench.train.settings import PIPELINES, PRECISIONS, STRATEGIES, XLA_CHOICES
-        from edgebench.train.sweep import failure_summary, run_train_baseline
 
         kw: dict[str, Any] = {"model": model}
         if size is not None:
@@ -103,11 +100,9 @@ def register(app: typer.Typer) -> None:
         settings = TrainSettings(**kw)
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway)
         check_store(opts)
-        from edgebench.cli._common import progress_reporter
 
         with progress_reporter("train-baseline") as say:
             measured = run_train_baseline(settings, progress=say)
-        from edgebench.cli._common import console
 
         width = console().width
         doc = deliver(as_document(measured), opts, lambda d: render_train(d, width=width, wide=wide),

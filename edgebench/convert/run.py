@@ -20,23 +20,48 @@ from typing import Any, Callable
 
 import numpy as np
 
-from edgebench.model.inputs import DEFAULT_PREPROCESS, InputSet, Signature, TensorSpec, cast_to_signature, value_ranges
+from edgebench import __version__
+from edgebench.convert.errors import REASON_MAX, TENSORLIST_FIX, _one_line, converter_reason  # noqa: F401
+from edgebench.convert.quant.aeq import convert_variant, converter_versions, converts_with_aeq
+from edgebench.convert.quant.keep_float import (
+    float_tensors,
+    keep_float_nodes,
+    quantize_keep_float,
+    resolve_keep_float,
+    verify_keep_float,
+)
+from edgebench.convert.quant.search import KeepFloatGoal, search_keep_float
+from edgebench.convert.worker import Isolated, convert_each, isolated, job_for, prestarted, serve, take
+from edgebench.core.atomic import ensure_dir, write_bytes
 from edgebench.core.errors import BadInput, ConversionFailed, InfraError, OutputNotWritable
 from edgebench.core.fingerprint import host_fingerprint
-from edgebench.sources.describe import describe_tflite
-from edgebench.convert.quant.keep_float import (float_tensors, keep_float_nodes, quantize_keep_float, resolve_keep_float,
-                                        verify_keep_float)
-from edgebench.convert.quant.aeq import convert_variant, converter_versions, converts_with_aeq
-from edgebench.convert.quant.search import KeepFloatGoal, search_keep_float
+from edgebench.core.result_file import write_json
+from edgebench.judge.drift import detection
+from edgebench.model.inputs import (
+    DEFAULT_PREPROCESS,
+    SYNTHETIC_WARNING,
+    InputSet,
+    Signature,
+    TensorSpec,
+    cast_to_signature,
+    dequantize,
+    quantize,
+    synthetic,
+    value_ranges,
+)
 from edgebench.model.savedmodel import run_tf
-from edgebench.sources.resolve import Source, SourceOptions, calibration_feed, finish_tflite, make_converter, sample_set
-from edgebench.sources.pytorch import reference_outputs
-# every stage resolves through here: SavedModel / .keras / reference / .tflite, and PyTorch (.pt2, --torch)
-from edgebench.sources.pytorch import resolve_any as resolve_source
 from edgebench.model.state_rule import DEFAULT_STATE, StateRule
 from edgebench.model.state_rule import resolve as resolve_state
-from edgebench.convert.errors import REASON_MAX, TENSORLIST_FIX, _one_line, converter_reason  # noqa: F401
-from edgebench.convert.worker import Isolated, convert_each, isolated, job_for, prestarted, serve, take
+from edgebench.model.tflite_model import inspect, precision, precision_detail
+from edgebench.sources.describe import describe_tflite
+from edgebench.sources.pytorch import reference_outputs
+
+# every stage resolves through here: SavedModel / .keras / reference / .tflite, and PyTorch (.pt2, --torch)
+from edgebench.sources.pytorch import resolve_any as resolve_source
+from edgebench.sources.resolve import Source, SourceOptions, calibration_feed, finish_tflite, make_converter, sample_set
+from edgebench.sources.trust import check_output_dir
+from edgebench.targets.base import model_state
+from edgebench.targets.runner_io import reset_state
 
 PRECISION_NAMES = ("fp32", "fp16", "int8", "dynamic", "int16x8")
 DEFAULT_PRECISIONS = ("fp32", "fp16", "int8", "dynamic")   # int16x8 on request (slower kernels)
@@ -221,15 +246,11 @@ def _conv_int8_qat(src: Source, calib: Callable | None, int8_io: str) -> tuple[b
 
 def precision_detail_of(path: str | Path) -> str | None:
     """How a mixed file is mixed (tflite_model.precision_detail), or None."""
-    from edgebench.model.tflite_model import inspect, precision_detail
-
     return precision_detail(inspect(path))
 
 
 def precision_of(path: str | Path) -> str:
     """The precision a .tflite actually has (tflite_model.precision: kernels and constants)."""
-    from edgebench.model.tflite_model import inspect, precision
-
     return precision(inspect(str(path)))
 
 
@@ -243,9 +264,6 @@ def run_tflite_inprocess(model: str | Path | bytes, ds: InputSet, signature: Sig
     sample), as the LiteRT worker does."""
     from ai_edge_litert.interpreter import Interpreter
 
-    from edgebench.model.inputs import dequantize, quantize
-    from edgebench.targets.base import model_state
-    from edgebench.targets.runner_io import reset_state
 
     state = None if isinstance(model, bytes) else model_state(str(model))
     make = (lambda: Interpreter(model_content=model)) if isinstance(model, bytes) else \
@@ -294,7 +312,6 @@ def _detection_parity(tf_out: dict[str, np.ndarray], tfl_out: dict[str, np.ndarr
     Per sample: the same number of detections and the same sorted kept scores (within the
     parity tolerance). Box agreement (IoU >= 0.5, same class) is recorded for information.
     """
-    from edgebench.judge.drift import detection
 
     ref_n = np.asarray(tf_out["num_detections"]).reshape(len(tf_out["scores"]), -1)[:, 0]
     got_n = np.asarray(tfl_out["num_detections"]).reshape(len(tfl_out["scores"]), -1)[:, 0]
@@ -398,7 +415,6 @@ def run_key(settings: ConvertSettings, src: Source, calibration_sha256: str | No
     that would write different files never share a folder; the same command run again reuses it."""
     import tensorflow as tf
 
-    from edgebench import __version__
 
     opts = settings.source
     facts = {"source_sha256": src.sha256, "source_kind": src.kind, "size": settings.size if src.kind == "reference"
@@ -436,7 +452,6 @@ def claim_out_dir(out_dir: Path, key: str, facts: dict[str, Any], name: str) -> 
     replace the .tflite files a stored result describes. The claim is a marker file created
     exclusively (``RUN_MARKER``: the run key and what it covers), so of two runs started at once
     only one gets the folder; the same conversion (same ``run_key``) may write into it again."""
-    from edgebench.core.atomic import ensure_dir
 
     ensure_dir(out_dir)
     marker = out_dir / RUN_MARKER
@@ -493,8 +508,6 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
     t_start = time.perf_counter()
     say("loading source")
     base = Path(settings.out_dir or Path(OUT_ROOT) / Path(settings.src).name.removesuffix(".keras"))
-    from edgebench.core.atomic import ensure_dir
-    from edgebench.sources.trust import check_output_dir
 
     check_output_dir(base, "--out" if settings.out_dir else "the output folder")   # before anything is read back
     made = not base.exists()
@@ -524,7 +537,6 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
     out_dir = base if settings.out_dir else base / key[:12]
     calib_note = None
     if calib_ds is not None and calib_ds.synthetic:
-        from edgebench.model.inputs import SYNTHETIC_WARNING
 
         calib_note = SYNTHETIC_WARNING
     integer = [p for p in settings.precisions if p in INTEGER_OPSETS and not (p == "int8" and src.qat)]
@@ -611,8 +623,6 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
                                       "error_detail": str(e)[:20000], "seconds": round(time.perf_counter() - t0, 3)}
                     continue
                 secs = time.perf_counter() - t0
-            from edgebench.core.atomic import write_bytes
-
             try:
                 write_bytes(path, data)      # atomic: a full disk leaves no half-written file
             except OutputNotWritable as e:
@@ -669,7 +679,6 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
         say("FP32 parity check")
         pset = src.evaluation or calib_ds
         if pset is None:
-            from edgebench.model.inputs import synthetic
 
             pset = synthetic(src.signature, settings.parity_samples, settings.seed)
         pset = cast_to_signature(pset, src.signature).take(settings.parity_samples)
@@ -718,7 +727,6 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
         "run_key": key,
         "run_key_facts": key_facts,
     }
-    from edgebench.core.result_file import write_json
 
     try:
         write_json(manifest, str(out_dir / "manifest.json"))

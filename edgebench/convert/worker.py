@@ -32,6 +32,7 @@ import dataclasses
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,8 +43,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from edgebench.model.inputs import InputSet
 from edgebench.core.errors import BadInput, EdgebenchError, InfraError
+from edgebench.model.inputs import InputSet
 from edgebench.sources.resolve import SourceOptions, calibration_feed, finish_tflite, resolve_source
 from edgebench.targets.host_pool import kill_group, start_worker
 
@@ -235,8 +236,6 @@ def _tail(path: Path, limit: int = 400) -> str:
 
 
 def _rmtree(path: Path) -> None:
-    import shutil
-
     shutil.rmtree(path, ignore_errors=True)
 
 

@@ -8,32 +8,58 @@ result document (kind "compare"); exit-code decisions stay in the CLI.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from edgebench.judge import drift as cmp
-from edgebench.convert.run import DEFAULT_PRECISIONS
+from edgebench.convert.quant.search import KeepFloatGoal
+from edgebench.convert.run import DEFAULT_PRECISIONS, OUT_ROOT, ConvertSettings, convert
 from edgebench.convert.worker import prestarted as converter_prestarted
-from edgebench.model.inputs import (DEFAULT_PREPROCESS, InputSet, cast_to_signature, input_mismatch, load_data, range_warnings,
-                            value_ranges)
-from edgebench.core.errors import BadInput, EdgebenchError, InfraError
+from edgebench.core.errors import BadInput, ConversionFailed, EdgebenchError, GateFailed, InfraError
 from edgebench.core.fingerprint import emulation_warning, host_fingerprint, sha256_file
+from edgebench.diagnose.run import DEFAULT_SAMPLES, diagnose_command
+from edgebench.judge import drift as cmp
 from edgebench.judge.gate import Thresholds, evaluate, thresholds_for
 from edgebench.judge.outcome import error_sources, no_integer16_kernels, slower_reason
-from edgebench.convert.quant.search import KeepFloatGoal
-from edgebench.rows import Accuracy, Document, InferenceRow, Worst, drifts_from_dict
-from edgebench.sources.resolve import SourceOptions, evaluation_set
+from edgebench.judge.verdicts import delegation_verdict, metric_disagreement, output_verdicts
+from edgebench.model.inputs import (
+    DEFAULT_PREPROCESS,
+    InputSet,
+    cast_to_signature,
+    input_mismatch,
+    load_data,
+    range_warnings,
+    value_ranges,
+)
 from edgebench.model.state_rule import DEFAULT_STATE, DEFAULT_STREAM_THRESHOLD, StateRule, stream_decisions
 from edgebench.model.state_rule import resolve as resolve_state
+from edgebench.model.tflite_model import inspect, precision
+from edgebench.rows import Accuracy, Document, InferenceRow, Worst, drifts_from_dict
+from edgebench.sources.pytorch import resolve_any, spec_of
+from edgebench.sources.resolve import SourceOptions, evaluation_set, resolve_source, tflite_variants
 from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, check_runtime
-from edgebench.targets.measured import TYPED_FACTS, measured_fields
+from edgebench.targets.host import HostTarget
 from edgebench.targets.host_pool import prestarted, wait_ready
-from edgebench.targets.loop import (HOST_TARGETS, PROCESS_ORDER, LoopOutcome, is_device, measure_in_rounds,
-                                    resolve_targets, run_on_targets)
+from edgebench.targets.loop import (
+    HOST_TARGETS,
+    PROCESS_ORDER,
+    LoopOutcome,
+    is_device,
+    measure_in_rounds,
+    resolve_targets,
+    run_on_targets,
+)
+from edgebench.targets.measured import TYPED_FACTS, measured_fields
+from edgebench.targets.row_parts import runtime_row_parts
+from edgebench.targets.tf import TFTarget
+from edgebench.targets.torch_ref import TorchTarget
 
 DEFAULT_EVAL_SAMPLES = 1000
 
@@ -88,8 +114,6 @@ def keep_float_goal(settings: CompareSettings):
 def save_inputs(ds: InputSet, out_dir: Path) -> tuple[Path, str]:
     """Save the InputSet as ``OUT/inputs-<sha256[:12]>.npz`` (named by its bytes, so two runs with
     different evaluation data never overwrite each other's inputs); returns (path, file sha256)."""
-    import os
-    import uuid
 
     tmp = out_dir / f".inputs-{uuid.uuid4().hex[:12]}.npz"
     sha = ds.save(tmp)
@@ -121,8 +145,6 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
     )
     if run.status != "ok":
         return row
-    from edgebench.targets.row_parts import runtime_row_parts
-    from edgebench.judge.verdicts import delegation_verdict, metric_disagreement, output_verdicts
 
     th = thresholds or Thresholds()
     where = f"{precision} on {run.target}" + (f" (GPU {gpu_precision})" if gpu_precision else "")
@@ -174,7 +196,6 @@ def _quantized_inputs(paths: list[str]) -> dict[str, tuple[str, float, int]]:
     """Inputs some of the given .tflite files take quantized (name -> dtype, scale, zero point): data
     given as those codes is dequantized with them (``data.Signature.quantized``), so a vendor's int8
     set and its float file are fed the same values."""
-    from edgebench.model.tflite_model import inspect
 
     out: dict[str, tuple[str, float, int]] = {}
     for p in paths:
@@ -187,8 +208,6 @@ def _quantized_inputs(paths: list[str]) -> dict[str, tuple[str, float, int]]:
 
 def _output_steps(model_path: str) -> dict[str, float]:
     """The quantization step of each output of a .tflite (``tflite_model`` ``output_steps``)."""
-    from edgebench.model.tflite_model import inspect
-
     try:
         return dict(inspect(model_path).get("output_steps") or {}) if str(model_path).endswith(".tflite") else {}
     except EdgebenchError:
@@ -226,9 +245,7 @@ def _extra(extra: dict[str, Any]) -> dict[str, Any]:
 def _tflite_run_dir(files: list[str]) -> Path:
     """Without --out, .tflite sources get a folder of their own, named by the files' contents
     (``edgebench-out/<stem>/<key>/``), like conversions: two runs never share a manifest."""
-    import hashlib
 
-    from edgebench.convert.run import OUT_ROOT
 
     key = hashlib.sha256("".join(sha256_file(f) if Path(f).is_file() else f for f in files).encode()).hexdigest()[:12]
     return Path(OUT_ROOT) / Path(files[0]).stem / key
@@ -250,8 +267,6 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
 
 
 def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], None] | None) -> Document:
-    from edgebench.convert.run import ConvertSettings, convert
-
     say = progress or (lambda _m: None)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -279,25 +294,23 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
         say.set_total(2 + len(settings.precisions) + 1 + 1 + len(settings.precisions) * max(len(targets), 1)
                       * max(1, len(settings.gpu_precisions)) * settings.repeats)
     t = time.perf_counter()
-    from edgebench.convert.run import resolve_source
 
     if (settings.src.endswith(".tflite") or settings.more_tflite) and not _quantizes_tflite(settings):
         # .tflite SRC(s): the given files are the variants; TF runs only with --reference.
         if settings.keep_float:
             raise BadInput("--keep-float re-quantizes while converting; a .tflite SRC is measured as given: pass "
                            "the SavedModel/.keras it came from")
-        from edgebench.sources.resolve import tflite_variants
 
         files = [settings.src, *settings.more_tflite]
         manifest = tflite_variants(files, Path(settings.out_dir) if settings.out_dir else _tflite_run_dir(files))
         settings = replace(settings, precisions=tuple(manifest["variants"]))
         ref_variant = manifest["variants"][manifest["reference_variant"]]
-        src = resolve_source(settings.source.reference or ref_variant["path"], size=settings.size,
+        src = resolve_any(settings.source.reference or ref_variant["path"], size=settings.size,
                              work_dir=Path(manifest["out_dir"]), seed=settings.seed, options=settings.source)
         src = replace(src, signature=replace(src.signature, quantized={
             **_quantized_inputs([v["path"] for v in manifest["variants"].values()]), **src.signature.quantized}))
         if settings.source.reference:        # another model than the files: say so, not "reshape the data"
-            given = resolve_source(ref_variant["path"], size=settings.size, work_dir=Path(manifest["out_dir"]),
+            given = resolve_any(ref_variant["path"], size=settings.size, work_dir=Path(manifest["out_dir"]),
                                    seed=settings.seed, options=settings.source)
             why = input_mismatch(src.signature, given.signature)
             if why:
@@ -313,7 +326,7 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
             keep_float_goal=keep_float_goal(settings) if settings.keep_float == "auto" else None), progress=say)
         if manifest.get("static_batch_fallback"):     # converted with the dynamic batch after all
             settings = replace(settings, source=settings.source.dynamic_batch())
-        src = resolve_source(settings.src, size=settings.size, work_dir=Path(manifest["out_dir"]),
+        src = resolve_any(settings.src, size=settings.size, work_dir=Path(manifest["out_dir"]),
                              seed=settings.seed, options=settings.source)
     timings["convert_s"] = time.perf_counter() - t
     out_dir = Path(manifest["out_dir"])
@@ -333,14 +346,11 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
     say("TensorFlow reference" if src.saved_model_dir is not None else "PyTorch reference" if src.kind == "torch"
         else "reference .tflite on the host")
     t = time.perf_counter()
-    from edgebench.targets.tf import TFTarget
 
     ref_job = Job(model_path=str(src.saved_model_dir or src.path), inputs_npz=str(inputs_path),
                   control=settings.control, save_outputs=True, seed=settings.seed, state_rule=rule)
     wait_ready()             # no pre-started worker is still importing while the reference is timed
     if src.kind == "torch":   # the PyTorch model itself is the reference, as TF is for a TF model
-        from edgebench.sources.pytorch import spec_of
-        from edgebench.targets.torch_ref import TorchTarget
 
         ref_run = TorchTarget(spec_of(src), src.sha256).run(ref_job, src.signature)
         ref_label, ref_target = "torch", f"torch ({ref_run.extra.get('device')})"
@@ -349,7 +359,6 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
         ref_run = tft.run(ref_job, src.signature)
         ref_label, ref_target = "tf", f"tf ({ref_run.extra.get('device')})"
     else:   # .tflite files only: the most precise one, on the host, is the reference
-        from edgebench.targets.host import HostTarget
 
         ref_run = HostTarget(threads=settings.threads, delegate=settings.delegate).run(
             replace(ref_job, threads=settings.threads, delegate=settings.delegate))
@@ -464,7 +473,6 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
             "tensor(s) float did not reach it: let --keep-float auto "
             "search measured sets of the ranked tensors, or try --precision int16x8")
     elif quality_misses:
-        from edgebench.diagnose.run import DEFAULT_SAMPLES, diagnose_command
 
         extra["diagnose_command"] = diagnose_command(   # same data; diagnose's own default sample count
             settings.src, quality_misses, data=settings.data, calibration_data=settings.calibration_data,
@@ -502,7 +510,6 @@ def _quantizes_tflite(settings: CompareSettings) -> bool:
     if settings.more_tflite or settings.source.reference or not (settings.precisions_given or settings.keep_float
                                                                  or settings.a16):
         return False
-    from edgebench.model.tflite_model import inspect, precision
 
     return Path(settings.src).is_file() and precision(inspect(settings.src)) == "fp32"
 
@@ -553,10 +560,6 @@ def _model_kind(path: str) -> str:
 
 def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None = None) -> Document:
     """Run A and B (each .tflite on the host, or a SavedModel with TF) on the same inputs; A is the reference."""
-    import tempfile
-
-    from edgebench.sources.resolve import resolve_source
-
     say = progress or (lambda _m: None)
     kinds = [_model_kind(settings.a), _model_kind(settings.b)]
     srcs = [resolve_source(x, options=settings.source, require_static=False) for x in (settings.a, settings.b)]
@@ -582,12 +585,10 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
                   delegate=settings.delegate, control=settings.control, save_outputs=True, seed=settings.seed,
                   state_rule=rule)
         if kind == "saved_model":
-            from edgebench.targets.tf import TFTarget
 
             runs.append(TFTarget(signature_key=src.signature_key, loader=src.loader, tags=src.tags)
                         .run(job, src.signature))
         else:
-            from edgebench.targets.host import HostTarget
 
             runs.append(HostTarget(threads=settings.threads, delegate=settings.delegate).run(job))
     ref, other = runs
@@ -627,7 +628,6 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
 def raise_for_compare(doc: Document) -> None:
     """After the result was stored and shown: a failed target row -> its error (3, or 2 for bad
     input such as a model LiteRT refuses); a conversion failure -> 2; a missed threshold -> 1."""
-    from edgebench.core.errors import ConversionFailed, GateFailed, InfraError
 
     failed = [r for r in doc.rows if not r.ok and r.error_type != "ConversionFailed"]
     conv = [r for r in doc.rows if not r.ok and r.error_type == "ConversionFailed"]

@@ -21,6 +21,7 @@ import io
 import os
 import shutil
 import stat
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -192,7 +193,6 @@ def write_stdout(text: str) -> None:
     """Write ``text`` to standard output, all of it or ``StdoutNotWritable``. Whatever ``sys.stdout``
     holds is flushed first, so the order of output is kept; a stdout without a file descriptor (a
     test's capture, a notebook) is written as a stream."""
-    import sys
 
     stream = sys.stdout
     stream.flush()

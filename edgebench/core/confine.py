@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+import edgebench
+
 MECHANISM = "bubblewrap"
 # The environment variable the confined process sees, naming the mechanism: it does not confine again.
 CONFINED_ENV = "EDGEBENCH_CONFINED"
@@ -46,7 +48,6 @@ _GPU_NODES = ("/dev/dri", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-
 @dataclass(frozen=True)
 class Sandbox:
     """What a confined command may touch. Paths are made absolute and resolved by :func:`plan`."""
-
     writable: tuple[str, ...] = ()
     readable: tuple[str, ...] = ()
     network: bool = False
@@ -137,7 +138,6 @@ def python_paths() -> list[str]:
     """What the Python running edgebench needs to read: its installation, the venv, every import path."""
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
     paths.update(p for p in sys.path if p)
-    import edgebench
 
     paths.add(str(Path(edgebench.__file__).resolve().parents[1]))
     return sorted(paths)

@@ -9,6 +9,8 @@ Exit codes (docs/exit-codes.md):
 
 from __future__ import annotations
 
+import errno
+
 
 def first_line(exc: BaseException, limit: int = 240) -> str:
     """The first non-blank line of an exception's text (its type name when it has none), for
@@ -19,13 +21,11 @@ def first_line(exc: BaseException, limit: int = 240) -> str:
 
 class EdgebenchError(Exception):
     """Base class. ``str(err)`` is one line that names the input and the fix."""
-
     exit_code = 2
 
 
 class BadInput(EdgebenchError):
     """The user gave something we cannot use (path, data, option value)."""
-
     exit_code = 2
 
 
@@ -36,8 +36,6 @@ class OutputNotWritable(BadInput, OSError):
     Also an ``OSError``, so code that guards a write with ``except OSError`` keeps working."""
 
     def __init__(self, path: object, exc: OSError, what: str = "write", fix: str | None = None) -> None:
-        import errno
-
         reason = exc.strerror or type(exc).__name__
         if exc.errno == errno.EEXIST:       # mkdir -p through a regular file
             reason = "Not a directory"
@@ -64,8 +62,6 @@ class StdoutNotWritable(OutputNotWritable):
     ``where`` is appended by a caller that knows where the measured result is kept."""
 
     def __init__(self, exc: OSError, where: str | None = None) -> None:
-        import errno
-
         OutputNotWritable.__init__(self, "standard output", exc)
         fix = ("free space on that disk or redirect the output elsewhere"
                if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
@@ -81,7 +77,6 @@ class StdoutNotWritable(OutputNotWritable):
 
 class GateFailed(EdgebenchError):
     """A threshold was missed; the message names precision, metric, value, threshold."""
-
     exit_code = 1
 
 
@@ -94,13 +89,11 @@ class Undecided(EdgebenchError):
 
 class InfraError(EdgebenchError):
     """The machinery failed: worker crashed or hung, device lost, binary missing."""
-
     exit_code = 3
 
 
 class ConversionFailed(EdgebenchError):
     """A conversion produced no model or a wrong one (parity check)."""
-
     exit_code = 2
 
 

@@ -17,6 +17,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from edgebench import __version__
+
 # Fields whose difference between two results must be shown before any ratio.
 KEY_FIELDS = (
     "tensorflow",
@@ -125,8 +127,6 @@ def git_sha() -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def _static_host() -> dict[str, Any]:
-    from edgebench import __version__
-
     fp: dict[str, Any] = {
         "hostname": platform.node(),
         "os": f"{platform.system()} {platform.release()}",

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from edgebench import SCHEMA_VERSION, __version__
+from edgebench.core.atomic import write_stdout, write_text
 from edgebench.core.bounded import printable_data, read_json
 from edgebench.core.errors import BadInput
 
@@ -81,11 +82,9 @@ def write_json(doc: dict[str, Any], path: str) -> None:
     """Write a result to PATH, or to stdout when PATH is '-' (all of it, or ``StdoutNotWritable``)."""
     text = dumps(doc)
     if path == "-":
-        from edgebench.core.atomic import write_stdout
 
         write_stdout(text + "\n")
         return
-    from edgebench.core.atomic import write_text
 
     write_text(path, text + "\n")
 

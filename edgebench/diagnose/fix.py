@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from edgebench.convert.quant.aeq import TESTED_VERSION, aeq_version, quantize_tflite
+from edgebench.convert.run import run_tflite_inprocess
 from edgebench.judge import drift as cmp
 from edgebench.model.inputs import DEFAULT_PREPROCESS, InputSet, Signature, cast_to_signature, load_data
 
@@ -72,8 +74,6 @@ def prove_tflite_fix(settings: Any, row: dict[str, Any], ref_path: Path, sig: Si
                      goal: list[str] | None) -> dict[str, Any] | None:
     """Build, run and score the candidate fixes (see the module docstring); None when there is no
     culprit to fix. Raises BadInput (exit 2) only for bad calibration data."""
-    from edgebench.convert.run import run_tflite_inprocess
-    from edgebench.convert.quant.aeq import TESTED_VERSION, aeq_version, quantize_tflite
 
     culprits = list(row.get("suggested_keep_float") or [])
     if not culprits:

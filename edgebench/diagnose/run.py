@@ -29,24 +29,58 @@ from typing import Any, Callable
 
 import numpy as np
 
-from edgebench.judge import drift as cmp
-from edgebench.convert.run import (PRECISION_NAMES, ConvertSettings, calibrated_model, check_manifest, convert,
-                               resolve_source)
-from edgebench.convert.worker import prestarted as converter_prestarted
-from edgebench.model.inputs import DEFAULT_PREPROCESS
-from edgebench.diagnose.fix import AEQ_NOTE_MISSING, prove_tflite_fix, source_flags
-from edgebench.core.errors import BadInput
-from edgebench.core.fingerprint import host_fingerprint
-from edgebench.convert.quant.layers import (ISOLATION_RULE, MATCHING_RULE, NOISE_RATIO, RANKING_RULE, WORKER_DEADLINE_S,
-                                    rank_layers, run_worker, suggest_keep_float)
-from edgebench.convert.quant.fix_trials import (TRIAL_CANDIDATES, apply_gains, by_cosine, helped, run_trials,
-                                       worth_trying)
+from edgebench.convert.quant.aeq import aeq_available
+from edgebench.convert.quant.fix_trials import (
+    TRIAL_CANDIDATES,
+    apply_gains,
+    by_cosine,
+    helped,
+    run_trials,
+    worth_trying,
+)
 from edgebench.convert.quant.fix_trials import candidates as trial_candidates
-from edgebench.rows import Accuracy, Document, InferenceRow
+from edgebench.convert.quant.keep_float import float_tensors
+from edgebench.convert.quant.layers import (
+    ISOLATION_RULE,
+    MATCHING_RULE,
+    NOISE_RATIO,
+    RANKING_RULE,
+    WORKER_DEADLINE_S,
+    rank_layers,
+    run_worker,
+    suggest_keep_float,
+)
+from edgebench.convert.run import (
+    PRECISION_NAMES,
+    ConvertSettings,
+    calibrated_model,
+    check_manifest,
+    convert,
+    resolve_source,
+    run_tflite_inprocess,
+)
+from edgebench.convert.worker import prestarted as converter_prestarted
+from edgebench.core.errors import BadInput
+from edgebench.core.fingerprint import host_fingerprint, sha256_file
+from edgebench.diagnose.fix import AEQ_NOTE_MISSING, prove_tflite_fix, source_flags
+from edgebench.judge import drift as cmp
+from edgebench.model.inputs import DEFAULT_PREPROCESS, cast_to_signature, load_data
 from edgebench.model.savedmodel import run_tf
-from edgebench.sources.resolve import SourceOptions, calibration_feed, evaluation_set, finish_tflite, sample_set
 from edgebench.model.state_rule import DEFAULT_STATE
 from edgebench.model.state_rule import resolve as resolve_state
+from edgebench.model.tflite_model import inspect, refuse_compiled
+from edgebench.model.tflite_model import precision as file_precision
+from edgebench.rows import Accuracy, Document, InferenceRow
+from edgebench.sources.pytorch import reference_outputs
+from edgebench.sources.resolve import (
+    SourceOptions,
+    calibration_feed,
+    evaluation_set,
+    finish_tflite,
+    sample_set,
+    tflite_signature,
+)
+from edgebench.sources.trust import check_output_dir
 
 DEFAULT_SAMPLES = 100          # per-layer statistics converge in far fewer; accuracy uses these too
 FLOAT_REFERENCE = {"int8": "calibrated", "int16x8": "calibrated", "fp16": "fp32", "dynamic": "fp32"}
@@ -143,7 +177,6 @@ def _diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None
     torch_src = src.kind == "torch"     # PyTorch: its own outputs; variants re-quantized from the FP32 .tflite
     say("PyTorch reference" if torch_src else "TensorFlow reference")
     if torch_src:
-        from edgebench.sources.pytorch import reference_outputs
 
         ref_out = reference_outputs(src, ds)
     else:
@@ -233,12 +266,6 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
     against its float counterpart when both came from someone else (no SavedModel to convert).
     The same worker, matching, metrics and ranking as ``diagnose``; accuracy and drift are against
     the float file's outputs; tensors that could not be matched are listed."""
-    from edgebench.convert.run import run_tflite_inprocess
-    from edgebench.model.inputs import cast_to_signature, load_data
-    from edgebench.core.fingerprint import sha256_file
-    from edgebench.sources.resolve import tflite_signature
-    from edgebench.model.tflite_model import inspect
-    from edgebench.model.tflite_model import precision as file_precision
 
     say = progress or (lambda _m: None)
     quant, ref = Path(settings.src), settings.reference
@@ -251,7 +278,6 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
     ref_path = Path(ref)
     if ref_path.suffix != ".tflite":
         raise BadInput(f"--reference {ref}: give the float .tflite the quantized file was made from")
-    from edgebench.model.tflite_model import refuse_compiled
 
     for pth in (quant, ref_path):
         refuse_compiled(pth, inspect(str(pth)))   # missing / not a flatbuffer / AOT-compiled: one line
@@ -268,7 +294,6 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
                        "array adds top-1) or --data synthetic (misleading for int8 activations)")
     t0 = time.perf_counter()
     out_dir = Path(settings.out_dir) if settings.out_dir else Path("edgebench-out") / quant.stem / "diagnose"
-    from edgebench.sources.trust import check_output_dir
 
     check_output_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -293,7 +318,6 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
     v = {"path": str(quant), "sha256": sha256_file(quant), "bytes": size,
          "size_reduction_pct": round(100.0 * (1 - size / ref_size), 2) if ref_size else None}
     say(f"{prec}: ranking")
-    from edgebench.convert.quant.aeq import aeq_available
 
     aeq_ok = aeq_available()      # the fix is built from the float file with ai-edge-quantizer
     row = _row(prec, v, quant.stem, meta, arrays, ref_out, ds.labels, class_out, ref_acc, str(ref_path),
@@ -361,7 +385,6 @@ def measure_fixes(row: dict[str, Any], calibrated_path: Path, *, out_dir: Path, 
                   labels, class_out, ref_acc, int8_io: str, rule, limit: int) -> None:
     """Keep-float trials for the top candidates (``quant.fix_trials``): the layers re-ranked by the
     measured gain, ``fix_trials`` recorded, and the suggested tensors the ones that gained."""
-    from edgebench.convert.quant.keep_float import float_tensors
 
     graph = float_tensors(calibrated_path)
     tried = trial_candidates(row["layers"], graph, limit)

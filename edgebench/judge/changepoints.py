@@ -22,11 +22,13 @@ side the smallest possible p is 0.029, hence 4 and 0.05).
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
+from edgebench.core.latency import MIN_SAMPLES
 from edgebench.rows.metrics import metric as metric_of
 
 MIN_RATIO = 1.1          # asv --factor default (stats.MIN_RATIO)
@@ -46,7 +48,6 @@ OTAVA = "Apache Otava E-divisive means"
 @dataclass(frozen=True)
 class Step:
     """One change point: the series moved from ``before`` to ``after`` at run ``index``."""
-
     index: int            # first run of the new level (index into the series)
     before: float         # the level before (median of the segment; Otava: its mean)
     after: float          # the level after
@@ -163,9 +164,7 @@ def history_series(store: Any, metric: str, *, model: str, precision: str | None
     precision, target, device, batch, threads, delegate, runtime, method, strategy, ...), each
     with its change points. Percentile values from too few samples to be valid are left out of a
     series (counted in ``left_out``), so a 200-sample p99 never sits on a line of valid ones."""
-    import json
 
-    from edgebench.core.latency import MIN_SAMPLES
     col = metric_of(metric).key
     need = MIN_SAMPLES.get(col[:-3]) if col in ("p50_ms", "p90_ms", "p99_ms") else None
     groups: dict[str, list[dict[str, Any]]] = {}

@@ -25,8 +25,13 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+import yaml
+
+from edgebench.core.bounded import compose_yaml, read_bytes
 from edgebench.core.errors import BadInput
 from edgebench.core.latency import MIN_SAMPLES
+from edgebench.core.printable import shown
+from edgebench.core.ranges import RANGES
 
 P99_MIN_SAMPLES = MIN_SAMPLES["p99"]
 
@@ -111,11 +116,7 @@ def load_gate_file(path: str | Path) -> dict[str, Thresholds]:
     or threshold, a value that is not a number, a key given twice, and a number outside the range of
     the command-line option it stands for (``min_psnr: .nan``, ``max_accuracy_drop: -5``:
     ``edgebench.core.ranges``, the same ranges as ``--min-psnr`` and ``--max-accuracy-drop``)."""
-    import yaml
 
-    from edgebench.core.bounded import compose_yaml, read_bytes
-    from edgebench.core.printable import shown
-    from edgebench.core.ranges import RANGES
 
     p = Path(path)
     fix = "give a YAML file of thresholds"

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from edgebench.core.formats import fmt_metric
-from edgebench.rows import Document, InferenceRow, Row
+from edgebench.judge.op_types import speedup_by_op_type
+from edgebench.rows import Document, InferenceRow, Row, row_from_dict
 from edgebench.rows.row import UNTYPABLE
 
 # Row states, worst first. A run's state is the worst of its rows'.
@@ -157,8 +158,6 @@ _UNTYPABLE = UNTYPABLE
 
 def row_verdict_of(doc: Mapping[str, Any], row: Mapping[str, Any]) -> RowVerdict:
     """``row_verdict`` of a row in its JSON form, within its document (for the gate)."""
-    from edgebench.rows import row_from_dict
-
     gate = doc.get("gate") if isinstance(doc.get("gate"), Mapping) else None
     try:
         return row_verdict(row_from_dict(row, kind=doc.get("kind")), gate)
@@ -246,7 +245,6 @@ def no_integer16_kernels(r: InferenceRow) -> str | None:
 def slower_reason(r: InferenceRow, base: InferenceRow) -> str | None:
     """'p50 1.5x slower than fp32: <why>' for a row slower than fp32 on the same target, from what
     the rows know (delegation, per-op profiles); None when it is not slower."""
-    from edgebench.judge.op_types import speedup_by_op_type
     if not (r.latency and base.latency and r.latency.p50 and base.latency.p50):
         return None
     ratio = r.latency.p50 / base.latency.p50

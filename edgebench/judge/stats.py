@@ -61,20 +61,58 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
+from fractions import Fraction
 from typing import Any, Sequence
 
 import numpy as np
 
-from edgebench.judge.changepoints import (STEP_ALPHA, STEP_MIN_RUNS, Step, detect_steps,  # noqa: F401 -- re-exported
-                                    history_series, history_with_steps)
+from edgebench.core.fingerprint import diff_fingerprints
+from edgebench.core.latency import (
+    MIN_SAMPLES,
+    STALL_FACTOR,
+    load_signal,
+    rerun_interval,
+    resolution,
+    widen_to_resolution,
+)
+from edgebench.judge.changepoints import (  # noqa: F401 -- re-exported
+    STEP_ALPHA,
+    STEP_MIN_RUNS,
+    Step,
+    detect_steps,
+    history_series,
+    history_with_steps,
+)
+from edgebench.judge.stats_rows import (  # noqa: F401
+    PERCENTILE_OF,
+    REPEAT_KEY,
+    loaded_side,
+    process_groups,
+    process_span,
+    repeat_values,
+    samples_ms,
+    stall_rate,
+    top1_counts,
+)
+from edgebench.judge.undecided import (  # noqa: F401
+    ASSUMED_RUN_NOISE,
+    CI_BASES,
+    CI_LEVEL,
+    HISTORY_MIN_RUNS,
+    MIN_REPEATS,
+    REASONS,
+    SPREAD_MIN_S,
+    VERDICTS,
+    Z_CI,
+    ComparisonGate,
+    beyond,
+    comparison_gate,
+    decide,
+    within_run_band,
+)
+from edgebench.rows import sample_class_of
 from edgebench.rows.identity import headline, series_key
-from edgebench.core.latency import STALL_FACTOR, load_signal, rerun_interval, resolution, widen_to_resolution
 from edgebench.rows.metrics import BY_KEY, REGISTRY
-from edgebench.judge.undecided import (ASSUMED_RUN_NOISE, CI_BASES, CI_LEVEL, HISTORY_MIN_RUNS,  # noqa: F401
-                                       MIN_REPEATS, REASONS, SPREAD_MIN_S, VERDICTS, Z_CI, ComparisonGate,
-                                       beyond, comparison_gate, decide, within_run_band)
-from edgebench.judge.stats_rows import (PERCENTILE_OF, REPEAT_KEY, loaded_side, process_groups,  # noqa: F401
-                                        process_span, repeat_values, samples_ms, stall_rate, top1_counts)
 
 MIN_RATIO = 1.1          # asv --factor default
 ALPHA = 0.002            # asv's significance level
@@ -235,7 +273,6 @@ def run_noise(values: Sequence[float]) -> tuple[float, int, int] | None:
 @dataclass(frozen=True)
 class Change:
     """One metric compared between run A (before) and run B (after)."""
-
     metric: str
     a: float | None
     b: float | None
@@ -294,7 +331,6 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
     change also needs the within-run test to point the same way as the ratio: a mean pulled down by
     a few outliers while most samples got slower is not "better".
     """
-    from edgebench.core.latency import MIN_SAMPLES
 
     have_samples = samples_a is not None and samples_b is not None and len(samples_a) and len(samples_b)
     if kind is None:
@@ -434,7 +470,6 @@ def _absolute(metric: str, a: float, b: float, ratio: float, higher_is_better: b
     does); "same" means no change at all, and a change up to the threshold is "within threshold".
     With sample ``counts`` (top-1), the comparison is on whole samples, exactly: a threshold of 0
     means any sample lost, and float rounding of a percentage never decides."""
-    from fractions import Fraction
 
     th = Fraction(str(threshold)) if threshold is not None else Fraction(0)
     change = (b - a) * scale
@@ -623,8 +658,6 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
     are never judged against each other: those metrics get verdict "n/a" and the pair is marked
     ``mixed_methods``.
     """
-    from edgebench.core.fingerprint import diff_fingerprints
-    from edgebench.rows import sample_class_of
 
     noise = noise or {}
     fa, fb = doc_a.get("fingerprint") or {}, doc_b.get("fingerprint") or {}

@@ -26,10 +26,12 @@ from typing import Any
 
 import yaml
 
+from edgebench.core.atomic import write_text
 from edgebench.core.bounded import read_yaml
 from edgebench.core.errors import BadInput, GateFailed
-from edgebench.core.printable import shown
 from edgebench.core.fingerprint import KEY_FIELDS, diff_fingerprints
+from edgebench.core.printable import shown
+from edgebench.core.result_file import now_iso, to_jsonable
 
 LOCK_VERSION = 1
 # A lock is a few dozen lines per device; 1 MiB holds hundreds of devices.
@@ -45,8 +47,6 @@ def _has_tf(fp: dict[str, Any]) -> bool:
 
 def make_lock(fp: dict[str, Any], devices: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The lock document for a host fingerprint (and optional device fingerprints by serial)."""
-    from edgebench.core.result_file import now_iso, to_jsonable
-
     lock: dict[str, Any] = {
         "edgebench_env_lock": LOCK_VERSION,
         "created": now_iso(),
@@ -66,7 +66,6 @@ def write_lock(path: str, fp: dict[str, Any], devices: dict[str, dict[str, Any]]
     p = Path(path)
     if p.is_dir():
         raise BadInput(f"--lock {path} is a directory; give a file name such as {p / 'env.lock.yaml'}")
-    from edgebench.core.atomic import write_text
 
     write_text(p, yaml.safe_dump(lock, sort_keys=False))
     return lock

@@ -42,18 +42,30 @@ import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from dataclasses import fields as dc_fields
 from pathlib import Path
 from typing import Any, Callable
 
 import yaml
 
-from edgebench.core.bounded import compose_yaml, construct_yaml, load_yaml_text, read_bytes
-from edgebench.core.printable import shown
+from edgebench.bench.run import BenchSettings, run_bench
 from edgebench.convert.run import DEFAULT_PRECISIONS, PRECISION_NAMES
-from edgebench.core.errors import BadInput, EdgebenchError, InfraError
+from edgebench.convert_and_compare.pipeline import CompareSettings, convert_and_compare
+from edgebench.core.bounded import compose_yaml, construct_yaml, load_yaml_text, read_bytes
+from edgebench.core.errors import BadInput, EdgebenchError, InfraError, Interrupted
+from edgebench.core.fingerprint import host_fingerprint
+from edgebench.core.printable import shown
 from edgebench.core.ranges import RANGES
+from edgebench.model.catalog import MODELS
+from edgebench.report.publish import save_or_keep
 from edgebench.rows import Document, InferenceRow, TrainRow
+from edgebench.rows.identity import headline
+from edgebench.sources.resolve import SourceOptions
+from edgebench.targets.adb.client import list_states
 from edgebench.targets.base import DELEGATES, HOST_DELEGATES, RunControl
+from edgebench.train import settings as train_settings
+from edgebench.train.settings import TrainSettings
+from edgebench.train.sweep import run_train_baseline
 
 KINDS = ("edge", "train")
 # The most cells one matrix file may expand to, counted from its axes before anything is expanded
@@ -82,7 +94,6 @@ INPUT_PIPELINES = ("naive", "optimized")
 @dataclass(frozen=True)
 class Key:
     """One matrix key: list-valued (an axis) or scalar, with a validator."""
-
     name: str
     kinds: tuple[str, ...]
     axis: bool                                  # list-valued (a scalar is accepted as a 1-list)
@@ -185,7 +196,6 @@ _CELL_NAME = {"models": "model", "targets": "target", "threads": "threads", "del
 @dataclass(frozen=True)
 class MatrixSpec:
     """A validated matrix: ``axes`` (list values) and ``settings`` (scalars), normalised."""
-
     path: str
     kind: str
     axes: dict[str, list[Any]]
@@ -405,10 +415,6 @@ def _norm(name: str, v: Any) -> Any:
 
 
 def _reference_models() -> list[str]:
-    try:
-        from edgebench.model.catalog import MODELS
-    except Exception:  # noqa: BLE001 -- registry not importable in a minimal build
-        return []
     return list(MODELS)
 
 
@@ -491,7 +497,6 @@ def shard(cells: list[Cell], spec: str | None) -> list[Cell]:
 
 class Probe:
     """What this machine and this build can run (cheap checks, cached)."""
-
     def __init__(self) -> None:
         self._gpu: bool | None = None
 
@@ -506,7 +511,6 @@ class Probe:
 
     def gpu(self) -> bool:
         if self._gpu is None:
-            from edgebench.core.fingerprint import host_fingerprint
 
             self._gpu = bool(host_fingerprint().get("gpu"))
         return self._gpu
@@ -514,7 +518,6 @@ class Probe:
     def adb_missing(self, serial: str) -> str | None:
         """Why adb:SERIAL (or adb:all) cannot run now, or None when the device is usable."""
         if not hasattr(self, "_adb"):
-            from edgebench.targets.adb.client import list_states
 
             try:
                 self._adb: list[tuple[str, str]] | str = list_states()
@@ -576,7 +579,6 @@ class Probe:
             return "a GPU is visible, so TensorFlow would not train on the CPU; run CPU cells with CUDA_VISIBLE_DEVICES="
         if not self.has_module("edgebench.train.sweep", "run_train_baseline"):
             return "training baselines (edgebench.train) not available in this build"
-        from edgebench.train import settings as train_settings
 
         if device != "gpu" and p["strategy"] in getattr(train_settings, "GPU_STRATEGIES", ()):
             return f"strategy {p['strategy']} needs GPUs (edgebench.train runs it only on GPUs)"
@@ -618,15 +620,12 @@ def _edge_doc(spec: MatrixSpec, cell: Cell, progress: Any = None, trust_model: b
     s, p = spec.settings, cell.params
     sub = _LanesOnly(progress) if hasattr(progress, "lane") else None
     if str(p["model"]).endswith(".tflite"):
-        from edgebench.bench.run import BenchSettings, run_bench
 
         kw: dict[str, Any] = {k: s[k] for k in ("seed",) if k in s}
         if p["data"] not in (None, "synthetic"):
             kw["data"] = p["data"]
         return run_bench(BenchSettings(models=(p["model"],), targets=p["target"], threads=p["threads"],
                                        delegate=p["delegate"], control=_control(s), **kw), progress=sub)
-    from edgebench.convert_and_compare.pipeline import CompareSettings, convert_and_compare
-    from edgebench.sources.resolve import SourceOptions
 
     kw = {k: s[k] for k in ("seed", "size", "calibration_samples") if k in s}
     if "samples" in s:
@@ -647,10 +646,7 @@ def _edge_doc(spec: MatrixSpec, cell: Cell, progress: Any = None, trust_model: b
 
 def _train_doc(spec: MatrixSpec, cell: Cell) -> "Document":
     """One training cell through ``edgebench.train.run_train_baseline(settings)``."""
-    from dataclasses import fields as dc_fields
 
-    from edgebench.train.settings import TrainSettings
-    from edgebench.train.sweep import run_train_baseline
 
     s, p = spec.settings, cell.params
     wanted = {"model": p["model"], "batch_sizes": (p["batch_size"],), "precisions": (p["precision"],),
@@ -674,8 +670,6 @@ def _train_doc(spec: MatrixSpec, cell: Cell) -> "Document":
 
 
 def _failure_doc(cell: Cell, err: EdgebenchError) -> "Document":
-    from edgebench.core.fingerprint import host_fingerprint
-
     p = cell.params
     known = dict(model=p.get("model"), target=p.get("target") or p.get("device"), status="failed", error=str(err),
                  exit_code=err.exit_code, error_type=type(err).__name__)
@@ -686,8 +680,6 @@ def _failure_doc(cell: Cell, err: EdgebenchError) -> "Document":
 
 
 def _headline(doc: "Document") -> str:
-    from edgebench.rows.identity import headline
-
     parts = []
     for r in doc.rows[:4]:
         h = headline(r)
@@ -762,7 +754,6 @@ def run_matrix(spec: MatrixSpec, opts: RunOptions,
                 cb("done", cell, rec)
                 break
             if status != "skipped":
-                from edgebench.report.publish import save_or_keep
 
                 rec["run_id"] = save_or_keep(store, doc, matrix_hash=spec.hash, cell=cell.to_dict())
                 rec["headline"] = _headline(doc)
@@ -781,7 +772,6 @@ def raise_for_failures(report: dict[str, Any]) -> None:
     """After rendering: an interruption -> Interrupted (130/143/129); failed cells -> InfraError
     (exit 3); their rows are already stored."""
     if report.get("interrupted_by"):
-        from edgebench.core.errors import Interrupted
 
         stored = sum(1 for c in report["cells"] if c["status"] in ("ok", "failed") and c.get("run_id"))
         raise Interrupted(f"interrupted ({report['interrupted_by']}): {stored} cell(s) stored before it; rerun "

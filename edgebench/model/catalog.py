@@ -26,6 +26,7 @@ from typing import Any, Iterator
 
 from edgebench.core import paths
 from edgebench.core.errors import BadInput, InfraError
+from reference_models import BUILDERS, _export
 
 SIZES = ("tiny", "full")
 MARKER = ".complete"
@@ -35,7 +36,6 @@ INFO_FILE = "info.json"
 @dataclass(frozen=True)
 class ModelSpec:
     """A registered reference model."""
-
     name: str
     description: str
     task: str  # "classification" | "detection" | "embedding"
@@ -45,7 +45,6 @@ class ModelSpec:
 @dataclass(frozen=True)
 class BuiltModel:
     """A finished (cached) build. ``info`` keys: see docs/models.md."""
-
     name: str
     size: str
     saved_model_dir: Path
@@ -60,8 +59,6 @@ class BuiltModel:
 
 
 def _builders() -> dict[str, Any]:
-    from reference_models import BUILDERS  # noqa: PLC0415
-
     return BUILDERS
 
 
@@ -104,8 +101,6 @@ def _versions() -> dict[str, str | None]:
 
 def config_hash(name: str, size: str, seed: int = 0) -> str:
     """Hash of everything that determines a build's bytes (config, seed, builder and TF versions)."""
-    from reference_models import _export  # noqa: PLC0415
-
     key = {"name": name, "size": size, "seed": seed, "config": _config(name, size),
            "builder_version": _builders()[name].BUILDER_VERSION, "export_version": _export.EXPORT_VERSION,
            **_versions()}

@@ -21,6 +21,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from edgebench.core.atomic import temp_path
 from edgebench.core.bounded import HeaderCheck, read_npy, read_npz
 from edgebench.core.errors import BadInput, SyntheticDataWarning
 from edgebench.model.state_rule import STREAM_KEY, STREAM_LABELS_KEY, split_stream_data
@@ -52,7 +53,6 @@ SYNTHETIC_MAX_BYTES = 2 * 1024 ** 3
 @dataclass(frozen=True)
 class TensorSpec:
     """One signature tensor. ``shape`` keeps the batch dim as None/1 as the model declares it."""
-
     name: str
     shape: tuple[int | None, ...]
     dtype: str
@@ -116,7 +116,6 @@ def input_mismatch(ref: Signature, other: Signature) -> str | None:
 @dataclass(frozen=True)
 class InputSet:
     """A fixed set of samples; ``sha256`` identifies its exact bytes everywhere it is fed."""
-
     arrays: dict[str, np.ndarray]
     labels: np.ndarray | None = None
     source: str = "unknown"
@@ -187,7 +186,6 @@ class InputSet:
             items[STREAM_KEY] = self.streams
         if self.stream_labels is not None:
             items[STREAM_LABELS_KEY] = self.stream_labels
-        from edgebench.core.atomic import temp_path
 
         with temp_path(path) as tmp, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as zf:
             for k in sorted(items):

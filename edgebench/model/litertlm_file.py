@@ -29,6 +29,7 @@ from typing import Any
 
 from edgebench.core.errors import BadInput
 from edgebench.core.fingerprint import sha256_file
+from edgebench.model import tflite_model
 
 MAGIC = b"LITERTLM"
 HEADER_BEGIN = 32
@@ -67,7 +68,6 @@ class Section:
 @dataclass(frozen=True)
 class BundleInfo:
     """What edgebench needs to know about a bundle before it runs it."""
-
     path: str
     size_bytes: int
     sha256: str
@@ -94,7 +94,6 @@ class BundleInfo:
 # ------------------------------------------------------------------------------ flatbuffer reads
 class _Buf:
     """Bounds-checked little-endian reads of the header flatbuffer."""
-
     def __init__(self, data: bytes) -> None:
         self.data = data
 
@@ -262,7 +261,6 @@ def _sections(buf: _Buf, file_size: int) -> list[Section]:
 def _graph_precision(p: Path, sections: list[Section]) -> tuple[str | None, str | None, str | None]:
     """The prefill/decode graph's precision, read from its TFLite section in place (mapped, not
     copied: a phone-sized bundle holds gigabytes)."""
-    from edgebench.model import tflite_model
 
     graphs = [s for s in sections if s.kind == "TFLiteModel"]
     graph = next((s for s in graphs if s.model_type == LLM_GRAPH), graphs[0] if len(graphs) == 1 else None)

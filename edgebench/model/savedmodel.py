@@ -6,13 +6,15 @@ a model is loaded) and the TensorFlow target (which times these calls)."""
 from __future__ import annotations
 
 import contextlib
+import logging
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from edgebench.model.inputs import InputSet, Signature, TensorSpec, cast_to_signature
 from edgebench.core.errors import BadInput, first_line
+from edgebench.model.inputs import InputSet, Signature, TensorSpec, cast_to_signature
 
 DEFAULT_SIGNATURE = "serving_default"
 SERVE_TAG = "serve"
@@ -126,7 +128,6 @@ def saved_model_signature(saved_model_dir: str | Path, signature_key: str = DEFA
 def quiet_v1():
     """Silence TensorFlow's deprecation log lines for the tf.compat.v1 APIs the graph loader uses
     (every call would print 'load (from ...) is deprecated' and freezing advice)."""
-    import logging
 
     from tensorflow.python.util import deprecation
 
@@ -274,7 +275,6 @@ def outputs_by_rule(fn: SignatureFunction, signature: Signature, ds: InputSet, b
     ``batch`` when its inputs allow; a stateful one (``state``) runs one sample at a time and starts
     from the loaded state where ``rule`` (``edgebench.model.state_rule.StateRule``; None: independent)
     says a sample or stream starts. ``first_ms`` receives the first call's time."""
-    import time
 
     all_batched = all(t.batched for t in signature.inputs)
     fixed_one = any(t.shape and t.shape[0] == 1 for t in signature.inputs)

@@ -52,7 +52,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from edgebench.core.errors import BadInput
+from edgebench.core.errors import BadInput, ConversionFailed
 from edgebench.core.paths import require_file
 
 COUNTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "BATCH_MATMUL", "TRANSPOSE_CONV", "CONV_3D")
@@ -658,7 +658,6 @@ def restore_signature(data: bytes, key: str, inputs: dict[str, str], outputs: di
     """
     import flatbuffers
 
-    from edgebench.core.errors import ConversionFailed
 
     schema = _schema()
     model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)

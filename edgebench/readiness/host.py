@@ -18,13 +18,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
+from edgebench.core.errors import EdgebenchError
 from edgebench.judge import drift as cmp
+from edgebench.model.inputs import cast_to_signature, load_data, synthetic
 from edgebench.readiness.aot import vendors as vendor_lib
 from edgebench.readiness.aot.compile import CPU_BACKEND, compile_one
-from edgebench.model.inputs import cast_to_signature, load_data, synthetic
-from edgebench.core.errors import EdgebenchError
 from edgebench.readiness.rows import npu_row, target_name
 from edgebench.rows import Delegation, InferenceRow, Worst, drifts_from_dict
+from edgebench.sources.resolve import tflite_signature
 from edgebench.targets.base import Job, RunControl, RunResult
 from edgebench.targets.host import HostTarget
 from edgebench.targets.measured import measured_fields
@@ -95,7 +96,6 @@ def _run(host: HostTarget, job: Job) -> RunResult:
 def _inputs(settings, path: str, out_dir: Path) -> tuple[str, int]:
     """The host run's inputs: the first --samples of --data, else seeded synthetic ones (the drift
     between two runs of the same file on the same inputs needs no real data)."""
-    from edgebench.sources.resolve import tflite_signature
 
     sig = tflite_signature(path)
     if settings.data and settings.data != "synthetic":

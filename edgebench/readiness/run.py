@@ -29,15 +29,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from edgebench.convert.run import INT8_IO, ConvertSettings, check_manifest, convert
+from edgebench.core.errors import BadInput, GateFailed, InfraError
+from edgebench.core.fingerprint import host_fingerprint, sha256_file
+from edgebench.model import tflite_model
+from edgebench.model.inputs import DEFAULT_PREPROCESS
 from edgebench.readiness.aot import vendors as vendor_lib
 from edgebench.readiness.aot.compile import COMPILE_TIMEOUT_S, CompileResult, compile_one, not_checkable
-from edgebench.convert.run import INT8_IO, ConvertSettings, check_manifest, convert
-from edgebench.model.inputs import DEFAULT_PREPROCESS
-from edgebench.core.errors import BadInput
-from edgebench.core.fingerprint import host_fingerprint, sha256_file
 from edgebench.readiness.host import host_rows
 from edgebench.readiness.rows import fail_on_verdict, gpu_row, name_unnamed_from_cpu_backend, npu_row, parse_fail_on
 from edgebench.rows import Document, InferenceRow
+from edgebench.sources.describe import gpu_readiness
 from edgebench.sources.resolve import SourceOptions
 
 DEFAULT_PRECISIONS = ("fp32", "int8")
@@ -126,8 +128,6 @@ def _loads(v: vendor_lib.Vendor) -> bool:
 
 def variants(settings: ReadinessSettings, progress: Callable[[str], None]) -> tuple[str, dict[str, dict[str, Any]], Path]:
     """(model name, precision -> {path, sha256, gpu_compatibility?}, output folder)."""
-    from edgebench.model import tflite_model
-
     src = Path(settings.src)
     if src.suffix == ".tflite":
         info = tflite_model.inspect(src)
@@ -159,7 +159,6 @@ def variants(settings: ReadinessSettings, progress: Callable[[str], None]) -> tu
 def readiness(settings: ReadinessSettings, progress: Callable[[str], None] | None = None) -> Document:
     """Compile every precision for every target; rows in (precision, target) order. Library code:
     bad input raises; every compile outcome, also a crash, is a row."""
-    from edgebench.sources.describe import gpu_readiness
     say = progress or (lambda _m: None)
     settings.validate()
     t0 = time.perf_counter()
@@ -217,7 +216,6 @@ def raise_for_readiness(doc: Document) -> None:
     """After the table: a failed --fail-on rule is exit 1; a compile process that crashed or hung
     is exit 3 (its row says which); answers themselves -- rejected ops, a failed compile, a target
     that cannot be checked here -- are results, exit 0."""
-    from edgebench.core.errors import GateFailed, InfraError
 
     gate = doc.gate_result
     if gate is not None and gate.passed is False:

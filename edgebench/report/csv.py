@@ -6,11 +6,11 @@ import csv
 import io
 from typing import Any
 
+from edgebench.rows.identity import HEADLINE
+
 
 def render_csv(rows: list[dict[str, Any]]) -> str:
     """Stored result rows -> CSV text with a header line (columns as in Store.rows)."""
-    from edgebench.rows.identity import HEADLINE
-
     cols = ["run_id", "created", "kind", "row_index", *HEADLINE, "n_samples"]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")

@@ -31,11 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from edgebench.core.atomic import write_stdout, write_text
 from edgebench.core.errors import BadInput, InfraError, OutputNotWritable
-from edgebench.rows.identity import series_key, series_label
 from edgebench.core.printable import shown
 from edgebench.core.redact import redact, redact_url
+from edgebench.judge.changepoints import history_with_steps
+from edgebench.report.html import render_html
+from edgebench.report.markdown import render_markdown
 from edgebench.report.prometheus import render_prometheus
+from edgebench.rows.identity import series_key, series_label
 
 DEFAULT_JOB = "edgebench"
 PUSH_TIMEOUT_S = 10.0
@@ -156,8 +160,6 @@ def push_result(doc: dict[str, Any], url: str, *, run_id: str | None = None, job
 
 
 def _atomic_write(p: Path, text: str) -> Path:
-    from edgebench.core.atomic import write_text
-
     return write_text(p, text)
 
 
@@ -184,7 +186,6 @@ def write_textfile(docs: dict[str, Any] | Iterable[dict[str, Any]], path: str | 
 @dataclass
 class ExportOutcome:
     """What ``export_prometheus`` did: run ids exported, group URLs pushed, textfile written."""
-
     run_ids: list[str]
     text: str
     pushed: list[str] = field(default_factory=list)
@@ -297,7 +298,6 @@ def collect_history(store: Any, docs: list[dict[str, Any]]) -> dict[str, list[di
 def _with_change_points(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A series' points, each with ``step`` (a change point began at this run) and, there, ``shift``
     (after / before): what the HTML history charts mark (``changepoints.history_with_steps``)."""
-    from edgebench.judge.changepoints import history_with_steps
 
     pts = [p for p in points if isinstance(p.get("value"), (int, float))]
     if len(pts) < 3:
@@ -310,7 +310,6 @@ def _with_change_points(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _write_text(text: str, path: str, option: str) -> str:
     """Write ``text`` to ``path`` atomically ('-' = stdout); BadInput when the directory is missing."""
     if path == "-":
-        from edgebench.core.atomic import write_stdout
 
         write_stdout(text)
         return "-"
@@ -329,7 +328,6 @@ def _write_text(text: str, path: str, option: str) -> str:
 @dataclass
 class ReportOutcome:
     """What ``write_report`` produced."""
-
     docs: list[dict[str, Any]]
     markdown: str
     html_path: str | None = None
@@ -347,8 +345,6 @@ def write_report(store: Any, run_id: "str | Sequence[str] | None" = None, *, lat
 
     BadInput on an empty store, unknown run id or matrix hash, or a missing output directory.
     """
-    from edgebench.report.html import render_html
-    from edgebench.report.markdown import render_markdown
 
     if progress:
         progress("reading results from the store")

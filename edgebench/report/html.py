@@ -37,19 +37,35 @@ import math
 import re
 from typing import Any, Sequence
 
-from edgebench.core.formats import fmt_bytes, num
-
 from edgebench.core.fingerprint import KEY_FIELDS, diff_fingerprints
+from edgebench.core.formats import fmt_bytes, num
 from edgebench.judge.outcome import RowVerdict, precision_label, row_verdict, run_verdict_of
 from edgebench.report.diagnose import accuracy_text as diagnose_accuracy
 from edgebench.report.diagnose import html_section
-from edgebench.report.html_parts import (PALETTE, Plot, esc, fmt, fmt_ms, fmt_pct, inference_of, note_html, row_title,
-                                         rows_of, section_html, svg_cdf, svg_histogram, svg_lines, table_html)
+from edgebench.report.html_parts import (
+    PALETTE,
+    Plot,
+    esc,
+    fmt,
+    fmt_ms,
+    fmt_pct,
+    inference_of,
+    note_html,
+    row_title,
+    rows_of,
+    section_html,
+    svg_cdf,
+    svg_histogram,
+    svg_lines,
+    table_html,
+)
 from edgebench.report.html_sustain import sustained_section
+from edgebench.report.llm import notes, tables
+from edgebench.report.pivot import SUBCOLUMNS, cell_values, matrix_pivots, short_value, varying_axes
+from edgebench.report.readiness import html_section as readiness_html
 from edgebench.report.tables import inference_table
 from edgebench.rows import Document, Drift, InferenceRow, TrainRow
 from edgebench.rows.metrics import BY_KEY
-from edgebench.report.pivot import SUBCOLUMNS, cell_values, matrix_pivots, short_value, varying_axes
 
 SECTIONS = ("verdict", "fingerprint", "results", "where", "latency", "sustained", "pareto", "drift", "training", "diagnose",
             "readiness", "history")
@@ -214,8 +230,6 @@ def _results_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
 
 def _llm_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     """llm-bench runs: intervals over the processes and the precisions side by side (report.llm)."""
-    from edgebench.report.llm import notes, tables
-
     parts = []
     for _d, t in docs:
         for title, headers, body in tables(t):
@@ -448,8 +462,6 @@ def _diagnose_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
 
 
 def _readiness_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
-    from edgebench.report.readiness import html_section as readiness_html
-
     ready = [t for _d, t in docs if t.kind == "readiness"]
     if not ready:
         return ""

@@ -24,9 +24,14 @@ from typing import Any, Mapping, Sequence
 
 from edgebench.core.formats import fmt_bytes, num
 from edgebench.judge.outcome import row_verdict, run_verdict
-from edgebench.rows import Document, InferenceRow, Row, TrainRow
+from edgebench.report.diagnose import markdown_lines
+from edgebench.report.llm import markdown_lines as llm_lines
+from edgebench.report.pivot import SUBCOLUMNS, cell_values, matrix_pivots
+from edgebench.report.readiness import markdown_lines as readiness_lines
 from edgebench.report.tables import inference_rows, inference_table
-
+from edgebench.rows import Document, InferenceRow, Row, TrainRow
+from edgebench.targets.delegation import delegation_warning
+from edgebench.targets.op_profile import top_ops
 
 # Text GitHub links or notifies on by itself: mentions, issue refs, URLs, bare www. hosts.
 _AUTOLINKED = re.compile(r"@|#\d|://|www\.|mailto:", re.IGNORECASE)
@@ -175,9 +180,6 @@ def _inference_table(doc: Document) -> tuple[list[str], list[str]]:
 
 def _where_the_time_goes(rows: list[tuple[InferenceRow, bool]]) -> list[str]:
     """Silent-failure verdicts, delegation warnings and each profiled row's top ops."""
-    from edgebench.targets.delegation import delegation_warning
-    from edgebench.targets.op_profile import top_ops
-
     out: list[str] = []
     for r, _ in rows:
         where = f"{r.precision or r.model} on {r.target}" + (f" (GPU {r.gpu_precision})" if r.gpu_precision else "")
@@ -238,7 +240,6 @@ def _train_table(doc: Document) -> list[str]:
 def _pivot_tables(docs: Sequence[Document | Mapping[str, Any]]) -> list[str]:
     """A matrix report first pivots on its varying axes (``report.pivot``): one table per model,
     rows = precision, a column per axis value and number."""
-    from edgebench.report.pivot import SUBCOLUMNS, cell_values, matrix_pivots
 
     out: list[str] = []
     for p in matrix_pivots([d if isinstance(d, Document) else Document.read(d) for d in docs]):
@@ -266,12 +267,10 @@ def render_markdown(docs: Document | Mapping[str, Any] | Sequence[Document | Map
         out += _header(doc)
         out += _verdict_lines(doc)
         if doc.kind == "diagnose":
-            from edgebench.report.diagnose import markdown_lines
 
             out += markdown_lines(doc, md_escape)
             continue
         if doc.kind == "readiness":
-            from edgebench.report.readiness import markdown_lines as readiness_lines
 
             out += readiness_lines(doc, md_escape)
             continue
@@ -294,7 +293,6 @@ def render_markdown(docs: Document | Mapping[str, Any] | Sequence[Document | Map
         if drift:
             out += ["", "<details><summary>per-output drift vs reference</summary>", ""] + drift + ["", "</details>"]
         if doc.kind == "llm-bench":
-            from edgebench.report.llm import markdown_lines as llm_lines
 
             out += llm_lines(doc, md_escape)
         if legend:

@@ -25,9 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from edgebench.core.atomic import write_text
 from edgebench.core.errors import BadInput, EdgebenchError, InfraError
 from edgebench.core.paths import data_dir
 from edgebench.core.result_file import now_iso, write_json
+from edgebench.report.export import push_result
+from edgebench.report.junit import render_document_junit
+from edgebench.report.markdown import render_markdown
+from edgebench.report.model_explorer import render_node_data
 from edgebench.rows import Document
 
 if TYPE_CHECKING:
@@ -112,8 +117,6 @@ def try_write(option: str, path: str, write: Callable[[], Any]) -> str | None:
 
 
 def publish(doc: Document, opts: PublishOptions) -> PublishOutcome:
-    from edgebench.core.atomic import write_text
-
     run_id = None
     error: EdgebenchError | None = None
     if opts.store:
@@ -136,7 +139,6 @@ def publish(doc: Document, opts: PublishOptions) -> PublishOutcome:
         attempt("--json", opts.json_path, lambda: write_json(doc, opts.json_path))
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if opts.markdown or summary:
-        from edgebench.report.markdown import render_markdown
 
         text = render_markdown(doc)
         if opts.markdown:
@@ -148,11 +150,9 @@ def publish(doc: Document, opts: PublishOptions) -> PublishOutcome:
 
             attempt("$GITHUB_STEP_SUMMARY", summary, append)
     if opts.junit:
-        from edgebench.report.junit import render_document_junit
 
         attempt("--junit", opts.junit, lambda: write_text(opts.junit, render_document_junit(doc)))
     if opts.model_explorer:
-        from edgebench.report.model_explorer import render_node_data
 
         for path, text in render_node_data(doc, opts.model_explorer).items():
             attempt("--model-explorer", path, lambda p=path, t=text: write_text(p, t))
@@ -167,7 +167,6 @@ def publish(doc: Document, opts: PublishOptions) -> PublishOutcome:
         except OSError as exc:
             unwritten.append(f"the result could not be kept in unsaved/ either ({_why(exc)})")
     if opts.pushgateway:
-        from edgebench.report.export import push_result
 
         try:
             push_result(doc.to_dict(), opts.pushgateway, run_id=run_id)

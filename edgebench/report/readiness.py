@@ -9,9 +9,10 @@ import re
 from typing import Any, Callable, Sequence
 
 from edgebench.core.formats import fmt_bytes, fmt_value
-from edgebench.rows.metrics import BY_KEY
 from edgebench.judge.outcome import row_verdict
+from edgebench.report.html_parts import esc, table_html
 from edgebench.rows import Document, InferenceRow
+from edgebench.rows.metrics import BY_KEY
 
 HOST_PREFIX = "host"      # the host's own runs (CPU baseline, dispatch path): not NPU targets
 
@@ -251,8 +252,6 @@ def markdown_lines(doc: Document, esc: Callable[[Any], str]) -> list[str]:
 
 
 def html_section(docs: Sequence[Document]) -> str:
-    from edgebench.report.html_parts import esc, table_html
-
     parts = []
     for doc in docs:
         headers, body = table(doc)

@@ -6,12 +6,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-
-from edgebench import SCHEMA_VERSION
+from edgebench import SCHEMA_VERSION, __version__
+from edgebench.core.result_file import now_iso
 from edgebench.rows._json import STATUSES, _freeze, _i
 from edgebench.rows.envelope import Gate, InputsRecord, SourceRecord
 from edgebench.rows.row import UNTYPABLE, InferenceRow, Row, row_from_dict, typed_row
-
 
 # ------------------------------------------------------------------------------------ document
 
@@ -36,9 +35,6 @@ class Document:
     @classmethod
     def new(cls, kind: str, rows: Iterable[Row], fingerprint: Mapping[str, Any], *,
             reference: InferenceRow | None = None, **meta: Any) -> "Document":
-        from edgebench import __version__
-        from edgebench.core.result_file import now_iso
-
         return cls(kind=kind, rows=tuple(rows), fingerprint=_freeze(fingerprint), created=now_iso(),
                    edgebench_version=__version__, reference=reference, meta=_freeze(meta))
 

@@ -7,8 +7,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from edgebench.core import latency as m
 from edgebench.rows._json import _f, _freeze, _i
-
 
 # ------------------------------------------------------------------------------------ parts
 
@@ -120,7 +120,6 @@ class Latency:
         """Derive the statistics from raw per-inference latencies in nanoseconds (run order);
         ``preemptions``: the worker's involuntary context switches while it timed them, when known
         (the load signal's evidence that slow samples were other work: ``measure.load_signal``)."""
-        from edgebench.core import latency as m
 
         ms = m.validated_ms(samples_ns, what)
         n = int(ms.size)
@@ -200,7 +199,6 @@ _CONTRACT = frozenset(f.name for f in _STATS if f.metadata["contract"])
 @dataclass(frozen=True)
 class Warmup:
     """Warm-up inferences, shown apart from the timed ones (milliseconds)."""
-
     runs: int | None
     mean: float | None
     min: float | None = None
@@ -242,7 +240,6 @@ class Warmup:
 @dataclass(frozen=True)
 class Drift:
     """Drift of one output tensor against a reference (definitions: docs/gate.md, "Drift and accuracy definitions")."""
-
     max_abs: float | None
     mean_abs: float | None
     rmse: float | None
@@ -333,7 +330,6 @@ class Worst:
 @dataclass(frozen=True)
 class Accuracy:
     """Classification agreement with the reference and, with labels, task top-1 and its drop."""
-
     output: str | None
     top1_agreement: float | None = None
     top5_agreement: float | None = None

@@ -12,10 +12,12 @@ line saying what to do.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
+from edgebench.core.atomic import temp_dir
 from edgebench.core.errors import BadInput, first_line
 from edgebench.core.fingerprint import sha256_file
 
@@ -29,8 +31,6 @@ def _key(name: str) -> str:
 
 def frozen_graph_savedmodel(p: Path, work_dir: Path | None) -> tuple[Path, dict[str, Any]]:
     """(the SavedModel folder wrapping the frozen graph ``p``, what was taken as inputs/outputs)."""
-    import json
-
     digest = sha256_file(p)
     out = (work_dir or p.parent) / f".{p.stem}.savedmodel-{digest[:12]}"
     note = out / "edgebench-frozen.json"
@@ -53,7 +53,6 @@ def frozen_graph_savedmodel(p: Path, work_dir: Path | None) -> tuple[Path, dict[
         raise BadInput(f"{p}: a frozen graph with {len(placeholders)} input placeholder(s) and {len(sinks)} output(s) "
                        "edgebench can find; export the model as a SavedModel with a serving signature instead "
                        "(tf.compat.v1.saved_model.simple_save with its input and output tensors)")
-    from edgebench.core.atomic import temp_dir
 
     g = tf.Graph()
     with g.as_default():

@@ -42,19 +42,19 @@ import logging
 import os
 import re
 import warnings
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from edgebench.core.bounded import check_archive, human_bytes
-from edgebench.model.inputs import InputSet, Signature, TensorSpec
 from edgebench.core.errors import BadInput, first_line
 from edgebench.core.fingerprint import sha256_file
+from edgebench.model.inputs import InputSet, Signature, TensorSpec
 from edgebench.sources.resolve import Source, SourceOptions, resolve_source
-from edgebench.targets.torch_ref import (INSTALL, TorchSpec, call, load_model, require_torch, run_torch,
-                                         state_digest)
 from edgebench.sources.trust import CONFIG_MAX_BYTES, MODEL_MAX_BYTES, refusal
+from edgebench.targets.torch_ref import INSTALL, TorchSpec, call, load_model, require_torch, run_torch, state_digest
 
 LITERT_TORCH_TESTED = "0.10.0"
 TORCH_SUFFIX = ".pt2"
@@ -311,9 +311,7 @@ def spec_of(src: Source) -> TorchSpec:
 
 def litert_torch_version() -> str | None:
     try:
-        from importlib.metadata import version
-
-        return version("litert-torch")
+        return metadata.version("litert-torch")
     except Exception:  # noqa: BLE001
         return None
 

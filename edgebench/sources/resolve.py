@@ -23,8 +23,10 @@ fixed with ``--input-shape NAME:1,128`` and is converted as given. Both are reco
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import io
 import json
 import os
 import re
@@ -36,18 +38,39 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from edgebench.model.inputs import (InputSet, Signature, TensorSpec, calibration_generator, cast_to_signature, load_data,
-                            validate)
+from edgebench.core.atomic import ensure_dir, temp_dir
 from edgebench.core.errors import BadInput, first_line
 from edgebench.core.fingerprint import sha256_file
+from edgebench.core.result_file import write_json
+from edgebench.core.user_code import import_user_module
+from edgebench.model import catalog as models
+from edgebench.model.inputs import (
+    InputSet,
+    Signature,
+    TensorSpec,
+    calibration_generator,
+    cast_to_signature,
+    load_data,
+    validate,
+)
+from edgebench.model.savedmodel import DEFAULT_SIGNATURE, SERVE_TAG, graph_session, quiet_v1, read_signature
+from edgebench.model.tflite_model import inspect, refuse_compiled, rename_signature, restore_signature
+from edgebench.model.tflite_model import precision as tflite_precision
+from edgebench.model.tflite_rewrite import order_inputs
+from edgebench.sources.describe import describe_tflite
 from edgebench.sources.frozen_graph import frozen_graph_savedmodel
 from edgebench.sources.keras2_export import export_tf_keras
-from edgebench.sources.describe import describe_tflite
-from edgebench.model.savedmodel import DEFAULT_SIGNATURE, SERVE_TAG, graph_session, quiet_v1, read_signature
-from edgebench.model.tflite_model import precision as tflite_precision
-from edgebench.core.user_code import import_user_module
-from edgebench.sources.trust import (check_keras_file, check_output_dir, check_saved_model, own_dir, refusal,
-                             safe_mode_refusal, tf_keras_safe_mode, TRUST_FLAG)
+from edgebench.sources.trust import (
+    TRUST_FLAG,
+    check_keras_file,
+    check_output_dir,
+    check_saved_model,
+    own_dir,
+    refusal,
+    safe_mode_refusal,
+    tf_keras_safe_mode,
+)
+from edgebench.targets.host import describe_model
 
 KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 # Most precise first: the reference among several .tflite files given without --reference.
@@ -57,7 +80,6 @@ PRECISION_RANK = ("fp32", "fp16", "dynamic", "int16x8", "int8")
 @dataclass(frozen=True)
 class SourceOptions:
     """How to read a source. The CLI fills these from --signature/--input-shape/--import/--reference."""
-
     signature_key: str = DEFAULT_SIGNATURE
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     imports: tuple[str, ...] = ()
@@ -93,7 +115,6 @@ class SourceOptions:
 @dataclass(frozen=True)
 class Source:
     """A resolved source. ``saved_model_dir`` is None only for .tflite sources."""
-
     kind: str                     # "saved_model" | "keras" | "reference" | "tflite"
     name: str
     path: str                     # what the user gave
@@ -178,7 +199,6 @@ def resolve_source(src: str, *, size: str = "tiny", work_dir: Path | None = None
     import_modules(opts.imports)
     p = Path(src)
     if not p.exists():
-        from edgebench.model import catalog as models
 
         if os.sep not in src and not src.endswith((*KERAS_SUFFIXES, ".tflite")) and src in models.MODELS:
             return _reference_source(src, size, seed, opts)
@@ -208,8 +228,6 @@ def resolve_source(src: str, *, size: str = "tiny", work_dir: Path | None = None
 
 
 def _reference_source(name: str, size: str, seed: int, opts: SourceOptions) -> Source:
-    from edgebench.model import catalog as models
-
     built = models.build(name, size, seed=seed)
     src = saved_model_source(Path(built.saved_model_dir), opts, kind="reference", name=f"{name}-{size}",
                              path=name)
@@ -296,7 +314,6 @@ def _probe_tf2(p: Path, key: str, tags: tuple[str, ...]) -> str | None:
 
 
 def _probe_graph(p: Path, key: str, tags: tuple[str, ...]) -> str | None:
-
     try:
         sess, _ = graph_session(p, tags)
         sess.close()
@@ -449,8 +466,6 @@ def finish_tflite(src: Source, data: bytes) -> bytes:
     function (fixed shapes: a static batch, --input-shape) gets its signature's key back (the
     converter names it serving_default); other TF2 output is already named. Every file lists its
     inputs in the source's positional order when the source records one (``order_inputs``)."""
-    from edgebench.model.tflite_model import rename_signature, restore_signature
-    from edgebench.model.tflite_rewrite import order_inputs
 
     if src.loader != "graph":
         data = rename_signature(data, src.signature_key) if src.fixed_shapes else data
@@ -537,7 +552,6 @@ def _keras_version() -> str:
 def _keras_source(p: Path, work_dir: Path | None, opts: SourceOptions, require_static: bool) -> Source:
     """Load with Keras 3; a Keras 2 file Keras 3 cannot read is loaded with tf-keras when installed.
     Either way the model is exported once to a SavedModel (cached by the file's sha256)."""
-    import json
 
     digest = sha256_file(p)
     custom = import_modules(opts.imports)
@@ -546,7 +560,6 @@ def _keras_source(p: Path, work_dir: Path | None, opts: SourceOptions, require_s
     out = (work_dir or own_dir(p.parent, "keras-exports")) / f".{p.stem}.savedmodel-{digest[:12]}"
     note = out / "edgebench-export.json"
     if not (out / "saved_model.pb").exists():
-        from edgebench.core.atomic import temp_dir
 
         with temp_dir(out) as tmp:
             loaded_with = _export_keras(p, custom, opts.imports, tmp, trusted=opts.trust_model)
@@ -560,7 +573,6 @@ def _keras_source(p: Path, work_dir: Path | None, opts: SourceOptions, require_s
         # its inner traces (a Keras 3 or 2 LSTM's TensorList then has no static element shape to convert)
         static = out.with_name(out.name + "-" + _shape_tag(src.fixed_shapes))
         if not (static / "saved_model.pb").exists():
-            from edgebench.core.atomic import temp_dir
 
             with temp_dir(static) as tmp:
                 _export_keras(p, custom, opts.imports, tmp, shapes=src.fixed_shapes, trusted=opts.trust_model)
@@ -579,8 +591,6 @@ def _export_keras(p: Path, custom: dict[str, Any], imports: tuple[str, ...], tmp
     """Export the Keras model to a SavedModel in ``tmp`` (``shapes``: traced at these input shapes,
     keyed by the exported signature's input names; tf-keras: ``keras2_export``). Both loaders run in
     safe mode unless ``trusted`` (--trust-model); a safe-mode refusal is reported, never retried."""
-    import contextlib
-    import io
 
     import keras
 
@@ -661,7 +671,6 @@ def _written_by_keras(p: Path) -> str | None:
 def tflite_source(p: Path) -> Source:
     """A .tflite given as a source: its signature (quantized I/O read as float), nothing to convert."""
     sig = tflite_signature(str(p))
-    from edgebench.model.tflite_model import inspect
 
     return Source("tflite", p.stem, str(p), None, sha256_file(p), sig, loader="tflite",
                   info={"precision": tflite_precision(inspect(str(p)))})
@@ -673,10 +682,7 @@ def tflite_signature(path: str) -> Signature:
     Read by the isolated model-I/O worker (``targets/model_io.py``): building and allocating an
     interpreter for an untrusted model can take gigabytes or crash the runtime, so it never
     happens in this process."""
-    from edgebench.targets.host import describe_model
-    from edgebench.model.tflite_model import inspect
 
-    from edgebench.model.tflite_model import refuse_compiled
 
     refuse_compiled(path, inspect(path))   # missing / truncated / not a flatbuffer / AOT-compiled: one line
     meta, _ = describe_model(path)
@@ -710,7 +716,6 @@ def tflite_variants(paths: list[str], out_dir: Path) -> dict[str, Any]:
     files share a precision. ``reference_variant`` is the most precise one (the first given
     among equals): the reference when no --reference SavedModel is given.
     """
-    from edgebench.model.tflite_model import inspect
 
     entries = []
     for path in paths:
@@ -719,7 +724,6 @@ def tflite_variants(paths: list[str], out_dir: Path) -> dict[str, Any]:
             raise BadInput(f"{path}: several sources are only for .tflite files (a SavedModel or .keras goes "
                            "alone, or as --reference)")
         info = inspect(str(p))
-        from edgebench.model.tflite_model import refuse_compiled
 
         refuse_compiled(p, info)
         prec = tflite_precision(info)
@@ -746,14 +750,12 @@ def tflite_variants(paths: list[str], out_dir: Path) -> dict[str, Any]:
         why = (f"{ref} ({Path(variants[ref]['path']).name}) is the most precise of the files given "
                f"({', '.join(variants)}; read from their tensors); --reference SAVEDMODEL compares against "
                "TensorFlow instead")
-    from edgebench.core.atomic import ensure_dir
 
     check_output_dir(out_dir)
     ensure_dir(out_dir, "choose a writable folder with --out DIR, or run from a writable working folder")
     doc = {"schema_version": 1, "kind": "tflite", "variants": variants, "reference_variant": ref,
            "reference_reason": why,
            "out_dir": str(out_dir), "parity": {"passed": None, "skipped": "no conversion: .tflite sources"}}
-    from edgebench.core.result_file import write_json
 
     write_json(doc, str(out_dir / "manifest.json"))
     return doc

@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import importlib
 import json
 import os
 import re
@@ -41,6 +42,7 @@ from typing import Any, Collection, Iterable, Iterator
 
 from edgebench.core.bounded import BOMB_MIN_BYTES, BOMB_RATIO, check_archive, human_bytes, read_member
 from edgebench.core.errors import BadInput
+from edgebench.core.paths import cache_dir
 from edgebench.sources.allowed_ops import ALLOWED_OPS
 
 TRUST_FLAG = "--trust-model"
@@ -233,7 +235,6 @@ def keras_builtin(module: str, cls: str) -> bool:
         return True
     if module not in PUBLIC_MODULES or not cls.isidentifier():
         return False
-    import importlib
 
     try:
         namespace = importlib.import_module(module)     # Keras' own module, named by this allow-list
@@ -342,7 +343,6 @@ def own_dir(preferred: Path, cache_name: str) -> Path:
     ``<cache>/<cache_name>`` (a Keras file in a shared /tmp gets its export cached there)."""
     if unsafe_dir(preferred) is None:
         return preferred
-    from edgebench.core.paths import cache_dir
 
     return cache_dir() / cache_name
 
@@ -481,7 +481,7 @@ def _not_allowed(op: str, library: dict[str, Any]) -> str | None:
     own library is refused, whatever it does -- edgebench does not guess what an unknown op does."""
     if op in ALLOWED_OPS or op in library:
         return None
-    from tensorflow.python.framework import op_def_registry   # heavy: TensorFlow is loaded by now anyway
+    from tensorflow.python.framework import op_def_registry  # heavy: TensorFlow is loaded by now anyway
 
     if op_def_registry.get(op) is None:
         return None        # an op TensorFlow does not know: its loader refuses it, naming it (nothing runs)

@@ -42,12 +42,13 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 from edgebench.core.errors import BadInput, InfraError, first_line
+from edgebench.core.paths import data_dir
 from edgebench.core.printable import shown
-from edgebench.rows.identity import HEADLINE, headline, headline_columns, series_key
-from edgebench.rows.metrics import metric
-from edgebench.judge.outcome import precision_label, row_verdict_of, run_verdict_of
 from edgebench.core.redact import redact, redact_url
 from edgebench.core.result_file import to_jsonable
+from edgebench.judge.outcome import precision_label, row_verdict_of, run_verdict_of
+from edgebench.rows.identity import HEADLINE, headline, headline_columns, series_key
+from edgebench.rows.metrics import metric
 
 if TYPE_CHECKING:
     from edgebench.rows import Document
@@ -315,7 +316,6 @@ def default_url() -> str:
     env = os.environ.get("EDGEBENCH_DB")
     if env:
         return env
-    from edgebench.core.paths import data_dir
 
     return str(data_dir() / "results.db")
 
@@ -658,7 +658,6 @@ class Store:
 
     def samples(self, run_id: str, row_index: int) -> np.ndarray:
         """Raw latency samples (int64 ns) of one row; empty when the row has none."""
-
         def read(conn: Connection):
             rid = self._resolve(conn, run_id)
             return conn.execute(sa.select(T_RESULTS.c.samples, T_RESULTS.c.samples_codec)

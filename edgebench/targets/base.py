@@ -13,11 +13,13 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from edgebench.model import tflite_model
-from edgebench.core.errors import EdgebenchError
 from edgebench.core import latency as measure
+from edgebench.core.errors import BadInput, EdgebenchError
 from edgebench.core.latency import MIN_SAMPLES
+from edgebench.core.paths import require_file
+from edgebench.model import tflite_model
 from edgebench.model.state_rule import StateRule
+from edgebench.rows import Latency
 
 # 662: MLPerf LoadGen early-stopping minimum sample count for a p99 at 99% confidence
 # (derived once in measure.MIN_SAMPLES; imported from here by everything else).
@@ -110,8 +112,6 @@ class RunControl:
     answer_width: float | None = P99_ANSWER_WIDTH
 
     def validate(self) -> "RunControl":
-        from edgebench.core.errors import BadInput
-
         if self.runs is not None and self.runs < 1:
             raise BadInput(f"--runs must be >= 1, got {self.runs}")
         if self.min_runs < 1:
@@ -192,8 +192,6 @@ class Schedule:
         return self.period_ms is not None
 
     def validate(self) -> "Schedule":
-        from edgebench.core.errors import BadInput
-
         for flag, v in (("--duration", self.duration_s), ("--report-every", self.report_every_s),
                         ("--period-ms", self.period_ms)):
             if v is not None and not math.isfinite(v):
@@ -307,7 +305,6 @@ def _state_cached(path: str, _size: int, _mtime_ns: int) -> dict[str, Any] | Non
 @dataclass(frozen=True)
 class RunResult:
     """Raw facts from one run of one model on one target; statistics are derived elsewhere."""
-
     target: str                          # "host", "tf", "adb:SERIAL"
     model_path: str
     model_sha256: str
@@ -377,7 +374,6 @@ class RunResult:
         (``time.monotonic()``), kept as ``started_s`` from the first: how far apart in time they ran) and
         ``extra["repeat_warnings"]`` (each process's own latency warnings, then the run-to-run
         spread of p50). A failed process makes the whole result that failure."""
-        from edgebench.rows import Latency
 
         bad = next((r for r in results if r.status != "ok"), None)
         if bad is not None or len(results) == 1:
@@ -418,8 +414,6 @@ class RunResult:
 def check_runtime(runtime_api: str, accelerator: str | None, gpu_precisions: tuple[str | None, ...] = (),
                   delegate: str | None = None) -> None:
     """--runtime / --accelerator / --gpu-precision: known values that fit together (BadInput)."""
-    from edgebench.core.errors import BadInput
-
     if runtime_api not in RUNTIME_APIS:
         raise BadInput(f"--runtime {runtime_api!r} is unknown; use {' or '.join(RUNTIME_APIS)}")
     if accelerator is not None:
@@ -438,9 +432,7 @@ def check_runtime(runtime_api: str, accelerator: str | None, gpu_precisions: tup
 
 def check_job_files(job: Job) -> Path:
     """The job's model path, after checking that it and its input set exist (BadInput otherwise)."""
-    from edgebench.core.errors import BadInput
 
-    from edgebench.core.paths import require_file
 
     model = require_file(job.model_path, "a .tflite file", "give the path of an existing .tflite file",
                          missing="model not found")

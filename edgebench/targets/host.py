@@ -28,8 +28,9 @@ import numpy as np
 from edgebench.core import progress
 from edgebench.core.errors import BadInput, InfraError
 from edgebench.core.fingerprint import host_fingerprint, sha256_file
-from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, HOST_DELEGATES, Job, RunResult, check_job_files
 from edgebench.targets import host_pool
+from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, HOST_DELEGATES, Job, RunResult, check_job_files
+from edgebench.targets.energy import rapl_energy
 from edgebench.targets.host_pool import RUNNER_PATH, kill_group, start_worker
 from edgebench.targets.host_sensors import HostSampler
 
@@ -295,8 +296,6 @@ def _tail(path: Path, limit: int = 300) -> str:
 
 def sensor_facts(job: Job, sampler: HostSampler, readings: list[dict[str, Any]], res: RunResult) -> dict[str, Any]:
     """``sensor_readings`` (thermal, for the timeline), ``energy`` / ``energy_reason`` (RAPL)."""
-    from edgebench.targets.energy import rapl_energy
-
     out: dict[str, Any] = {}
     if job.schedule.sustained:
         out["sensor_readings"] = [{k: r.get(k) for k in ("t", "zones_c", "cpus")} for r in readings]

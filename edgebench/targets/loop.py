@@ -22,11 +22,16 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
 from edgebench.core.errors import BadInput, EdgebenchError, InfraError
+from edgebench.targets.adb.devices import resolve_adb_targets
+from edgebench.targets.base import DEFAULT_DELEGATE
+from edgebench.targets.benchmark_model.binary import resolve_binary
+from edgebench.targets.host import HostTarget
 
 T = TypeVar("T")
 
@@ -56,8 +61,6 @@ def resolve_targets(spec: str | Sequence[str], *, threads: int | None = None, de
     """``host``, ``adb``, ``adb:SERIAL``, ``adb:all`` (comma-separated) -> targets, in spec order
     with devices after the host. ``tf`` (the reference) is accepted only where it always runs
     anyway (``allow_tf``) and is then left out of the list."""
-    from edgebench.targets.base import DEFAULT_DELEGATE
-    from edgebench.targets.host import HostTarget
 
     names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s and s.strip()]
     if not names:
@@ -66,11 +69,9 @@ def resolve_targets(spec: str | Sequence[str], *, threads: int | None = None, de
     if twice:       # host,host ran (and stored) every row twice
         raise BadInput(f"--targets {','.join(names)}: {twice[0]!r} is given twice; list each target once")
     if benchmark_binary is not None:      # given for nothing, or a file that is not there: say so now
-        from edgebench.targets.benchmark_model.binary import resolve_binary
 
         resolve_binary(benchmark_binary)
         if not any(n == "adb" or n.startswith("adb:") for n in names):
-            import warnings
 
             warnings.warn(f"--benchmark-binary {benchmark_binary} is for adb devices without Python; "
                           f"--targets {','.join(names)} has none, so it is not used", stacklevel=2)
@@ -85,7 +86,6 @@ def resolve_targets(spec: str | Sequence[str], *, threads: int | None = None, de
             raise BadInput(f"target {name!r} is not supported here; use {allowed}")
     adb_names = [n for n in names if n == "adb" or n.startswith("adb:")]
     if adb_names:
-        from edgebench.targets.adb.devices import resolve_adb_targets
 
         kw: dict[str, Any] = {"threads": threads, "benchmark_binary": benchmark_binary}
         if delegate is not None:
@@ -106,7 +106,6 @@ def is_device(target: Any) -> bool:
 @dataclass
 class LoopOutcome(Generic[T]):
     """Results keyed by ``(target name, item index)``; every key present once the loop returns."""
-
     results: dict[tuple[str, int], T] = field(default_factory=dict)
     interrupted: str | None = None       # "Ctrl-C" | "SIGTERM" | "SIGHUP" | None
 

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from edgebench.core.latency import autocorrelation_time, order_stat_ci
 from edgebench.rows import OpEntry
 from edgebench.targets.delegation import _is_delegate_kernel
 
@@ -93,7 +94,6 @@ def op_type_medians(raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     sample size (``measure.order_stat_ci``, ``autocorrelation_time`` of the runs above the median),
     widened by half the profiler's 1 us unit either way:
     ``{family: {"p50_ms", "ci_ms": [lo, hi], "runs"}}``. Empty when the worker kept no per-run times."""
-    from edgebench.core.latency import autocorrelation_time, order_stat_ci
 
     per: dict[str, np.ndarray] = {}
 

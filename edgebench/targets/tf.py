@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 
 from edgebench.core import progress
-from edgebench.model.inputs import InputSet, Signature, cast_to_signature
 from edgebench.core.fingerprint import host_fingerprint, sha256_file
-from edgebench.model.savedmodel import SignatureFunction, VariableState, outputs_by_rule, saved_model_signature
 from edgebench.core.latency import MIN_SAMPLES
+from edgebench.model.inputs import InputSet, Signature, cast_to_signature, synthetic
+from edgebench.model.savedmodel import SignatureFunction, VariableState, outputs_by_rule, saved_model_signature
 from edgebench.targets.base import Job, RunResult, answer_checkpoint, quantile_answered
 from edgebench.targets.runner_io import (
     GcPaused,  # the LiteRT worker's collector rule, for the same method
@@ -52,7 +52,6 @@ def _device_sync(tf):
 
 class TFTarget:
     """Runs one signature of a SavedModel with TensorFlow (GPU if visible, else CPU)."""
-
     name = "tf"
 
     def __init__(self, *, batch: int = 32, device: str | None = None, signature_key: str = "serving_default",
@@ -106,7 +105,6 @@ class TFTarget:
         sig = signature or saved_model_signature(job.model_path, self.signature_key)
         ds = cast_to_signature(InputSet.load(job.inputs_npz), sig) if job.inputs_npz else None
         if ds is None:
-            from edgebench.model.inputs import synthetic
 
             ds = cast_to_signature(synthetic(sig, 32, job.seed), sig)
         dev = self.device()

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from edgebench.core.errors import BadInput
+from edgebench.core.paths import data_dir
+from edgebench.model import catalog as models
 from edgebench.train.data import FEEDS, Pool, load_pool
 from edgebench.train.metrics import GpuSampler, _peak_device_memory, _step_stats, visible_gpus
 from edgebench.train.settings import PRECISIONS, XLA_CHOICES, Cell, TrainSettings
@@ -85,7 +87,6 @@ def run_cell(settings: TrainSettings, cell: Cell, strategy, *, pool: Pool | None
     import keras
     import tensorflow as tf
 
-    from edgebench.model import catalog as models
 
     row = base_row(settings, cell)
     gpus = visible_gpus() if gpus is None else gpus
@@ -242,7 +243,6 @@ def _profile_root(settings: TrainSettings) -> Path | None:
     if settings.profile_dir:
         root = Path(settings.profile_dir)
     else:
-        from edgebench.core.paths import data_dir
 
         root = data_dir() / "profiles" / f"{settings.model}-{time.strftime('%Y%m%dT%H%M%S')}"
     root.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,8 @@ import numpy as np
 
 from edgebench.core.bounded import read_npz
 from edgebench.core.errors import BadInput
+from edgebench.core.fingerprint import sha256_file
+from edgebench.model import catalog as models
 from edgebench.train.settings import TrainSettings
 
 # The synthetic/--data pool is cycled; it holds up to POOL_BATCHES per-replica batches but never
@@ -22,7 +24,6 @@ POOL_BYTES = 512 * 1024 * 1024
 @dataclass
 class Pool:
     """Host-side examples the input pipelines cycle through. ``x`` is an array or {input: array}."""
-
     x: Any
     y: np.ndarray
     source: str
@@ -84,8 +85,6 @@ def _check_headers(path: str, heads: dict[str, tuple[tuple[int, ...], np.dtype]]
 
 def _load_npz_pool(path: str, probe_x: Any, probe_y: np.ndarray) -> Pool:
     """The user's .npz as a Pool, checked against the structure of ``models.training_batch``."""
-    from edgebench.core.fingerprint import sha256_file
-
     # headers first: a crafted file (a bomb, a declared shape it does not hold, over 2 GiB) is one
     # exit-2 line naming the array, not a MemoryError
     arrays = read_npz(path, expect=lambda heads: _check_headers(path, heads, probe_x, probe_y))[0]
@@ -130,8 +129,6 @@ def _load_npz_pool(path: str, probe_x: Any, probe_y: np.ndarray) -> Pool:
 
 def load_pool(settings: TrainSettings, batch_size: int) -> Pool:
     """The examples for one batch size: seeded synthetic data from the registry, or ``--data``."""
-    from edgebench.model import catalog as models
-
     probe_x, probe_y = models.training_batch(settings.model, settings.size, 1, settings.seed)
     if settings.data != "synthetic":
         return _load_npz_pool(settings.data, probe_x, np.asarray(probe_y))
@@ -176,7 +173,6 @@ class _NaiveFeed:
 
 class _OptimizedFeed:
     """tf.data: cycle the pool, parallel map (cast), batch, prefetch(AUTOTUNE), per input pipeline."""
-
     def __init__(self, strategy, pool: Pool, batch_size: int):
         import tensorflow as tf
 

@@ -9,6 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from edgebench.core.latency import MEDIAN_WARN, MIN_SAMPLES, window_median_spread
+from edgebench.rows import Latency
+
 # --------------------------------------------------------------------------------------------
 # GPU facts
 
@@ -21,7 +24,6 @@ def visible_gpus() -> list:
 
 class GpuSampler:
     """Samples GPU utilisation and memory with nvidia-ml-py every ``interval_s`` in a thread."""
-
     def __init__(self, interval_s: float = 0.2):
         self.interval_s = interval_s
         self.util: list[list[int]] = []
@@ -100,8 +102,6 @@ def _step_stats(samples_ns: list[int]) -> dict[str, Any]:
     ``qps`` becomes ``steps_per_s``; the warnings are rephrased for training (the bench ones name
     bench options).
     """
-    from edgebench.core.latency import MEDIAN_WARN, MIN_SAMPLES, window_median_spread
-    from edgebench.rows import Latency
 
     st = Latency.from_samples(samples_ns, what="training run")
     out = st.to_dict()

@@ -9,6 +9,9 @@ import os
 from typing import Any, Callable
 
 from edgebench.core.errors import BadInput
+from edgebench.core.fingerprint import host_fingerprint
+from edgebench.model import catalog as models
+from edgebench.report.publish import PublishOptions, publish
 from edgebench.rows import Document, TrainRow
 from edgebench.train.cell import _error_text, _profile_dir_for, _profile_root, base_row, run_cell
 from edgebench.train.data import load_pool
@@ -30,8 +33,6 @@ def _skip_reason(settings: TrainSettings, cell: Cell, gpus: list) -> str | None:
 
 def _training_skip_reason(settings: TrainSettings) -> str | None:
     """Why the model cannot be trained at all (e.g. no training loss), or None."""
-    from edgebench.model import catalog as models
-
     try:
         models.training_loss(settings.model, settings.size)
     except BadInput:
@@ -75,8 +76,6 @@ def run_train_baseline(settings: TrainSettings, progress: Callable[[str], None] 
     unsupported precision, a dying worker) are rows with status "failed"; cells needing absent
     hardware are rows with status "skipped" and the reason.
     """
-    from edgebench.model import catalog as models
-    from edgebench.core.fingerprint import host_fingerprint
 
     settings.validate()
     models.resolve(settings.model)
@@ -141,7 +140,6 @@ def run_train_baseline(settings: TrainSettings, progress: Callable[[str], None] 
                        method=("custom loop, tf.function step under strategy.run; per-step perf_counter_ns "
                                "from input fetch to host read of loss and an updated weight; warm-up excluded"))
     if settings.db:   # library callers: the one publish path (store, keep unsaved on failure)
-        from edgebench.report.publish import PublishOptions, publish
 
         outcome = publish(doc, PublishOptions(db=settings.db))
         outcome.raise_error()

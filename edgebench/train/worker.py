@@ -17,10 +17,13 @@ import os
 import sys
 from pathlib import Path
 
+from edgebench.core.errors import EdgebenchError
+from edgebench.core.result_file import dumps
+from edgebench.train.multiworker import run_worker_cells
+from edgebench.train.settings import Cell, TrainSettings
+
 
 def _write(out: Path, rows: list) -> None:
-    from edgebench.core.result_file import dumps
-
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(dumps({"rows": rows}) + "\n")
     tmp.replace(out)
@@ -33,9 +36,6 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-    from edgebench.core.errors import EdgebenchError
-    from edgebench.train.multiworker import run_worker_cells
-    from edgebench.train.settings import Cell, TrainSettings
 
     try:
         spec = json.loads(Path(args.spec).read_text())

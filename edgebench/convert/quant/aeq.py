@@ -23,20 +23,24 @@ point, so the integer I/O is recorded (``quantization.io``) rather than rewritte
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import logging
 import os
 import re
+import tempfile
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from edgebench.model.inputs import InputSet, Signature
-from edgebench.core.errors import BadInput
 from edgebench.convert.quant.keep_float import float_tensors, keep_float_nodes, resolve_keep_float
+from edgebench.core.errors import BadInput
+from edgebench.model.inputs import InputSet, Signature
 from edgebench.model.tflite_model import inspect
+from edgebench.sources.pytorch import litert_torch_version, torch_fp32
 
 INSTALL = "pip install 'edgebench[aeq]'"
 TESTED_VERSION = "0.10.0"
@@ -58,8 +62,6 @@ def require_aeq(why: str):
 
 def aeq_available() -> bool:
     """Installed (without importing it: the import takes seconds)."""
-    import importlib.util
-
     try:
         return importlib.util.find_spec("ai_edge_quantizer") is not None
     except (ValueError, ImportError):    # present in sys.modules as None: blocked
@@ -68,9 +70,7 @@ def aeq_available() -> bool:
 
 def aeq_version() -> str | None:
     try:
-        from importlib.metadata import version
-
-        return version("ai-edge-quantizer")
+        return metadata.version("ai-edge-quantizer")
     except Exception:  # noqa: BLE001 -- not installed
         return None
 
@@ -199,8 +199,6 @@ def quantize_tflite(float_model: str | Path, precision: str, *, calibration: Inp
 
 def inspect_bytes(data: bytes) -> dict[str, Any]:
     """tflite_model.inspect of bytes (through a temporary file: inspect reads paths)."""
-    import tempfile
-
     with tempfile.NamedTemporaryFile(suffix=".tflite") as fh:
         fh.write(data)
         fh.flush()
@@ -239,8 +237,6 @@ def converts_with_aeq(src) -> bool:
 
 
 def converter_versions(src) -> dict[str, str | None]:
-    from edgebench.sources.pytorch import litert_torch_version
-
     out = {"ai_edge_quantizer": aeq_version()}
     if src.kind == "torch":
         import torch
@@ -256,7 +252,6 @@ def convert_variant(src, precision: str, calibration: InputSet | None, samples: 
     (``fp32_path``: written first, as every conversion starts with FP32)."""
     if precision == "fp32":
         if src.kind == "torch":
-            from edgebench.sources.pytorch import torch_fp32
 
             return torch_fp32(src)
         return Path(src.path).read_bytes(), {"weights": "float32", "activations": "float32",

@@ -4,6 +4,7 @@ around them, the re-quantization that leaves them float, and a check that the fi
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,6 @@ def float_tensors(calibrated_path: str | Path) -> dict[str, dict[str, Any]]:
 def resolve_keep_float(spec: str | tuple[str, ...], graph: dict[str, dict[str, Any]]) -> list[str]:
     """``NAME,NAME`` (exact tensor names, as ``edgebench diagnose`` lists them) or a regex searched
     in every float tensor name -> the tensor names to keep float (graph order)."""
-    import difflib
 
     names = list(graph)
     if isinstance(spec, tuple):

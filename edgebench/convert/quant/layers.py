@@ -33,6 +33,7 @@ import json
 import math
 import shlex
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,6 @@ def run_worker(float_model: str | Path, quant_model: str | Path, inputs_npz: str
                isolated: bool = True, deadline_s: float = WORKER_DEADLINE_S, state_rule=None) -> tuple[dict, dict]:
     """Per-tensor statistics from ``edgebench.convert.quant.tensor_worker`` in its own process; stateful models
     follow ``state_rule`` (``edgebench.model.state_rule.StateRule``; None: every sample independent)."""
-    import sys
 
     work = Path(tempfile.mkdtemp(prefix="edgebench-diagnose-"))
     try:

@@ -24,9 +24,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edgebench.core.errors import BadInput
+from edgebench.model.tflite_model import inspect
 from edgebench.readiness.aot import plugin_log
 from edgebench.readiness.aot.vendors import Found, apply_plugin_binary
-from edgebench.core.errors import BadInput
 
 COMPILE_TIMEOUT_S = 300.0       # a 2-core host compiles a small CNN in < 1 s; a large LLM graph in minutes
 CPU_BACKEND = "cpu"             # Intel: --intel_openvino_graph_backends=cpu (compiles and runs on this host)
@@ -35,7 +36,6 @@ CPU_BACKEND = "cpu"             # Intel: --intel_openvino_graph_backends=cpu (co
 @dataclass(frozen=True)
 class CompileResult:
     """One (model, vendor, SoC) compile; ``status`` is a ``rows.readiness.COMPILE_STATUSES`` class."""
-
     vendor: str
     soc: str
     status: str
@@ -115,7 +115,6 @@ def compile_one(model_path: str | os.PathLike, found: Found, soc: str, *, ops_to
                                      error=log.error or f"apply_plugin_main exited {rc} before partitioning")
             return CompileResult(**base, status="compile-failed", error=log.error or f"apply_plugin_main exited {rc}",
                                  ops_total=log.ops_total, ops_on_npu=log.ops_selected, partitions=log.partitions)
-        from edgebench.model.tflite_model import inspect
 
         info = inspect(str(compiled))
         aot = info.get("aot") or {"partitions": 0, "cpu_ops": info["op_count"], "cpu_op_histogram": info["op_histogram"]}

@@ -31,6 +31,7 @@ missing library by name with the command that installs it; then a load probe
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import os
@@ -40,9 +41,11 @@ import struct
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 
 from edgebench.core.errors import BadInput
+from edgebench.core.paths import cache_dir
 
 PROBE_TIMEOUT_S = 60.0
 
@@ -148,8 +151,6 @@ def _package_dir(name: str) -> Path | None:
 
 
 def _version(dist: str) -> str | None:
-    from importlib import metadata
-
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
@@ -257,7 +258,6 @@ def _qualcomm(vendor: Vendor, plugin_dir: Path, plugin: Path) -> Found:
 def stand_in_dir() -> tuple[Path | None, str]:
     """The folder holding the empty ``libQnnLpai.so`` stand-in, built with the host's C compiler
     the first time (atomically, in the cache folder); (None, why) when no compiler exists."""
-    from edgebench.core.paths import cache_dir
 
     folder = cache_dir() / "aot" / "qnn-stand-in"
     lib = folder / QNN_STAND_IN
@@ -361,8 +361,6 @@ _INFO = re.compile(r'<\s*LiteRtCompilerPlugin\s*>\s*"([^"]+)"\s*\|\s*(.*)')
 
 def _probe(found: Found) -> Found:
     """Load the plugin once (``--cmd=info``): whether it loads, and the SoCs it lists."""
-    import dataclasses
-
     tool = apply_plugin_binary()
     with tempfile.TemporaryDirectory(prefix="edgebench-aot-probe-") as tmp:
         out = Path(tmp) / "info.txt"

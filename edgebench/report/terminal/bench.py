@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from rich.text import Text
 
+from edgebench.core.formats import fmt_metric
 from edgebench.report.terminal._cells import (
     as_document,
     fmt_bytes,
@@ -15,10 +16,10 @@ from edgebench.report.terminal._cells import (
     state_notes,
 )
 from edgebench.report.terminal.fit import Col, fit_tables
-from edgebench.core.formats import fmt_metric
-from edgebench.rows.metrics import REGISTRY
+from edgebench.report.terminal.profile import render_where
 from edgebench.report.terminal.sustain import render_regimes
 from edgebench.rows import Document, InferenceRow
+from edgebench.rows.metrics import REGISTRY
 
 
 def _lat(r: InferenceRow, k: str) -> str:
@@ -177,7 +178,6 @@ def render_bench(doc: Document | Mapping[str, Any], *, width: int | None = None)
             out.append(Text(f"% of peak ({r.model} @ {r.target}): {r.cost.peak_note}", style="dim"))
         if r.cost is not None and r.cost.flops_note:
             out.append(Text(f"GFLOP ({r.model}): {r.cost.flops_note}", style="dim"))
-    from edgebench.report.terminal.profile import render_where
 
     out.extend(render_where(rows, width))
     host_rows = [r for r in rows if r.ok and not (r.cost and r.cost.peak_note)]

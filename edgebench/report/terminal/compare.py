@@ -8,17 +8,17 @@ from typing import Any, Mapping
 from rich.table import Table
 from rich.text import Text
 
-from edgebench.report.terminal._cells import (as_document, e, fit_columns, input_mapping_note, state_notes,
-                                              stream_notes)
-from edgebench.report.terminal.fit import Col, fit_tables, plan
-from edgebench.report.terminal.warnings import lines as grouped_warnings
+from edgebench.core.formats import fmt_bytes
 from edgebench.judge.outcome import precision_label, row_verdict, top1_change  # noqa: F401 -- top1_change re-exported
+from edgebench.report.tables import Table as ResultTable
+from edgebench.report.tables import inference_table
+from edgebench.report.terminal._cells import as_document, e, fit_columns, input_mapping_note, state_notes, stream_notes
+from edgebench.report.terminal.fit import Col, fit_tables, plan
+from edgebench.report.terminal.profile import render_where, verdict_lines
+from edgebench.report.terminal.warnings import lines as grouped_warnings
 from edgebench.rows import Document, InferenceRow
 from edgebench.rows.envelope import Binding, SourceRecord
 from edgebench.rows.records import Manifest
-from edgebench.core.formats import fmt_bytes
-from edgebench.report.tables import Table as ResultTable
-from edgebench.report.tables import inference_table
 
 # The columns of edgebench.report.tables the terminal leaves out (the title names the model; the
 # rest are in Markdown, HTML and the JSON); every other column is drawn, narrow terminals dropping
@@ -196,7 +196,6 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
     tables = fit_tables(f"edgebench: {doc.model or '-'}  ({inputs.samples} samples, inputs sha256 "
                         f"{str(inputs.sha256)[:12]})", cols, table.cells, width=width, wide=wide,
                         row_styles=["red" if bad else None for bad in table.bad], caption=notes)
-    from edgebench.report.terminal.profile import render_where, verdict_lines
 
     out: list = [*headline_lines(doc), *tables]
     out.extend(verdict_lines(compare_rows(doc)))

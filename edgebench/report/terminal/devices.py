@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from edgebench.report.terminal._cells import e
+from edgebench.report.terminal.fit import Col, fit_tables, plan
 from edgebench.rows.records import Device, DeviceProfile
 
 
@@ -47,7 +48,6 @@ def render_devices(rows: list[dict[str, Any]], width: int | None = None, wide: b
     is cut, ``wide`` shows every column); when that does not fit ``width`` and there are a few
     devices, a column per device and a row per fact instead, every fact shown. A device that could
     not be read is a line under the table with its reason, whole."""
-    from edgebench.report.terminal.fit import Col, fit_tables, plan
 
     cols = [Col("serial", identity=True), *(Col(h, priority=p, num=h == "RAM") for h, p in _COLUMNS)]
     cells, problems = [], []

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from rich.cells import cell_len
+from rich.console import Group
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -92,7 +93,6 @@ def table_width(widths: Sequence[int]) -> int:
 @dataclass(frozen=True)
 class Fit:
     """Which columns go into which table, and how wide each is."""
-
     groups: tuple[tuple[int, ...], ...]    # column indices per table (identity first)
     widths: dict[int, int]                 # column index -> width
     hidden: tuple[int, ...]                # columns dropped to fit (not ``wide``)
@@ -181,6 +181,4 @@ def fit_tables(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Any]], *
 
 def group(tables: Sequence[Table]) -> Any:
     """Several tables as one renderable (for a renderer whose callers print one thing)."""
-    from rich.console import Group
-
     return tables[0] if len(tables) == 1 else Group(*tables)

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Group
+
+from edgebench.report.terminal._cells import as_document
+from edgebench.report.terminal.fit import Col, fit_tables
+from edgebench.rows.records import LogFacts
+
 
 def _fmt(v: Any, unit: str = "") -> str:
     if v is None:
@@ -16,11 +22,7 @@ def _fmt(v: Any, unit: str = "") -> str:
 def render_import_log(doc, top_ops: int = 10, width: int | None = None):
     """Pure renderer: the imported run as rich tables (a Group): its facts, then the top operators
     (report/terminal/fit.py widths: the node type stays, a long op name is dropped before a number)."""
-    from rich.console import Group
 
-    from edgebench.report.terminal._cells import as_document
-    from edgebench.report.terminal.fit import Col, fit_tables
-    from edgebench.rows.records import LogFacts
 
     doc = as_document(doc)
     parts: list[Any] = []

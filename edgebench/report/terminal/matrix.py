@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
+from rich.text import Text
+
 from edgebench.report.terminal.fit import Col, fit_tables, group
 from edgebench.rows.records import MatrixCell, MatrixReport
 
@@ -31,8 +34,6 @@ def render_matrix(report: MatrixReport | dict[str, Any], *, width: int | None = 
     """The cells as a table (pure): the cell number and the axes that vary say what a cell is, the
     fixed axes are in the caption (report/terminal/fit.py: nothing cut; a narrow ``width`` drops
     the run id first, ``wide`` shows every column)."""
-    from rich.markup import escape
-    from rich.text import Text
 
     rep = report if isinstance(report, MatrixReport) else MatrixReport.of(report)
     varying, fixed = varying_axes(list(rep.cells))

@@ -4,16 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from edgebench.core.fingerprint import KEY_FIELDS
 from edgebench.core.formats import fmt_metric
-from edgebench.rows.metrics import BY_KEY, REGISTRY
+from edgebench.judge.outcome import precision_label, row_verdict, run_verdict
 from edgebench.report.tables import INFERENCE_COLUMNS
+from edgebench.report.terminal._cells import as_document
+from edgebench.report.terminal.fit import Col, fit_tables, group
+from edgebench.report.terminal.readiness import readiness_lines, readiness_tables
+from edgebench.rows.identity import headline, series_label
+from edgebench.rows.metrics import BY_KEY, REGISTRY
 from edgebench.rows.records import Comparison, StoredRun
 
 
 def _e(v: Any) -> str:
     """User data shown in a rich cell: escape markup ('[x]' is text, not a style)."""
-    from rich.markup import escape
-
     return escape(str(v))
 
 
@@ -37,9 +46,7 @@ def render_runs(runs: list[dict[str, Any]], where: str = "", *, width: int | Non
     """Stored runs, one line each (``report/terminal/fit.py``: the run id stays, no id or word is
     cut; a narrow ``width`` drops the matrix and cell first and the caption says so; ``wide`` shows
     every column, in a second table when one does not fit)."""
-    from rich.text import Text
 
-    from edgebench.report.terminal.fit import Col, fit_tables, group
 
     cols = [Col("run id", identity=True), Col("created (UTC)", num=True), Col("kind"),
             *(Col(name, priority=p, num=name == "rows") for name, p in RUN_COLUMNS[3:])]
@@ -101,13 +108,7 @@ def _show_cell(key: str, value: Any) -> str:
 def render_show(doc: dict[str, Any], *, width: int | None = None, wide: bool = False) -> list[Any]:
     """Header line, a table of the rows' headline metrics, and the environment's key fields.
     Numbers and ids never wrap; at a narrow ``width`` low-priority columns are dropped instead."""
-    from rich.table import Table
 
-    from edgebench.core.fingerprint import KEY_FIELDS
-    from edgebench.rows.identity import headline
-    from edgebench.judge.outcome import precision_label, row_verdict, run_verdict
-    from edgebench.report.terminal._cells import as_document
-    from edgebench.report.terminal.fit import Col, fit_tables
 
     typed = as_document(doc)
     gate = typed.gate
@@ -131,7 +132,6 @@ def render_show(doc: dict[str, Any], *, width: int | None = None, wide: bool = F
     verdict = run_verdict(typed)
     title = f"run {(typed.run_id or '?')[:12]}  {typed.kind}  created {typed.created}"
     if typed.kind == "readiness":          # its answer table (N/M, partitions, ops left), as `readiness` drew it
-        from edgebench.report.terminal.readiness import readiness_lines, readiness_tables
 
         tables = readiness_tables(typed, f"{title}  model {typed.model or '?'}", width=width, wide=wide) \
             + readiness_lines(typed)
@@ -182,8 +182,6 @@ def _change_cell(ch: Any) -> str:
 
 def _verdict_cell(ch: Any) -> Any:
     """The verdict, with its reason when it cannot be judged: ``cannot judge (load on A)``."""
-    from rich.text import Text
-
     text = f"{ch.verdict} ({ch.reason})" if ch.verdict == "cannot judge" and ch.reason else ch.verdict
     return Text(text, style=_VERDICT_STYLE.get(ch.verdict, ""))
 
@@ -213,10 +211,7 @@ def render_results_compare(rep: Comparison | dict[str, Any], *, width: int | Non
     one table of the metrics that got worse or better (the row pair, the metric, A, B, the change),
     then a line counting the rest -- a comparison of many rows fits a screen. ``details`` adds a
     table per row pair with every metric, its test, p and note (report/terminal/fit.py widths)."""
-    from rich.panel import Panel
-    from rich.text import Text
 
-    from edgebench.report.terminal.fit import Col, fit_tables
 
     cmp = rep if isinstance(rep, Comparison) else Comparison.of(rep)
     parts: list[Any] = [_e(f"A = run {cmp.a[:12]}   B = run {cmp.b[:12]}")]
@@ -308,10 +303,7 @@ def render_results_compare(rep: Comparison | dict[str, Any], *, width: int | Non
 def render_history(h: dict[str, Any], *, width: int | None = None):
     """One series' runs, oldest first, change points marked, through the width engine
     (report/terminal/fit.py: the run number and id say what a row is)."""
-    from rich.text import Text
 
-    from edgebench.report.terminal.fit import Col, fit_tables, group
-    from edgebench.rows.identity import series_label
 
     conf = series_label(h.get("series") or {}, skip=())
     cols = [Col("#", num=True, identity=True), Col("created (UTC)", whole=len("2026-01-01 00:00:00")),

@@ -10,6 +10,7 @@ from edgebench.targets.adb.client import _state_fix, list_states
 from edgebench.targets.adb.lanes import run_lanes
 from edgebench.targets.adb.remote import AdbDevice
 from edgebench.targets.adb.runners import AdbTarget
+from edgebench.targets.device_profiles import generate_profile, match_profile
 
 SIM_HINT = ("or try the simulated device: python -m edgebench.targets.sim.adbd --port 5599 --sandbox /tmp/simphone "
             "--python & adb connect 127.0.0.1:5599")
@@ -82,7 +83,6 @@ def device_info(serial: str, state: str) -> dict[str, Any]:
 def _profile_summary(facts: dict[str, Any]) -> dict[str, Any]:
     """The matching device profile (what edgebench uses when the user sets no --threads), or, for
     an unknown device, the generated profile the user can save (``edgebench devices --save-profiles``)."""
-    from edgebench.targets.device_profiles import generate_profile, match_profile
 
     props = facts.get("props") or {}
     prof = match_profile(props)

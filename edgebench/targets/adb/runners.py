@@ -20,12 +20,18 @@ from edgebench.core.errors import BadInput, EdgebenchError, InfraError
 from edgebench.core.fingerprint import sha256_file
 from edgebench.targets.adb import returned
 from edgebench.targets.adb.battery import BatteryMonitor
-from edgebench.targets.adb.remote import (REMOTE_FILES, REMOTE_ROOT, AdbDevice, RemoteCommand, ShellResult,
-                                          content_name)
+from edgebench.targets.adb.remote import REMOTE_FILES, REMOTE_ROOT, AdbDevice, RemoteCommand, ShellResult, content_name
 from edgebench.targets.adb.thermal import ThermalPolicy, detect_throttle, monitored_shell
 from edgebench.targets.adb.thermal import cool_down as cool_down_device
-from edgebench.targets.base import DEFAULT_DELEGATE, DELEGATES, PER_PROCESS, Job, RunResult, check_job_files, model_state
-from edgebench.targets.host import WORKER_FILES
+from edgebench.targets.base import (
+    DEFAULT_DELEGATE,
+    DELEGATES,
+    PER_PROCESS,
+    Job,
+    RunResult,
+    check_job_files,
+    model_state,
+)
 from edgebench.targets.benchmark_model.argv import (
     build_argv,
     describe_argv,
@@ -46,6 +52,10 @@ from edgebench.targets.benchmark_model.sample_loop import (
     sample_method,
     sample_progress,
 )
+from edgebench.targets.delegation import delegation_from_log, delegation_from_runtime_info
+from edgebench.targets.device_profiles import match_profile
+from edgebench.targets.host import WORKER_FILES, describe_model
+from edgebench.targets.op_profile import op_profile_from_log
 
 # The standalone worker pushed to devices: runner.py and the modules it loads from its own folder.
 RUNNER_PATH = WORKER_FILES[0]
@@ -93,8 +103,6 @@ class AdbTarget:
     @property
     def profile(self):
         """The device profile matching this device (``device_profiles/*.yaml`` or the user's), or None."""
-        from edgebench.targets.device_profiles import match_profile
-
         if not hasattr(self, "_profile"):
             try:
                 self._profile = match_profile(self.facts().get("props") or {})
@@ -330,7 +338,6 @@ class AdbTarget:
         (same synthetic seed, same quantization), so outputs compare with the host's. The model is
         loaded in the isolated model-I/O worker, never in this process (an untrusted model may
         allocate gigabytes or crash the runtime)."""
-        from edgebench.targets.host import describe_model  # noqa: PLC0415 -- only on this path
 
         meta, arrays = describe_model(str(job.model_path), inputs_npz=job.inputs_npz, seed=job.seed, prepare=True)
         n = int(meta["n"])
@@ -500,7 +507,6 @@ class AdbTarget:
             "mem_overall_mb": first.mem_overall_mb, "pushed": pushed, "remote_run_dir": run_dir,
             "device_wall_s": round(wall, 3), "thermal": thermal, "throttled": thermal["throttled"],
         }
-        from edgebench.targets.delegation import delegation_from_log, delegation_from_runtime_info
         # the "Replacing ..." line plus the nodes left undelegated; the probe's log only the counts
         d = None
         if isinstance(runtime_info, dict) and "error" not in runtime_info:
@@ -551,7 +557,6 @@ class AdbTarget:
         """A separate benchmark_model run with ``--enable_op_profiling`` after the sample loop (so
         the timed samples never carry the profiler): ``({"op_profile": {entries, info}}, its log)`` or
         ``({"op_profile_error": why}, log)`` -- a tool that prints no table says so, never zeros."""
-        from edgebench.targets.op_profile import op_profile_from_log
         runs = int(job.runs or min(job.min_runs, 200))
         argv = build_argv(binary, model_remote, threads=threads, num_runs=runs, warmup_runs=1, min_secs=0.0,
                           enable_op_profiling=True, **flags, **ivf0.argv_kwargs())

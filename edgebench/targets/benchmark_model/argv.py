@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from edgebench.core.errors import BadInput, InfraError
+from edgebench.model.inputs import quantize
 from edgebench.targets.benchmark_model.binary import _WHERE
 
 # --------------------------------------------------------------------------- argv
@@ -165,7 +166,6 @@ def describe_argv(argv: Sequence[str]) -> dict[str, str]:
 @dataclass(frozen=True)
 class InputValueFiles:
     """Raw input files written for one benchmark_model invocation."""
-
     names: tuple[str, ...]
     shapes: tuple[tuple[int, ...], ...]
     local_paths: tuple[Path, ...]
@@ -196,7 +196,6 @@ def write_input_value_files(arrays: Mapping[str, np.ndarray], input_details: Seq
     the tensor's scale/zero point; float64 data is rounded to the model's float32; integer
     changes must be lossless.
     """
-    from edgebench.model.inputs import quantize
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
+from edgebench import __version__
 from edgebench.core.errors import BadInput
 from edgebench.rows import Document, InferenceRow, Latency, Warmup
 
@@ -93,8 +94,6 @@ def litert_benchmark_row(doc: Mapping[str, Any], *, source: str | None = None) -
 
 def import_litert_json(doc: Mapping[str, Any], path: Path) -> Document:
     """``edgebench import-log FILE.json``: the result document of one litert-benchmark JSON."""
-    from edgebench import __version__
-
     row = litert_benchmark_row(doc, source=str(path))
     fingerprint = {"source": f"imported {TOOL} --result_json", "log_file": str(path),
                    "importer": f"edgebench {__version__}", "device": "unknown (not recorded by the tool)",

@@ -4,15 +4,21 @@ summary statistics, so these rows never carry a p99."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
 
+from edgebench import __version__
 from edgebench.core.bounded import printable, read_bytes
 from edgebench.core.errors import BadInput
+from edgebench.core.paths import require_file
 from edgebench.rows import Document, InferenceRow, Latency, Warmup
+from edgebench.targets.benchmark_model.litert_json import import_litert_json, is_litert_benchmark_json
 from edgebench.targets.benchmark_model.log import BenchmarkModelLog
 from edgebench.targets.benchmark_model.parse import parse_log
+from edgebench.targets.delegation import delegation_from_log
+from edgebench.targets.op_profile import op_profile_from_log
 
 P99_NOTE = "benchmark_model prints no per-inference samples"
 # The largest log import-log reads: one run with op profiling of a 10,000-node model prints ~5 MB.
@@ -123,8 +129,6 @@ def to_result_rows(log: BenchmarkModelLog, *, source: str | None = None,
         "gpu_precision_loss_allowed": log.param("gpu_precision_loss_allowed",
                                                 "Allow lower precision in gpu"),
     }.items() if v is not None}
-    from edgebench.targets.delegation import delegation_from_log
-    from edgebench.targets.op_profile import op_profile_from_log
     profile = op_profile_from_log(log)
     return [InferenceRow(
         delegation=delegation_from_log(log), op_profile=profile[0] if profile else None,
@@ -141,9 +145,7 @@ def to_result_rows(log: BenchmarkModelLog, *, source: str | None = None,
 def import_log_file(path: str | os.PathLike) -> Document:
     """``edgebench import-log FILE``: read, parse and wrap a captured log as a result document
     (a ``litert-benchmark --result_json`` file becomes a summary row: ``litert_json``)."""
-    from edgebench import __version__
 
-    from edgebench.core.paths import require_file
 
     p = require_file(path, "a captured log file", "give the path of a captured benchmark_model output")
     data = read_bytes(p, LOG_MAX_BYTES, "a benchmark_model log", "give the log of one run (a run with op "
@@ -153,9 +155,7 @@ def import_log_file(path: str | os.PathLike) -> Document:
     if b"\x00" in data[:4096]:
         raise BadInput(f"{p} is a binary file, not benchmark_model text output; give the captured log")
     if data.lstrip()[:1] == b"{":       # litert-benchmark --result_json (a JSON summary, not a log)
-        import json
 
-        from edgebench.targets.benchmark_model.litert_json import import_litert_json, is_litert_benchmark_json
 
         try:
             parsed = json.loads(data.decode("utf-8", errors="replace"))

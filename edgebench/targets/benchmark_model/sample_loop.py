@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from edgebench.core import progress
 from edgebench.core.errors import BadInput, InfraError
 from edgebench.targets.benchmark_model.argv import build_argv
 from edgebench.targets.benchmark_model.binary import _EXEC_FORMAT, _NOT_FOUND, classify_failure
@@ -198,7 +199,6 @@ def outputs_deadline_s(n_invocations: int, probe_wall_s: float) -> float:
 def sample_progress(total: int | None) -> Callable[[bytes], None]:
     """A stdout callback for the running sample loop: counts finished samples (a marker split
     across two chunks is counted once) and reports them to ``edgebench.core.progress``."""
-    from edgebench.core import progress
 
     marker = _END.encode()
     state = {"n": 0, "tail": b""}

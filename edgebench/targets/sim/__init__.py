@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgebench.targets.sim import adbd
+
 __all__ = ["SimConfig", "SimDevice"]
 
 
 def __getattr__(name: str) -> Any:
     # Lazy, so that ``python -m edgebench.targets.sim.adbd`` does not import the module twice.
     if name in __all__:
-        from edgebench.targets.sim import adbd
 
         return getattr(adbd, name)
     raise AttributeError(name)
