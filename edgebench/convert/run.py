@@ -482,6 +482,15 @@ def claim_out_dir(out_dir: Path, key: str, facts: dict[str, Any], name: str) -> 
                    f"{out_dir}")
 
 
+@dataclass(frozen=True)
+class Converted:
+    """A conversion's manifest and the source it converted, resolved once: a workflow that goes on to
+    run the model (convert-and-compare's TF reference, its inputs) takes this ``source`` instead of
+    reading the model again. After a static-batch fallback it is the dynamic-batch source."""
+    manifest: dict[str, Any]
+    source: Source
+
+
 def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run the conversion job; returns the manifest (also written to OUT/manifest.json).
 
@@ -489,12 +498,17 @@ def convert(settings: ConvertSettings, progress: Callable[[str], None] | None = 
     check are recorded, not raised: call ``check_manifest`` to turn them into a ``ConversionFailed``
     after rendering.
     """
+    return convert_resolved(settings, progress).manifest
+
+
+def convert_resolved(settings: ConvertSettings, progress: Callable[[str], None] | None = None) -> Converted:
+    """``convert``, also handing back the source as resolved for the conversion (``Converted``)."""
     calibrated = any(p in INTEGER_OPSETS for p in settings.precisions)
     with prestarted(calibrated):     # the conversion worker imports TensorFlow while the source is read
         return _convert(settings, progress)
 
 
-def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) -> dict[str, Any]:
+def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) -> Converted:
     bad = [p for p in settings.precisions if p not in PRECISIONS]
     if bad:
         raise BadInput(f"--precision: unknown value {bad[0]!r}; use one or more of {', '.join(PRECISIONS)}")
@@ -738,7 +752,7 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
         raise BadInput(f"{e}; complete and kept: {', '.join(written)}; not written: "
                        f"{', '.join(failed) or 'manifest.json'}") from None
     manifest["failed"] = [p for p, v in variants.items() if v.get("status") != "ok"]
-    return manifest
+    return Converted(manifest, src)
 
 
 def _keep_float_plan(settings: ConvertSettings, src: Source, calib: Callable | None, out_dir: Path,

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from edgebench.convert.quant.search import KeepFloatGoal
-from edgebench.convert.run import DEFAULT_PRECISIONS, OUT_ROOT, ConvertSettings, convert
+from edgebench.convert.run import DEFAULT_PRECISIONS, OUT_ROOT, ConvertSettings, convert_resolved
 from edgebench.convert.worker import prestarted as converter_prestarted
 from edgebench.core.errors import BadInput, ConversionFailed, EdgebenchError, GateFailed, InfraError
 from edgebench.core.fingerprint import emulation_warning, host_fingerprint, sha256_file
@@ -317,17 +317,16 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
                 raise BadInput(f"{ref_variant['path']} {why} (--reference {settings.source.reference}): the "
                                "reference must be the model the .tflite files were converted from")
     else:
-        manifest = convert(ConvertSettings(
+        converted = convert_resolved(ConvertSettings(
             src=settings.src, precisions=settings.precisions,
             data=settings.calibration_data or settings.data, calibration_samples=settings.calibration_samples,
             int8_io=settings.int8_io, out_dir=settings.out_dir, preprocess=settings.preprocess,
             size=settings.size, seed=settings.seed, source=settings.source, keep_float=settings.keep_float,
             state=settings.state, a16=settings.a16,
             keep_float_goal=keep_float_goal(settings) if settings.keep_float == "auto" else None), progress=say)
+        manifest, src = converted.manifest, converted.source     # the model is read once, by the conversion
         if manifest.get("static_batch_fallback"):     # converted with the dynamic batch after all
             settings = replace(settings, source=settings.source.dynamic_batch())
-        src = resolve_any(settings.src, size=settings.size, work_dir=Path(manifest["out_dir"]),
-                             seed=settings.seed, options=settings.source)
     timings["convert_s"] = time.perf_counter() - t
     out_dir = Path(manifest["out_dir"])
     task = (src.info or {}).get("task", "classification")
