@@ -50,6 +50,13 @@ def register(app: typer.Typer) -> None:
             "--name", help="Model name for the rows (default: the file name without its precision tag).")] = None,
         agreement: Annotated[bool, typer.Option(
             "--agreement/--no-agreement", help="Greedy token agreement between the bundles (host).")] = True,
+        task_score: Annotated[int, typer.Option(
+            "--task-score", help="Score each bundle on N generated exact-match items (copy and addition, seed 47, "
+                                 "greedy; host). On a random-weight test bundle it checks the machinery, not a "
+                                 "model.")] = 0,
+        task_file: Annotated[Optional[str], typer.Option(
+            "--task-file", help="Your own task items instead: JSON lines of {\"prompt\": ..., \"answer\": ...} "
+                                "(exact match).")] = None,
         json_path: JsonOpt = None,
         markdown: MarkdownOpt = None,
         db: DbOpt = None,
@@ -69,7 +76,8 @@ def register(app: typer.Typer) -> None:
             decode=tuple(split_ints(decode, option="--decode")), repeats=repeats, warmup=warmup, threads=threads,
             max_num_tokens=max_num_tokens, activation=activation, weight_cache=weight_cache, target=target,
             binary=llm_binary, name=name, agreement=agreement,
-            context=tuple(split_ints(context, option="--context")) if context else ())
+            context=tuple(split_ints(context, option="--context")) if context else (),
+            task_score=task_score, task_file=task_file)
         settings.validate()
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway,
                                markdown=markdown)

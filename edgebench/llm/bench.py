@@ -88,6 +88,8 @@ class LlmBenchSettings:
                    "this machine and on phones")
     deadline_s: float | None = None        # per process; None: the runner's default
     context: tuple[int, ...] = ()          # --context: prefill depths of a context curve (replace --prefill)
+    task_score: int = 0                    # --task-score N: N generated exact-match items per bundle (0: none)
+    task_file: str | None = None           # --task-file: the user's own items instead (JSON lines)
 
     def validate(self) -> None:
         if not self.bundles:
@@ -104,6 +106,15 @@ class LlmBenchSettings:
             raise BadInput(f"--context depths must be positive token counts, got {list(self.context)}")
         if self.threads is not None and self.threads < 1:
             raise BadInput(f"--threads must be >= 1, got {self.threads}")
+        if self.task_score < 0:
+            raise BadInput(f"--task-score must be a number of items >= 0, got {self.task_score}")
+        if self.wants_task_score and self.target != "host":
+            raise BadInput(f"--task-score runs on the host (greedy decoding through the Python API); this run's "
+                           f"target is {self.target}: use --target host or leave out --task-score/--task-file")
+
+    @property
+    def wants_task_score(self) -> bool:
+        return self.task_score > 0 or self.task_file is not None
 
     @property
     def shapes(self) -> list[tuple[int, int]]:
@@ -271,9 +282,12 @@ def _not_run(settings: LlmBenchSettings, bundle: BundleInfo, prefill: int, decod
 def run_llm_bench(settings: LlmBenchSettings, progress: Callable[[str], None] | None = None) -> Document:
     """Every bundle x shape (see the module docstring); Ctrl-C/SIGTERM keep the rows measured before it."""
     from edgebench.llm import compare as llm_compare
+    from edgebench.llm import tasks as llm_tasks
 
     settings.validate()
     bundles = [read_bundle(b) for b in settings.bundles]          # bad files fail up front
+    if settings.task_file:
+        llm_tasks.load(settings.task_file)                        # a bad task file fails up front too
     runner = resolve_runner(settings.target, settings.binary, deadline_s=settings.deadline_s)
     if hasattr(progress, "set_total"):
         progress.set_total(len(bundles) * len(settings.shapes))
@@ -296,9 +310,11 @@ def run_llm_bench(settings: LlmBenchSettings, progress: Callable[[str], None] | 
             except KeyboardInterrupt as exc:
                 interrupted = interrupt_name(exc)
                 rows.extend(_not_run(settings, b, prefill, decode, runner.name, interrupted) for b in bundles)
-        comparison = None
+        comparison = task_doc = None
         if len(bundles) > 1 and not interrupted:
             rows, comparison = llm_compare.compare_precisions(rows, bundles, runner, settings, progress)
+        if settings.wants_task_score and not interrupted:
+            rows, task_doc = llm_tasks.score_bundles(rows, bundles, runner, settings, progress)
     finally:
         runner.close()
         if cache_root is not None:
@@ -306,6 +322,7 @@ def run_llm_bench(settings: LlmBenchSettings, progress: Callable[[str], None] | 
     fp = {**host_fingerprint(threads=settings.threads), **runner.fingerprint()}
     return Document.new("llm-bench", rows, fp, settings=settings.to_dict(),
                         bundles=[b.to_dict() for b in bundles], comparison=comparison,
+                        **({"task_score": task_doc} if task_doc is not None else {}),
                         interrupted=interrupted is not None, interrupted_by=interrupted)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from edgebench.judge.llm_pairs import SPEEDUP_METRICS, PrecisionPair, precision_pairs
-from edgebench.report.terminal.llm import COLUMNS, CURVE, curves, interval_legend, spread_cell
+from edgebench.report.terminal.llm import COLUMNS, CURVE, curves, interval_legend, spread_cell, task_score_lines
 from edgebench.rows import Document, InferenceRow
 
 
@@ -75,6 +75,7 @@ def notes(doc: Document) -> list[str]:
     comparison = doc.get("comparison")
     if isinstance(comparison, dict) and comparison.get("agreement_note"):
         out.append(str(comparison["agreement_note"]))
+    out += task_score_lines(doc, rows)
     return out
 
 

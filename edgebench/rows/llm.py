@@ -127,6 +127,39 @@ class Agreement:
 
 
 @dataclass(frozen=True)
+class TaskScore:
+    """``row.llm.task_score``: a small exact-match task set greedily decoded by this row's bundle
+    (``llm.tasks``): how many answers were right, of how many, and each item's prompt, answer and
+    output, so a stored score can be read item by item. On a random-weight test bundle it checks
+    the machinery (prompts, greedy decoding, scoring, storage, compare), not a model."""
+
+    correct: int
+    total: int
+    task_set: str                       # what the items are: "generated: 10 copy + 10 addition, seed 47" | a file
+    items: tuple[Mapping[str, Any], ...] = ()   # {"kind", "prompt", "answer", "output", "correct"}
+
+    @property
+    def fraction(self) -> float | None:
+        return None if not self.total else self.correct / self.total
+
+    @property
+    def cell(self) -> str:
+        """``3/20 (15 %)``, as every renderer prints it."""
+        return f"{self.correct}/{self.total}" + ("" if not self.total else f" ({100 * self.correct / self.total:.0f} %)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"correct": self.correct, "total": self.total, "fraction": self.fraction, "task_set": self.task_set,
+                "items": [dict(i) for i in self.items]}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "TaskScore | None":
+        if not isinstance(d, Mapping):
+            return None
+        items = tuple(_freeze(dict(i)) for i in (d.get("items") or ()) if isinstance(i, Mapping))
+        return cls(_i(d.get("correct")) or 0, _i(d.get("total")) or 0, str(d.get("task_set") or ""), items)
+
+
+@dataclass(frozen=True)
 class LlmPart:
     """``row.llm``: the shape asked for, what the engine enforced, and each metric's spread."""
 
@@ -146,6 +179,7 @@ class LlmPart:
     model_type: str | None = None
     bundle_version: str | None = None
     engine_version: str | None = None   # the engine's release (litert-lm-api on the host): configuration identity
+    task_score: TaskScore | None = None   # --task-score: exact-match answers of a small task set (llm.tasks)
 
     def spread(self, key: str) -> Spread | None:
         return self.stats.get(key)
@@ -167,6 +201,7 @@ class LlmPart:
         out["stats"] = {k: s.to_dict() for k, s in self.stats.items()}
         out["warmup_stats"] = {k: s.to_dict() for k, s in self.warmup_stats.items()}
         out["agreement"] = None if self.agreement is None else self.agreement.to_dict()
+        out["task_score"] = None if self.task_score is None else self.task_score.to_dict()
         return out
 
     @classmethod
@@ -181,4 +216,5 @@ class LlmPart:
             raw = d.get(k) if isinstance(d.get(k), Mapping) else {}
             kw[k] = _freeze({name: s for name, s in ((n, Spread.from_dict(v)) for n, v in raw.items()) if s})
         kw["agreement"] = Agreement.from_dict(d.get("agreement"))
+        kw["task_score"] = TaskScore.from_dict(d.get("task_score"))
         return cls(**kw)

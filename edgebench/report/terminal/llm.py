@@ -101,7 +101,27 @@ def render_llm_bench(doc: Document | dict[str, Any], width: int | None = None, w
     note = (doc.get("comparison") or {}).get("agreement_note") if isinstance(doc.get("comparison"), dict) else None
     if note:
         parts.append(e(note))
+    parts += [e(line) for line in task_score_lines(doc, rows)]
     return parts
+
+
+def task_score_lines(doc: Document, rows: list[InferenceRow]) -> list[str]:
+    """``task score`` per bundle (``--task-score``): right answers / items, the set, the plain caveat."""
+    meta = doc.get("task_score")
+    if not isinstance(meta, dict):
+        return []
+    out = [f"task score ({meta.get('task_set')}; exact match, greedy, {meta.get('decode_tokens')} tokens per item):"]
+    seen = set()
+    for r in rows:
+        ts = r.llm.task_score if r.llm is not None else None
+        if ts is not None and r.model_sha256 not in seen:
+            seen.add(r.model_sha256)
+            out.append(f"  {r.model} {r.precision} ({r.model_path.rsplit('/', 1)[-1] if r.model_path else '-'}): "
+                       f"{ts.cell} right")
+    for name, err in (meta.get("errors") or {}).items():
+        out.append(f"  {name}: not scored: {err}")
+    out.append(f"note: {meta.get('note')}")
+    return out
 
 
 CURVE = (("ttft_ms", "TTFT ms", "ms"), ("prefill_tok_s", "prefill tok/s", "tok/s"),

@@ -137,6 +137,10 @@ class DeviceLmRunner:
     def greedy(self, job: LmJob) -> tuple[list[str], int | None]:
         raise BadInput("greedy token agreement runs on the host; use --target host or --no-agreement")
 
+    def tasks(self, job: LmJob) -> list[str]:
+        raise BadInput("the task score runs on the host (greedy decoding through the Python API); use --target host "
+                       "or leave out --task-score")
+
     def close(self) -> None:
         try:
             self.device.shell(RemoteCommand.rm_rf(self.run_dir), what="removing the run folder")

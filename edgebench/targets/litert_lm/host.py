@@ -56,6 +56,7 @@ class LmJob:
     warmup: int = 1
     mode: str = "bench"
     prompt: str | None = None
+    prompts: tuple[str, ...] = ()           # mode "tasks": the task set's prompts
 
 
 def run_worker(job: LmJob, deadline_s: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:

@@ -8,6 +8,7 @@ native library) crashes or hangs this process, never the CLI. ``JOB`` is a JSON 
      "threads": null | 2, "max_num_tokens": null | 256, "activation": null | "fp32" | "fp16" | "int16" | "int8",
      "cache_dir": ":nocache" | "<folder>", "warmup": 1, "out_dir": "..."}
     {"mode": "greedy", "bundle": ..., "prompt": "text", "decode_tokens": 32, "threads": ..., ...}
+    {"mode": "tasks", "bundle": ..., "prompts": ["text", ...], "decode_tokens": 16, "threads": ..., ...}
 
 ``bench`` runs ``warmup`` generations and then the measured one, each through the engine's own
 benchmark mode (``litert_lm.Benchmark``: a fresh engine and session, exactly ``prefill_tokens`` prompt
@@ -19,7 +20,9 @@ the first engine and at its peak. It judges nothing: zero tokens and engine erro
 to turn into a failed row (``targets.litert_lm.judge``), the same judge the device log goes through.
 
 ``greedy`` decodes ``prompt`` with greedy sampling (top-k 1) and returns the pieces the engine
-streamed, one per decode step, for the precision comparison's token agreement.
+streamed, one per decode step, for the precision comparison's token agreement. ``tasks`` does the
+same for each of ``prompts`` (one engine, a fresh session per prompt) and returns each output's
+text, for the task score (``llm.tasks`` scores it; the worker judges nothing).
 
 Exit status 0 ok, 2 bad input (no litert_lm, a bundle the engine cannot open), 3 internal failure.
 """
@@ -125,36 +128,53 @@ def run_bench(job: dict[str, Any]) -> dict[str, Any]:
             "peak_rss_bytes": rt.rss_bytes("VmHWM"), "litert_lm_version": _version(), "pid": os.getpid()}
 
 
-def run_greedy(job: dict[str, Any]) -> dict[str, Any]:
-    lm = _litert_lm()
-    lm.set_min_log_severity(lm.LogSeverity.WARNING)
+def _greedy_pieces(lm, engine, prompt: str, decode_tokens: int) -> list[str]:
+    """The pieces a fresh session of ``engine`` streams for ``prompt``, greedy (top-k 1), one per step."""
+    session = engine.create_session(apply_prompt_template=False,
+                                    sampler_config=lm.SamplerConfig(top_k=1, temperature=0.0, seed=0),
+                                    max_output_tokens=int(decode_tokens))
+    try:
+        session.run_prefill([prompt])
+        return [r.texts[0] if r.texts else "" for r in session.run_decode_async()]
+    finally:
+        session.close()
+
+
+def _with_engine(lm, job: dict[str, Any], use: Callable[[Any], Any]) -> Any:
     act = job.get("activation")
 
-    def generate() -> tuple[list[str], int]:
+    def generate() -> Any:
         engine = lm.Engine(job["bundle"], backend=lm.interfaces.CPU(thread_count=job.get("threads")),
                            max_num_tokens=job.get("max_num_tokens"), cache_dir=job.get("cache_dir") or ":nocache",
                            activation_data_type=getattr(lm.ActivationDataType, ACTIVATIONS[act]) if act else None)
         try:
-            n_prompt = len(engine.tokenize(job["prompt"]))
-            session = engine.create_session(apply_prompt_template=False,
-                                            sampler_config=lm.SamplerConfig(top_k=1, temperature=0.0, seed=0),
-                                            max_output_tokens=int(job["decode_tokens"]))
-            try:
-                session.run_prefill([job["prompt"]])
-                pieces = [r.texts[0] if r.texts else "" for r in session.run_decode_async()]
-            finally:
-                session.close()
+            return use(engine)
         finally:
             engine.close()
-        return pieces, n_prompt
 
     got, text, error = captured(generate)
     if error is not None or got is None:
         errs = engine_errors(text)
         why = f"{errs[0]['code']}: {errs[0]['message']}" if errs else f"{type(error).__name__}: {error}"
         raise rt.JobError(f"greedy decoding of {job['bundle']} failed: {why}", bad_input=bool(errs))
-    pieces, n_prompt = got
+    return got
+
+
+def run_greedy(job: dict[str, Any]) -> dict[str, Any]:
+    lm = _litert_lm()
+    lm.set_min_log_severity(lm.LogSeverity.WARNING)
+    pieces, n_prompt = _with_engine(lm, job, lambda engine: (
+        _greedy_pieces(lm, engine, job["prompt"], int(job["decode_tokens"])), len(engine.tokenize(job["prompt"]))))
     return {"mode": "greedy", "pieces": pieces, "prompt_tokens": n_prompt, "litert_lm_version": _version()}
+
+
+def run_tasks(job: dict[str, Any]) -> dict[str, Any]:
+    lm = _litert_lm()
+    lm.set_min_log_severity(lm.LogSeverity.WARNING)
+    prompts = [str(p) for p in job.get("prompts") or ()]
+    outputs = _with_engine(lm, job, lambda engine: [
+        "".join(_greedy_pieces(lm, engine, p, int(job["decode_tokens"]))) for p in prompts])
+    return {"mode": "tasks", "outputs": outputs, "litert_lm_version": _version()}
 
 
 def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict]:
@@ -162,7 +182,8 @@ def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict]:
         raise rt.JobError(f"bundle not found: {job.get('bundle')}")
     if job.get("activation") not in (None, *ACTIVATIONS):
         raise rt.JobError(f"activation {job.get('activation')!r} is not one of {', '.join(ACTIVATIONS)}")
-    return (run_greedy(job) if job.get("mode") == "greedy" else run_bench(job)), {}
+    run = {"greedy": run_greedy, "tasks": run_tasks}.get(str(job.get("mode")), run_bench)
+    return run(job), {}
 
 
 def main(argv: list[str]) -> int:
