@@ -26,7 +26,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -88,6 +88,8 @@ class LlmBenchSettings:
                    "this machine and on phones")
     deadline_s: float | None = None        # per process; None: the runner's default
     context: tuple[int, ...] = ()          # --context: prefill depths of a context curve (replace --prefill)
+    activations: tuple[str, ...] = ()      # --activation fp32,fp16: an axis (rows per value); () : `activation`
+    speculative: tuple[bool, ...] = ()     # --speculative off,on: one value sets it, two are an axis; (): the engine's
     task_score: int = 0                    # --task-score N: N generated exact-match items per bundle (0: none)
     task_file: str | None = None           # --task-file: the user's own items instead (JSON lines)
 
@@ -100,8 +102,12 @@ class LlmBenchSettings:
             raise BadInput(f"--repeats must be >= 1, got {self.repeats}")
         if self.weight_cache not in WEIGHT_CACHES:
             raise BadInput(f"--weight-cache {self.weight_cache!r}: use one of {', '.join(WEIGHT_CACHES)}")
-        if self.activation is not None and self.activation not in ACTIVATIONS:
-            raise BadInput(f"--activation {self.activation!r}: use one of {', '.join(ACTIVATIONS)}")
+        for act in (self.activation, *self.activations):
+            if act is not None and act not in ACTIVATIONS:
+                raise BadInput(f"--activation {act!r}: use one of {', '.join(ACTIVATIONS)} (comma-separated for an "
+                               "axis: fp32,fp16)")
+        if len(set(self.activations)) != len(self.activations) or len(set(self.speculative)) != len(self.speculative):
+            raise BadInput("--activation / --speculative: each value once (e.g. --activation fp32,fp16)")
         if any(c < 1 for c in self.context):
             raise BadInput(f"--context depths must be positive token counts, got {list(self.context)}")
         if self.threads is not None and self.threads < 1:
@@ -111,6 +117,21 @@ class LlmBenchSettings:
         if self.wants_task_score and self.target != "host":
             raise BadInput(f"--task-score runs on the host (greedy decoding through the Python API); this run's "
                            f"target is {self.target}: use --target host or leave out --task-score/--task-file")
+
+    @property
+    def variants(self) -> list[tuple[str | None, bool | None]]:
+        """(activation, speculative) of each engine-option combination; the first is the reference."""
+        acts = self.activations or (self.activation,)
+        specs: tuple[bool | None, ...] = self.speculative or (None,)
+        return [(a, sp) for sp in specs for a in acts]
+
+    def with_variant(self, variant: tuple[str | None, bool | None]) -> "LlmBenchSettings":
+        return replace(self, activation=variant[0], activations=(), speculative=() if variant[1] is None
+                       else (variant[1],))
+
+    @property
+    def speculative_one(self) -> bool | None:
+        return self.speculative[0] if len(self.speculative) == 1 else None
 
     @property
     def wants_task_score(self) -> bool:
@@ -123,7 +144,7 @@ class LlmBenchSettings:
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out.update(bundles=list(self.bundles), prefill=list(self.context or self.prefill), decode=list(self.decode),
-                   context=list(self.context))
+                   context=list(self.context), activations=list(self.activations), speculative=list(self.speculative))
         return out
 
 
@@ -150,7 +171,7 @@ def _failed(base: dict[str, Any], llm: LlmPart, message: str, exit_code: int, *,
 def job_for(settings: LlmBenchSettings, bundle: BundleInfo, prefill: int, decode: int, cache_dir: str) -> LmJob:
     return LmJob(bundle=bundle.path, prefill_tokens=prefill, decode_tokens=decode, threads=settings.threads,
                  max_num_tokens=settings.max_num_tokens, activation=settings.activation, cache_dir=cache_dir,
-                 warmup=settings.warmup)
+                 warmup=settings.warmup, speculative=settings.speculative_one)
 
 
 def _spread_warnings(stats: dict[str, Spread], n: int) -> list[str]:
@@ -184,7 +205,7 @@ class ShapeRun:
                            bundle_context_tokens=bundle.context_tokens, max_num_tokens=settings.max_num_tokens,
                            backend="cpu", activation=settings.activation, weight_cache=settings.weight_cache,
                            warmup=settings.warmup, source=runner.source, model_type=bundle.model_type,
-                           bundle_version=bundle.version)
+                           bundle_version=bundle.version, speculative=settings.speculative_one)
         self.base = dict(target=runner.name, model=self.name, model_path=bundle.path, model_sha256=bundle.sha256,
                          size_bytes=bundle.size_bytes, precision=bundle.precision, precision_found=bundle.precision,
                          precision_detail=bundle.precision_detail, threads=settings.threads, method=METHOD,
@@ -210,7 +231,9 @@ class ShapeRun:
         began = time.monotonic()
         self.first_started = began if self.first_started is None else self.first_started
         if progress:
-            progress(f"{self.name} {self.bundle.precision or ''} {self.prefill}+{self.decode} tokens "
+            opts = "" if len(self.settings.variants) > 1 or self.llm.options == "engine defaults" \
+                else f" ({self.llm.options})"
+            progress(f"{self.name} {self.bundle.precision or ''}{opts} {self.prefill}+{self.decode} tokens "
                      f"(process {k + 1}/{self.settings.repeats})")
         try:
             run = self.runner.run(job_for(self.settings, self.bundle, self.prefill, self.decode, self.cache_dir),
@@ -220,7 +243,7 @@ class ShapeRun:
                                   repeats=self.records, warnings=tuple(self.warnings))
             return
         verdict = judge(run.measured, prefill=self.prefill, decode=self.decode, context=self.ctx,
-                        bundle=self.bundle.name)
+                        bundle=self.bundle.name, speculative=self.settings.speculative_one)
         self.records.append({"process": k + 1, "started_s": round(began - self.first_started, 3),
                              **run.measured.to_record(), "peak_rss_bytes": run.peak_rss_bytes,
                              "rss_before_engine_bytes": run.rss_before_bytes,
@@ -276,7 +299,8 @@ def _not_run(settings: LlmBenchSettings, bundle: BundleInfo, prefill: int, decod
                         error_type="Interrupted",
                         llm=LlmPart(prefill_tokens=prefill, decode_tokens=decode, context_tokens=bundle.context_tokens,
                                     bundle_context_tokens=bundle.context_tokens, max_num_tokens=settings.max_num_tokens,
-                                    backend="cpu", activation=settings.activation, weight_cache=settings.weight_cache))
+                                    backend="cpu", activation=settings.activation, weight_cache=settings.weight_cache,
+                                    speculative=settings.speculative_one))
 
 
 def run_llm_bench(settings: LlmBenchSettings, progress: Callable[[str], None] | None = None) -> Document:
@@ -289,32 +313,43 @@ def run_llm_bench(settings: LlmBenchSettings, progress: Callable[[str], None] | 
     if settings.task_file:
         llm_tasks.load(settings.task_file)                        # a bad task file fails up front too
     runner = resolve_runner(settings.target, settings.binary, deadline_s=settings.deadline_s)
+    variants = [settings.with_variant(v) for v in settings.variants]
     if hasattr(progress, "set_total"):
-        progress.set_total(len(bundles) * len(settings.shapes))
+        progress.set_total(len(bundles) * len(settings.shapes) * len(variants))
     rows: list[InferenceRow] = []
     interrupted: str | None = None
     cache_root = tempfile.mkdtemp(prefix="edgebench-llm-cache-") if settings.weight_cache == "disk" else None
     try:
-        caches = []
+        caches: dict[tuple[int, int], str] = {}
         for i in range(len(bundles)):
-            caches.append(":nocache" if cache_root is None else str(Path(cache_root) / f"b{i}"))
-            if cache_root is not None:
-                Path(caches[-1]).mkdir(exist_ok=True)
+            for k in range(len(variants)):       # one cache per bundle and engine options: packed weights differ
+                name = f"b{i}" if k == 0 else f"b{i}v{k}"
+                caches[i, k] = ":nocache" if cache_root is None else str(Path(cache_root) / name)
+                if cache_root is not None:
+                    Path(caches[i, k]).mkdir(exist_ok=True)
         for prefill, decode in settings.shapes:
             if interrupted:
-                rows.extend(_not_run(settings, b, prefill, decode, runner.name, interrupted) for b in bundles)
+                rows.extend(_not_run(v, b, prefill, decode, runner.name, interrupted) for v in variants for b in bundles)
                 continue
-            try:
-                rows.extend(bench_shape([ShapeRun(runner, b, prefill, decode, settings, caches[i])
-                                         for i, b in enumerate(bundles)], progress))
+            try:        # every bundle under every engine option alternates process by process
+                rows.extend(bench_shape([ShapeRun(runner, b, prefill, decode, v, caches[i, k])
+                                         for k, v in enumerate(variants) for i, b in enumerate(bundles)], progress))
             except KeyboardInterrupt as exc:
                 interrupted = interrupt_name(exc)
-                rows.extend(_not_run(settings, b, prefill, decode, runner.name, interrupted) for b in bundles)
-        comparison = task_doc = None
+                rows.extend(_not_run(v, b, prefill, decode, runner.name, interrupted) for v in variants for b in bundles)
+        comparison = task_doc = options_doc = None
         if len(bundles) > 1 and not interrupted:
-            rows, comparison = llm_compare.compare_precisions(rows, bundles, runner, settings, progress)
+            rows, comparison = llm_compare.compare_precisions(rows, bundles, runner, variants[0], progress)
+        if len(variants) > 1 and not interrupted:
+            rows, options_doc = llm_compare.compare_options(rows, bundles, runner, variants, progress)
         if settings.wants_task_score and not interrupted:
-            rows, task_doc = llm_tasks.score_bundles(rows, bundles, runner, settings, progress)
+            for v in variants:                   # a score per bundle and engine options
+                rows, part = llm_tasks.score_bundles(rows, bundles, runner, v, progress, label=len(variants) > 1)
+                if task_doc is None:
+                    task_doc = part
+                else:
+                    task_doc["scores"].update(part["scores"])
+                    task_doc["errors"].update(part["errors"])
     finally:
         runner.close()
         if cache_root is not None:
@@ -323,6 +358,7 @@ def run_llm_bench(settings: LlmBenchSettings, progress: Callable[[str], None] | 
     return Document.new("llm-bench", rows, fp, settings=settings.to_dict(),
                         bundles=[b.to_dict() for b in bundles], comparison=comparison,
                         **({"task_score": task_doc} if task_doc is not None else {}),
+                        **({"engine_options": options_doc} if options_doc is not None else {}),
                         interrupted=interrupted is not None, interrupted_by=interrupted)
 
 

@@ -100,8 +100,14 @@ def task_items(settings: Any) -> list[dict[str, str]]:
 
 
 def score_bundles(rows: list[InferenceRow], bundles: Sequence[BundleInfo], runner: Any, settings: Any,
-                  progress: Callable[[str], None] | None = None) -> tuple[list[InferenceRow], dict[str, Any]]:
-    """(rows with ``llm.task_score`` on every ok row of each bundle, the document's ``task_score`` note)."""
+                  progress: Callable[[str], None] | None = None, *, label: bool = False,
+                  ) -> tuple[list[InferenceRow], dict[str, Any]]:
+    """(rows with ``llm.task_score`` on every ok row of each bundle run with ``settings``' engine
+    options, the document's ``task_score`` part; ``label``: name the options beside each bundle)."""
+    spec = settings.speculative_one
+    tag = "" if not label else " (" + ", ".join(x for x in (
+        f"activation {settings.activation}" if settings.activation else "",
+        "" if spec is None else f"speculative {'on' if spec else 'off'}") if x) + ")"
     items = task_items(settings)
     task_set = describe(settings)
     scores: dict[str, TaskScore] = {}
@@ -112,15 +118,16 @@ def score_bundles(rows: list[InferenceRow], bundles: Sequence[BundleInfo], runne
         try:
             outputs = runner.tasks(LmJob(bundle=b.path, prefill_tokens=0, decode_tokens=TASK_DECODE,
                                          threads=settings.threads, max_num_tokens=settings.max_num_tokens,
-                                         activation=settings.activation, warmup=0,
+                                         activation=settings.activation, warmup=0, speculative=spec,
                                          prompts=tuple(i["prompt"] for i in items)))
         except EdgebenchError as err:
             errors[b.sha256] = str(err)
             continue
         scores[b.sha256] = score(items, outputs, task_set)
     out = [r.replace(llm=replace(r.llm, task_score=scores[r.model_sha256]))
-           if r.llm is not None and r.ok and r.model_sha256 in scores else r for r in rows]
+           if r.llm is not None and r.ok and r.model_sha256 in scores and r.llm.activation == settings.activation
+           and r.llm.speculative == spec else r for r in rows]
     doc = {"task_set": task_set, "items": len(items), "decode_tokens": TASK_DECODE, "note": MACHINERY_NOTE,
-           "scores": {b.name: (scores[b.sha256].to_dict() if b.sha256 in scores else None) for b in bundles},
-           "errors": {b.name: errors[b.sha256] for b in bundles if b.sha256 in errors}}
+           "scores": {b.name + tag: (scores[b.sha256].to_dict() if b.sha256 in scores else None) for b in bundles},
+           "errors": {b.name + tag: errors[b.sha256] for b in bundles if b.sha256 in errors}}
     return out, doc

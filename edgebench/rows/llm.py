@@ -180,6 +180,8 @@ class LlmPart:
     bundle_version: str | None = None
     engine_version: str | None = None   # the engine's release (litert-lm-api on the host): configuration identity
     task_score: TaskScore | None = None   # --task-score: exact-match answers of a small task set (llm.tasks)
+    speculative: bool | None = None     # --speculative: enable_speculative_decoding asked for; None: the engine's
+    option_agreement: Agreement | None = None   # an engine-option axis: greedy tokens vs its first value
 
     def spread(self, key: str) -> Spread | None:
         return self.stats.get(key)
@@ -194,7 +196,14 @@ class LlmPart:
 
     _PLAIN = ("prefill_tokens", "decode_tokens", "context_tokens", "bundle_context_tokens", "max_num_tokens",
               "backend", "activation", "weight_cache", "warmup", "source", "model_type", "bundle_version",
-              "engine_version")
+              "engine_version", "speculative")
+
+    @property
+    def options(self) -> str:
+        """``activation fp16, speculative on`` -- the engine options this row asked for ('engine defaults')."""
+        parts = [f"activation {self.activation}" if self.activation else "",
+                 "" if self.speculative is None else f"speculative {'on' if self.speculative else 'off'}"]
+        return ", ".join(p for p in parts if p) or "engine defaults"
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: getattr(self, k) for k in self._PLAIN}
@@ -202,6 +211,8 @@ class LlmPart:
         out["warmup_stats"] = {k: s.to_dict() for k, s in self.warmup_stats.items()}
         out["agreement"] = None if self.agreement is None else self.agreement.to_dict()
         out["task_score"] = None if self.task_score is None else self.task_score.to_dict()
+        if self.option_agreement is not None:
+            out["option_agreement"] = self.option_agreement.to_dict()
         return out
 
     @classmethod
@@ -217,4 +228,6 @@ class LlmPart:
             kw[k] = _freeze({name: s for name, s in ((n, Spread.from_dict(v)) for n, v in raw.items()) if s})
         kw["agreement"] = Agreement.from_dict(d.get("agreement"))
         kw["task_score"] = TaskScore.from_dict(d.get("task_score"))
+        kw["option_agreement"] = Agreement.from_dict(d.get("option_agreement"))
+        kw["speculative"] = d.get("speculative") if isinstance(d.get("speculative"), bool) else None
         return cls(**kw)

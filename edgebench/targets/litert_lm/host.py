@@ -57,6 +57,7 @@ class LmJob:
     mode: str = "bench"
     prompt: str | None = None
     prompts: tuple[str, ...] = ()           # mode "tasks": the task set's prompts
+    speculative: bool | None = None         # enable_speculative_decoding; None: the engine's default
 
 
 def run_worker(job: LmJob, deadline_s: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:

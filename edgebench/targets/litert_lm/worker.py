@@ -6,7 +6,7 @@ native library) crashes or hangs this process, never the CLI. ``JOB`` is a JSON 
 
     {"mode": "bench", "bundle": "m.litertlm", "prefill_tokens": 64, "decode_tokens": 32,
      "threads": null | 2, "max_num_tokens": null | 256, "activation": null | "fp32" | "fp16" | "int16" | "int8",
-     "cache_dir": ":nocache" | "<folder>", "warmup": 1, "out_dir": "..."}
+     "cache_dir": ":nocache" | "<folder>", "warmup": 1, "speculative": null | true | false, "out_dir": "..."}
     {"mode": "greedy", "bundle": ..., "prompt": "text", "decode_tokens": 32, "threads": ..., ...}
     {"mode": "tasks", "bundle": ..., "prompts": ["text", ...], "decode_tokens": 16, "threads": ..., ...}
 
@@ -43,6 +43,16 @@ rt = _sibling("runner_io")   # the worker contract (serve_job, JobError, rss_byt
 ACTIVATIONS = {"fp32": "FLOAT32", "fp16": "FLOAT16", "int16": "INT16", "int8": "INT8"}
 _ENGINE_ERROR = re.compile(r"Failed to (generate content|create engine|create session)[^:]*: ([A-Z_]+): ([^\n]*)")
 _MODEL_LIMIT = re.compile(r"larger than what the static model supports \((\d+)\)")
+_RET_CHECK = re.compile(r"RET_CHECK failure \([^)]*\) ([^\n]*)")
+
+
+def _engine_options(lm, job: dict[str, Any]) -> dict[str, Any]:
+    """The engine options a job sets (activation data type, speculative decoding); unset: the engine's."""
+    act, spec = job.get("activation"), job.get("speculative")
+    out: dict[str, Any] = {"activation_data_type": getattr(lm.ActivationDataType, ACTIVATIONS[act]) if act else None}
+    if spec is not None:
+        out["enable_speculative_decoding"] = bool(spec)
+    return out
 
 
 def _litert_lm():
@@ -97,17 +107,17 @@ def engine_errors(text: str) -> list[dict[str, str]]:
 
 def _bench_once(lm, job: dict[str, Any]) -> dict[str, Any]:
     backend = lm.interfaces.CPU(thread_count=job.get("threads"))
-    act = job.get("activation")
     bench = lm.Benchmark(job["bundle"], backend=backend, prefill_tokens=int(job["prefill_tokens"]),
                          decode_tokens=int(job["decode_tokens"]), max_num_tokens=job.get("max_num_tokens"),
-                         cache_dir=job.get("cache_dir") or ":nocache",
-                         activation_data_type=getattr(lm.ActivationDataType, ACTIVATIONS[act]) if act else None)
+                         cache_dir=job.get("cache_dir") or ":nocache", **_engine_options(lm, job))
     t0 = time.perf_counter()
     info, text, error = captured(bench.run)
     wall = time.perf_counter() - t0
     limits = [int(x) for x in _MODEL_LIMIT.findall(text)]
+    checks = _RET_CHECK.findall(text)
     out: dict[str, Any] = {"wall_s": wall, "engine_errors": engine_errors(text),
                            "engine_context_limit": limits[0] if limits else None,
+                           "engine_check": checks[0].strip() if checks else None,
                            "exception": None if error is None else f"{type(error).__name__}: {error}"}
     if info is not None:
         out.update(init_s=float(info.init_time_in_second), ttft_s=float(info.time_to_first_token_in_second),
@@ -141,12 +151,10 @@ def _greedy_pieces(lm, engine, prompt: str, decode_tokens: int) -> list[str]:
 
 
 def _with_engine(lm, job: dict[str, Any], use: Callable[[Any], Any]) -> Any:
-    act = job.get("activation")
-
     def generate() -> Any:
         engine = lm.Engine(job["bundle"], backend=lm.interfaces.CPU(thread_count=job.get("threads")),
                            max_num_tokens=job.get("max_num_tokens"), cache_dir=job.get("cache_dir") or ":nocache",
-                           activation_data_type=getattr(lm.ActivationDataType, ACTIVATIONS[act]) if act else None)
+                           **_engine_options(lm, job))
         try:
             return use(engine)
         finally:
@@ -156,6 +164,8 @@ def _with_engine(lm, job: dict[str, Any], use: Callable[[Any], Any]) -> Any:
     if error is not None or got is None:
         errs = engine_errors(text)
         why = f"{errs[0]['code']}: {errs[0]['message']}" if errs else f"{type(error).__name__}: {error}"
+        checks = _RET_CHECK.findall(text)
+        why += f" (the engine's check: {checks[0].strip()})" if checks else ""
         raise rt.JobError(f"greedy decoding of {job['bundle']} failed: {why}", bad_input=bool(errs))
     return got
 
