@@ -88,6 +88,12 @@ def compare_options(rows: list[InferenceRow], bundles: Sequence[BundleInfo], run
             pieces: list[list[str] | None] = []
             for v in variants:
                 label = _label(v)
+                mine = [r for r in rows if r.model_sha256 == b.sha256 and r.llm is not None
+                        and (r.llm.activation, r.llm.speculative) == (v.activation, v.speculative_one)]
+                if mine and not any(r.ok for r in mine):
+                    pieces.append(None)
+                    notes.append(f"{b.name} with {label}: token agreement not measured: its rows failed (above)")
+                    continue
                 if progress:
                     progress(f"greedy decoding of {b.name} with {label} ({tokens} tokens) for the option agreement")
                 try:
@@ -113,16 +119,23 @@ def compare_options(rows: list[InferenceRow], bundles: Sequence[BundleInfo], run
         if ag is None:
             out.append(r)
             continue
-        warn = () if ag.rate is None or ag.rate >= COLLAPSE_BELOW else (
-            f"{_label(variants[k])} collapses the output: {ag.agree} of {ag.compared} greedy tokens agree with "
-            f"{_label(first)} (first divergence at token {ag.first_divergence}); its speed is not a speed of the "
-            f"same answers -- check the bundle with {_label(first)} or another option",)
+        warn = collapse_warning(ag, _label(variants[k]), _label(first))
         out.append(r.replace(llm=replace(r.llm, option_agreement=ag), warnings=(*r.warnings, *warn)))
     doc = {"reference": _label(first), "values": [_label(v) for v in variants], "agreement_tokens": tokens,
            "prompt": first.prompt, "collapse_below": COLLAPSE_BELOW, "notes": notes,
            "agreement": [{"bundle": b.name, "options": _label(variants[k]), **found[b.sha256, k].to_dict()}
                          for b in bundles for k in range(1, len(variants)) if (b.sha256, k) in found]}
     return out, doc
+
+
+def collapse_warning(ag: Agreement, label: str, first: str) -> tuple[str, ...]:
+    """The row warning when fewer than COLLAPSE_BELOW of the greedy tokens under ``label`` agree with
+    those under the axis's first value ``first`` (none otherwise)."""
+    if ag.rate is None or ag.rate >= COLLAPSE_BELOW:
+        return ()
+    return (f"{label} collapses the output: {ag.agree} of {ag.compared} greedy tokens agree with {first} (first "
+            f"divergence at token {ag.first_divergence}); its speed is not a speed of the same answers -- check "
+            f"the bundle with {first}, or do not use {label}",)
 
 
 def _label(v: Any) -> str:
