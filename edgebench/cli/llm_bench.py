@@ -67,6 +67,9 @@ def register(app: typer.Typer) -> None:
             "--name", help="Model name for the rows (default: the file name without its precision tag).")] = None,
         agreement: Annotated[bool, typer.Option(
             "--agreement/--no-agreement", help="Greedy token agreement between the bundles (host).")] = True,
+        memory_phases: Annotated[bool, typer.Option(
+            "--memory-phases", help="Also measure peak and steady memory of init, prefill and decode per process "
+                                    "(Engine/Session API, before the benchmark generations; host).")] = False,
         task_score: Annotated[int, typer.Option(
             "--task-score", help="Score each bundle on N generated exact-match items (copy and addition, seed 47, "
                                  "greedy; host). On a random-weight test bundle it checks the machinery, not a "
@@ -97,7 +100,7 @@ def register(app: typer.Typer) -> None:
             weight_cache=weight_cache, target=target,
             binary=llm_binary, name=name, agreement=agreement,
             context=tuple(split_ints(context, option="--context")) if context else (),
-            task_score=task_score, task_file=task_file)
+            task_score=task_score, task_file=task_file, memory_phases=memory_phases)
         settings.validate()
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway,
                                markdown=markdown)

@@ -35,7 +35,7 @@ from edgebench.core.fingerprint import emulation_warning, host_fingerprint
 from edgebench.core.formats import fmt_metric
 from edgebench.model.litertlm_file import BundleInfo, read_bundle
 from edgebench.rows import Document, InferenceRow, LlmPart, Spread
-from edgebench.rows.llm import LLM_METRICS
+from edgebench.rows.llm import LLM_METRICS, PHASE_METRICS
 from edgebench.targets.litert_lm.host import LmJob
 from edgebench.targets.litert_lm.judge import check_shape, judge
 from edgebench.targets.litert_lm.resolve import resolve_runner
@@ -90,6 +90,7 @@ class LlmBenchSettings:
     context: tuple[int, ...] = ()          # --context: prefill depths of a context curve (replace --prefill)
     activations: tuple[str, ...] = ()      # --activation fp32,fp16: an axis (rows per value); () : `activation`
     speculative: tuple[bool, ...] = ()     # --speculative off,on: one value sets it, two are an axis; (): the engine's
+    memory_phases: bool = False            # --memory-phases: peak and steady memory of init, prefill, decode
     task_score: int = 0                    # --task-score N: N generated exact-match items per bundle (0: none)
     task_file: str | None = None           # --task-file: the user's own items instead (JSON lines)
 
@@ -112,6 +113,9 @@ class LlmBenchSettings:
             raise BadInput(f"--context depths must be positive token counts, got {list(self.context)}")
         if self.threads is not None and self.threads < 1:
             raise BadInput(f"--threads must be >= 1, got {self.threads}")
+        if self.memory_phases and self.target != "host":
+            raise BadInput(f"--memory-phases runs on the host (the Engine/Session API); this run's target is "
+                           f"{self.target}: use --target host or leave out --memory-phases")
         if self.task_score < 0:
             raise BadInput(f"--task-score must be a number of items >= 0, got {self.task_score}")
         if self.wants_task_score and self.target != "host":
@@ -171,7 +175,7 @@ def _failed(base: dict[str, Any], llm: LlmPart, message: str, exit_code: int, *,
 def job_for(settings: LlmBenchSettings, bundle: BundleInfo, prefill: int, decode: int, cache_dir: str) -> LmJob:
     return LmJob(bundle=bundle.path, prefill_tokens=prefill, decode_tokens=decode, threads=settings.threads,
                  max_num_tokens=settings.max_num_tokens, activation=settings.activation, cache_dir=cache_dir,
-                 warmup=settings.warmup, speculative=settings.speculative_one)
+                 warmup=settings.warmup, speculative=settings.speculative_one, memory_phases=settings.memory_phases)
 
 
 def _spread_warnings(stats: dict[str, Spread], n: int) -> list[str]:
@@ -244,9 +248,13 @@ class ShapeRun:
             return
         verdict = judge(run.measured, prefill=self.prefill, decode=self.decode, context=self.ctx,
                         bundle=self.bundle.name, speculative=self.settings.speculative_one)
+        phases = run.facts.get("phases") if isinstance(run.facts.get("phases"), dict) else {}
+        if phases.get("error") and not any("memory per phase" in w for w in self.warnings):
+            self.warnings.append(f"memory per phase not measured: {phases['error']}")
         self.records.append({"process": k + 1, "started_s": round(began - self.first_started, 3),
                              **run.measured.to_record(), "peak_rss_bytes": run.peak_rss_bytes,
                              "rss_before_engine_bytes": run.rss_before_bytes,
+                             **{key: phases[key] for key in PHASE_METRICS if phases.get(key)},
                              "status": "ok" if verdict is None else "failed"})
         self.runs.append(run)
         if verdict is not None:
@@ -258,7 +266,8 @@ class ShapeRun:
         if self.failed is not None:
             return self.failed
         records, runs = self.records, self.runs
-        stats = {k: s for k in LLM_METRICS if (s := Spread.of([r.get(k) for r in records])) is not None}
+        stats = {k: s for k in (*LLM_METRICS, *PHASE_METRICS) if (s := Spread.of([r.get(k) for r in records]))
+                 is not None}
         warm = [r.warmups[0] for r in runs if r.warmups]
         warm_stats = {k: s for k in ("init_ms", "ttft_ms", "prefill_tok_s", "decode_tok_s")
                       if (s := Spread.of([getattr(g, k) for g in warm])) is not None}

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from edgebench.judge.llm_pairs import SPEEDUP_METRICS, PrecisionPair, precision_pairs
-from edgebench.report.terminal.llm import COLUMNS, CURVE, curves, interval_legend, spread_cell, task_score_lines
+from edgebench.report.terminal.llm import (COLUMNS, CURVE, PHASE_COLS, curves, interval_legend, phase_rows,
+                                           spread_cell, task_score_lines)
 from edgebench.rows import Document, InferenceRow
 
 
@@ -60,6 +61,10 @@ def tables(doc: Document) -> list[tuple[str, list[str], list[list[str]]]]:
     if curve_body:
         out.append(("Context curve (prefill depth + decode tokens; median [interval])",
                     ["model", "precision", "depth", *[h for _k, h, _u in CURVE], "decode vs first"], curve_body))
+    phases = phase_rows(rows)
+    if phases:
+        out.append(("Memory per phase (resident, median over processes)",
+                    ["model", "precision", "options", "tokens", *[h for _k, h in PHASE_COLS]], phases))
     pairs: Sequence[PrecisionPair] = precision_pairs(rows)
     if pairs:
         out.append(("Precisions side by side (speed-up over the reference, >1 = faster)",

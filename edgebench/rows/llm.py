@@ -27,6 +27,9 @@ CI_LEVEL = 0.95
 # The per-process figures of an llm-bench row (row["repeats"][i] keys), in display order; the
 # registry's LLM metrics read their medians (``LlmPart.spread``).
 LLM_METRICS = ("ttft_ms", "prefill_tok_s", "decode_tok_s", "init_ms", "peak_rss_bytes")
+# --memory-phases: resident memory per phase (Engine/Session API), per process: the peak and the steady
+PHASES = ("init", "prefill", "decode")
+PHASE_METRICS = tuple(f"{p}_{k}_bytes" for p in PHASES for k in ("peak", "steady"))
 
 
 def median_interval(values: Sequence[float], level: float = CI_LEVEL) -> tuple[float, float, float] | None:

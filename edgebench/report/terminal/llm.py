@@ -87,6 +87,7 @@ def render_llm_bench(doc: Document | dict[str, Any], width: int | None = None, w
             opts = f", {r.llm.options}" if several else ""
             parts.append(e(f"warning ({r.model} {r.precision}{opts} {r.llm.shape}): {w}"))
     parts += context_curve(rows, width=width, wide=wide)
+    parts += memory_phases(rows, width=width, wide=wide)
     pairs = precision_pairs(rows)
     if pairs:
         pcols = [Col("model", identity=True), Col("vs", identity=True), Col("tokens", identity=True),
@@ -120,6 +121,32 @@ def render_llm_bench(doc: Document | dict[str, Any], width: int | None = None, w
         parts += [e(n) for n in options.get("notes") or ()]
     parts += [e(line) for line in task_score_lines(doc, rows)]
     return parts
+
+
+PHASE_COLS = tuple((f"{p}_{k}_bytes", f"{p} {k}") for p in ("init", "prefill", "decode") for k in ("peak", "steady"))
+
+
+def phase_rows(rows: list[InferenceRow]) -> list[list[str]]:
+    """(model, precision, options, tokens, six memory cells) of each row with memory per phase."""
+    out = []
+    for r in rows:
+        if r.ok and r.llm is not None and any(r.llm.spread(k) for k, _h in PHASE_COLS):
+            out.append([str(r.model), str(r.precision), r.llm.options, r.llm.shape,
+                        *[spread_cell(r.llm.spread(k), "bytes") for k, _h in PHASE_COLS]])
+    return out
+
+
+def memory_phases(rows: list[InferenceRow], width: int | None = None, wide: bool = False) -> list[Any]:
+    """``--memory-phases``: peak and steady resident memory of init, prefill and decode (median over processes)."""
+    from edgebench.report.terminal.fit import Col, fit_tables
+
+    body = phase_rows(rows)
+    if not body:
+        return []
+    cols = [Col("model", identity=True), Col("precision", identity=True), Col("options", priority=3),
+            Col("tokens", identity=True), *[Col(h, num=True) for _k, h in PHASE_COLS]]
+    return list(fit_tables("memory per phase (resident, median over processes; Engine/Session API)", cols, body,
+                           width=width, wide=wide))
 
 
 def agreement_cell(p: PrecisionPair) -> str:

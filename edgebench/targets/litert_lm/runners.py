@@ -63,7 +63,8 @@ class HostLmRunner:
         return ProcessRun(measured=Generation.from_worker(meta.get("measured") or {}),
                           warmups=tuple(Generation.from_worker(w) for w in meta.get("warmups") or ()),
                           peak_rss_bytes=meta.get("peak_rss_bytes"), rss_before_bytes=meta.get("rss_before_bytes"),
-                          version=meta.get("litert_lm_version"))
+                          version=meta.get("litert_lm_version"),
+                          facts={"phases": meta["phases"]} if isinstance(meta.get("phases"), dict) else {})
 
     def greedy(self, job: LmJob) -> tuple[list[str], int | None]:
         meta = run_worker(replace(job, mode="greedy"), self.deadline_s)

@@ -19,6 +19,10 @@ not raise), the context the engine says the graph supports, and the process's re
 the first engine and at its peak. It judges nothing: zero tokens and engine errors are the parent's
 to turn into a failed row (``targets.litert_lm.judge``), the same judge the device log goes through.
 
+With ``"memory_phases": true`` a bench process first measures resident memory per phase (init,
+prefill, decode) through the Engine/Session API (``run_phases``; ``result.json``'s ``phases``), then
+resets the peak so the generations' ``peak_rss_bytes`` is theirs alone.
+
 ``greedy`` decodes ``prompt`` with greedy sampling (top-k 1) and returns the pieces the engine
 streamed, one per decode step, for the precision comparison's token agreement. ``tasks`` does the
 same for each of ``prompts`` (one engine, a fresh session per prompt) and returns each output's
@@ -128,13 +132,73 @@ def _bench_once(lm, job: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _reset_peak() -> bool:
+    """Reset this process's VmHWM to its current RSS (Linux: ``5`` to /proc/self/clear_refs), so the
+    next VmHWM is the peak of what follows; False where the kernel does not allow it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _phase_prompt(engine, tokens: int) -> tuple[str, int]:
+    """Text of about ``tokens`` tokens (the agreement-style sentence repeated, cut by token ids) and its count."""
+    base = "edgebench measures how fast a language model reads a prompt and writes its answer "
+    ids = engine.tokenize(base * (tokens // 4 + 2))[:tokens]
+    text = engine.detokenize(ids)
+    return text, len(engine.tokenize(text))
+
+
+def run_phases(lm, job: dict[str, Any]) -> dict[str, Any]:
+    """Resident memory per phase through the Engine/Session API (``Benchmark.run`` runs all three in
+    one call): the peak (VmHWM, reset before each phase) and the steady (VmRSS at its end) of init
+    (engine and session creation), prefill (a text prompt of about ``prefill_tokens`` tokens) and
+    decode (``decode_tokens`` greedy steps)."""
+    out: dict[str, Any] = {"hwm_reset": _reset_peak()}
+
+    def mark(phase: str) -> None:
+        out[f"{phase}_peak_bytes"], out[f"{phase}_steady_bytes"] = rt.rss_bytes("VmHWM"), rt.rss_bytes("VmRSS")
+        _reset_peak()
+
+    def measure() -> None:
+        engine = lm.Engine(job["bundle"], backend=lm.interfaces.CPU(thread_count=job.get("threads")),
+                           max_num_tokens=job.get("max_num_tokens"), cache_dir=job.get("cache_dir") or ":nocache",
+                           **_engine_options(lm, job))
+        try:
+            session = engine.create_session(apply_prompt_template=False,
+                                            sampler_config=lm.SamplerConfig(top_k=1, temperature=0.0, seed=0),
+                                            max_output_tokens=int(job["decode_tokens"]))
+            try:
+                mark("init")
+                text, n = _phase_prompt(engine, int(job["prefill_tokens"]))
+                out["prefill_text_tokens"] = n
+                session.run_prefill([text])
+                mark("prefill")
+                out["decode_steps"] = sum(1 for _ in session.run_decode_async())
+                mark("decode")
+            finally:
+                session.close()
+        finally:
+            engine.close()
+
+    _got, text, error = captured(measure)
+    if error is not None:
+        errs = engine_errors(text)
+        out = {"error": f"{errs[0]['code']}: {errs[0]['message']}" if errs else f"{type(error).__name__}: {error}"}
+    _reset_peak()                                     # the benchmark generations' peak is their own
+    return out
+
+
 def run_bench(job: dict[str, Any]) -> dict[str, Any]:
     lm = _litert_lm()
     lm.set_min_log_severity(lm.LogSeverity.WARNING)    # the errors and "model limit" warnings, not INFO chatter
     rss_before = rt.rss_bytes("VmRSS")
+    phases = run_phases(lm, job) if job.get("memory_phases") else None
     warmups = [_bench_once(lm, job) for _ in range(int(job.get("warmup") or 0))]
     measured = _bench_once(lm, job)
-    return {"mode": "bench", "warmups": warmups, "measured": measured, "rss_before_bytes": rss_before,
+    return {"mode": "bench", "warmups": warmups, "measured": measured, "rss_before_bytes": rss_before, "phases": phases,
             "peak_rss_bytes": rt.rss_bytes("VmHWM"), "litert_lm_version": _version(), "pid": os.getpid()}
 
 
