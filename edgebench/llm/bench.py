@@ -209,7 +209,8 @@ class ShapeRun:
                            bundle_context_tokens=bundle.context_tokens, max_num_tokens=settings.max_num_tokens,
                            backend="cpu", activation=settings.activation, weight_cache=settings.weight_cache,
                            warmup=settings.warmup, source=runner.source, model_type=bundle.model_type,
-                           bundle_version=bundle.version, speculative=settings.speculative_one)
+                           bundle_version=bundle.version, speculative=settings.speculative_one,
+                           memory_phases=True if settings.memory_phases else None)
         self.base = dict(target=runner.name, model=self.name, model_path=bundle.path, model_sha256=bundle.sha256,
                          size_bytes=bundle.size_bytes, precision=bundle.precision, precision_found=bundle.precision,
                          precision_detail=bundle.precision_detail, threads=settings.threads, method=METHOD,

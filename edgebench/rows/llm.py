@@ -185,6 +185,7 @@ class LlmPart:
     task_score: TaskScore | None = None   # --task-score: exact-match answers of a small task set (llm.tasks)
     speculative: bool | None = None     # --speculative: enable_speculative_decoding asked for; None: the engine's
     option_agreement: Agreement | None = None   # an engine-option axis: greedy tokens vs its first value
+    memory_phases: bool | None = None   # --memory-phases (True; None: not asked): it changes what peak mem holds
 
     def spread(self, key: str) -> Spread | None:
         return self.stats.get(key)
@@ -199,7 +200,7 @@ class LlmPart:
 
     _PLAIN = ("prefill_tokens", "decode_tokens", "context_tokens", "bundle_context_tokens", "max_num_tokens",
               "backend", "activation", "weight_cache", "warmup", "source", "model_type", "bundle_version",
-              "engine_version", "speculative")
+              "engine_version", "speculative", "memory_phases")
 
     @property
     def options(self) -> str:
@@ -233,4 +234,5 @@ class LlmPart:
         kw["task_score"] = TaskScore.from_dict(d.get("task_score"))
         kw["option_agreement"] = Agreement.from_dict(d.get("option_agreement"))
         kw["speculative"] = d.get("speculative") if isinstance(d.get("speculative"), bool) else None
+        kw["memory_phases"] = True if d.get("memory_phases") is True else None
         return cls(**kw)

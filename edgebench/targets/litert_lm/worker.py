@@ -143,6 +143,20 @@ def _reset_peak() -> bool:
         return False
 
 
+def _hwm_and_rss() -> tuple[int | None, int | None]:
+    """(VmHWM, VmRSS) from one read of /proc/self/status, so the peak is never below the current."""
+    got: dict[str, int] = {}
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                key = line.split(":", 1)[0]
+                if key in ("VmHWM", "VmRSS"):
+                    got[key] = int(line.split()[1]) * 1024
+    except OSError:
+        return rt.rss_bytes("VmHWM"), rt.rss_bytes("VmRSS")
+    return got.get("VmHWM"), got.get("VmRSS")
+
+
 def _phase_prompt(engine, tokens: int) -> tuple[str, int]:
     """Text of about ``tokens`` tokens (the agreement-style sentence repeated, cut by token ids) and its count."""
     base = "edgebench measures how fast a language model reads a prompt and writes its answer "
@@ -159,7 +173,7 @@ def run_phases(lm, job: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"hwm_reset": _reset_peak()}
 
     def mark(phase: str) -> None:
-        out[f"{phase}_peak_bytes"], out[f"{phase}_steady_bytes"] = rt.rss_bytes("VmHWM"), rt.rss_bytes("VmRSS")
+        out[f"{phase}_peak_bytes"], out[f"{phase}_steady_bytes"] = _hwm_and_rss()
         _reset_peak()
 
     def measure() -> None:
