@@ -53,6 +53,10 @@ def test_activation_axis_gives_rows_per_value_with_token_agreement(tmp_path):
     assert len(eo["agreement"]) == 2
     assert "engine options side by side" in p.stdout and "activation fp16 vs" in p.stdout
     assert doc["settings"]["activations"] == ["fp32", "fp16"] and doc["settings"]["activation"] is None
+    from edgebench.report.html import _llm_section
+    from edgebench.report.terminal._cells import as_document
+    html = _llm_section([({}, as_document(doc))])
+    assert "Engine options side by side" in html and "activation fp16 vs activation fp32" in html
 
 
 @pytest.mark.extras

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from edgebench.judge.llm_pairs import SPEEDUP_METRICS, PrecisionPair, precision_pairs
+from edgebench.judge.llm_pairs import SPEEDUP_METRICS, PrecisionPair, option_pairs, precision_pairs
 from edgebench.report.terminal.llm import (COLUMNS, CURVE, PHASE_COLS, curves, interval_legend, phase_rows,
                                            spread_cell, task_score_lines)
 from edgebench.rows import Document, InferenceRow
@@ -71,6 +71,13 @@ def tables(doc: Document) -> list[tuple[str, list[str], list[list[str]]]]:
                     ["model", "vs", "tokens", "size", *[label for _k, label, _h in SPEEDUP_METRICS], "greedy tokens"],
                     [[p.model, f"{p.candidate} vs {p.reference}", f"{p.prefill}+{p.decode}", _size(p),
                       *[_ratio(p, k) for k, _l, _h in SPEEDUP_METRICS], _agree(p)] for p in pairs]))
+    opairs = option_pairs(rows)
+    if opairs:
+        out.append(("Engine options side by side (speed-up over the first value, >1 = faster)",
+                    ["bundle", "options vs first", "tokens", *[label for _k, label, _h in SPEEDUP_METRICS],
+                     "greedy tokens"],
+                    [[p.model, f"{p.candidate} vs {p.reference}", f"{p.prefill}+{p.decode}",
+                      *[_ratio(p, k) for k, _l, _h in SPEEDUP_METRICS], _agree(p)] for p in opairs]))
     return out
 
 
