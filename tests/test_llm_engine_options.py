@@ -89,3 +89,21 @@ def test_one_activation_value_keeps_the_single_run_document(tmp_path):
     assert doc["settings"]["activation"] == "fp32" and doc["settings"]["activations"] == []
     assert "engine_options" not in doc and "task_score" not in doc and "option_agreement" not in row["llm"]
     assert "options" not in p.stdout.split("warm-up")[0]            # no options column without an axis
+
+
+@pytest.mark.extras
+@pytest.mark.usefixtures("_litert_lm")
+def test_two_stored_activation_axes_pair_value_by_value_in_results_compare(tmp_path):
+    db, ids = str(tmp_path / "a.db"), []
+    for _ in range(2):
+        out = tmp_path / "run.json"
+        p = cli(tmp_path, "llm-bench", COUNT, "--prefill", "32", "--decode", "8", "--repeats", "3", "--threads", "1",
+                "--activation", "fp32,fp16", "--db", db, "--json", str(out))
+        assert p.returncode == 0, p.stderr
+        ids.append(json.loads(out.read_text())["run_id"])
+    out = tmp_path / "cmp.json"
+    p = cli(tmp_path, "results", "compare", *ids, "--db", db, "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    pairs = json.loads(out.read_text())["rows"]
+    assert sorted(pr["key"][-1] for pr in pairs) == ["fp16", "fp32"]       # the activation ends each key
+    assert all(not any(d["field"] == "activation" for d in pr["config_diff"]) for pr in pairs)
