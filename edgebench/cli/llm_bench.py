@@ -14,6 +14,18 @@ def _csv(values: tuple[int, ...]) -> str:
     return ",".join(str(v) for v in values)
 
 
+def _on_off(value: str | None) -> tuple[bool, ...]:
+    from edgebench.cli._common import split_csv
+    from edgebench.core.errors import BadInput
+
+    words = {"on": True, "off": False}
+    items = split_csv(value, option="--speculative") if value else []
+    bad = [v for v in items if v not in words]
+    if bad:
+        raise BadInput(f"--speculative {value!r}: use on, off or off,on")
+    return tuple(words[v] for v in items)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("llm-bench")
     def llm_bench_cmd(
@@ -37,7 +49,12 @@ def register(app: typer.Typer) -> None:
         max_num_tokens: Annotated[Optional[int], typer.Option(
             "--max-num-tokens", help="Context the engine may allocate (default and maximum: the bundle's).")] = None,
         activation: Annotated[Optional[str], typer.Option(
-            "--activation", help="Activation data type: fp32, fp16, int16, int8 (default: the engine's).")] = None,
+            "--activation", help="Activation data type: fp32, fp16, int16, int8 (default: the engine's); a "
+                                 "comma list (fp32,fp16) is an axis: rows per value, token agreement with the "
+                                 "first.")] = None,
+        speculative: Annotated[Optional[str], typer.Option(
+            "--speculative", help="Speculative decoding: on, off, or off,on (an axis like --activation; default: "
+                                  "the engine's). A bundle without a drafter fails its 'on' rows, saying so.")] = None,
         weight_cache: Annotated[str, typer.Option(
             "--weight-cache", help="disk: XNNPACK's packed weights cached in a private folder for the run (the "
                                    "warm-up fills it); none: every engine packs them again.")] = "disk",
@@ -50,6 +67,16 @@ def register(app: typer.Typer) -> None:
             "--name", help="Model name for the rows (default: the file name without its precision tag).")] = None,
         agreement: Annotated[bool, typer.Option(
             "--agreement/--no-agreement", help="Greedy token agreement between the bundles (host).")] = True,
+        memory_phases: Annotated[bool, typer.Option(
+            "--memory-phases", help="Also measure peak and steady memory of init, prefill and decode per process "
+                                    "(Engine/Session API, before the benchmark generations; host).")] = False,
+        task_score: Annotated[int, typer.Option(
+            "--task-score", help="Score each bundle on N generated exact-match items (copy and addition, seed 47, "
+                                 "greedy; host). On a random-weight test bundle it checks the machinery, not a "
+                                 "model.")] = 0,
+        task_file: Annotated[Optional[str], typer.Option(
+            "--task-file", help="Your own task items instead: JSON lines of {\"prompt\": ..., \"answer\": ...} "
+                                "(exact match).")] = None,
         json_path: JsonOpt = None,
         markdown: MarkdownOpt = None,
         db: DbOpt = None,
@@ -58,18 +85,22 @@ def register(app: typer.Typer) -> None:
         wide: WideOpt = False,
     ) -> None:
         """Benchmark LiteRT-LM bundles: TTFT, prefill/decode tok/s, init, peak memory, with repeats and intervals."""
-        from edgebench.cli._common import console, deliver, progress_reporter, split_ints
+        from edgebench.cli._common import console, deliver, progress_reporter, split_csv, split_ints
         from edgebench.cli._options import publish_options
         from edgebench.llm.bench import raise_for_failures, run_llm_bench
         from edgebench.report.publish import check_store
         from edgebench.report.terminal.llm import render_llm_bench
 
+        acts = split_csv(activation, option="--activation") if activation else []
         settings = LlmBenchSettings(
             bundles=tuple(bundles), prefill=tuple(split_ints(prefill, option="--prefill")),
             decode=tuple(split_ints(decode, option="--decode")), repeats=repeats, warmup=warmup, threads=threads,
-            max_num_tokens=max_num_tokens, activation=activation, weight_cache=weight_cache, target=target,
+            max_num_tokens=max_num_tokens, activation=acts[0] if len(acts) == 1 else None,
+            activations=tuple(acts) if len(acts) > 1 else (), speculative=_on_off(speculative),
+            weight_cache=weight_cache, target=target,
             binary=llm_binary, name=name, agreement=agreement,
-            context=tuple(split_ints(context, option="--context")) if context else ())
+            context=tuple(split_ints(context, option="--context")) if context else (),
+            task_score=task_score, task_file=task_file, memory_phases=memory_phases)
         settings.validate()
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway,
                                markdown=markdown)

@@ -93,9 +93,10 @@ def precision_pairs(rows: Sequence[Any]) -> list[PrecisionPair]:
     llm_rows = [r for r in rows if isinstance(r, InferenceRow) and r.llm is not None]
     groups: dict[tuple, list[InferenceRow]] = {}
     for r in llm_rows:
-        groups.setdefault((r.model, r.target, r.llm.prefill_tokens, r.llm.decode_tokens), []).append(r)
+        groups.setdefault((r.model, r.target, r.llm.prefill_tokens, r.llm.decode_tokens, r.llm.activation,
+                           r.llm.speculative), []).append(r)     # precisions pair under the same engine options
     out = []
-    for (model, _target, prefill, decode), members in groups.items():
+    for (model, _target, prefill, decode, _act, _spec), members in groups.items():
         ref = reference_row(members)
         if ref is None:
             continue
@@ -107,4 +108,26 @@ def precision_pairs(rows: Sequence[Any]) -> list[PrecisionPair]:
             size = (ref.size_bytes / cand.size_bytes) if ref.size_bytes and cand.size_bytes else None
             out.append(PrecisionPair(str(model), str(ref.precision), str(cand.precision), prefill, decode, size,
                                      speedups, cand.llm.agreement))
+    return out
+
+
+def option_pairs(rows: Sequence[Any]) -> list[PrecisionPair]:
+    """An engine-option axis side by side: each bundle's rows at one shape under every other option
+    (activation type, speculative decoding) against its row under the first one run (the axis's
+    first value); ``reference``/``candidate`` are the options' labels (``activation fp16``) and the
+    agreement is the greedy tokens against the first option's (``llm.option_agreement``)."""
+    llm_rows = [r for r in rows if isinstance(r, InferenceRow) and r.llm is not None]
+    groups: dict[tuple, list[InferenceRow]] = {}
+    for r in llm_rows:
+        groups.setdefault((r.model, r.model_sha256, r.target, r.llm.prefill_tokens, r.llm.decode_tokens), []).append(r)
+    out = []
+    for (model, _sha, _target, prefill, decode), members in groups.items():
+        ref = members[0]
+        for cand in members[1:]:
+            if cand.llm.options == ref.llm.options:
+                continue
+            speedups = () if not (ref.ok and cand.ok) else tuple(
+                s for s in (_speedup(k, hib, ref, cand) for k, _label, hib in SPEEDUP_METRICS) if s is not None)
+            out.append(PrecisionPair(f"{model} {cand.precision}", ref.llm.options, cand.llm.options, prefill, decode,
+                                     None, speedups, cand.llm.option_agreement))
     return out

@@ -548,6 +548,20 @@ def _row_key(row: dict[str, Any], i: int) -> tuple:
     return k if any(v is not None for v in k) else ("row", i)
 
 
+def _keyed(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
+    """Rows by ``_row_key``; rows of one run that share a key (an llm-bench engine-option axis: the
+    same bundle and shape under --activation fp32,fp16) are told apart by their engine options."""
+    keys = [_row_key(r, i) for i, r in enumerate(rows)]
+    seen: dict[tuple, int] = {}
+    for k in keys:
+        seen[k] = seen.get(k, 0) + 1
+    out = {}
+    for k, r in zip(keys, rows):
+        llm = r.get("llm") if isinstance(r.get("llm"), dict) else {}
+        out[k + (llm.get("activation"), llm.get("speculative")) if seen[k] > 1 and llm else k] = r
+    return out
+
+
 def _pair_rows(rows_a: dict[tuple, dict[str, Any]], rows_b: dict[tuple, dict[str, Any]]) -> list[tuple[tuple, tuple]]:
     """(key in A, key in B) of every pair: the same key, then -- for rows left over on both sides --
     the same key but the precision, when that is unique on each side (an fp32 run against an int8
@@ -662,8 +676,7 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
     noise = noise or {}
     fa, fb = doc_a.get("fingerprint") or {}, doc_b.get("fingerprint") or {}
     fdiff = [{"field": f, "a": va, "b": vb} for f, va, vb in diff_fingerprints(fa, fb)]
-    rows_a = {_row_key(r, i): r for i, r in enumerate(doc_a.get("rows", []))}
-    rows_b = {_row_key(r, i): r for i, r in enumerate(doc_b.get("rows", []))}
+    rows_a, rows_b = _keyed(doc_a.get("rows", [])), _keyed(doc_b.get("rows", []))
     pairs = []
     regressions = undecided = 0
     matched = _pair_rows(rows_a, rows_b)
@@ -756,8 +769,7 @@ def compare_stored(store: Any, run_a: str, run_b: str, *, min_ratio: float = MIN
     from the store's history of exactly that configuration (runs A and B left out)."""
     doc_a, doc_b = store.get(run_a), store.get(run_b)
     noise: dict[tuple, tuple[float, int, int]] = {}
-    rows_a = {_row_key(r, i): r for i, r in enumerate(doc_a.get("rows", []))}
-    rows_b = {_row_key(r, i): r for i, r in enumerate(doc_b.get("rows", []))}
+    rows_a, rows_b = _keyed(doc_a.get("rows", [])), _keyed(doc_b.get("rows", []))
     paired_b = {kb for _, kb in _pair_rows(rows_a, rows_b)}
     for i, rb in enumerate(doc_b.get("rows", [])):
         key = _row_key(rb, i)

@@ -26,7 +26,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -35,7 +35,7 @@ from edgebench.core.fingerprint import emulation_warning, host_fingerprint
 from edgebench.core.formats import fmt_metric
 from edgebench.model.litertlm_file import BundleInfo, read_bundle
 from edgebench.rows import Document, InferenceRow, LlmPart, Spread
-from edgebench.rows.llm import LLM_METRICS
+from edgebench.rows.llm import LLM_METRICS, PHASE_METRICS
 from edgebench.targets.litert_lm.host import LmJob
 from edgebench.targets.litert_lm.judge import check_shape, judge
 from edgebench.targets.litert_lm.resolve import resolve_runner
@@ -88,6 +88,11 @@ class LlmBenchSettings:
                    "this machine and on phones")
     deadline_s: float | None = None        # per process; None: the runner's default
     context: tuple[int, ...] = ()          # --context: prefill depths of a context curve (replace --prefill)
+    activations: tuple[str, ...] = ()      # --activation fp32,fp16: an axis (rows per value); () : `activation`
+    speculative: tuple[bool, ...] = ()     # --speculative off,on: one value sets it, two are an axis; (): the engine's
+    memory_phases: bool = False            # --memory-phases: peak and steady memory of init, prefill, decode
+    task_score: int = 0                    # --task-score N: N generated exact-match items per bundle (0: none)
+    task_file: str | None = None           # --task-file: the user's own items instead (JSON lines)
 
     def validate(self) -> None:
         if not self.bundles:
@@ -98,12 +103,43 @@ class LlmBenchSettings:
             raise BadInput(f"--repeats must be >= 1, got {self.repeats}")
         if self.weight_cache not in WEIGHT_CACHES:
             raise BadInput(f"--weight-cache {self.weight_cache!r}: use one of {', '.join(WEIGHT_CACHES)}")
-        if self.activation is not None and self.activation not in ACTIVATIONS:
-            raise BadInput(f"--activation {self.activation!r}: use one of {', '.join(ACTIVATIONS)}")
+        for act in (self.activation, *self.activations):
+            if act is not None and act not in ACTIVATIONS:
+                raise BadInput(f"--activation {act!r}: use one of {', '.join(ACTIVATIONS)} (comma-separated for an "
+                               "axis: fp32,fp16)")
+        if len(set(self.activations)) != len(self.activations) or len(set(self.speculative)) != len(self.speculative):
+            raise BadInput("--activation / --speculative: each value once (e.g. --activation fp32,fp16)")
         if any(c < 1 for c in self.context):
             raise BadInput(f"--context depths must be positive token counts, got {list(self.context)}")
         if self.threads is not None and self.threads < 1:
             raise BadInput(f"--threads must be >= 1, got {self.threads}")
+        if self.memory_phases and self.target != "host":
+            raise BadInput(f"--memory-phases runs on the host (the Engine/Session API); this run's target is "
+                           f"{self.target}: use --target host or leave out --memory-phases")
+        if self.task_score < 0:
+            raise BadInput(f"--task-score must be a number of items >= 0, got {self.task_score}")
+        if self.wants_task_score and self.target != "host":
+            raise BadInput(f"--task-score runs on the host (greedy decoding through the Python API); this run's "
+                           f"target is {self.target}: use --target host or leave out --task-score/--task-file")
+
+    @property
+    def variants(self) -> list[tuple[str | None, bool | None]]:
+        """(activation, speculative) of each engine-option combination; the first is the reference."""
+        acts = self.activations or (self.activation,)
+        specs: tuple[bool | None, ...] = self.speculative or (None,)
+        return [(a, sp) for sp in specs for a in acts]
+
+    def with_variant(self, variant: tuple[str | None, bool | None]) -> "LlmBenchSettings":
+        return replace(self, activation=variant[0], activations=(), speculative=() if variant[1] is None
+                       else (variant[1],))
+
+    @property
+    def speculative_one(self) -> bool | None:
+        return self.speculative[0] if len(self.speculative) == 1 else None
+
+    @property
+    def wants_task_score(self) -> bool:
+        return self.task_score > 0 or self.task_file is not None
 
     @property
     def shapes(self) -> list[tuple[int, int]]:
@@ -112,7 +148,7 @@ class LlmBenchSettings:
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out.update(bundles=list(self.bundles), prefill=list(self.context or self.prefill), decode=list(self.decode),
-                   context=list(self.context))
+                   context=list(self.context), activations=list(self.activations), speculative=list(self.speculative))
         return out
 
 
@@ -139,7 +175,7 @@ def _failed(base: dict[str, Any], llm: LlmPart, message: str, exit_code: int, *,
 def job_for(settings: LlmBenchSettings, bundle: BundleInfo, prefill: int, decode: int, cache_dir: str) -> LmJob:
     return LmJob(bundle=bundle.path, prefill_tokens=prefill, decode_tokens=decode, threads=settings.threads,
                  max_num_tokens=settings.max_num_tokens, activation=settings.activation, cache_dir=cache_dir,
-                 warmup=settings.warmup)
+                 warmup=settings.warmup, speculative=settings.speculative_one, memory_phases=settings.memory_phases)
 
 
 def _spread_warnings(stats: dict[str, Spread], n: int) -> list[str]:
@@ -173,7 +209,8 @@ class ShapeRun:
                            bundle_context_tokens=bundle.context_tokens, max_num_tokens=settings.max_num_tokens,
                            backend="cpu", activation=settings.activation, weight_cache=settings.weight_cache,
                            warmup=settings.warmup, source=runner.source, model_type=bundle.model_type,
-                           bundle_version=bundle.version)
+                           bundle_version=bundle.version, speculative=settings.speculative_one,
+                           memory_phases=True if settings.memory_phases else None)
         self.base = dict(target=runner.name, model=self.name, model_path=bundle.path, model_sha256=bundle.sha256,
                          size_bytes=bundle.size_bytes, precision=bundle.precision, precision_found=bundle.precision,
                          precision_detail=bundle.precision_detail, threads=settings.threads, method=METHOD,
@@ -199,7 +236,9 @@ class ShapeRun:
         began = time.monotonic()
         self.first_started = began if self.first_started is None else self.first_started
         if progress:
-            progress(f"{self.name} {self.bundle.precision or ''} {self.prefill}+{self.decode} tokens "
+            opts = "" if len(self.settings.variants) > 1 or self.llm.options == "engine defaults" \
+                else f" ({self.llm.options})"
+            progress(f"{self.name} {self.bundle.precision or ''}{opts} {self.prefill}+{self.decode} tokens "
                      f"(process {k + 1}/{self.settings.repeats})")
         try:
             run = self.runner.run(job_for(self.settings, self.bundle, self.prefill, self.decode, self.cache_dir),
@@ -209,10 +248,14 @@ class ShapeRun:
                                   repeats=self.records, warnings=tuple(self.warnings))
             return
         verdict = judge(run.measured, prefill=self.prefill, decode=self.decode, context=self.ctx,
-                        bundle=self.bundle.name)
+                        bundle=self.bundle.name, speculative=self.settings.speculative_one)
+        phases = run.facts.get("phases") if isinstance(run.facts.get("phases"), dict) else {}
+        if phases.get("error") and not any("memory per phase" in w for w in self.warnings):
+            self.warnings.append(f"memory per phase not measured: {phases['error']}")
         self.records.append({"process": k + 1, "started_s": round(began - self.first_started, 3),
                              **run.measured.to_record(), "peak_rss_bytes": run.peak_rss_bytes,
                              "rss_before_engine_bytes": run.rss_before_bytes,
+                             **{key: phases[key] for key in PHASE_METRICS if phases.get(key)},
                              "status": "ok" if verdict is None else "failed"})
         self.runs.append(run)
         if verdict is not None:
@@ -224,7 +267,8 @@ class ShapeRun:
         if self.failed is not None:
             return self.failed
         records, runs = self.records, self.runs
-        stats = {k: s for k in LLM_METRICS if (s := Spread.of([r.get(k) for r in records])) is not None}
+        stats = {k: s for k in (*LLM_METRICS, *PHASE_METRICS) if (s := Spread.of([r.get(k) for r in records]))
+                 is not None}
         warm = [r.warmups[0] for r in runs if r.warmups]
         warm_stats = {k: s for k in ("init_ms", "ttft_ms", "prefill_tok_s", "decode_tok_s")
                       if (s := Spread.of([getattr(g, k) for g in warm])) is not None}
@@ -265,40 +309,57 @@ def _not_run(settings: LlmBenchSettings, bundle: BundleInfo, prefill: int, decod
                         error_type="Interrupted",
                         llm=LlmPart(prefill_tokens=prefill, decode_tokens=decode, context_tokens=bundle.context_tokens,
                                     bundle_context_tokens=bundle.context_tokens, max_num_tokens=settings.max_num_tokens,
-                                    backend="cpu", activation=settings.activation, weight_cache=settings.weight_cache))
+                                    backend="cpu", activation=settings.activation, weight_cache=settings.weight_cache,
+                                    speculative=settings.speculative_one))
 
 
 def run_llm_bench(settings: LlmBenchSettings, progress: Callable[[str], None] | None = None) -> Document:
     """Every bundle x shape (see the module docstring); Ctrl-C/SIGTERM keep the rows measured before it."""
     from edgebench.llm import compare as llm_compare
+    from edgebench.llm import tasks as llm_tasks
 
     settings.validate()
     bundles = [read_bundle(b) for b in settings.bundles]          # bad files fail up front
+    if settings.task_file:
+        llm_tasks.load(settings.task_file)                        # a bad task file fails up front too
     runner = resolve_runner(settings.target, settings.binary, deadline_s=settings.deadline_s)
+    variants = [settings.with_variant(v) for v in settings.variants]
     if hasattr(progress, "set_total"):
-        progress.set_total(len(bundles) * len(settings.shapes))
+        progress.set_total(len(bundles) * len(settings.shapes) * len(variants))
     rows: list[InferenceRow] = []
     interrupted: str | None = None
     cache_root = tempfile.mkdtemp(prefix="edgebench-llm-cache-") if settings.weight_cache == "disk" else None
     try:
-        caches = []
+        caches: dict[tuple[int, int], str] = {}
         for i in range(len(bundles)):
-            caches.append(":nocache" if cache_root is None else str(Path(cache_root) / f"b{i}"))
-            if cache_root is not None:
-                Path(caches[-1]).mkdir(exist_ok=True)
+            for k in range(len(variants)):       # one cache per bundle and engine options: packed weights differ
+                name = f"b{i}" if k == 0 else f"b{i}v{k}"
+                caches[i, k] = ":nocache" if cache_root is None else str(Path(cache_root) / name)
+                if cache_root is not None:
+                    Path(caches[i, k]).mkdir(exist_ok=True)
         for prefill, decode in settings.shapes:
             if interrupted:
-                rows.extend(_not_run(settings, b, prefill, decode, runner.name, interrupted) for b in bundles)
+                rows.extend(_not_run(v, b, prefill, decode, runner.name, interrupted) for v in variants for b in bundles)
                 continue
-            try:
-                rows.extend(bench_shape([ShapeRun(runner, b, prefill, decode, settings, caches[i])
-                                         for i, b in enumerate(bundles)], progress))
+            try:        # every bundle under every engine option alternates process by process
+                rows.extend(bench_shape([ShapeRun(runner, b, prefill, decode, v, caches[i, k])
+                                         for k, v in enumerate(variants) for i, b in enumerate(bundles)], progress))
             except KeyboardInterrupt as exc:
                 interrupted = interrupt_name(exc)
-                rows.extend(_not_run(settings, b, prefill, decode, runner.name, interrupted) for b in bundles)
-        comparison = None
+                rows.extend(_not_run(v, b, prefill, decode, runner.name, interrupted) for v in variants for b in bundles)
+        comparison = task_doc = options_doc = None
         if len(bundles) > 1 and not interrupted:
-            rows, comparison = llm_compare.compare_precisions(rows, bundles, runner, settings, progress)
+            rows, comparison = llm_compare.compare_precisions(rows, bundles, runner, variants[0], progress)
+        if len(variants) > 1 and not interrupted:
+            rows, options_doc = llm_compare.compare_options(rows, bundles, runner, variants, progress)
+        if settings.wants_task_score and not interrupted:
+            for v in variants:                   # a score per bundle and engine options
+                rows, part = llm_tasks.score_bundles(rows, bundles, runner, v, progress, label=len(variants) > 1)
+                if task_doc is None:
+                    task_doc = part
+                else:
+                    task_doc["scores"].update(part["scores"])
+                    task_doc["errors"].update(part["errors"])
     finally:
         runner.close()
         if cache_root is not None:
@@ -306,6 +367,8 @@ def run_llm_bench(settings: LlmBenchSettings, progress: Callable[[str], None] | 
     fp = {**host_fingerprint(threads=settings.threads), **runner.fingerprint()}
     return Document.new("llm-bench", rows, fp, settings=settings.to_dict(),
                         bundles=[b.to_dict() for b in bundles], comparison=comparison,
+                        **({"task_score": task_doc} if task_doc is not None else {}),
+                        **({"engine_options": options_doc} if options_doc is not None else {}),
                         interrupted=interrupted is not None, interrupted_by=interrupted)
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from edgebench.judge.llm_pairs import SPEEDUP_METRICS, PrecisionPair, precision_pairs
-from edgebench.report.terminal.llm import COLUMNS, CURVE, curves, interval_legend, spread_cell
+from edgebench.judge.llm_pairs import SPEEDUP_METRICS, PrecisionPair, option_pairs, precision_pairs
+from edgebench.report.terminal.llm import (COLUMNS, CURVE, PHASE_COLS, curves, interval_legend, phase_rows,
+                                           spread_cell, task_score_lines)
 from edgebench.rows import Document, InferenceRow
 
 
@@ -60,12 +61,23 @@ def tables(doc: Document) -> list[tuple[str, list[str], list[list[str]]]]:
     if curve_body:
         out.append(("Context curve (prefill depth + decode tokens; median [interval])",
                     ["model", "precision", "depth", *[h for _k, h, _u in CURVE], "decode vs first"], curve_body))
+    phases = phase_rows(rows)
+    if phases:
+        out.append(("Memory per phase (resident, median over processes)",
+                    ["model", "precision", "options", "tokens", *[h for _k, h in PHASE_COLS]], phases))
     pairs: Sequence[PrecisionPair] = precision_pairs(rows)
     if pairs:
         out.append(("Precisions side by side (speed-up over the reference, >1 = faster)",
                     ["model", "vs", "tokens", "size", *[label for _k, label, _h in SPEEDUP_METRICS], "greedy tokens"],
                     [[p.model, f"{p.candidate} vs {p.reference}", f"{p.prefill}+{p.decode}", _size(p),
                       *[_ratio(p, k) for k, _l, _h in SPEEDUP_METRICS], _agree(p)] for p in pairs]))
+    opairs = option_pairs(rows)
+    if opairs:
+        out.append(("Engine options side by side (speed-up over the first value, >1 = faster)",
+                    ["bundle", "options vs first", "tokens", *[label for _k, label, _h in SPEEDUP_METRICS],
+                     "greedy tokens"],
+                    [[p.model, f"{p.candidate} vs {p.reference}", f"{p.prefill}+{p.decode}",
+                      *[_ratio(p, k) for k, _l, _h in SPEEDUP_METRICS], _agree(p)] for p in opairs]))
     return out
 
 
@@ -75,6 +87,7 @@ def notes(doc: Document) -> list[str]:
     comparison = doc.get("comparison")
     if isinstance(comparison, dict) and comparison.get("agreement_note"):
         out.append(str(comparison["agreement_note"]))
+    out += task_score_lines(doc, rows)
     return out
 
 

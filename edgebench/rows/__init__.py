@@ -29,7 +29,7 @@ data.
 from edgebench.rows._json import STATUSES  # noqa: F401
 from edgebench.rows.diagnosis import Candidate, Diagnosis, Intermediates, KeepFloatSearch, Layer, Unmatched  # noqa: F401
 from edgebench.rows.document import Document  # noqa: F401
-from edgebench.rows.llm import Agreement, LlmPart, Spread  # noqa: F401
+from edgebench.rows.llm import Agreement, LlmPart, Spread, TaskScore  # noqa: F401
 from edgebench.rows.readiness import COMPILE_STATUSES, LeftOnCpu, Readiness  # noqa: F401
 from edgebench.rows.parts import Accuracy, Cost, Drift, Latency, Warmup, Worst, drifts_from_dict  # noqa: F401
 from edgebench.rows.regimes import (COLD_START_PHASES, ColdStart, ConcurrencyLevel, Delegation, Energy,  # noqa: F401

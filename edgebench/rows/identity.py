@@ -67,7 +67,7 @@ SERIES_FIELDS = ("model_sha256", "precision", "keep_float", "target", "device_mo
                  "threads", "delegate", "runtime", "runtime_api", "accelerator", "gpu_precision", "method",
                  "input_source", "period_ms", "sustained", "strategy", "xla", "input_pipeline", "workers",
                  "prefill_tokens", "decode_tokens", "context_tokens", "activation", "weight_cache",
-                 "engine_version")
+                 "engine_version", "speculative", "memory_phases")
 
 
 def _row_field(row: dict[str, Any], name: str) -> Any:

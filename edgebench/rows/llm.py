@@ -27,6 +27,9 @@ CI_LEVEL = 0.95
 # The per-process figures of an llm-bench row (row["repeats"][i] keys), in display order; the
 # registry's LLM metrics read their medians (``LlmPart.spread``).
 LLM_METRICS = ("ttft_ms", "prefill_tok_s", "decode_tok_s", "init_ms", "peak_rss_bytes")
+# --memory-phases: resident memory per phase (Engine/Session API), per process: the peak and the steady
+PHASES = ("init", "prefill", "decode")
+PHASE_METRICS = tuple(f"{p}_{k}_bytes" for p in PHASES for k in ("peak", "steady"))
 
 
 def median_interval(values: Sequence[float], level: float = CI_LEVEL) -> tuple[float, float, float] | None:
@@ -127,6 +130,39 @@ class Agreement:
 
 
 @dataclass(frozen=True)
+class TaskScore:
+    """``row.llm.task_score``: a small exact-match task set greedily decoded by this row's bundle
+    (``llm.tasks``): how many answers were right, of how many, and each item's prompt, answer and
+    output, so a stored score can be read item by item. On a random-weight test bundle it checks
+    the machinery (prompts, greedy decoding, scoring, storage, compare), not a model."""
+
+    correct: int
+    total: int
+    task_set: str                       # what the items are: "generated: 10 copy + 10 addition, seed 47" | a file
+    items: tuple[Mapping[str, Any], ...] = ()   # {"kind", "prompt", "answer", "output", "correct"}
+
+    @property
+    def fraction(self) -> float | None:
+        return None if not self.total else self.correct / self.total
+
+    @property
+    def cell(self) -> str:
+        """``3/20 (15 %)``, as every renderer prints it."""
+        return f"{self.correct}/{self.total}" + ("" if not self.total else f" ({100 * self.correct / self.total:.0f} %)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"correct": self.correct, "total": self.total, "fraction": self.fraction, "task_set": self.task_set,
+                "items": [dict(i) for i in self.items]}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "TaskScore | None":
+        if not isinstance(d, Mapping):
+            return None
+        items = tuple(_freeze(dict(i)) for i in (d.get("items") or ()) if isinstance(i, Mapping))
+        return cls(_i(d.get("correct")) or 0, _i(d.get("total")) or 0, str(d.get("task_set") or ""), items)
+
+
+@dataclass(frozen=True)
 class LlmPart:
     """``row.llm``: the shape asked for, what the engine enforced, and each metric's spread."""
 
@@ -146,6 +182,10 @@ class LlmPart:
     model_type: str | None = None
     bundle_version: str | None = None
     engine_version: str | None = None   # the engine's release (litert-lm-api on the host): configuration identity
+    task_score: TaskScore | None = None   # --task-score: exact-match answers of a small task set (llm.tasks)
+    speculative: bool | None = None     # --speculative: enable_speculative_decoding asked for; None: the engine's
+    option_agreement: Agreement | None = None   # an engine-option axis: greedy tokens vs its first value
+    memory_phases: bool | None = None   # --memory-phases (True; None: not asked): it changes what peak mem holds
 
     def spread(self, key: str) -> Spread | None:
         return self.stats.get(key)
@@ -160,13 +200,23 @@ class LlmPart:
 
     _PLAIN = ("prefill_tokens", "decode_tokens", "context_tokens", "bundle_context_tokens", "max_num_tokens",
               "backend", "activation", "weight_cache", "warmup", "source", "model_type", "bundle_version",
-              "engine_version")
+              "engine_version", "speculative", "memory_phases")
+
+    @property
+    def options(self) -> str:
+        """``activation fp16, speculative on`` -- the engine options this row asked for ('engine defaults')."""
+        parts = [f"activation {self.activation}" if self.activation else "",
+                 "" if self.speculative is None else f"speculative {'on' if self.speculative else 'off'}"]
+        return ", ".join(p for p in parts if p) or "engine defaults"
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: getattr(self, k) for k in self._PLAIN}
         out["stats"] = {k: s.to_dict() for k, s in self.stats.items()}
         out["warmup_stats"] = {k: s.to_dict() for k, s in self.warmup_stats.items()}
         out["agreement"] = None if self.agreement is None else self.agreement.to_dict()
+        out["task_score"] = None if self.task_score is None else self.task_score.to_dict()
+        if self.option_agreement is not None:
+            out["option_agreement"] = self.option_agreement.to_dict()
         return out
 
     @classmethod
@@ -181,4 +231,8 @@ class LlmPart:
             raw = d.get(k) if isinstance(d.get(k), Mapping) else {}
             kw[k] = _freeze({name: s for name, s in ((n, Spread.from_dict(v)) for n, v in raw.items()) if s})
         kw["agreement"] = Agreement.from_dict(d.get("agreement"))
+        kw["task_score"] = TaskScore.from_dict(d.get("task_score"))
+        kw["option_agreement"] = Agreement.from_dict(d.get("option_agreement"))
+        kw["speculative"] = d.get("speculative") if isinstance(d.get("speculative"), bool) else None
+        kw["memory_phases"] = True if d.get("memory_phases") is True else None
         return cls(**kw)

@@ -155,6 +155,19 @@ REGISTRY: tuple[Metric, ...] = (
     Metric("llm_init_ms", "init ms", "ms", _llm("init_ms"), "lower", test="repeats", repeat_key="init_ms",
            aliases=("init",), priority=2, prometheus="edgebench_llm_init_seconds", prometheus_scale=1e-3,
            help="LiteRT-LM engine and session creation time, as the engine reports it (median over processes)."),
+    *(Metric(f"{phase}_{kind}_bytes", f"{phase} {kind} mem", "bytes", _llm(f"{phase}_{kind}_bytes"), "lower",
+             column="bigint", test="repeats", repeat_key=f"{phase}_{kind}_bytes", priority=5, summary=False,
+             prometheus=f"edgebench_llm_{phase}_{kind}_memory_bytes",
+             help=f"llm-bench --memory-phases: the worker's {'peak' if kind == 'peak' else 'steady (at its end)'} "
+                  f"resident memory during {phase} (Engine/Session API; median over processes).")
+      for phase in ("init", "prefill", "decode") for kind in ("peak", "steady")),
+    Metric("task_score", "task score", "fraction",
+           lambda r: r.llm.task_score.fraction if r.llm is not None and r.llm.task_score is not None else None,
+           "higher", aliases=("tasks",), priority=2, summary=False, test="absolute", threshold=1e-9,
+           change_unit="pp", change_scale=100.0, prometheus="edgebench_llm_task_score_ratio",
+           help="llm-bench --task-score: the share of a small exact-match task set (copy, addition; greedy) the "
+                "bundle answered right; any drop is a change (on a random-weight test bundle it checks the "
+                "machinery, not a model)."),
     Metric("npu_ops_pct", "on NPU", "%", _npu_ops, "higher", aliases=("npu_ops", "ops_on_npu"), priority=1,
            summary=False, test="absolute", threshold=0.5, change_unit="pp", prometheus="edgebench_npu_ops_ratio",
            prometheus_scale=0.01, help="Share of the model's ops an NPU compiler placed in NPU partitions "

@@ -61,6 +61,9 @@ def lm_argv(binary: str, bundle: str, job: LmJob, cache: str | None) -> list[str
     if job.max_num_tokens is not None:
         argv.append(f"--max_num_tokens={int(job.max_num_tokens)}")
     argv.append(f"--cache_dir={cache}" if cache else "--disable_cache=true")
+    if job.speculative is not None:
+        raise BadInput("--speculative: edgebench passes speculative decoding to the host's Python API only; "
+                       "drop --speculative for a device target")
     if job.activation is not None:
         if job.activation not in _FLAG_ACTIVATION:
             raise BadInput(f"--activation {job.activation}: LiteRT-LM's binary only forces fp32 (--force_f32); "
@@ -136,6 +139,10 @@ class DeviceLmRunner:
 
     def greedy(self, job: LmJob) -> tuple[list[str], int | None]:
         raise BadInput("greedy token agreement runs on the host; use --target host or --no-agreement")
+
+    def tasks(self, job: LmJob) -> list[str]:
+        raise BadInput("the task score runs on the host (greedy decoding through the Python API); use --target host "
+                       "or leave out --task-score")
 
     def close(self) -> None:
         try:

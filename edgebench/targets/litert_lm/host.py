@@ -56,6 +56,9 @@ class LmJob:
     warmup: int = 1
     mode: str = "bench"
     prompt: str | None = None
+    prompts: tuple[str, ...] = ()           # mode "tasks": the task set's prompts
+    speculative: bool | None = None         # enable_speculative_decoding; None: the engine's default
+    memory_phases: bool = False             # bench: resident memory per phase first (Engine/Session API)
 
 
 def run_worker(job: LmJob, deadline_s: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:

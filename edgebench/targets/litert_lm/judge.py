@@ -35,6 +35,7 @@ class Generation:
     engine_context_limit: int | None = None     # "the static model supports (N)" when the engine logs it
     exception: str | None = None
     facts: Mapping[str, Any] = field(default_factory=dict)
+    engine_check: str | None = None             # the engine's first failed RET_CHECK, when it logged one
 
     @classmethod
     def from_worker(cls, d: Mapping[str, Any]) -> "Generation":
@@ -45,6 +46,7 @@ class Generation:
                    prefill_tok_s=d.get("prefill_tok_s"), decode_tokens=d.get("decode_tokens"),
                    decode_tok_s=d.get("decode_tok_s"), engine_errors=tuple(d.get("engine_errors") or ()),
                    engine_context_limit=d.get("engine_context_limit"), exception=d.get("exception"),
+                   engine_check=d.get("engine_check"),
                    facts={"wall_ms": None if d.get("wall_s") is None else float(d["wall_s"]) * 1e3})
 
     def to_record(self) -> dict[str, Any]:
@@ -85,8 +87,15 @@ def _finite_positive(v: Any) -> bool:
     return math.isfinite(f) and f > 0
 
 
-def judge(gen: Generation, *, prefill: int, decode: int, context: int | None, bundle: str) -> Failure | None:
+def judge(gen: Generation, *, prefill: int, decode: int, context: int | None, bundle: str,
+          speculative: bool | None = None) -> Failure | None:
     """None when ``gen`` is a real measurement of the shape asked for, else why it is not."""
+    if speculative and gen.engine_errors and gen.engine_errors[0].get("what") == "create engine":
+        err = gen.engine_errors[0]
+        check = f" (its check: {gen.engine_check})" if gen.engine_check else ""
+        return Failure(f"--speculative on: the engine cannot create a speculative-decoding engine for {bundle}: "
+                       f"{err.get('code') or 'UNKNOWN'}{check}; speculative decoding needs a bundle exported for it "
+                       "(with a drafter) -- measure this one with --speculative off", 2)
     if gen.engine_errors:
         err = gen.engine_errors[0]
         code, msg = str(err.get("code") or "UNKNOWN"), str(err.get("message") or "").strip()

@@ -36,6 +36,8 @@ class LmRunner(Protocol):
 
     def greedy(self, job: LmJob) -> tuple[list[str], int | None]: ...
 
+    def tasks(self, job: LmJob) -> list[str]: ...
+
     def close(self) -> None: ...
 
 
@@ -61,11 +63,17 @@ class HostLmRunner:
         return ProcessRun(measured=Generation.from_worker(meta.get("measured") or {}),
                           warmups=tuple(Generation.from_worker(w) for w in meta.get("warmups") or ()),
                           peak_rss_bytes=meta.get("peak_rss_bytes"), rss_before_bytes=meta.get("rss_before_bytes"),
-                          version=meta.get("litert_lm_version"))
+                          version=meta.get("litert_lm_version"),
+                          facts={"phases": meta["phases"]} if isinstance(meta.get("phases"), dict) else {})
 
     def greedy(self, job: LmJob) -> tuple[list[str], int | None]:
         meta = run_worker(replace(job, mode="greedy"), self.deadline_s)
         return [str(p) for p in meta.get("pieces") or ()], meta.get("prompt_tokens")
+
+    def tasks(self, job: LmJob) -> list[str]:
+        """Each of ``job.prompts`` greedily decoded (one worker process, one engine, a session per prompt)."""
+        meta = run_worker(replace(job, mode="tasks"), self.deadline_s)
+        return [str(o) for o in meta.get("outputs") or ()]
 
     def close(self) -> None:
         """Nothing to clean: each worker removes its own folder."""
