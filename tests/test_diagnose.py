@@ -113,7 +113,7 @@ def test_keep_float_by_regex_and_names(planted, tmp_path):
                                  out_dir=str(tmp_path / "b"), keep_float=",".join(v["keep_float"])))
     assert m2["variants"]["int8"]["keep_float_ops"] == v["keep_float_ops"]
     # Without a denylist the keep-float route gives the plain int8 model's outputs.
-    from edgebench.convert.run import run_tflite_inprocess
+    from edgebench.convert.parity import run_tflite_inprocess
     from edgebench.convert.quant.keep_float import quantize_keep_float
     from edgebench.model.inputs import InputSet
 

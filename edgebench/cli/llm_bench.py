@@ -6,8 +6,19 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from edgebench.cli._options import DbOpt, JsonOpt, MarkdownOpt, NoStoreOpt, PushgatewayOpt, WideOpt
-from edgebench.llm.bench import DEFAULT_DECODE, DEFAULT_PREFILL, DEFAULT_REPEATS, LlmBenchSettings
+from edgebench.cli._common import console, deliver, progress_reporter, split_csv, split_ints
+from edgebench.cli._options import DbOpt, JsonOpt, MarkdownOpt, NoStoreOpt, PushgatewayOpt, WideOpt, publish_options
+from edgebench.core.errors import BadInput
+from edgebench.llm.bench import (
+    DEFAULT_DECODE,
+    DEFAULT_PREFILL,
+    DEFAULT_REPEATS,
+    LlmBenchSettings,
+    raise_for_failures,
+    run_llm_bench,
+)
+from edgebench.report.publish import check_store
+from edgebench.report.terminal.llm import render_llm_bench
 
 
 def _csv(values: tuple[int, ...]) -> str:
@@ -15,9 +26,6 @@ def _csv(values: tuple[int, ...]) -> str:
 
 
 def _on_off(value: str | None) -> tuple[bool, ...]:
-    from edgebench.cli._common import split_csv
-    from edgebench.core.errors import BadInput
-
     words = {"on": True, "off": False}
     items = split_csv(value, option="--speculative") if value else []
     bad = [v for v in items if v not in words]
@@ -85,12 +93,6 @@ def register(app: typer.Typer) -> None:
         wide: WideOpt = False,
     ) -> None:
         """Benchmark LiteRT-LM bundles: TTFT, prefill/decode tok/s, init, peak memory, with repeats and intervals."""
-        from edgebench.cli._common import console, deliver, progress_reporter, split_csv, split_ints
-        from edgebench.cli._options import publish_options
-        from edgebench.llm.bench import raise_for_failures, run_llm_bench
-        from edgebench.report.publish import check_store
-        from edgebench.report.terminal.llm import render_llm_bench
-
         acts = split_csv(activation, option="--activation") if activation else []
         settings = LlmBenchSettings(
             bundles=tuple(bundles), prefill=tuple(split_ints(prefill, option="--prefill")),

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from edgebench.convert.parity import run_tflite_inprocess
 from edgebench.convert.quant.aeq import TESTED_VERSION, aeq_version, quantize_tflite
-from edgebench.convert.run import run_tflite_inprocess
 from edgebench.judge import drift as cmp
 from edgebench.model.inputs import DEFAULT_PREPROCESS, InputSet, Signature, cast_to_signature, load_data
 

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from edgebench.convert.parity import run_tflite_inprocess
 from edgebench.convert.quant.aeq import aeq_available
 from edgebench.convert.quant.fix_trials import (
     TRIAL_CANDIDATES,
@@ -57,7 +58,6 @@ from edgebench.convert.run import (
     check_manifest,
     convert,
     resolve_source,
-    run_tflite_inprocess,
 )
 from edgebench.convert.worker import prestarted as converter_prestarted
 from edgebench.core.errors import BadInput

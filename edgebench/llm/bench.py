@@ -33,6 +33,8 @@ from typing import Any, Callable, Sequence
 from edgebench.core.errors import BadInput, EdgebenchError, InfraError
 from edgebench.core.fingerprint import emulation_warning, host_fingerprint
 from edgebench.core.formats import fmt_metric
+from edgebench.llm import compare as llm_compare
+from edgebench.llm import tasks as llm_tasks
 from edgebench.model.litertlm_file import BundleInfo, read_bundle
 from edgebench.rows import Document, InferenceRow, LlmPart, Spread
 from edgebench.rows.llm import LLM_METRICS, PHASE_METRICS
@@ -70,7 +72,6 @@ def model_name(bundle: str) -> str:
 @dataclass(frozen=True)
 class LlmBenchSettings:
     """Everything ``edgebench llm-bench`` can be told (defaults written once, here)."""
-
     bundles: tuple[str, ...]
     prefill: tuple[int, ...] = DEFAULT_PREFILL
     decode: tuple[int, ...] = DEFAULT_DECODE
@@ -315,9 +316,6 @@ def _not_run(settings: LlmBenchSettings, bundle: BundleInfo, prefill: int, decod
 
 def run_llm_bench(settings: LlmBenchSettings, progress: Callable[[str], None] | None = None) -> Document:
     """Every bundle x shape (see the module docstring); Ctrl-C/SIGTERM keep the rows measured before it."""
-    from edgebench.llm import compare as llm_compare
-    from edgebench.llm import tasks as llm_tasks
-
     settings.validate()
     bundles = [read_bundle(b) for b in settings.bundles]          # bad files fail up front
     if settings.task_file:

@@ -8,6 +8,8 @@ from typing import Any
 from edgebench.core.formats import fmt_bytes, fmt_metric
 from edgebench.judge.llm_pairs import SPEEDUP_METRICS, PrecisionPair, option_pairs, precision_pairs
 from edgebench.judge.outcome import row_verdict
+from edgebench.report.terminal._cells import as_document, e
+from edgebench.report.terminal.fit import Col, fit_tables
 from edgebench.rows import Document, InferenceRow, Spread
 
 # (stats key, header, unit)
@@ -43,8 +45,6 @@ def _ratio(s) -> str:
 def render_llm_bench(doc: Document | dict[str, Any], width: int | None = None, wide: bool = False) -> list[Any]:
     """Pure renderer: the rows table, its legend and warnings, and the precision comparison
     (report/terminal/fit.py widths: what a row is stays, no number or word is cut)."""
-    from edgebench.report.terminal._cells import as_document, e
-    from edgebench.report.terminal.fit import Col, fit_tables
 
     doc = as_document(doc)
     rows = [r for r in doc.rows if isinstance(r, InferenceRow) and r.llm is not None]
@@ -138,8 +138,6 @@ def phase_rows(rows: list[InferenceRow]) -> list[list[str]]:
 
 def memory_phases(rows: list[InferenceRow], width: int | None = None, wide: bool = False) -> list[Any]:
     """``--memory-phases``: peak and steady resident memory of init, prefill and decode (median over processes)."""
-    from edgebench.report.terminal.fit import Col, fit_tables
-
     body = phase_rows(rows)
     if not body:
         return []
@@ -196,7 +194,6 @@ def curves(rows: list[InferenceRow]) -> dict[tuple, list[InferenceRow]]:
 def context_curve(rows: list[InferenceRow], width: int | None = None, wide: bool = False) -> list[Any]:
     """The context curve (``--context``): per bundle, each depth's medians with intervals and decode
     tok/s relative to the shallowest depth."""
-    from edgebench.report.terminal.fit import Col, fit_tables
 
     found = curves(rows)
     if not found:

@@ -20,7 +20,8 @@ from typing import Any
 from edgebench.core.errors import BadInput, EdgebenchError, InfraError
 from edgebench.core.fingerprint import sha256_file
 from edgebench.targets.adb.remote import REMOTE_FILES, REMOTE_ROOT, RemoteCommand, content_name
-from edgebench.targets.benchmark_model.binary import BinaryInfo, check_abi
+from edgebench.targets.adb.runners import AdbTarget
+from edgebench.targets.benchmark_model.binary import _ELF_MACHINES, BinaryInfo, check_abi
 from edgebench.targets.litert_lm.host import DEFAULT_DEADLINE_S, LmJob
 from edgebench.targets.litert_lm.log import parse_lm_log
 from edgebench.targets.litert_lm.runners import ProcessRun
@@ -42,7 +43,6 @@ def resolve_lm_binary(value: str | None) -> BinaryInfo:
         raise BadInput(f"LiteRT-LM binary {p} does not exist; {_WHERE}")
     head = p.read_bytes()[:20]
     if head[:4] == b"\x7fELF":
-        from edgebench.targets.benchmark_model.binary import _ELF_MACHINES
 
         machine = int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
         return BinaryInfo(p, "elf", _ELF_MACHINES.get(machine, f"elf-machine-0x{machine:x}"))
@@ -74,13 +74,10 @@ def lm_argv(binary: str, bundle: str, job: LmJob, cache: str | None) -> list[str
 
 class DeviceLmRunner:
     """``run`` = one invocation of the binary on ``adb:SERIAL`` (see the module docstring)."""
-
     runtime = "litert_lm benchmark binary"
     memory_note = "the binary's own peak system RAM report (--report_peak_memory_footprint), MiB"
 
     def __init__(self, serial: str, binary: str | None, *, deadline_s: float | None = None) -> None:
-        from edgebench.targets.adb.runners import AdbTarget
-
         self.binary = resolve_lm_binary(binary)
         self.target = AdbTarget(serial)
         self.device = self.target.device

@@ -38,6 +38,7 @@ import re
 import sys
 import tempfile
 import time
+from importlib import metadata
 from typing import Any, Callable
 
 from edgebench.targets.runner import _sibling
@@ -69,9 +70,7 @@ def _litert_lm():
 
 def _version() -> str | None:
     try:
-        from importlib.metadata import version
-
-        return version("litert-lm-api")
+        return metadata.version("litert-lm-api")
     except Exception:  # noqa: BLE001 -- a fact, not a requirement
         return None
 
