@@ -81,7 +81,7 @@ RANGES: dict[str, Range] = {
     "--learning-rate": _gt(0, 10), "--timeout": _gt(0, WEEK_S),
     # llm-bench: tokens (each value of --prefill/--decode's comma-separated lists), warm-up generations
     "--prefill": _ge(1, 1 << 20), "--decode": _ge(1, 1 << 20), "--max-num-tokens": _ge(1, 1 << 20),
-    "--warmup": _ge(0, 100),
+    "--warmup": _ge(0, 100), "--task-score": _ge(0, 10_000),   # task items per bundle (0: no task score)
     # NPU readiness
     "--compile-timeout": _gt(0, WEEK_S), "--jobs": _ge(1, 64),
     # streams (edgebench.model.state_rule): a detector's score, in the output's own unit (a probability or a logit)

@@ -292,7 +292,7 @@ def render_results_compare(rep: Comparison | dict[str, Any], *, width: int | Non
                                                            for k in unmatched)))
     if not cmp.pairs:
         parts.append("[yellow]no rows in common (rows are paired by model, precision, target, batch size)[/]")
-    th = ", ".join(f"{k} {v:g}" for k, v in cmp.thresholds.items())
+    th = ", ".join(f"{k} {v:g}" if v > 1e-6 else f"{k} any" for k, v in cmp.thresholds.items())
     parts.append(_e(f"rule: a latency change counts when >= {cmp.min_ratio}x and p < {cmp.alpha} (the larger "
                     f"of the within-run and the run-to-run test; {cmp.test}); accuracy and drift when the "
                     f"absolute change exceeds {th}; same: the {cmp.ci_level:.0%} interval inside the threshold; "
