@@ -131,17 +131,6 @@ def _bench_once(lm, job: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _reset_peak() -> bool:
-    """Reset this process's VmHWM to its current RSS (Linux: ``5`` to /proc/self/clear_refs), so the
-    next VmHWM is the peak of what follows; False where the kernel does not allow it."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
 def _hwm_and_rss() -> tuple[int | None, int | None]:
     """(VmHWM, VmRSS) from one read of /proc/self/status, so the peak is never below the current."""
     got: dict[str, int] = {}
@@ -169,11 +158,11 @@ def run_phases(lm, job: dict[str, Any]) -> dict[str, Any]:
     one call): the peak (VmHWM, reset before each phase) and the steady (VmRSS at its end) of init
     (engine and session creation), prefill (a text prompt of about ``prefill_tokens`` tokens) and
     decode (``decode_tokens`` greedy steps)."""
-    out: dict[str, Any] = {"hwm_reset": _reset_peak()}
+    out: dict[str, Any] = {"hwm_reset": rt.reset_peak_rss()}
 
     def mark(phase: str) -> None:
         out[f"{phase}_peak_bytes"], out[f"{phase}_steady_bytes"] = _hwm_and_rss()
-        _reset_peak()
+        rt.reset_peak_rss()
 
     def measure() -> None:
         engine = lm.Engine(job["bundle"], backend=lm.interfaces.CPU(thread_count=job.get("threads")),
@@ -200,7 +189,7 @@ def run_phases(lm, job: dict[str, Any]) -> dict[str, Any]:
     if error is not None:
         errs = engine_errors(text)
         out = {"error": f"{errs[0]['code']}: {errs[0]['message']}" if errs else f"{type(error).__name__}: {error}"}
-    _reset_peak()                                     # the benchmark generations' peak is their own
+    rt.reset_peak_rss()                 # the benchmark generations' peak is their own
     return out
 
 
