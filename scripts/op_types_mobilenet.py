@@ -63,14 +63,14 @@ def main(argv: list[str]) -> int:
     from edgebench.report.model_explorer import node_flops
     from edgebench.targets.op_profile import by_op_type, op_family
     from edgebench.bench.run import BenchSettings, run_bench
+    from edgebench.targets.base import RunOptions
     from edgebench.targets.base import RunControl
     from edgebench.model.tflite_model import inspect
 
     with tempfile.TemporaryDirectory() as tmp:
         models = build(Path(tmp), args.alpha, args.size)
-        doc = run_bench(BenchSettings(models=tuple(models), op_profile=True,
-                                      control=RunControl(min_runs=100, min_time_s=args.min_time, max_time_s=120,
-                                                         answer_width=None)))
+        doc = run_bench(BenchSettings(models=tuple(models), run=RunOptions(op_profile=True, control=RunControl(min_runs=100, min_time_s=args.min_time, max_time_s=120,
+                                                         answer_width=None))))
         print(f"MobileNetV1 alpha {args.alpha:g}, {args.size}x{args.size}, host XNNPACK, --op-profile "
               f"(--min-time {args.min_time:g})")
         for row in doc.rows:

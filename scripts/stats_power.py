@@ -80,6 +80,7 @@ def collect(runs: int, repeats: int, load: int, seconds: float, round_gap: float
     """{"models": [...], "conditions": {cond: [doc, ...]}}: bench documents of this tree."""
     sys.path.insert(0, str(ROOT))
     from edgebench.bench.run import BenchSettings, run_bench
+    from edgebench.targets.base import RunOptions
     from edgebench.convert.run import ConvertSettings, convert
     from edgebench.sources.resolve import SourceOptions
     from edgebench.targets.base import RunControl
@@ -90,8 +91,7 @@ def collect(runs: int, repeats: int, load: int, seconds: float, round_gap: float
     models = [manifest["variants"][p]["path"] for p in ("fp32", "int8")]
     models += [_conv(out_dir / "conv_a.tflite", 3), _conv(out_dir / "conv_b.tflite", 4)]
     extra = {"round_gap_s": round_gap} if round_gap else {}       # (a baseline tree may lack it)
-    settings = BenchSettings(models=tuple(models), repeats=repeats,
-                             control=RunControl(min_time_s=seconds, answer_width=None), **extra)
+    settings = BenchSettings(models=tuple(models), **extra, run=RunOptions(repeats=repeats, control=RunControl(min_time_s=seconds, answer_width=None)))
     docs: dict[str, list] = {}
     for cond in ("as it is", "loaded"):
         procs = []

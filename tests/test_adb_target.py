@@ -21,6 +21,7 @@ from edgebench.targets.adb import (
     run_lanes,
 )
 from conftest import make_job
+from edgebench.targets.base import RunOptions
 from edgebench.targets.host import WORKER_FILES
 
 pytest_plugins = ["conftest_adb"]
@@ -299,8 +300,7 @@ def test_bench_adb_all_both_runners_and_a_lost_device(make_sim, tiny_tflite, sta
     lost = make_sim(has_python=True, model="Pixel 7", die_on=r"\.py job\.json")
     from edgebench.targets.base import RunControl
 
-    doc = run_bench(BenchSettings(models=(str(tiny_tflite),), targets="adb:all",
-                                  control=RunControl(runs=8, min_runs=8, warmup_runs=1, min_time_s=0.0)))
+    doc = run_bench(BenchSettings(models=(str(tiny_tflite),), targets="adb:all", run=RunOptions(control=RunControl(runs=8, min_runs=8, warmup_runs=1, min_time_s=0.0))))
     rows = {r["target"]: r for r in doc.to_dict()["rows"]}
     assert set(rows) == {f"adb:{d.serial}" for d in (py, stock, lost)}
     assert rows[f"adb:{py.serial}"]["status"] == "ok" and rows[f"adb:{py.serial}"]["latency_ms"]["samples"] == 8

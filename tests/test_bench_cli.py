@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from edgebench.bench.run import BenchSettings, run_bench
-from edgebench.targets.base import RunControl
+from edgebench.targets.base import RunControl, RunOptions
 from edgebench.targets.loop import resolve_targets
 from edgebench.core.errors import BadInput
 from conftest import make_job
@@ -118,8 +118,7 @@ def test_worker_crash_exit_3_and_partial_json(bench_models, tmp_path):
 
 
 def test_nan_outputs_flagged_in_row(bench_models, tmp_path):
-    doc = run_bench(BenchSettings(models=(str(bench_models["nan"]),),
-                                  control=RunControl(runs=20, warmup_runs=1))).to_dict()
+    doc = run_bench(BenchSettings(models=(str(bench_models["nan"]),), run=RunOptions(control=RunControl(runs=20, warmup_runs=1)))).to_dict()
     row = doc["rows"][0]
     assert row["status"] == "ok" and row["nonfinite_outputs"]["y"] > 0
     assert any("NaN/Inf" in w for w in row["warnings"])
@@ -161,8 +160,7 @@ def test_pct_of_peak_from_cached_peak(bench_models, tmp_path, monkeypatch):
     fp = host_fingerprint()
     peak.cache_path().write_text(json.dumps({"peak_gflops": 20.0, "peak_gflops_1thread": 10.0, "cores": 2,
                                              "cpu_model": fp["cpu_model"], "hostname": fp["hostname"]}))
-    row = run_bench(BenchSettings(models=(str(bench_models["fp32"]),),
-                                  control=RunControl(runs=50, warmup_runs=1))).to_dict()["rows"][0]
+    row = run_bench(BenchSettings(models=(str(bench_models["fp32"]),), run=RunOptions(control=RunControl(runs=50, warmup_runs=1)))).to_dict()["rows"][0]
     assert row["peak_gflops"] == 10.0   # default 1 thread -> single-core peak
     assert row["pct_of_peak"] == pytest.approx(100 * row["achieved_gflops_per_s"] / 10.0)
     p50_s = row["latency_ms"]["p50"] / 1e3

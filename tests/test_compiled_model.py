@@ -11,7 +11,7 @@ import pytest
 
 from edgebench.bench.run import BenchSettings, run_bench
 from edgebench.core.errors import BadInput
-from edgebench.targets.base import Job, RunControl, check_runtime
+from edgebench.targets.base import Job, RunControl, RunOptions, check_runtime
 from edgebench.targets.host import HostTarget
 
 pytest_plugins = ["conftest_profile"]
@@ -38,16 +38,14 @@ def test_compiled_cpu_matches_the_interpreter(prelu_models):
 
 
 def test_compiled_rows_in_bench(prelu_models):
-    doc = run_bench(BenchSettings(models=(str(prelu_models["int8"]),), runtime_api="compiled", accelerator="cpu",
-                                  control=RunControl(runs=30, warmup_runs=2)))
+    doc = run_bench(BenchSettings(models=(str(prelu_models["int8"]),), run=RunOptions(runtime_api="compiled", accelerator="cpu", control=RunControl(runs=30, warmup_runs=2))))
     row = doc.rows[0]
     assert row.ok and row.runtime_api == "compiled" and row.accelerator == "cpu" and row.fully_accelerated is False
     assert row.to_dict()["fully_accelerated"] is False and row.delegation.partitions == 3
 
 
 def test_npu_that_is_not_there_says_what_is(prelu_models):
-    doc = run_bench(BenchSettings(models=(str(prelu_models["fp32"]),), runtime_api="compiled", accelerator="npu",
-                                  control=RunControl(runs=5)))
+    doc = run_bench(BenchSettings(models=(str(prelu_models["fp32"]),), run=RunOptions(runtime_api="compiled", accelerator="npu", control=RunControl(runs=5))))
     row = doc.rows[0]
     assert not row.ok and row.exit_code == 2
     assert "accelerator 'npu' is not available" in row.error and "available here: cpu" in row.error
@@ -84,9 +82,7 @@ def software_gpu(monkeypatch):
 
 
 def test_gpu_fp16_and_fp32_side_by_side_on_software_vulkan(software_gpu, prelu_models):
-    doc = run_bench(BenchSettings(models=(str(prelu_models["fp32"]),), data=str(prelu_models["data"]),
-                                  runtime_api="compiled", accelerator="gpu", gpu_precisions=("fp16", "fp32"),
-                                  control=RunControl(runs=20, warmup_runs=2), save_outputs=True))
+    doc = run_bench(BenchSettings(models=(str(prelu_models["fp32"]),), data=str(prelu_models["data"]), save_outputs=True, run=RunOptions(runtime_api="compiled", accelerator="gpu", gpu_precisions=("fp16", "fp32"), control=RunControl(runs=20, warmup_runs=2))))
     fp16, fp32 = doc.rows
     assert fp16.ok and fp32.ok, (fp16.error, fp32.error)
     assert (fp16.gpu_precision, fp32.gpu_precision) == ("fp16", "fp32")

@@ -73,10 +73,14 @@ def test_keep_float_auto_brings_the_drop_under_2pp_and_stays_smaller_than_fp32(p
     from edgebench.targets.base import RunControl
     from edgebench.model.tflite_model import inspect
 
+    from edgebench.convert.run import ConvertSettings
+    from edgebench.targets.base import RunOptions
+
     doc = convert_and_compare(CompareSettings(
-        src=str(planted["model"]), precisions=("fp32", "int8"), data=str(planted["eval"]),
-        calibration_data=str(planted["cal"]), out_dir=str(tmp_path), keep_float="auto",
-        control=RunControl(runs=50), thresholds=Thresholds(max_accuracy_drop_pp=2.0))).to_dict()
+        convert=ConvertSettings(src=str(planted["model"]), precisions=("fp32", "int8"), data=str(planted["cal"]),
+                                out_dir=str(tmp_path), keep_float="auto"),
+        data=str(planted["eval"]), run=RunOptions(control=RunControl(runs=50)),
+        thresholds=Thresholds(max_accuracy_drop_pp=2.0))).to_dict()
     rows = {r["precision"]: r for r in doc["rows"]}
     int8 = rows["int8"]
     assert int8["accuracy"]["top1_drop_pp"] < 2.0, int8["accuracy"]

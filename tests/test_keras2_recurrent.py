@@ -350,6 +350,7 @@ def test_op_types_are_the_models_ops_not_xnnpacks_names(tmp_path):
 
     from edgebench.targets.op_profile import by_op_type
     from edgebench.bench.run import BenchSettings, run_bench
+    from edgebench.targets.base import RunOptions
     from edgebench.report.terminal.profile import render_op_profile
     from edgebench.targets.base import RunControl
 
@@ -360,8 +361,7 @@ def test_op_types_are_the_models_ops_not_xnnpacks_names(tmp_path):
                           L.Conv2D(32, 1, activation="relu"), L.GlobalAveragePooling2D(), L.Dense(10)])
     path = tmp_path / "mobilenetish.tflite"
     path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(m).convert())
-    doc = run_bench(BenchSettings(models=(str(path),), op_profile=True,
-                                  control=RunControl(min_runs=100, min_time_s=0.05, max_time_s=10, answer_width=None)))
+    doc = run_bench(BenchSettings(models=(str(path),), run=RunOptions(op_profile=True, control=RunControl(min_runs=100, min_time_s=0.05, max_time_s=10, answer_width=None))))
     (row,) = doc.rows
     assert row.ok, row.error
     part = next(e for e in row.op_profile if e.delegated and e.details.get("inner"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from edgebench.core.errors import BadInput
-from edgebench.matrix.run import Probe, RunOptions, expand, load_matrix, parse_overrides, run_matrix, shard
+from edgebench.matrix.run import Probe, MatrixOptions, expand, load_matrix, parse_overrides, run_matrix, shard
 from edgebench.store.db import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,7 +185,7 @@ def test_reference_and_train_cells_run_and_store(tmp_path, monkeypatch):
         samples: 30
         min_time_s: 0
     """, "edge.yaml"))
-    rep = run_matrix(edge, RunOptions(db=db))
+    rep = run_matrix(edge, MatrixOptions(db=db))
     assert [c["status"] for c in rep["cells"]] == ["ok", "ok"], rep["cells"]
     st = Store(db)
     host = st.get(rep["cells"][0]["run_id"])
@@ -206,7 +206,7 @@ def test_reference_and_train_cells_run_and_store(tmp_path, monkeypatch):
         steps: 3
         warmup_steps: 1
     """, "train.yaml"))
-    rep = run_matrix(train, RunOptions(db=db))
+    rep = run_matrix(train, MatrixOptions(db=db))
     by = {c["params"]["strategy"]: c for c in rep["cells"]}
     assert by["none"]["status"] == "ok", by["none"]
     assert by["mirrored"]["status"] == "skipped" and "GPU" in by["mirrored"]["reason"]

@@ -14,7 +14,7 @@ from edgebench.bench.run import BenchSettings, run_bench
 from edgebench.report.model_explorer import model_explorer_node_data
 from edgebench.targets.op_profile import NOT_TIMED, partition_split
 from edgebench.rows import OpEntry
-from edgebench.targets.base import RunControl
+from edgebench.targets.base import RunControl, RunOptions
 
 pytest_plugins = ["conftest_profile"]
 
@@ -22,8 +22,7 @@ pytest_plugins = ["conftest_profile"]
 @pytest.fixture(scope="module")
 def fp32_profile(prelu_models):
     """The PReLU net's FP32 file: one XNNPACK partition of 6 nodes (conv, PReLU, conv, PReLU, ...)."""
-    doc = run_bench(BenchSettings(models=(str(prelu_models["fp32"]),), control=RunControl(runs=30),
-                                  op_profile=True))
+    doc = run_bench(BenchSettings(models=(str(prelu_models["fp32"]),), run=RunOptions(control=RunControl(runs=30), op_profile=True)))
     row = doc.rows[0]
     assert row.ok and row.op_profile, row.error
     return row
@@ -76,7 +75,7 @@ def test_every_key_resolves_in_model_explorers_own_graph(prelu_models, fp32_prof
     from conftest import require_extra
 
     adapter = require_extra("ai_edge_model_explorer_adapter", "model-explorer")
-    doc = run_bench(BenchSettings(models=(str(prelu_models["int8"]),), control=RunControl(runs=30), op_profile=True))
+    doc = run_bench(BenchSettings(models=(str(prelu_models["int8"]),), run=RunOptions(control=RunControl(runs=30), op_profile=True)))
     for row, model in ((fp32_profile, prelu_models["fp32"]), (doc.rows[0], prelu_models["int8"])):
         graph = json.loads(adapter.ConvertFlatbufferDirectlyToJson(
             adapter.VisualizeConfig(add_tensor_name_attribute=True), str(model)))

@@ -105,13 +105,12 @@ def models(tmp_path_factory) -> dict[str, list[Path]]:
 
 def _bench(models, repeats: int = REPEATS, seconds: float = PER_PROCESS_S) -> dict:
     from edgebench.bench.run import BenchSettings, run_bench
+    from edgebench.targets.base import RunOptions
     from edgebench.targets.base import RunControl
 
     # rounds ROUND_GAP_S apart: a row's processes spread over >= 10 s on any machine, so their
     # interval counts as one for a rerun (judge.stats.SPREAD_MIN_S; back to back they are one run)
-    doc = run_bench(BenchSettings(models=tuple(str(m) for m in models), repeats=repeats,
-                                  control=RunControl(min_time_s=seconds, answer_width=None),
-                                  round_gap_s=ROUND_GAP_S))
+    doc = run_bench(BenchSettings(models=tuple(str(m) for m in models), run=RunOptions(repeats=repeats, control=RunControl(min_time_s=seconds, answer_width=None), round_gap_s=ROUND_GAP_S)))
     return doc.to_dict()
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from edgebench.bench.run import BenchSettings, run_bench
 from edgebench.rows import Document, InferenceRow, OpEntry
-from edgebench.targets.base import RunControl
+from edgebench.targets.base import RunControl, RunOptions
 from edgebench.judge.op_types import quantize_cost, speedup_by_op_type
 from edgebench.targets.delegation import delegation_warning, undelegated_tail
 from edgebench.targets.op_profile import by_op_type
@@ -26,8 +26,7 @@ CTL = RunControl(min_runs=300, min_time_s=0.3, max_time_s=20, answer_width=None)
 @pytest.fixture(scope="module")
 def profiled(prelu_models):
     """bench with --op-profile on FP32 and INT8 (one worker each, plus its profiling child)."""
-    return run_bench(BenchSettings(models=(str(prelu_models["fp32"]), str(prelu_models["int8"])),
-                                   data=str(prelu_models["data"]), control=CTL, op_profile=True))
+    return run_bench(BenchSettings(models=(str(prelu_models["fp32"]), str(prelu_models["int8"])), data=str(prelu_models["data"]), run=RunOptions(control=CTL, op_profile=True)))
 
 
 def _rows(doc) -> tuple[InferenceRow, InferenceRow]:
@@ -126,7 +125,7 @@ def test_model_explorer_node_data(profiled, tmp_path):
 
 def test_profiler_crash_keeps_the_timed_run(prelu_models, monkeypatch):
     monkeypatch.setenv("EDGEBENCH_RUNNER_FAULT", "profile-abort")
-    doc = run_bench(BenchSettings(models=(str(prelu_models["int8"]),), control=RunControl(runs=50), op_profile=True))
+    doc = run_bench(BenchSettings(models=(str(prelu_models["int8"]),), run=RunOptions(control=RunControl(runs=50), op_profile=True)))
     row = doc.rows[0]
     assert row.ok and row.latency.samples == 50 and row.delegation is not None
     assert row.op_profile is None
@@ -135,8 +134,7 @@ def test_profiler_crash_keeps_the_timed_run(prelu_models, monkeypatch):
 
 
 def test_no_profile_without_xnnpack_says_why(prelu_models):
-    doc = run_bench(BenchSettings(models=(str(prelu_models["int8"]),), control=RunControl(runs=30), delegate="none",
-                                  op_profile=True))
+    doc = run_bench(BenchSettings(models=(str(prelu_models["int8"]),), run=RunOptions(control=RunControl(runs=30), delegate="none", op_profile=True)))
     row = doc.rows[0]
     assert row.ok and row.op_profile is None                  # nothing invented: no zeros
     assert "XNNPACK" in row.op_profile_info["error"]

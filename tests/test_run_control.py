@@ -49,7 +49,10 @@ def test_one_default_each():
     from edgebench.convert_and_compare.pipeline import CompareSettings, PairSettings
     from edgebench.targets.base import Job
 
-    for s in (BenchSettings(models=("m",)), CompareSettings(src="x"), PairSettings(a="a", b="b")):
+    from edgebench.convert.run import ConvertSettings
+
+    for s in (BenchSettings(models=("m",)).run, CompareSettings(convert=ConvertSettings(src="x")).run,
+              PairSettings(a="a", b="b")):
         assert s.control == RunControl()
     assert Job("m").control == RunControl() == RC_DEFAULTS
     assert Job("m").max_time_s == RunControl().max_time_s

@@ -20,6 +20,7 @@ import itertools
 import numpy as np
 import pytest
 
+from edgebench.targets.base import RunOptions
 from test_noise import COPIES, PER_PROCESS_S, busy_loops, models  # noqa: F401 -- the module fixture
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
@@ -33,8 +34,7 @@ def _bench(paths, repeats: int = REPEATS) -> dict:
     from edgebench.bench.run import BenchSettings, run_bench
     from edgebench.targets.base import RunControl
 
-    return run_bench(BenchSettings(models=tuple(str(m) for m in paths), repeats=repeats, round_gap_s=ROUND_GAP_S,
-                                   control=RunControl(min_time_s=PER_PROCESS_S, answer_width=None))).to_dict()
+    return run_bench(BenchSettings(models=tuple(str(m) for m in paths), run=RunOptions(repeats=repeats, round_gap_s=ROUND_GAP_S, control=RunControl(min_time_s=PER_PROCESS_S, answer_width=None)))).to_dict()
 
 
 @pytest.fixture(scope="module")

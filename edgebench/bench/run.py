@@ -36,7 +36,7 @@ from edgebench.model.inputs import check_npz_inputs, standin
 from edgebench.model.tflite_model import compiled_for, precision_detail
 from edgebench.model.tflite_model import precision as tflite_precision
 from edgebench.rows import Cost, Delegation, Document, InferenceRow, Latency
-from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, Schedule, check_runtime
+from edgebench.targets.base import Job, RunOptions, RunResult, Schedule
 from edgebench.targets.energy import EnergySettings
 from edgebench.targets.loop import PROCESS_ORDER, Stop, is_device, measure_in_rounds, resolve_targets, run_on_targets
 from edgebench.targets.measured import measured_fields, preemptions
@@ -46,14 +46,12 @@ from edgebench.targets.runner_io import NOT_INPUTS, JobError, pair_inputs
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """Everything ``edgebench bench`` can be told. Run control is the shared ``RunControl``."""
+    """Everything ``edgebench bench`` can be told: how each row runs is the shared ``RunOptions``
+    (run control included), the rest is bench's own."""
     models: tuple[str, ...]
     targets: str = "host"
-    benchmark_binary: str | None = None   # adb devices without Python
-    threads: int | None = None
-    delegate: str = DEFAULT_DELEGATE
+    run: RunOptions = field(default_factory=RunOptions)
     data: str | None = None
-    control: RunControl = field(default_factory=RunControl)
     concurrency: tuple[int, ...] = ()
     server_qps: float | None = None
     server_workers: int = 1
@@ -65,18 +63,11 @@ class BenchSettings:
     cold_starts: int = 0
     xnnpack_cache: bool = False
     energy: EnergySettings | None = None
-    repeats: int = 1                    # worker processes per model x target (run-level replicates)
-    round_gap_s: float = 0.0            # --round-gap: a row's k-th process starts >= k x this after its first
-    runtime_api: str = "interpreter"    # "compiled": LiteRT's CompiledModel API (--runtime)
-    accelerator: str | None = None      # compiled runtime: cpu | gpu | npu (--accelerator)
-    gpu_precisions: tuple[str, ...] = ()  # GPU: fp32 and/or fp16, side by side (--gpu-precision)
-    op_profile: bool = False            # separate op-profiling pass (--op-profile)
 
     def validate(self) -> None:
         if not self.models:
             raise BadInput("no model given; pass one or more .tflite files")
-        self.control.validate()
-        check_runtime(self.runtime_api, self.accelerator, self.gpu_precisions, self.delegate)
+        self.run.validate()
         self.schedule.validate()
         if self.energy is not None:
             self.energy.validate()
@@ -84,19 +75,12 @@ class BenchSettings:
             raise BadInput(f"--cold-starts must be >= 0, got {self.cold_starts}")
         if self.xnnpack_cache and not self.cold_starts:
             raise BadInput("--xnnpack-cache applies to cold starts; add --cold-starts N (e.g. 5)")
-        if self.xnnpack_cache and self.delegate == "none":
+        if self.xnnpack_cache and self.run.delegate == "none":
             raise BadInput("--xnnpack-cache caches XNNPACK's packed weights, and --delegate none runs without "
                            "XNNPACK: drop one of them")
-        if self.repeats < 1:
-            raise BadInput(f"--repeats must be >= 1, got {self.repeats}")
-        if self.round_gap_s and self.repeats < 2:
-            raise BadInput(f"--round-gap {self.round_gap_s:g} spreads the processes of --repeats, and there is one; "
-                           "add --repeats 3 (or more) or drop --round-gap")
-        if self.repeats > 1 and (self.schedule.sustained or self.schedule.paced or self.cold_starts):
+        if self.run.repeats > 1 and (self.schedule.sustained or self.schedule.paced or self.cold_starts):
             raise BadInput("--repeats applies to back-to-back runs; drop it for --duration/--period-ms/"
                            "--cold-starts (each of those is one measured process)")
-        if self.threads is not None and self.threads < 1:
-            raise BadInput(f"--threads must be >= 1, got {self.threads}")
         if any(c < 1 for c in self.concurrency):
             raise BadInput("--concurrency levels must be positive integers")
         if self.server_qps is not None and self.server_qps <= 0:
@@ -144,11 +128,11 @@ def check_data_headers(path: str, heads: dict[str, tuple[tuple[int, ...], np.dty
 
 
 def _job(settings: BenchSettings, model: str, gpu_precision: str | None = None) -> Job:
-    return Job(model_path=model, inputs_npz=settings.data, threads=settings.threads, delegate=settings.delegate,
-               control=settings.control, save_outputs=settings.save_outputs, deadline=settings.deadline_s,
+    return Job(model_path=model, inputs_npz=settings.data, threads=settings.run.threads, delegate=settings.run.delegate,
+               control=settings.run.control, save_outputs=settings.save_outputs, deadline=settings.deadline_s,
                seed=settings.seed, schedule=settings.schedule, energy=settings.energy,
-               runtime_api=settings.runtime_api, accelerator=settings.accelerator, gpu_precision=gpu_precision,
-               op_profile=settings.op_profile)
+               runtime_api=settings.run.runtime_api, accelerator=settings.run.accelerator, gpu_precision=gpu_precision,
+               op_profile=settings.run.op_profile)
 
 
 def failed_row(target_name: str, model: str, err: EdgebenchError, **known: Any) -> InferenceRow:
@@ -166,9 +150,9 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
     job = _job(settings, model, gpu_precision)
     name = Path(model).stem
     found = tflite_precision(info)       # a bench row's precision is the one its file has
-    known = dict(model_sha256=sha256_file(model), size_bytes=info["size_bytes"], threads=settings.threads,
+    known = dict(model_sha256=sha256_file(model), size_bytes=info["size_bytes"], threads=settings.run.threads,
                  precision=found, precision_found=found, precision_detail=precision_detail(info),
-                 delegate=settings.delegate, runtime_api=settings.runtime_api, accelerator=settings.accelerator,
+                 delegate=settings.run.delegate, runtime_api=settings.run.runtime_api, accelerator=settings.run.accelerator,
                  gpu_precision=gpu_precision)
     cost = Cost(flops=info["flops"], counted_ops=info["counted_ops"], quantized=info["quantized"],
                 quantization_coverage=info["quantization_coverage"],
@@ -177,9 +161,9 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
     try:
         if measured is None:
             results = []
-            for k in range(settings.repeats):
-                if progress and settings.repeats > 1:
-                    progress(f"{name} on {target.name} (process {k + 1}/{settings.repeats})")
+            for k in range(settings.run.repeats):
+                if progress and settings.run.repeats > 1:
+                    progress(f"{name} on {target.name} (process {k + 1}/{settings.run.repeats})")
                 results.append(target.run(job))
         else:
             results = measured
@@ -195,8 +179,8 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
         # with several processes, each process's own warnings (a pooled drift check would read
         # run-to-run noise as drift) and the run-to-run spread
         warnings = list(res.extra["repeat_warnings"]) if reps else list(lat.warnings)
-        if measured is not None and len(results) < settings.repeats:
-            warnings.append(f"interrupted: {len(results)} of {settings.repeats} worker processes were measured; "
+        if measured is not None and len(results) < settings.run.repeats:
+            warnings.append(f"interrupted: {len(results)} of {settings.run.repeats} worker processes were measured; "
                             "the row pools those")
         nonfinite = res.extra.get("nonfinite_outputs") or {}
         if nonfinite:
@@ -204,7 +188,7 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
             warnings.append(f"NaN/Inf in outputs ({bad} values over the first pass); the model or its "
                             "inputs are broken: check the data range and the conversion")
         if res.extra.get("stop_reason") == "max_time":
-            ctl = settings.control
+            ctl = settings.run.control
             wanted = f"--runs {ctl.runs}" if ctl.runs is not None else f"--min-runs {ctl.min_runs}"
             warnings.append(f"stopped at --max-time {ctl.max_time_s:g} s after {lat.samples} runs, "
                             f"before {wanted}; raise --max-time")
@@ -281,28 +265,28 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
 
     settings.validate()
     infos = {m: tflite_model.inspect(m) for m in settings.models}   # bad files fail up front
-    host_npu = settings.runtime_api == "compiled" and settings.accelerator == "npu"
+    host_npu = settings.run.runtime_api == "compiled" and settings.run.accelerator == "npu"
     for m, info in infos.items():          # an AOT-compiled file: one line naming its SoC (issue 34)
         tflite_model.refuse_compiled(m, info, host_npu=host_npu)
     if settings.data is not None:          # headers against every model's inputs, then the bytes
         check_npz_inputs(settings.data, expect=lambda heads: check_data_headers(settings.data, heads, infos))
-    targets = resolve_targets(settings.targets, threads=settings.threads, delegate=settings.delegate,
-                              benchmark_binary=settings.benchmark_binary)
+    targets = resolve_targets(settings.targets, threads=settings.run.threads, delegate=settings.run.delegate,
+                              benchmark_binary=settings.run.benchmark_binary)
     peak = load_cached()
     if hasattr(progress, "set_total"):
-        progress.set_total(len(targets) * len(settings.models) * max(1, len(settings.gpu_precisions))
-                           * settings.repeats)
+        progress.set_total(len(targets) * len(settings.models) * max(1, len(settings.run.gpu_precisions))
+                           * settings.run.repeats)
     items = [(i, m, gp) for i, (m, gp) in enumerate((m, gp) for m in settings.models
-                                                    for gp in (settings.gpu_precisions or (None,)))]
+                                                    for gp in (settings.run.gpu_precisions or (None,)))]
     describe = (lambda t, it: f"{Path(it[1]).stem} on {t.name}" + (f" (GPU {it[2]})" if it[2] else ""))
     rounds, row_settings = None, settings
-    if settings.repeats > 1:
+    if settings.run.repeats > 1:
         # replicates that are replicates: every model's k-th process runs before any model's k+1-th
         rounds = measure_in_rounds(
-            targets, items, settings.repeats,
+            targets, items, settings.run.repeats,
             measure=lambda t, it, r: t.run(_job(settings, it[1], it[2])),
             on_error=lambda t, it, err: RunResult.failed(t.name, it[1], str(err), exit_code=err.exit_code),
-            progress=progress, describe=describe, round_gap_s=settings.round_gap_s)
+            progress=progress, describe=describe, round_gap_s=settings.run.round_gap_s)
         if rounds.interrupted:      # the rows pool what was measured; nothing new is started
             row_settings = replace(settings, concurrency=(), server_qps=None, sla_p99_ms=None)
     outcome = run_on_targets(
@@ -314,19 +298,21 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
         on_error=lambda t, it, err: failed_row(t.name, it[1], err, gpu_precision=it[2]),
         progress=progress if rounds is None else None, describe=describe)
     rows = sustain.ranking_changes([outcome.results[(t.name, i)] for t in targets for i in range(len(items))])
-    fp = host_fingerprint(threads=settings.threads, delegate=settings.delegate)
+    fp = host_fingerprint(threads=settings.run.threads, delegate=settings.run.delegate)
     stopped = (rounds.interrupted if rounds is not None else None) or outcome.interrupted
     return Document.new("bench", rows, fp, settings=_settings_dict(settings), peak=peak,
                         interrupted=stopped is not None, interrupted_by=stopped)
 
 
 def _settings_dict(s: BenchSettings) -> dict[str, Any]:
-    out = {f.name: getattr(s, f.name) for f in fields(s) if f.name not in ("control", "schedule", "energy")}
-    out.update(s.control.to_dict())
+    """The settings as the JSON has always shown them: flat (the run part's fields beside bench's own)."""
+    out = {f.name: getattr(s, f.name) for f in fields(s) if f.name not in ("run", "schedule", "energy")}
+    out.update({f.name: getattr(s.run, f.name) for f in fields(s.run) if f.name != "control"})
+    out.update(s.run.control.to_dict())
     out.update(s.schedule.to_dict())
     out["energy"] = None if s.energy is None else s.energy.to_dict()
-    out["gpu_precisions"] = list(s.gpu_precisions)
-    if s.repeats > 1:
+    out["gpu_precisions"] = list(s.run.gpu_precisions)
+    if s.run.repeats > 1:
         out["process_order"] = PROCESS_ORDER
     return out
 

@@ -72,7 +72,7 @@ from edgebench.cli._options import (
 from edgebench.judge.gate import Thresholds, load_gate_file
 from edgebench.report.publish import PublishOptions
 from edgebench.sources.resolve import SourceOptions
-from edgebench.targets.base import DEFAULT_DELEGATE, RunControl
+from edgebench.targets.base import DEFAULT_DELEGATE, RunControl, RunOptions
 
 
 def option_group(cls: type) -> type:
@@ -162,6 +162,13 @@ class TargetGroup:
 
     def gpu_precisions(self) -> tuple[str, ...]:
         return gpu_precisions(self.gpu_precision)
+
+    def run(self, control: RunControl) -> RunOptions:
+        """How each row runs (the settings part every measuring command embeds), under CONTROL."""
+        return RunOptions(threads=self.threads, delegate=self.delegate, control=control,
+                          benchmark_binary=self.benchmark_binary, runtime_api=self.runtime,
+                          accelerator=self.accelerator, gpu_precisions=self.gpu_precisions(),
+                          op_profile=self.op_profile, repeats=self.repeats, round_gap_s=self.round_gap)
 
 
 @option_group

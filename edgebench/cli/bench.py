@@ -67,14 +67,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Benchmark .tflite models: per-inference latency percentiles with validity, QPS, memory, % of peak."""
         settings = BenchSettings(
-            models=tuple(models), targets=target.targets, benchmark_binary=target.benchmark_binary,
-            threads=target.threads, delegate=target.delegate, data=data, control=control.control(),
+            models=tuple(models), targets=target.targets, run=target.run(control.control()), data=data,
             concurrency=tuple(split_ints(concurrency, option="--concurrency")),
             server_qps=server_qps, server_workers=server_workers, sla_p99_ms=sla_p99_ms, seed=seed,
             schedule=schedule(duration, report_every, period_ms), cold_starts=cold_starts,
-            xnnpack_cache=xnnpack_cache, energy=energy_settings(energy, energy_idle), repeats=target.repeats,
-            round_gap_s=target.round_gap, runtime_api=target.runtime, accelerator=target.accelerator,
-            gpu_precisions=target.gpu_precisions(), op_profile=target.op_profile,
+            xnnpack_cache=xnnpack_cache, energy=energy_settings(energy, energy_idle),
         )
         check_model_explorer(model_explorer, target.op_profile)
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway,

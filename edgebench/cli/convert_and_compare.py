@@ -10,7 +10,7 @@ from edgebench.cli._common import console, deliver, progress_reporter, split_csv
 from edgebench.cli._groups import ControlGroup, GateGroup, PublishGroup, SourceGroup, TargetGroup, ViewGroup, grouped
 from edgebench.cli._options import A16Opt, StateOpt, StreamThresholdOpt, source_arg
 from edgebench.cli.convert import check_int8_io, check_size, check_state
-from edgebench.convert.run import DEFAULT_PRECISIONS, PRECISION_NAMES
+from edgebench.convert.run import DEFAULT_PRECISIONS, PRECISION_NAMES, ConvertSettings
 from edgebench.convert_and_compare.pipeline import CompareSettings, convert_and_compare, raise_for_compare
 from edgebench.core.errors import BadInput
 from edgebench.report.publish import check_store
@@ -19,7 +19,7 @@ from edgebench.report.terminal.diagnose import render_keep_float_table
 
 
 def register(app: typer.Typer) -> None:
-    d = CompareSettings(src="")
+    d, c = CompareSettings(convert=ConvertSettings(src="")), ConvertSettings(src="")
 
     @app.command("convert-and-compare")
     @grouped
@@ -38,16 +38,16 @@ def register(app: typer.Typer) -> None:
             "--calibration-data", help="Separate calibration data for INT8.")] = None,
         samples: Annotated[int, typer.Option("--samples", "-n", help="Evaluation samples (first N of the data).")]
         = d.eval_samples,
-        calibration_samples: Annotated[int, typer.Option("--calibration-samples")] = d.calibration_samples,
+        calibration_samples: Annotated[int, typer.Option("--calibration-samples")] = c.calibration_samples,
         int8_io: Annotated[str, typer.Option(
-            "--int8-io", help="Integer model input/output type: float or int8 (int16 for int16x8).")] = d.int8_io,
+            "--int8-io", help="Integer model input/output type: float or int8 (int16 for int16x8).")] = c.int8_io,
         keep_float: Annotated[Optional[str], typer.Option(
             "--keep-float", help="int8 with float islands: 'auto' (search the diagnose ranking for the smallest set "
                                  "meeting --max-accuracy-drop/--min-psnr), a regex, or comma-separated tensor names "
                                  "from `edgebench diagnose`.")] = None,
         preprocess: Annotated[str, typer.Option(
-            "--preprocess", help="Image folders: scale01, mobilenet, imagenet-caffe, none.")] = d.preprocess,
-        size: Annotated[str, typer.Option("--size", help="Reference models: tiny or full.")] = d.size,
+            "--preprocess", help="Image folders: scale01, mobilenet, imagenet-caffe, none.")] = c.preprocess,
+        size: Annotated[str, typer.Option("--size", help="Reference models: tiny or full.")] = c.size,
         out: Annotated[Optional[str], typer.Option(
             "--out", "-o", help="Output folder for .tflite files, inputs.npz and manifest.")] = None,
         class_output: Annotated[Optional[str], typer.Option(
@@ -56,7 +56,7 @@ def register(app: typer.Typer) -> None:
             "--reference", help=".tflite SRCs: a SavedModel folder or .keras file run with TF as the reference row.")]
         = None,
         a16: A16Opt = None,
-        state: StateOpt = d.state,
+        state: StateOpt = c.state,
         stream_threshold: StreamThresholdOpt = d.stream_threshold,
         source: SourceGroup = SourceGroup(),
         target: TargetGroup = TargetGroup(),
@@ -77,19 +77,17 @@ def register(app: typer.Typer) -> None:
         if reference and not src[0].endswith(".tflite"):
             raise BadInput(f"--reference {reference}: only for .tflite SRCs (a SavedModel SRC is its own reference)")
         settings = CompareSettings(
-            src=src[0], more_tflite=tuple(src[1:]), source=source.options(reference),
-            precisions=tuple(split_csv(precision or ",".join(DEFAULT_PRECISIONS), option="--precision",
-                                       allowed=PRECISION_NAMES)),
-            precisions_given=precision is not None, a16=a16,
-            targets=tuple(split_csv(target.targets, option="--targets")),
-            data=data, calibration_data=calibration_data, eval_samples=samples,
-            calibration_samples=calibration_samples, int8_io=check_int8_io(int8_io), out_dir=out,
-            preprocess=preprocess, size=check_size(size), threads=target.threads, delegate=target.delegate,
-            control=control.control(), class_output=class_output, benchmark_binary=target.benchmark_binary,
-            keep_float=keep_float, thresholds=gate.thresholds(), gate_file=gate.gate_file(),
-            runtime_api=target.runtime, accelerator=target.accelerator, gpu_precisions=target.gpu_precisions(),
-            op_profile=target.op_profile, repeats=target.repeats, round_gap_s=target.round_gap,
-            state=check_state(state), stream_threshold=stream_threshold,
+            convert=ConvertSettings(
+                src=src[0], source=source.options(reference),
+                precisions=tuple(split_csv(precision or ",".join(DEFAULT_PRECISIONS), option="--precision",
+                                           allowed=PRECISION_NAMES)),
+                data=calibration_data or data, calibration_samples=calibration_samples,
+                int8_io=check_int8_io(int8_io), out_dir=out, preprocess=preprocess, size=check_size(size),
+                keep_float=keep_float, a16=a16, state=check_state(state)),
+            run=target.run(control.control()), targets=tuple(split_csv(target.targets, option="--targets")),
+            more_tflite=tuple(src[1:]), precisions_given=precision is not None,
+            data=data, eval_samples=samples, class_output=class_output,
+            thresholds=gate.thresholds(), gate_file=gate.gate_file(), stream_threshold=stream_threshold,
         )
         opts = publish.options(target.op_profile)
         check_store(opts)

@@ -13,7 +13,7 @@ from edgebench.core.errors import BadInput
 from edgebench.core.fingerprint import host_fingerprint
 from edgebench.core.result_file import envelope, write_json
 from edgebench.matrix.envlock import describe, enforce_lock, read_lock
-from edgebench.matrix.run import RunOptions, load_matrix, parse_overrides, raise_for_failures, run_matrix
+from edgebench.matrix.run import MatrixOptions, load_matrix, parse_overrides, raise_for_failures, run_matrix
 from edgebench.report.export import push_result
 from edgebench.report.publish import try_write
 from edgebench.report.terminal.matrix import render_matrix
@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
                           f"{escape(describe(lock_diffs))}")
 
         with progress_reporter("matrix") as say:
-            report = run_matrix(spec, RunOptions(db=db, resume=resume, shard=shard, dry_run=dry_run,
+            report = run_matrix(spec, MatrixOptions(db=db, resume=resume, shard=shard, dry_run=dry_run,
                                                    trust_model=trust_model),
                                 _cell_progress(say), progress=say)
         if lock_diffs is not None:

@@ -44,7 +44,7 @@ from edgebench.model.tflite_model import inspect, precision
 from edgebench.rows import Accuracy, Document, InferenceRow, Worst, drifts_from_dict
 from edgebench.sources.pytorch import resolve_any, spec_of
 from edgebench.sources.resolve import SourceOptions, evaluation_set, resolve_source, tflite_variants
-from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunResult, check_runtime
+from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunOptions, RunResult
 from edgebench.targets.host import HostTarget
 from edgebench.targets.host_pool import prestarted, wait_ready
 from edgebench.targets.loop import (
@@ -66,39 +66,24 @@ DEFAULT_EVAL_SAMPLES = 1000
 
 @dataclass(frozen=True)
 class CompareSettings:
-    src: str
-    precisions: tuple[str, ...] = DEFAULT_PRECISIONS
+    """convert-and-compare's settings: the conversion (``ConvertSettings``: the model, its precisions,
+    calibration, output folder), how each row runs (``RunOptions``), and what only this command has:
+    the targets, the evaluation data and the gate."""
+    convert: ConvertSettings
     targets: tuple[str, ...] = ("host",)
+    run: RunOptions = field(default_factory=RunOptions)
     data: str | None = None               # evaluation data (else the reference model's split)
-    calibration_data: str | None = None   # else --data, else the reference model's calibration split
     eval_samples: int = DEFAULT_EVAL_SAMPLES
-    calibration_samples: int = 100
-    int8_io: str = "float"
-    out_dir: str | None = None
-    preprocess: str = DEFAULT_PREPROCESS
-    size: str = "tiny"
-    seed: int = 0
-    threads: int | None = None
-    delegate: str = DEFAULT_DELEGATE
-    control: RunControl = field(default_factory=RunControl)
     class_output: str | None = None
     thresholds: Thresholds = field(default_factory=Thresholds)
     gate_file: dict | None = None
     tf_batch: int = 32
-    benchmark_binary: str | None = None   # adb devices without Python: Google's benchmark_model
-    source: SourceOptions = field(default_factory=SourceOptions)   # --signature/--input-shape/--import/--reference
     more_tflite: tuple[str, ...] = ()     # further .tflite SRCs (with a .tflite src: variants of one run)
-    runtime_api: str = "interpreter"      # "compiled": LiteRT's CompiledModel API (--runtime)
-    accelerator: str | None = None        # compiled runtime: cpu | gpu | npu (--accelerator)
-    gpu_precisions: tuple[str, ...] = ()  # GPU runs: fp32 and/or fp16, side by side (--gpu-precision)
-    op_profile: bool = False              # separate op-profiling pass per row (--op-profile)
-    repeats: int = 1                      # worker processes per precision x target (run-level replicates)
-    round_gap_s: float = 0.0              # --round-gap: a row's k-th process starts >= k x this after its first
-    keep_float: str | None = None         # int8 float islands: "auto", a regex or tensor names
-    a16: str | None = None                # int8 + 16-bit activations on these tensors' ops (ai-edge-quantizer)
     precisions_given: bool = False        # --precision was given: a single float .tflite SRC is quantized
-    state: str = DEFAULT_STATE            # --state: auto | independent | streams (edgebench.model.state_rule)
     stream_threshold: float = DEFAULT_STREAM_THRESHOLD   # a detector's per-window firing score (streams)
+
+    def with_convert(self, **changes: Any) -> "CompareSettings":
+        return replace(self, convert=replace(self.convert, **changes))
 
 
 def keep_float_goal(settings: CompareSettings):
@@ -106,9 +91,10 @@ def keep_float_goal(settings: CompareSettings):
     measured on the same InputSet and run control as the rows."""
     th = thresholds_for("int8", settings.thresholds, settings.gate_file)
     return KeepFloatGoal(max_accuracy_drop_pp=th.max_accuracy_drop_pp, min_psnr_db=th.min_psnr_db,
-                         eval_data=settings.data, eval_samples=settings.eval_samples, preprocess=settings.preprocess,
-                         seed=settings.seed, class_output=settings.class_output, threads=settings.threads,
-                         delegate=settings.delegate, control=settings.control, state=settings.state)
+                         eval_data=settings.data, eval_samples=settings.eval_samples,
+                         preprocess=settings.convert.preprocess,
+                         seed=settings.convert.seed, class_output=settings.class_output, threads=settings.run.threads,
+                         delegate=settings.run.delegate, control=settings.run.control, state=settings.convert.state)
 
 
 def save_inputs(ds: InputSet, out_dir: Path) -> tuple[Path, str]:
@@ -218,10 +204,11 @@ def _row_job(settings: CompareSettings, item: tuple[str, dict[str, Any], str | N
              rule: StateRule | None = None) -> Job:
     """The job of one precision x target row (its first worker process: outputs saved)."""
     _prec, v, gp = item
-    return Job(model_path=v["path"], inputs_npz=str(inputs_path), threads=settings.threads,
-               delegate=settings.delegate, control=settings.control, save_outputs=True, seed=settings.seed,
-               runtime_api=settings.runtime_api, accelerator=settings.accelerator, gpu_precision=gp,
-               op_profile=settings.op_profile, state_rule=rule)
+    return Job(model_path=v["path"], inputs_npz=str(inputs_path), threads=settings.run.threads,
+               delegate=settings.run.delegate, control=settings.run.control, save_outputs=True,
+               seed=settings.convert.seed,
+               runtime_api=settings.run.runtime_api, accelerator=settings.run.accelerator, gpu_precision=gp,
+               op_profile=settings.run.op_profile, state_rule=rule)
 
 
 def _explain_slower(rows: list[InferenceRow]) -> list[InferenceRow]:
@@ -260,8 +247,9 @@ def convert_and_compare(settings: CompareSettings, progress: Callable[[str], Non
     The host rows' workers are started first (``targets.host_pool``): they import their runtime on
     the core TensorFlow's import leaves idle, and are all ready before anything is timed."""
     hosts = sum(1 for name in settings.targets for n in str(name).split(",") if n.strip() in HOST_TARGETS)
-    rows = hosts * len(settings.precisions) * max(1, len(settings.gpu_precisions)) * max(1, settings.repeats)
-    calibrated = any(p in ("int8", "int16x8") for p in settings.precisions) and not settings.src.endswith(".tflite")
+    conv, run = settings.convert, settings.run
+    rows = hosts * len(conv.precisions) * max(1, len(run.gpu_precisions)) * max(1, run.repeats)
+    calibrated = any(p in ("int8", "int16x8") for p in conv.precisions) and not conv.src.endswith(".tflite")
     with prestarted(rows), converter_prestarted(calibrated):   # ... and the conversion worker (convert_worker)
         return _convert_and_compare(settings, progress)
 
@@ -270,20 +258,16 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
     say = progress or (lambda _m: None)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    settings = replace(settings, source=settings.source.for_measuring(settings.src))   # batch 1 is measured
-    check_runtime(settings.runtime_api, settings.accelerator, settings.gpu_precisions, settings.delegate)
-    if settings.repeats < 1:
-        raise BadInput(f"--repeats must be >= 1, got {settings.repeats}")
-    if settings.round_gap_s and settings.repeats < 2:
-        raise BadInput(f"--round-gap {settings.round_gap_s:g} spreads the processes of --repeats, and there is one; "
-                       "add --repeats 3 (or more) or drop --round-gap")
+    # batch 1 is measured
+    settings = settings.with_convert(source=settings.convert.source.for_measuring(settings.convert.src))
+    settings.run.validate()
     if settings.thresholds.max_accuracy_drop_pp is not None or any(
             (t.max_accuracy_drop_pp is not None) for t in (settings.gate_file or {}).values()):
         accuracy_gate = True
     else:
         accuracy_gate = False
-    targets = resolve_targets(settings.targets, threads=settings.threads, delegate=settings.delegate,
-                              benchmark_binary=settings.benchmark_binary, allow_tf=True)   # fail fast
+    targets = resolve_targets(settings.targets, threads=settings.run.threads, delegate=settings.run.delegate,
+                              benchmark_binary=settings.run.benchmark_binary, allow_tf=True)   # fail fast
     timings["resolve_targets_s"] = time.perf_counter() - t0
     t = time.perf_counter()
     import tensorflow  # noqa: F401 -- timed on its own: a fixed cost of every run
@@ -291,63 +275,61 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
     timings["tf_import_s"] = time.perf_counter() - t
 
     if hasattr(say, "set_total"):   # convert stages + parity + inputs + reference + every row
-        say.set_total(2 + len(settings.precisions) + 1 + 1 + len(settings.precisions) * max(len(targets), 1)
-                      * max(1, len(settings.gpu_precisions)) * settings.repeats)
+        n = len(settings.convert.precisions)
+        say.set_total(2 + n + 1 + 1 + n * max(len(targets), 1)
+                      * max(1, len(settings.run.gpu_precisions)) * settings.run.repeats)
     t = time.perf_counter()
 
-    if (settings.src.endswith(".tflite") or settings.more_tflite) and not _quantizes_tflite(settings):
+    if (settings.convert.src.endswith(".tflite") or settings.more_tflite) and not _quantizes_tflite(settings):
         # .tflite SRC(s): the given files are the variants; TF runs only with --reference.
-        if settings.keep_float:
+        if settings.convert.keep_float:
             raise BadInput("--keep-float re-quantizes while converting; a .tflite SRC is measured as given: pass "
                            "the SavedModel/.keras it came from")
 
-        files = [settings.src, *settings.more_tflite]
-        manifest = tflite_variants(files, Path(settings.out_dir) if settings.out_dir else _tflite_run_dir(files))
-        settings = replace(settings, precisions=tuple(manifest["variants"]))
+        files = [settings.convert.src, *settings.more_tflite]
+        out = settings.convert.out_dir
+        manifest = tflite_variants(files, Path(out) if out else _tflite_run_dir(files))
+        settings = settings.with_convert(precisions=tuple(manifest["variants"]))
         ref_variant = manifest["variants"][manifest["reference_variant"]]
-        src = resolve_any(settings.source.reference or ref_variant["path"], size=settings.size,
-                             work_dir=Path(manifest["out_dir"]), seed=settings.seed, options=settings.source)
+        src = resolve_any(settings.convert.source.reference or ref_variant["path"], size=settings.convert.size,
+                          work_dir=Path(manifest["out_dir"]), seed=settings.convert.seed,
+                          options=settings.convert.source)
         src = replace(src, signature=replace(src.signature, quantized={
             **_quantized_inputs([v["path"] for v in manifest["variants"].values()]), **src.signature.quantized}))
-        if settings.source.reference:        # another model than the files: say so, not "reshape the data"
-            given = resolve_any(ref_variant["path"], size=settings.size, work_dir=Path(manifest["out_dir"]),
-                                   seed=settings.seed, options=settings.source)
+        if settings.convert.source.reference:        # another model than the files: say so, not "reshape the data"
+            given = resolve_any(ref_variant["path"], size=settings.convert.size, work_dir=Path(manifest["out_dir"]),
+                                   seed=settings.convert.seed, options=settings.convert.source)
             why = input_mismatch(src.signature, given.signature)
             if why:
-                raise BadInput(f"{ref_variant['path']} {why} (--reference {settings.source.reference}): the "
+                raise BadInput(f"{ref_variant['path']} {why} (--reference {settings.convert.source.reference}): the "
                                "reference must be the model the .tflite files were converted from")
     else:
-        converted = convert_resolved(ConvertSettings(
-            src=settings.src, precisions=settings.precisions,
-            data=settings.calibration_data or settings.data, calibration_samples=settings.calibration_samples,
-            int8_io=settings.int8_io, out_dir=settings.out_dir, preprocess=settings.preprocess,
-            size=settings.size, seed=settings.seed, source=settings.source, keep_float=settings.keep_float,
-            state=settings.state, a16=settings.a16,
-            keep_float_goal=keep_float_goal(settings) if settings.keep_float == "auto" else None), progress=say)
+        goal = keep_float_goal(settings) if settings.convert.keep_float == "auto" else None
+        converted = convert_resolved(replace(settings.convert, keep_float_goal=goal), progress=say)
         manifest, src = converted.manifest, converted.source     # the model is read once, by the conversion
         if manifest.get("static_batch_fallback"):     # converted with the dynamic batch after all
-            settings = replace(settings, source=settings.source.dynamic_batch())
+            settings = settings.with_convert(source=settings.convert.source.dynamic_batch())
     timings["convert_s"] = time.perf_counter() - t
     out_dir = Path(manifest["out_dir"])
     task = (src.info or {}).get("task", "classification")
 
     say("evaluation inputs")
-    ds = evaluation_set(src, settings.data, samples=settings.eval_samples, preprocess=settings.preprocess,
-                        seed=settings.seed)
+    ds = evaluation_set(src, settings.data, samples=settings.eval_samples, preprocess=settings.convert.preprocess,
+                        seed=settings.convert.seed)
     if accuracy_gate and ds.labels is None:
         raise BadInput(f"--max-accuracy-drop needs labelled data but {ds.source} has no 'labels'; pass --data "
                        "with a 'labels' array (one class id per sample) or drop the accuracy gate")
     inputs_path, inputs_sha = save_inputs(ds, out_dir)
     data_warnings = range_warnings((manifest.get("calibration") or {}).get("value_ranges") or {},
                                    value_ranges(ds, src.signature))
-    rule = resolve_state(settings.state, ds.streams, ds.n, how=ds.stream_how, source=ds.source)
+    rule = resolve_state(settings.convert.state, ds.streams, ds.n, how=ds.stream_how, source=ds.source)
 
     say("TensorFlow reference" if src.saved_model_dir is not None else "PyTorch reference" if src.kind == "torch"
         else "reference .tflite on the host")
     t = time.perf_counter()
 
     ref_job = Job(model_path=str(src.saved_model_dir or src.path), inputs_npz=str(inputs_path),
-                  control=settings.control, save_outputs=True, seed=settings.seed, state_rule=rule)
+                  control=settings.run.control, save_outputs=True, seed=settings.convert.seed, state_rule=rule)
     wait_ready()             # no pre-started worker is still importing while the reference is timed
     if src.kind == "torch":   # the PyTorch model itself is the reference, as TF is for a TF model
 
@@ -359,8 +341,8 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
         ref_label, ref_target = "tf", f"tf ({ref_run.extra.get('device')})"
     else:   # .tflite files only: the most precise one, on the host, is the reference
 
-        ref_run = HostTarget(threads=settings.threads, delegate=settings.delegate).run(
-            replace(ref_job, threads=settings.threads, delegate=settings.delegate))
+        ref_run = HostTarget(threads=settings.run.threads, delegate=settings.run.delegate).run(
+            replace(ref_job, threads=settings.run.threads, delegate=settings.run.delegate))
         ref_label, ref_target = manifest.get("reference_variant", "fp32"), "host"   # (a quantized float .tflite: fp32)
     timings["reference_s"] = time.perf_counter() - t
     ref_out = ref_run.outputs or {}
@@ -368,7 +350,7 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
     declared = settings.class_output or (src.info or {}).get("class_output")
     class_out = cmp.pick_class_output(ref_out, declared) if task == "classification" or declared else None
     if accuracy_gate and class_out is None:
-        raise BadInput(f"--max-accuracy-drop needs class scores, but no output of {settings.src} is [samples, "
+        raise BadInput(f"--max-accuracy-drop needs class scores, but no output of {settings.convert.src} is [samples, "
                        "classes]; pass --class-output NAME or use --min-psnr instead")
     ref_acc = None
     if class_out is not None and ds.labels is not None:
@@ -382,13 +364,13 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
         **measured_fields(ref_run, "TF reference run"))
 
     ok_variants = [(p, {**v, "model": src.name}, gp) for p, v in manifest["variants"].items()
-                   if p in settings.precisions and v.get("status") == "ok"
-                   for gp in (settings.gpu_precisions or (None,))]
+                   if p in settings.convert.precisions and v.get("status") == "ok"
+                   for gp in (settings.run.gpu_precisions or (None,))]
 
     def run_one(tgt, item: tuple[str, dict[str, Any], str | None]) -> RunResult:
         prec, v, gp = item
         if src.saved_model_dir is None and prec == ref_label and gp is None and not is_device(tgt) \
-                and settings.runtime_api == "interpreter" and not settings.op_profile and settings.repeats == 1:
+                and settings.run.runtime_api == "interpreter" and not settings.run.op_profile and settings.run.repeats == 1:
             return ref_run   # the reference .tflite was just measured on this host with the same job
         return tgt.run(_row_job(settings, item, inputs_path, rule))
 
@@ -400,7 +382,7 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
         return f"{item[0]} on {tg.name}" + (f" (GPU {item[2]})" if item[2] else "")
 
     t = time.perf_counter()
-    if settings.repeats > 1:
+    if settings.run.repeats > 1:
         # replicates that are replicates: every row's k-th worker process runs before any row's next
         # (ABAB...), so load that comes and goes hits every precision alike; the first process of a
         # row saves the outputs (drift, accuracy), the others time only
@@ -408,8 +390,8 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
             job = _row_job(settings, item, inputs_path, rule)
             return tgt.run(job if r == 0 else replace(job, save_outputs=False, op_profile=False))
 
-        rounds = measure_in_rounds(targets, ok_variants, settings.repeats, one_process, failed, progress=say,
-                                   describe=describe, round_gap_s=settings.round_gap_s)
+        rounds = measure_in_rounds(targets, ok_variants, settings.run.repeats, one_process, failed, progress=say,
+                                   describe=describe, round_gap_s=settings.run.round_gap_s)
         outcome = LoopOutcome(interrupted=rounds.interrupted)
         for tg in targets:
             for i, item in enumerate(ok_variants):
@@ -417,9 +399,9 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
                     f"not run: interrupted ({rounds.interrupted}) before this row was measured"))]
                 res = RunResult.pooled(runs, describe(tg, item), rounds.order.get((tg.name, i)),
                                        rounds.started.get((tg.name, i)))
-                if res.status == "ok" and len(runs) < settings.repeats:
+                if res.status == "ok" and len(runs) < settings.run.repeats:
                     res = replace(res, extra={**res.extra, "repeat_warnings": [
-                        *res.extra.get("repeat_warnings", ()), f"interrupted: {len(runs)} of {settings.repeats} "
+                        *res.extra.get("repeat_warnings", ()), f"interrupted: {len(runs)} of {settings.run.repeats} "
                         "worker processes were measured; the row pools those"]})
                 outcome.results[(tg.name, i)] = res
     else:
@@ -429,7 +411,7 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
 
     rows: list[InferenceRow] = []
     for prec, v in manifest["variants"].items():
-        if prec not in settings.precisions:
+        if prec not in settings.convert.precisions:
             continue
         if v.get("status") != "ok":
             for tgt in targets:
@@ -439,7 +421,7 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
             continue
         v = {**v, "model": src.name}
         th = thresholds_for(prec, settings.thresholds, settings.gate_file)
-        for gp in (settings.gpu_precisions or (None,)):
+        for gp in (settings.run.gpu_precisions or (None,)):
             host_run = next((results[(prec, gp, h.name)] for h in targets
                              if not is_device(h) and results[(prec, gp, h.name)].status == "ok"), None)
             for tgt in targets:
@@ -463,23 +445,25 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
     quality_misses = sorted({c.precision for c in verdict.failures
                              if c.metric in ("accuracy_drop_pp", "psnr_db", "nonfinite_outputs")
                              and c.precision in ("int8", "int16x8", "fp16", "dynamic")})
-    if quality_misses == ["int8"] and settings.keep_float:
+    if quality_misses == ["int8"] and settings.convert.keep_float:
         # int8 already kept the diagnosed tensors float: diagnose would name them again (a loop)
         extra["keep_float_hint"] = (
             "the --keep-float auto search met no goal it tried (see its table): try --precision int16x8 or a "
-            "looser goal" if settings.keep_float == "auto" else
+            "looser goal" if settings.convert.keep_float == "auto" else
             f"keeping {len(next((r.keep_float for r in rows if r.precision == 'int8' and r.keep_float), ()))} "
             "tensor(s) float did not reach it: let --keep-float auto "
             "search measured sets of the ranked tensors, or try --precision int16x8")
     elif quality_misses:
 
         extra["diagnose_command"] = diagnose_command(   # same data; diagnose's own default sample count
-            settings.src, quality_misses, data=settings.data, calibration_data=settings.calibration_data,
-            samples=settings.eval_samples if settings.eval_samples < DEFAULT_SAMPLES else None, size=settings.size,
-            preprocess=settings.preprocess if settings.preprocess != DEFAULT_PREPROCESS else None, int8_io=settings.int8_io,
-            source=settings.source)
+            settings.convert.src, quality_misses, data=settings.data,
+            calibration_data=settings.convert.data if settings.convert.data != settings.data else None,
+            samples=settings.eval_samples if settings.eval_samples < DEFAULT_SAMPLES else None,
+            size=settings.convert.size, int8_io=settings.convert.int8_io,
+            preprocess=settings.convert.preprocess if settings.convert.preprocess != DEFAULT_PREPROCESS else None,
+            source=settings.convert.source)
     return Document.new(
-        "compare", rows, host_fingerprint(with_tf=True, threads=settings.threads, delegate=settings.delegate),
+        "compare", rows, host_fingerprint(with_tf=True, threads=settings.run.threads, delegate=settings.run.delegate),
         reference=ref_row,
         model=src.name,
         source=_source_record(settings, src, manifest, task),
@@ -492,11 +476,11 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
         gate=verdict.to_dict(),
         timings=timings,
         interrupted=outcome.interrupted is not None, interrupted_by=outcome.interrupted,
-        run_control=settings.control.to_dict(),
+        run_control=settings.run.control.to_dict(),
         state_rule=rule.to_dict(),
-        runtime={"api": settings.runtime_api, "accelerator": settings.accelerator,
-                 "gpu_precisions": list(settings.gpu_precisions), "op_profile": settings.op_profile},
-        **({"process_order": PROCESS_ORDER} if settings.repeats > 1 else {}),
+        runtime={"api": settings.run.runtime_api, "accelerator": settings.run.accelerator,
+                 "gpu_precisions": list(settings.run.gpu_precisions), "op_profile": settings.run.op_profile},
+        **({"process_order": PROCESS_ORDER} if settings.run.repeats > 1 else {}),
         **extra,
         data_warnings=data_warnings,
     )
@@ -506,23 +490,24 @@ def _quantizes_tflite(settings: CompareSettings) -> bool:
     """A single float .tflite SRC given with --precision, --keep-float or --a16 is converted (quantized
     with ai-edge-quantizer) rather than measured as given; a quantized file, several files or a
     --reference keep the given-variants path."""
-    if settings.more_tflite or settings.source.reference or not (settings.precisions_given or settings.keep_float
-                                                                 or settings.a16):
+    conv = settings.convert
+    if settings.more_tflite or conv.source.reference or not (settings.precisions_given or conv.keep_float
+                                                              or conv.a16):
         return False
 
-    return Path(settings.src).is_file() and precision(inspect(settings.src)) == "fp32"
+    return Path(settings.convert.src).is_file() and precision(inspect(settings.convert.src)) == "fp32"
 
 
 def _source_record(settings: CompareSettings, src, manifest: dict[str, Any], task: str) -> dict[str, Any]:
     """The result's ``source``: what was converted (or the .tflite files given) and how it was read."""
-    rec = {"path": settings.src, "sha256": src.sha256, "kind": src.kind, "task": task, "loader": src.loader,
+    rec = {"path": settings.convert.src, "sha256": src.sha256, "kind": src.kind, "task": task, "loader": src.loader,
            "loader_reason": src.loader_reason, "signature_key": src.signature_key, "input_shapes": src.input_shapes,
            "static_batch_fallback": manifest.get("static_batch_fallback")}
     if manifest.get("kind") == "tflite":   # src is the reference: a --reference SavedModel or the chosen file
-        first = next(v for v in manifest["variants"].values() if v["path"] == settings.src)
-        rec.update(kind="tflite", sha256=first["sha256"], tflite_files=[settings.src, *settings.more_tflite],
+        first = next(v for v in manifest["variants"].values() if v["path"] == settings.convert.src)
+        rec.update(kind="tflite", sha256=first["sha256"], tflite_files=[settings.convert.src, *settings.more_tflite],
                    reference={"path": src.path, "kind": src.kind, "sha256": src.sha256},
-                   reference_reason=None if settings.source.reference else manifest.get("reference_reason"))
+                   reference_reason=None if settings.convert.source.reference else manifest.get("reference_reason"))
     return rec
 
 

@@ -49,7 +49,7 @@ from typing import Any, Callable
 import yaml
 
 from edgebench.bench.run import BenchSettings, run_bench
-from edgebench.convert.run import DEFAULT_PRECISIONS, PRECISION_NAMES
+from edgebench.convert.run import DEFAULT_PRECISIONS, PRECISION_NAMES, ConvertSettings
 from edgebench.convert_and_compare.pipeline import CompareSettings, convert_and_compare
 from edgebench.core.bounded import compose_yaml, construct_yaml, load_yaml_text, read_bytes
 from edgebench.core.errors import BadInput, EdgebenchError, InfraError, Interrupted
@@ -62,7 +62,7 @@ from edgebench.rows import Document, InferenceRow, TrainRow
 from edgebench.rows.identity import headline
 from edgebench.sources.resolve import SourceOptions
 from edgebench.targets.adb.client import list_states
-from edgebench.targets.base import DELEGATES, HOST_DELEGATES, RunControl
+from edgebench.targets.base import DELEGATES, HOST_DELEGATES, RunControl, RunOptions
 from edgebench.train import settings as train_settings
 from edgebench.train.settings import TrainSettings
 from edgebench.train.sweep import run_train_baseline
@@ -590,7 +590,8 @@ class Probe:
 
 
 @dataclass(frozen=True)
-class RunOptions:
+class MatrixOptions:
+    """How `matrix run` runs: the store, resume, shard, dry run, consent."""
     db: str | None = None
     resume: bool = False
     shard: str | None = None
@@ -624,21 +625,22 @@ def _edge_doc(spec: MatrixSpec, cell: Cell, progress: Any = None, trust_model: b
         kw: dict[str, Any] = {k: s[k] for k in ("seed",) if k in s}
         if p["data"] not in (None, "synthetic"):
             kw["data"] = p["data"]
-        return run_bench(BenchSettings(models=(p["model"],), targets=p["target"], threads=p["threads"],
-                                       delegate=p["delegate"], control=_control(s), **kw), progress=sub)
+        run = RunOptions(threads=p["threads"], delegate=p["delegate"], control=_control(s))
+        return run_bench(BenchSettings(models=(p["model"],), targets=p["target"], run=run, **kw), progress=sub)
 
-    kw = {k: s[k] for k in ("seed", "size", "calibration_samples") if k in s}
-    if "samples" in s:
-        kw["eval_samples"] = s["samples"]
+    conv = {k: s[k] for k in ("seed", "size", "calibration_samples") if k in s}
+    kw = {"eval_samples": s["samples"]} if "samples" in s else {}
     precisions = tuple(p["precisions"].split(","))
     if p["target"] == "tf":
         precisions = precisions[:1]     # the reference is what this cell measures
     # Each cell converts into its own folder: shards running side by side never share files.
     out_dir = str(Path("edgebench-out") / f"matrix-{spec.hash}" / f"cell{cell.index:04d}")
-    doc = convert_and_compare(CompareSettings(src=p["model"], precisions=precisions, targets=(p["target"],),
-                                              data=p["data"], threads=p["threads"], delegate=p["delegate"],
-                                              out_dir=out_dir, control=_control(s),
-                                              source=SourceOptions(trust_model=trust_model), **kw), progress=sub)
+    settings = CompareSettings(
+        convert=ConvertSettings(src=p["model"], precisions=precisions, data=p["data"], out_dir=out_dir,
+                                source=SourceOptions(trust_model=trust_model), **conv),
+        run=RunOptions(threads=p["threads"], delegate=p["delegate"], control=_control(s)),
+        targets=(p["target"],), data=p["data"], **kw)
+    doc = convert_and_compare(settings, progress=sub)
     if p["target"] == "tf" and doc.reference is not None:
         doc = doc.with_rows([doc.reference])   # the TF reference is this cell's result row
     return doc
@@ -693,7 +695,7 @@ def _headline(doc: "Document") -> str:
     return "; ".join(parts) + (f"; +{more} rows" if more > 0 else "")
 
 
-def run_matrix(spec: MatrixSpec, opts: RunOptions,
+def run_matrix(spec: MatrixSpec, opts: MatrixOptions,
                on_cell: Callable[[str, Cell, dict[str, Any] | None], None] | None = None,
                progress: Any = None) -> dict[str, Any]:
     """Run (or list, with ``dry_run``) this shard's cells; each finished cell is stored at once.

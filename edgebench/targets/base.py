@@ -161,6 +161,36 @@ class RunControl:
 
 
 @dataclass(frozen=True)
+class RunOptions:
+    """How each row is run: the one part every measuring command's settings embed (bench,
+    convert-and-compare, matrix cells), built once by the CLI's TargetGroup + ControlGroup.
+    Each default is written here once; ``validate`` holds the checks they share."""
+
+    threads: int | None = None
+    delegate: str = DEFAULT_DELEGATE
+    control: RunControl = field(default_factory=RunControl)
+    benchmark_binary: str | None = None   # adb devices without Python: Google's benchmark_model
+    runtime_api: str = "interpreter"      # "compiled": LiteRT's CompiledModel API (--runtime)
+    accelerator: str | None = None        # compiled runtime: cpu | gpu | npu (--accelerator)
+    gpu_precisions: tuple[str, ...] = ()  # GPU runs: fp32 and/or fp16, side by side (--gpu-precision)
+    op_profile: bool = False              # a separate op-profiling pass per row (--op-profile)
+    repeats: int = 1                      # worker processes per row (run-level replicates)
+    round_gap_s: float = 0.0              # --round-gap: a row's k-th process starts >= k x this after its first
+
+    def validate(self) -> "RunOptions":
+        self.control.validate()
+        check_runtime(self.runtime_api, self.accelerator, self.gpu_precisions, self.delegate)
+        if self.repeats < 1:
+            raise BadInput(f"--repeats must be >= 1, got {self.repeats}")
+        if self.round_gap_s and self.repeats < 2:
+            raise BadInput(f"--round-gap {self.round_gap_s:g} spreads the processes of --repeats, and there is one; "
+                           "add --repeats 3 (or more) or drop --round-gap")
+        if self.threads is not None and self.threads < 1:
+            raise BadInput(f"--threads must be >= 1, got {self.threads}")
+        return self
+
+
+@dataclass(frozen=True)
 class Schedule:
     """When the timed inferences happen: back-to-back (the default), one every ``period_ms``
     (paced, sleeping in between), and/or for ``duration_s`` seconds closed into windows of
