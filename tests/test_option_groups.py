@@ -8,7 +8,7 @@ import typer
 from typer.testing import CliRunner
 
 from edgebench.cli import app
-from edgebench.cli._groups import ControlGroup, SourceGroup, TargetGroup, grouped, option_group
+from edgebench.cli._groups import ControlGroup, ConvertGroup, SourceGroup, TargetGroup, grouped, option_group
 from edgebench.cli._options import RepeatsOpt, ThreadsOpt
 
 
@@ -53,8 +53,10 @@ def test_an_option_defined_twice_is_refused_when_the_command_is_defined():
             pass
 
 
-@pytest.mark.parametrize("command, groups", [("convert-and-compare", (SourceGroup, TargetGroup, ControlGroup)),
-                                             ("bench", (TargetGroup, ControlGroup))])
+@pytest.mark.parametrize("command, groups", [
+    ("convert-and-compare", (ConvertGroup, SourceGroup, TargetGroup, ControlGroup)),
+    ("convert", (ConvertGroup,)),
+    ("bench", (TargetGroup, ControlGroup))])
 def test_the_commands_take_their_options_from_the_groups(command, groups):
     """Every field of each group is an option of the command, with the group's default."""
     cmd = typer.main.get_command(app).commands[command]
@@ -63,3 +65,24 @@ def test_the_commands_take_their_options_from_the_groups(command, groups):
         for f in fields(g):
             assert f.name in params, (command, g.__name__, f.name)
             assert params[f.name].default == f.default, (command, f.name)
+
+
+def test_the_conversion_part_is_built_once_for_convert_and_convert_and_compare():
+    """The same conversion options give the same ConvertSettings, whichever command parses them."""
+    from edgebench.sources.resolve import SourceOptions
+
+    seen = {}
+
+    @grouped
+    def cmd(conversion: ConvertGroup = ConvertGroup()) -> None:
+        seen["c"] = conversion.settings("m.keras", data="d.npz", source=SourceOptions())
+
+    args = ["one", "-p", "fp32,int8", "--calibration-samples", "7", "--int8-io", "int8", "--keep-float", "dense.*",
+            "--size", "full", "--out", "o", "--state", "independent"]
+    r = CliRunner().invoke(_app_with(cmd), args)
+    assert r.exit_code == 0, r.output
+    c = seen["c"]
+    assert (c.src, c.precisions, c.data, c.calibration_samples, c.int8_io, c.keep_float, c.size, c.out_dir,
+            c.state) == ("m.keras", ("fp32", "int8"), "d.npz", 7, "int8", "dense.*", "full", "o", "independent")
+    r = CliRunner().invoke(_app_with(cmd), ["one", "--int8-io", "int4"])
+    assert r.exit_code != 0 and "--int8-io int4: use float or int8" in str(r.exception)

@@ -21,8 +21,10 @@ from typing import Annotated, Any, Callable, Optional, get_type_hints
 
 import typer
 
+from edgebench.cli._common import split_csv
 from edgebench.cli._options import (
     RC_DEFAULTS,
+    A16Opt,
     AcceleratorOpt,
     BenchmarkBinaryOpt,
     ChannelsLastOpt,
@@ -54,6 +56,7 @@ from edgebench.cli._options import (
     RunsOpt,
     RuntimeOpt,
     SignatureOpt,
+    StateOpt,
     StaticBatchOpt,
     TargetsOpt,
     ThreadsOpt,
@@ -63,12 +66,17 @@ from edgebench.cli._options import (
     WarmupRunsOpt,
     WarmupTimeOpt,
     WideOpt,
+    check_int8_io,
     check_model_explorer,
+    check_size,
+    check_state,
     gpu_precisions,
     publish_options,
     run_control,
     source_options,
 )
+from edgebench.convert.quant.search import KeepFloatGoal
+from edgebench.convert.run import DEFAULT_PRECISIONS, PRECISION_NAMES, ConvertSettings
 from edgebench.judge.gate import Thresholds, load_gate_file
 from edgebench.report.publish import PublishOptions
 from edgebench.sources.resolve import SourceOptions
@@ -142,6 +150,48 @@ class SourceGroup:
         return source_options(self.signature, self.input_shape, self.imports, reference,
                               static_batch=self.static_batch, dynamic_batch=self.dynamic_batch, torch=self.torch,
                               channels_last=self.channels_last, trust_model=self.trust_model)
+
+
+_CONVERT = ConvertSettings(src="")
+
+
+@option_group
+@dataclass
+class ConvertGroup:
+    """How SRC becomes .tflite files: precisions, calibration, integer I/O, float islands, 16-bit
+    activations, preprocessing, the output folder, the state rule (convert, convert-and-compare)."""
+    precision: Annotated[Optional[str], typer.Option(
+        "--precision", "-p", help="Comma-separated: fp32,fp16,int8,dynamic,int16x8 (16-bit activations, "
+                                  f"8-bit weights); default {','.join(DEFAULT_PRECISIONS)}.")] = None
+    calibration_samples: Annotated[int, typer.Option(
+        "--calibration-samples", help="Samples used to calibrate INT8.")] = _CONVERT.calibration_samples
+    int8_io: Annotated[str, typer.Option(
+        "--int8-io", help="Integer model input/output type: float or int8 (int16 for int16x8).")] = _CONVERT.int8_io
+    keep_float: Annotated[Optional[str], typer.Option(
+        "--keep-float", help="int8 with float islands: 'auto' (search the diagnose ranking for the smallest set "
+                             "meeting --max-accuracy-drop/--min-psnr), a regex, or comma-separated tensor names "
+                             "from `edgebench diagnose`.")] = None
+    a16: A16Opt = None
+    preprocess: Annotated[str, typer.Option(
+        "--preprocess", help="Image folders: scale01, mobilenet, imagenet-caffe, none.")] = _CONVERT.preprocess
+    size: Annotated[str, typer.Option("--size", help="Reference models: tiny or full.")] = _CONVERT.size
+    out: Annotated[Optional[str], typer.Option(
+        "--out", "-o", help="Output folder for the .tflite files and manifest.json (default "
+                            "edgebench-out/<name>/<run key>).")] = None
+    state: StateOpt = _CONVERT.state
+
+    def precisions(self) -> tuple[str, ...]:
+        return tuple(split_csv(self.precision or ",".join(DEFAULT_PRECISIONS), option="--precision",
+                               allowed=PRECISION_NAMES))
+
+    def settings(self, src: str, *, data: str | None, source: SourceOptions,
+                 keep_float_goal: KeepFloatGoal | None = None) -> ConvertSettings:
+        """The conversion part of a command's settings: SRC read with SOURCE, calibrated on DATA."""
+        return ConvertSettings(
+            src=src, precisions=self.precisions(), data=data, calibration_samples=self.calibration_samples,
+            int8_io=check_int8_io(self.int8_io), out_dir=self.out, preprocess=self.preprocess,
+            size=check_size(self.size), source=source, keep_float=self.keep_float, keep_float_goal=keep_float_goal,
+            a16=self.a16, state=check_state(self.state))
 
 
 @option_group

@@ -13,7 +13,9 @@ from typing import Annotated, Optional
 import typer
 
 from edgebench.cli._common import split_csv
+from edgebench.convert.run import INT8_IO
 from edgebench.core.errors import BadInput
+from edgebench.model.state_rule import STATE_OPTIONS
 from edgebench.report.publish import PublishOptions
 from edgebench.sources.resolve import DEFAULT_SIGNATURE, SourceOptions, parse_input_shape
 from edgebench.targets.base import (
@@ -253,3 +255,23 @@ def check_model_explorer(model_explorer: str | None, op_profile: bool) -> None:
 RC_DEFAULTS = _RC
 SCHEDULE_DEFAULTS = _SCHEDULE
 ENERGY_DEFAULTS = _ENERGY
+
+
+# --- conversion values the commands share (checked once, here)
+def check_int8_io(value: str) -> str:
+    if value not in INT8_IO:
+        raise BadInput(f"--int8-io {value}: use {' or '.join(INT8_IO)}")
+    return value
+
+
+def check_state(value: str) -> str:
+    """--state: one of state_rule.STATE_OPTIONS (BadInput naming them otherwise)."""
+    if value not in STATE_OPTIONS:
+        raise BadInput(f"--state {value}: use {', '.join(STATE_OPTIONS)}")
+    return value
+
+
+def check_size(value: str) -> str:
+    if value not in ("tiny", "full"):
+        raise BadInput(f"--size {value}: use tiny or full")
+    return value

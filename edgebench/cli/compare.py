@@ -26,7 +26,7 @@ from edgebench.cli._options import (
     publish_options,
     source_options,
 )
-from edgebench.cli.convert import check_state
+from edgebench.cli._options import check_state
 from edgebench.convert_and_compare.pipeline import PairSettings, compare_pair, raise_for_compare
 from edgebench.report.publish import check_store
 from edgebench.report.terminal.compare import render_compare

@@ -7,10 +7,18 @@ from typing import Annotated, Optional
 import typer
 
 from edgebench.cli._common import console, deliver, progress_reporter, split_csv
-from edgebench.cli._groups import ControlGroup, GateGroup, PublishGroup, SourceGroup, TargetGroup, ViewGroup, grouped
-from edgebench.cli._options import A16Opt, StateOpt, StreamThresholdOpt, source_arg
-from edgebench.cli.convert import check_int8_io, check_size, check_state
-from edgebench.convert.run import DEFAULT_PRECISIONS, PRECISION_NAMES, ConvertSettings
+from edgebench.cli._groups import (
+    ControlGroup,
+    ConvertGroup,
+    GateGroup,
+    PublishGroup,
+    SourceGroup,
+    TargetGroup,
+    ViewGroup,
+    grouped,
+)
+from edgebench.cli._options import StreamThresholdOpt, source_arg
+from edgebench.convert.run import ConvertSettings
 from edgebench.convert_and_compare.pipeline import CompareSettings, convert_and_compare, raise_for_compare
 from edgebench.core.errors import BadInput
 from edgebench.report.publish import check_store
@@ -19,7 +27,7 @@ from edgebench.report.terminal.diagnose import render_keep_float_table
 
 
 def register(app: typer.Typer) -> None:
-    d, c = CompareSettings(convert=ConvertSettings(src="")), ConvertSettings(src="")
+    d = CompareSettings(convert=ConvertSettings(src=""))
 
     @app.command("convert-and-compare")
     @grouped
@@ -28,9 +36,6 @@ def register(app: typer.Typer) -> None:
             help="SavedModel folder, .keras/.h5 file, reference model name, a torch.export .pt2 (or --torch), or one "
                  "or more .tflite files (the given variants; the most precise is the reference unless --reference; "
                  "a single float .tflite with --precision is quantized with ai-edge-quantizer).")] = None,
-        precision: Annotated[Optional[str], typer.Option(
-            "--precision", "-p", help="Comma-separated: fp32,fp16,int8,dynamic,int16x8 (16-bit activations, "
-                                      "8-bit weights); default fp32,fp16,int8,dynamic.")] = None,
         data: Annotated[Optional[str], typer.Option(
             "--data", help="Evaluation data (.npz with optional 'labels', .npy, image folder, or 'synthetic'); "
                            "also calibrates INT8 unless --calibration-data.")] = None,
@@ -38,26 +43,13 @@ def register(app: typer.Typer) -> None:
             "--calibration-data", help="Separate calibration data for INT8.")] = None,
         samples: Annotated[int, typer.Option("--samples", "-n", help="Evaluation samples (first N of the data).")]
         = d.eval_samples,
-        calibration_samples: Annotated[int, typer.Option("--calibration-samples")] = c.calibration_samples,
-        int8_io: Annotated[str, typer.Option(
-            "--int8-io", help="Integer model input/output type: float or int8 (int16 for int16x8).")] = c.int8_io,
-        keep_float: Annotated[Optional[str], typer.Option(
-            "--keep-float", help="int8 with float islands: 'auto' (search the diagnose ranking for the smallest set "
-                                 "meeting --max-accuracy-drop/--min-psnr), a regex, or comma-separated tensor names "
-                                 "from `edgebench diagnose`.")] = None,
-        preprocess: Annotated[str, typer.Option(
-            "--preprocess", help="Image folders: scale01, mobilenet, imagenet-caffe, none.")] = c.preprocess,
-        size: Annotated[str, typer.Option("--size", help="Reference models: tiny or full.")] = c.size,
-        out: Annotated[Optional[str], typer.Option(
-            "--out", "-o", help="Output folder for .tflite files, inputs.npz and manifest.")] = None,
         class_output: Annotated[Optional[str], typer.Option(
             "--class-output", help="Output holding class scores (for top-k / accuracy).")] = None,
         reference: Annotated[Optional[str], typer.Option(
             "--reference", help=".tflite SRCs: a SavedModel folder or .keras file run with TF as the reference row.")]
         = None,
-        a16: A16Opt = None,
-        state: StateOpt = c.state,
         stream_threshold: StreamThresholdOpt = d.stream_threshold,
+        conversion: ConvertGroup = ConvertGroup(),
         source: SourceGroup = SourceGroup(),
         target: TargetGroup = TargetGroup(),
         control: ControlGroup = ControlGroup(),
@@ -77,15 +69,9 @@ def register(app: typer.Typer) -> None:
         if reference and not src[0].endswith(".tflite"):
             raise BadInput(f"--reference {reference}: only for .tflite SRCs (a SavedModel SRC is its own reference)")
         settings = CompareSettings(
-            convert=ConvertSettings(
-                src=src[0], source=source.options(reference),
-                precisions=tuple(split_csv(precision or ",".join(DEFAULT_PRECISIONS), option="--precision",
-                                           allowed=PRECISION_NAMES)),
-                data=calibration_data or data, calibration_samples=calibration_samples,
-                int8_io=check_int8_io(int8_io), out_dir=out, preprocess=preprocess, size=check_size(size),
-                keep_float=keep_float, a16=a16, state=check_state(state)),
+            convert=conversion.settings(src[0], data=calibration_data or data, source=source.options(reference)),
             run=target.run(control.control()), targets=tuple(split_csv(target.targets, option="--targets")),
-            more_tflite=tuple(src[1:]), precisions_given=precision is not None,
+            more_tflite=tuple(src[1:]), precisions_given=conversion.precision is not None,
             data=data, eval_samples=samples, class_output=class_output,
             thresholds=gate.thresholds(), gate_file=gate.gate_file(), stream_threshold=stream_threshold,
         )

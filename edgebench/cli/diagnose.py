@@ -29,7 +29,7 @@ from edgebench.cli._options import (
     source_arg,
     source_options,
 )
-from edgebench.cli.convert import check_size, check_state
+from edgebench.cli._options import check_size, check_state
 from edgebench.convert.run import INT8_IO
 from edgebench.core.errors import BadInput
 from edgebench.diagnose.run import QUANTIZED, DiagnoseSettings, diagnose

@@ -22,7 +22,7 @@ from edgebench.cli._options import (
     publish_options,
     source_options,
 )
-from edgebench.cli.convert import check_size
+from edgebench.cli._options import check_size
 from edgebench.readiness.run import ReadinessSettings, raise_for_readiness, readiness
 from edgebench.report.html import render_html
 from edgebench.report.publish import check_store
