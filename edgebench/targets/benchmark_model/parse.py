@@ -201,236 +201,219 @@ def parse_log(text: str) -> BenchmarkModelLog:
     When the text holds several runs, the summary numbers are those of the last one and a
     warning says so.
     """
-    params: dict[str, str] = {}
-    stats: list[tuple[int | None, RunStats]] = []   # (phase index from "Running benchmark" markers, stats)
-    phase = -1
-    markers = 0
-    summary: dict[str, float | None] = {}
-    summary_format = None
-    summary_lines = 0
-    litert: dict[str, Any] = {}    # benchmark_litert_model's results block (ms), used where nothing finer exists
-    out: dict[str, Any] = {}
-    delegates: list[str] = []
-    fallback: list[str] = []
-    ops: list[OpProfileRow] = []
-    op_timings: dict[str, RunStats] = {}
-    errors: list[str] = []
-    warnings: list[str] = []
-    unparsed: list[str] = []
-    failed = False
-    recognized = 0
-
-    section: str | None = None
-    table: str | None = None
-    header: list[str] | None = None
-
-    def add_delegate(name: str) -> None:
-        name = {"xnnpack": "XNNPACK", "gpu": "GPU", "nnapi": "NNAPI", "hexagon": "Hexagon",
-                "coreml": "CoreML"}.get(name.lower(), name)
-        if name not in delegates:
-            delegates.append(name)
-
+    reader = _LogReader()
     for raw in text.splitlines():
+        reader.line(raw)
+    return reader.result()
+
+
+_DELEGATE_NAMES = {"xnnpack": "XNNPACK", "gpu": "GPU", "nnapi": "NNAPI", "hexagon": "Hexagon", "coreml": "CoreML"}
+# the one-value lines: regex, the key in BenchmarkModelLog, and the memory wording they imply
+_ONE_VALUE = ((_MEM_PERIODIC, "peak_mem_mb"), (_INIT_SESSION, "init_session_ms"), (_MODEL_SIZE, "model_size_mb"))
+_MEMORY = ((_MEM_DELTA, "delta-from-tool-start"), (_MEM_PEAK_OLD, "peak-footprint (TFLite <= 2.4 wording)"))
+
+
+class _LogReader:
+    """What one pass over a log has read so far. ``line`` hands each line to the readers of its
+    families in a fixed order (op-profiling tables, run statistics and summaries, delegates, echoed
+    parameters, then levels); each reader returns None when the line is not its own, else whether the
+    line counts as recognized."""
+
+    def __init__(self) -> None:
+        self.params: dict[str, str] = {}
+        self.stats: list[tuple[int | None, RunStats]] = []   # (phase index from "Running benchmark" markers, stats)
+        self.phase = -1
+        self.markers = 0
+        self.summary: dict[str, float | None] = {}
+        self.summary_format: str | None = None
+        self.summary_lines = 0
+        self.litert: dict[str, Any] = {}    # benchmark_litert_model's results block (ms), where nothing finer exists
+        self.out: dict[str, Any] = {}
+        self.delegates: list[str] = []
+        self.fallback: list[str] = []
+        self.ops: list[OpProfileRow] = []
+        self.op_timings: dict[str, RunStats] = {}
+        self.errors: list[str] = []
+        self.warnings: list[str] = []
+        self.unparsed: list[str] = []
+        self.failed = False
+        self.recognized = 0
+        self.section: str | None = None
+        self.table: str | None = None
+        self.header: list[str] | None = None
+
+    def line(self, raw: str) -> None:
         level, msg = _strip_prefix(raw[:_LINE_MAX])
         if not msg:
-            table = header = None   # a blank line ends an op-profiling table
-            continue
+            self.table = self.header = None   # a blank line ends an op-profiling table
+            return
+        for read in (self._profile, self._run_stats, self._litert, self._memory, self._delegate, self._param):
+            counted = read(msg)
+            if counted is not None:
+                self.recognized += counted
+                return
+        if level in ("ERROR", "FATAL"):
+            self.errors.append(msg)
+        elif level == "WARN":
+            self.warnings.append(msg)
+        elif any(msg.startswith(k) for k in _KNOWN_TEXT):
+            self.recognized += 1
+        else:
+            self.unparsed.append(raw.rstrip("\n"))
 
-        # ---- op-profiling tables
+    def add_delegate(self, name: str) -> None:
+        name = _DELEGATE_NAMES.get(name.lower(), name)
+        if name not in self.delegates:
+            self.delegates.append(name)
+
+    def _profile(self, msg: str) -> bool | None:
+        """The op-profiling tables: section titles, table titles, headers, rows, timings."""
         if msg == _SECTION_INIT or msg == _SECTION_REGULAR:
-            section = "init" if msg == _SECTION_INIT else "regular"
-            table = header = None
-            recognized += 1
-            continue
+            self.section = "init" if msg == _SECTION_INIT else "regular"
+            self.table = self.header = None
+            return True
         m = _TABLE_TITLE.match(msg) if len(msg) <= _TITLE_MAX else None
         if m:
-            section = section or "regular"   # very old logs print the tables without a section title
-            table, header = m.group(1), None
-            recognized += 1
-            continue
-        if table is not None and msg.startswith("["):
-            header = [h.strip().lower() for h in re.findall(r"\[([^\]]+)\]", msg)]
-            continue
-        if table is not None and header is not None:
-            row = _profile_row(section or "regular", table, header, _split_row(msg))
+            self.section = self.section or "regular"   # very old logs print the tables without a section title
+            self.table, self.header = m.group(1), None
+            return True
+        if self.table is not None and msg.startswith("["):
+            self.header = [h.strip().lower() for h in re.findall(r"\[([^\]]+)\]", msg)]
+            return False
+        if self.table is not None and self.header is not None:
+            row = _profile_row(self.section or "regular", self.table, self.header, _split_row(msg))
             if row is not None:
-                ops.append(row)
-                continue
-            table = header = None
+                self.ops.append(row)
+                return False
+            self.table = self.header = None
         m = _TIMINGS.match(msg)
         if m:
             st = parse_stats(m.group(1))
             if st is not None:
-                op_timings[section or "regular"] = st
-            recognized += 1
-            continue
-        if _PROFILE_MISC.match(msg):
-            recognized += 1
-            continue
+                self.op_timings[self.section or "regular"] = st
+            return True
+        return True if _PROFILE_MISC.match(msg) else None
 
-        # ---- run statistics and summaries
+    def _run_stats(self, msg: str) -> bool | None:
+        """count=... statistics, "Running benchmark" phase markers and the summary line."""
         st = parse_stats(msg)
         if st is not None:
-            stats.append((phase if markers else None, st))
-            recognized += 1
-            continue
-        m = _RUNNING.match(msg)
-        if m:
-            markers += 1
-            phase += 1
-            recognized += 1
-            continue
+            self.stats.append((self.phase if self.markers else None, st))
+            return True
+        if _RUNNING.match(msg):
+            self.markers += 1
+            self.phase += 1
+            return True
         m = _SUMMARY_NEW.match(msg) or _SUMMARY_OLD.match(msg)
         if m:
-            summary = _summary_pairs(m.group(1))
-            summary_format = "inference-timings" if msg.startswith("Inference") else "average-inference-timings"
-            summary_lines += 1
-            recognized += 1
-            continue
+            self.summary = _summary_pairs(m.group(1))
+            self.summary_format = "inference-timings" if msg.startswith("Inference") else "average-inference-timings"
+            self.summary_lines += 1
+            return True
+        return None
+
+    def _litert(self, msg: str) -> bool | None:
+        """benchmark_litert_model's results block."""
         m = _LITERT_RESULT.match(msg)
         if m:
-            litert[m.group(1).lower()] = _f(m.group(2))
+            self.litert[m.group(1).lower()] = _f(m.group(2))
             if m.group(3):
-                litert[m.group(1).lower() + " runs"] = int(m.group(3))
-            recognized += 1
-            continue
+                self.litert[m.group(1).lower() + " runs"] = int(m.group(3))
+            return True
         m = _LITERT_MEM.match(msg)
         if m:
-            litert[m.group(1).lower()] = _f(m.group(2))
-            recognized += 1
-            continue
-        if any(t in msg for t in _LITERT_TEXT) or (set(msg) == {"="}):
-            recognized += 1
-            continue
-        m = _MEM_DELTA.match(msg)
-        if m:
-            out.update(mem_init_mb=_f(m.group(1)), mem_overall_mb=_f(m.group(2)),
-                       mem_kind="delta-from-tool-start")
-            recognized += 1
-            continue
-        m = _MEM_PEAK_OLD.match(msg)
-        if m:
-            out.update(mem_init_mb=_f(m.group(1)), mem_overall_mb=_f(m.group(2)),
-                       mem_kind="peak-footprint (TFLite <= 2.4 wording)")
-            recognized += 1
-            continue
-        m = _MEM_PERIODIC.match(msg)
-        if m:
-            out["peak_mem_mb"] = _f(m.group(1))
-            recognized += 1
-            continue
-        m = _INIT_SESSION.match(msg)
-        if m:
-            out["init_session_ms"] = _f(m.group(1))
-            recognized += 1
-            continue
-        m = _MODEL_SIZE.match(msg)
-        if m:
-            out["model_size_mb"] = _f(m.group(1))
-            recognized += 1
-            continue
+            self.litert[m.group(1).lower()] = _f(m.group(2))
+            return True
+        return True if any(t in msg for t in _LITERT_TEXT) or (set(msg) == {"="}) else None
+
+    def _memory(self, msg: str) -> bool | None:
+        """Memory footprints, session init, model size, the model path."""
+        for rx, kind in _MEMORY:
+            m = rx.match(msg)
+            if m:
+                self.out.update(mem_init_mb=_f(m.group(1)), mem_overall_mb=_f(m.group(2)), mem_kind=kind)
+                return True
+        for rx, key in _ONE_VALUE:
+            m = rx.match(msg)
+            if m:
+                self.out[key] = _f(m.group(1))
+                return True
         m = _LOADED.match(msg)
         if m:
-            out["model_path"] = m.group(1).strip()
-            recognized += 1
-            continue
+            self.out["model_path"] = m.group(1).strip()
+            return True
+        return None
 
-        # ---- delegates
+    def _delegate(self, msg: str) -> bool | None:
+        """Delegate lines; one line may say several things (replaced nodes and the delegate's name)."""
         hit = False
         m = _REPLACING.search(msg)
         if m:
             replaced = int(m.group(1))
             total = int(m.group(2)) if m.group(2) else None
-            out["delegated_nodes"] = (replaced, total) if total is not None else (replaced, replaced)
-            out["delegate_partitions"] = int(m.group(4)) if m.group(4) else None
-            add_delegate(KERNEL_TO_DELEGATE.get(m.group(3).lower(), m.group(3)))
+            self.out["delegated_nodes"] = (replaced, total) if total is not None else (replaced, replaced)
+            self.out["delegate_partitions"] = int(m.group(4)) if m.group(4) else None
+            self.add_delegate(KERNEL_TO_DELEGATE.get(m.group(3).lower(), m.group(3)))
             hit = True
-        m = _CREATED.search(msg)
-        if m:
-            add_delegate(m.group(1) or m.group(2))
-            hit = True
-        m = _EXPLICIT.search(msg)
-        if m:
-            add_delegate(m.group(1))
-            hit = True
-        m = _DELEGATE_CREATED.match(msg)
-        if m:
-            add_delegate(m.group(1))
-            hit = True
-        m = _NOT_EXECUTED.search(msg)
-        if m:
-            fallback.append(m.group(1).upper())
-            warnings.append(msg)
-            hit = True
-        m = _UNSUPPORTED.match(msg)
-        if m:
-            fallback.append(m.group(1).upper())
-            warnings.append(msg)
-            hit = True
-        m = _FAILED_APPLY.search(msg)
-        if m:
-            fallback.append(m.group(1).upper())
-            errors.append(msg)
-            failed = True
-            hit = True
+        for rx in (_CREATED, _EXPLICIT, _DELEGATE_CREATED):
+            m = rx.search(msg) if rx is not _DELEGATE_CREATED else rx.match(msg)
+            if m:
+                self.add_delegate(m.group(1) or (m.group(2) if rx is _CREATED else None))
+                hit = True
+        for rx, into in ((_NOT_EXECUTED, self.warnings), (_UNSUPPORTED, self.warnings), (_FAILED_APPLY, self.errors)):
+            m = rx.search(msg) if rx is not _UNSUPPORTED else rx.match(msg)
+            if m:
+                self.fallback.append(m.group(1).upper())
+                into.append(msg)
+                self.failed = self.failed or rx is _FAILED_APPLY
+                hit = True
         if hit:
-            recognized += 1
-            continue
-
+            return True
         if msg.startswith("Benchmarking failed"):
-            failed = True
-            errors.append(msg)
-            recognized += 1
-            continue
+            self.failed = True
+            self.errors.append(msg)
+            return True
+        return None
 
-        # ---- echoed parameters
+    def _param(self, msg: str) -> bool | None:
         kv = _param(msg)
         if kv:
-            params[kv[0]] = kv[1]
-            recognized += 1
-            continue
+            self.params[kv[0]] = kv[1]
+            return True
+        return None
 
-        if level in ("ERROR", "FATAL"):
-            errors.append(msg)
-            continue
-        if level == "WARN":
-            warnings.append(msg)
-            continue
-        if any(msg.startswith(k) for k in _KNOWN_TEXT):
-            recognized += 1
-            continue
-        unparsed.append(raw.rstrip("\n"))
+    def result(self) -> BenchmarkModelLog:
+        for row in self.ops:   # delegate kernels show up as node types in the profile
+            d = KERNEL_TO_DELEGATE.get(row.node_type.lower())
+            if d:
+                self.add_delegate(d)
+        summary, summary_format, out = self.summary, self.summary_format, self.out
+        warmup, inference = _assign_phases(self.stats, self.markers, summary)
+        summary_lines = self.summary_lines
+        if self.litert:
+            inference, summary, summary_format = _litert_block(self.litert, inference, summary, summary_format, out)
+            summary_lines = max(summary_lines, 1)
+        warnings = list(self.warnings)
+        if summary_lines > 1:
+            warnings.append(f"the log holds {summary_lines} benchmark runs; the summary numbers are the last run's")
 
-    for row in ops:   # delegate kernels show up as node types in the profile
-        d = KERNEL_TO_DELEGATE.get(row.node_type.lower())
-        if d:
-            add_delegate(d)
-    warmup, inference = _assign_phases(stats, markers, summary)
-    if litert:
-        inference, summary, summary_format = _litert_block(litert, inference, summary, summary_format, out)
-        summary_lines = max(summary_lines, 1)
-    if summary_lines > 1:
-        warnings.append(f"the log holds {summary_lines} benchmark runs; the summary numbers are the last run's")
-
-    first_inf = summary.get("first inference")
-    warm_avg = summary.get("warmup (avg)", summary.get("warmup"))
-    inf_avg = summary.get("inference (avg)", summary.get("no stats", summary.get("inference")))
-    if first_inf is None and warmup is not None:
-        first_inf = warmup.first_run_us
-    if not failed and errors and inference is None and inf_avg is None:
-        failed = True
-
-    return BenchmarkModelLog(
-        params=params, warmup=warmup, inference=inference,
-        run_stats=tuple(s for _, s in stats),
-        init_us=summary.get("init"), first_inference_us=first_inf,
-        warmup_avg_us=warm_avg, inference_avg_us=inf_avg, summary_format=summary_format,
-        delegates=tuple(delegates), delegate_fallback=tuple(dict.fromkeys(fallback)),
-        op_profile=tuple(ops), op_profile_timings=op_timings,
-        errors=_capped(errors, "error"), warnings=_capped(warnings, "warning"), failed=failed,
-        unparsed=tuple(unparsed), recognized_lines=recognized, summary_lines=summary_lines,
-        **out,
-    )
+        first_inf = summary.get("first inference")
+        warm_avg = summary.get("warmup (avg)", summary.get("warmup"))
+        inf_avg = summary.get("inference (avg)", summary.get("no stats", summary.get("inference")))
+        if first_inf is None and warmup is not None:
+            first_inf = warmup.first_run_us
+        failed = self.failed or bool(self.errors and inference is None and inf_avg is None)
+        return BenchmarkModelLog(
+            params=self.params, warmup=warmup, inference=inference,
+            run_stats=tuple(s for _, s in self.stats),
+            init_us=summary.get("init"), first_inference_us=first_inf,
+            warmup_avg_us=warm_avg, inference_avg_us=inf_avg, summary_format=summary_format,
+            delegates=tuple(self.delegates), delegate_fallback=tuple(dict.fromkeys(self.fallback)),
+            op_profile=tuple(self.ops), op_profile_timings=self.op_timings,
+            errors=_capped(self.errors, "error"), warnings=_capped(warnings, "warning"), failed=failed,
+            unparsed=tuple(self.unparsed), recognized_lines=self.recognized, summary_lines=summary_lines,
+            **out,
+        )
 
 
 def _capped(lines: list[str], what: str) -> tuple[str, ...]:
