@@ -449,11 +449,11 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
                          _one_line, src=src)
     remote: Isolated | None = None
 
-    def start_remote() -> Isolated:
+    def start_remote() -> Isolated:     # the source as resolved here, after a static-batch fallback too
         opts = settings.source.dynamic_batch() if fallback else settings.source
         return Isolated(job_for(settings.src, size=settings.size, seed=settings.seed, work_dir=base, options=opts,
                                 precisions=calibrated, calibration=calib_ds.take(n_cal) if calib_ds is not None else None,
-                                n_cal=n_cal, int8_io=settings.int8_io), say, take())
+                                n_cal=n_cal, int8_io=settings.int8_io, source=src), say, take())
 
     try:
         for prec in order:

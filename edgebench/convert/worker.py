@@ -21,7 +21,9 @@ converts everything in the command's own process (that benchmark's A side).
 Job (JSON): ``src``, ``size``, ``seed``, ``work_dir`` (the conversion's folder: a Keras source's
 export is cached there), ``options`` (``SourceOptions`` fields), ``precisions`` (in order),
 ``calibration_npz`` (the calibration InputSet, or null), ``calibration_samples``, ``int8_io``,
-``out_dir`` (the worker's own folder). A precision's ``<p>.json``: ``status`` ok | failed, ``qinfo``,
+``out_dir`` (the worker's own folder), ``source`` (the source the command resolved, ``Source.to_job``:
+the worker converts it as handed and reads the model itself only to fall back to the dynamic batch).
+A precision's ``<p>.json``: ``status`` ok | failed, ``qinfo``,
 ``seconds``, ``error``, ``error_detail``, ``bad_input``, and ``fallback`` (the static-batch refusal
 that made the worker convert with the dynamic batch from that precision on).
 """
@@ -45,7 +47,7 @@ from typing import Any, Callable, Iterator
 
 from edgebench.core.errors import BadInput, EdgebenchError, InfraError
 from edgebench.model.inputs import InputSet
-from edgebench.sources.resolve import SourceOptions, calibration_feed, finish_tflite, resolve_source
+from edgebench.sources.resolve import Source, SourceOptions, calibration_feed, finish_tflite, resolve_source
 from edgebench.targets.host_pool import kill_group, start_worker
 
 ISOLATION_ENV = "EDGEBENCH_CONVERT_ISOLATED"
@@ -135,12 +137,16 @@ def prestarted(needed: bool = True) -> Iterator[None]:
 
 
 def job_for(settings_src: str, *, size: str, seed: int, work_dir: Path, options: SourceOptions,
-            precisions: list[str], calibration: InputSet | None, n_cal: int, int8_io: str) -> dict[str, Any]:
-    """A worker job for these precisions (the calibration set is saved beside the worker's files)."""
+            precisions: list[str], calibration: InputSet | None, n_cal: int, int8_io: str,
+            source: Source | None = None) -> dict[str, Any]:
+    """A worker job for these precisions (the calibration set is saved beside the worker's files).
+    ``source``: the source the command resolved with these options; the worker converts it as
+    handed (``Source.from_job``) and reads the model again only for a static-batch fallback."""
     return {"src": settings_src, "size": size, "seed": seed, "work_dir": str(Path(work_dir).resolve()),
             "cwd": os.getcwd(),     # relative paths and --import modules are the command's
             "options": dataclasses.asdict(options), "precisions": list(precisions),
-            "calibration": calibration, "calibration_samples": n_cal, "int8_io": int8_io}
+            "calibration": calibration, "calibration_samples": n_cal, "int8_io": int8_io,
+            "source": None if source is None else source.to_job()}
 
 
 def _crash(rc: int, stage: dict[str, Any] | None, tail: str) -> dict[str, Any]:
@@ -301,7 +307,8 @@ def convert_each(job: dict[str, Any], cal_ds: InputSet | None, converters: dict[
     resolved with the job's options (else resolved here)."""
     opts = options_of(job["options"])
     where = dict(size=job["size"], work_dir=Path(job["work_dir"]), seed=job["seed"])
-    src = src if src is not None else resolve_source(job["src"], options=opts, **where)
+    if src is None:
+        src = Source.from_job(job["source"]) if job.get("source") else resolve_source(job["src"], options=opts, **where)
     n_cal = int(job.get("calibration_samples") or 0)
     current = {"precision": ""}
 

@@ -94,6 +94,21 @@ class Signature:
     def to_dict(self) -> dict[str, Any]:
         return {"inputs": [t.to_dict() for t in self.inputs], "outputs": [t.to_dict() for t in self.outputs]}
 
+    def to_json(self) -> dict[str, Any]:
+        """Everything the signature holds, as JSON (``from_json`` gives it back equal)."""
+        return {**self.to_dict(), "ranges": {k: list(v) for k, v in self.ranges.items()},
+                "order": None if self.order is None else list(self.order),
+                "quantized": {k: list(v) for k, v in self.quantized.items()}}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Signature":
+        def spec(t: dict[str, Any]) -> TensorSpec:
+            return TensorSpec(t["name"], tuple(t["shape"]), t["dtype"])
+        return cls(tuple(spec(t) for t in d["inputs"]), tuple(spec(t) for t in d["outputs"]),
+                   ranges={k: tuple(v) for k, v in d.get("ranges", {}).items()},
+                   order=None if d.get("order") is None else tuple(d["order"]),
+                   quantized={k: (v[0], float(v[1]), int(v[2])) for k, v in d.get("quantized", {}).items()})
+
 
 def input_mismatch(ref: Signature, other: Signature) -> str | None:
     """Why ``other`` cannot take the inputs made for ``ref`` (None when it can): a different number

@@ -141,6 +141,27 @@ class Source:
                 "loader": self.loader, "loader_reason": self.loader_reason, "tags": list(self.tags),
                 "input_shapes": self.input_shapes, "qat": self.qat, "info": self.info}
 
+    def to_job(self) -> dict[str, Any]:
+        """The resolved source as a worker process receives it (JSON), so the worker converts what
+        this process resolved instead of reading the model again; the sample sets travel as .npz."""
+        return json.loads(json.dumps({
+            "kind": self.kind, "name": self.name, "path": self.path, "sha256": self.sha256,
+            "saved_model_dir": None if self.saved_model_dir is None else str(self.saved_model_dir),
+            "signature": self.signature.to_json(), "info": self.info, "signature_key": self.signature_key,
+            "loader": self.loader, "loader_reason": self.loader_reason, "tags": list(self.tags),
+            "graph_inputs": self.graph_inputs, "graph_outputs": self.graph_outputs,
+            "fixed_shapes": {k: list(v) for k, v in self.fixed_shapes.items()},
+            "input_shapes": self.input_shapes, "qat": self.qat}, default=str))
+
+    @classmethod
+    def from_job(cls, d: dict[str, Any]) -> "Source":
+        return cls(d["kind"], d["name"], d["path"], None if d["saved_model_dir"] is None else Path(d["saved_model_dir"]),
+                   d["sha256"], Signature.from_json(d["signature"]), info=d["info"], signature_key=d["signature_key"],
+                   loader=d["loader"], loader_reason=d["loader_reason"], tags=tuple(d["tags"]),
+                   graph_inputs=d["graph_inputs"], graph_outputs=d["graph_outputs"],
+                   fixed_shapes={k: tuple(v) for k, v in d["fixed_shapes"].items()},
+                   input_shapes=d["input_shapes"], qat=d["qat"])
+
 
 # --------------------------------------------------------------------------- options
 
