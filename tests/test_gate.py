@@ -166,3 +166,43 @@ def test_cli_refuses_an_out_of_range_gate_file_before_measuring(run_cli, tmp_pat
     assert code == 2, err
     assert err.strip() == (f"error: --gate {f}:2: default.min_psnr: nan must be >= 0 and <= 1,000 (the range of "
                            "--min-psnr)")
+
+
+def test_a_p99_gate_that_cannot_judge_exits_4_and_a_real_miss_still_exits_1():
+    """A p99 over the limit measured while the load signal fired, or from too few samples, is
+    undecided: exit 4 (rerun), never 0; beside a decided miss the exit is 1. Unloaded and over: 1."""
+    from edgebench.convert_and_compare.pipeline import raise_for_compare
+    from edgebench.core.errors import GateFailed, Undecided
+    from edgebench.rows import Document
+
+    def doc(*rows):
+        v = evaluate(list(rows), Thresholds(max_p99_ms=0.05))
+        return Document.new("compare", list(rows), {}, gate=v.to_dict())
+
+    loaded = row(dict(ROWS_D[1], latency_ms={"p99": 0.1, "p99_valid": True, "loaded": True}))
+    short = row(dict(ROWS_D[1], latency_ms={"p99": 0.01, "p99_valid": False, "samples": 200}))
+    quiet = row(dict(ROWS_D[1], latency_ms={"p99": 0.1, "p99_valid": True, "loaded": False}))
+    under_load = row(dict(ROWS_D[1], latency_ms={"p99": 0.01, "p99_valid": True, "loaded": True}))
+    (c,) = evaluate([loaded], Thresholds(max_p99_ms=0.05)).checks
+    assert not c.passed and c.undecided and c.to_dict()["undecided"] is True and "load signal" in c.message
+    for d in (doc(loaded), doc(short), doc(loaded, short)):
+        with pytest.raises(Undecided, match="gate cannot judge"):
+            raise_for_compare(d)
+    for d in (doc(quiet), doc(loaded, quiet)):
+        with pytest.raises(GateFailed):
+            raise_for_compare(d)
+    (c,) = evaluate([under_load], Thresholds(max_p99_ms=0.05)).checks
+    assert c.passed and not c.undecided and "undecided" not in c.to_dict()   # a tail under the limit despite load
+    raise_for_compare(doc(under_load))
+
+
+def test_an_undecided_gate_is_named_so_in_the_headline_and_markdown():
+    from edgebench.judge.outcome import run_verdict
+    from edgebench.report.markdown import render_markdown
+    from edgebench.rows import Document
+
+    loaded = row(dict(ROWS_D[1], latency_ms={"p99": 0.1, "p99_valid": True, "loaded": True}))
+    d = Document.new("compare", [loaded], {}, gate=evaluate([loaded], Thresholds(max_p99_ms=0.05)).to_dict())
+    v = run_verdict(d)
+    assert v.gate == "failed" and v.undecided and v.text.startswith("GATE CANNOT JUDGE (1 check)")
+    assert "gate cannot judge" in render_markdown(d) and "gate passed" not in render_markdown(d)

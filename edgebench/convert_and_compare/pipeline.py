@@ -22,7 +22,7 @@ import numpy as np
 from edgebench.convert.quant.search import KeepFloatGoal
 from edgebench.convert.run import DEFAULT_PRECISIONS, OUT_ROOT, ConvertSettings, convert_resolved
 from edgebench.convert.worker import prestarted as converter_prestarted
-from edgebench.core.errors import BadInput, ConversionFailed, EdgebenchError, GateFailed, InfraError
+from edgebench.core.errors import BadInput, ConversionFailed, EdgebenchError, GateFailed, InfraError, Undecided
 from edgebench.core.fingerprint import emulation_warning, host_fingerprint, sha256_file
 from edgebench.diagnose.run import DEFAULT_SAMPLES, diagnose_command
 from edgebench.judge import drift as cmp
@@ -625,6 +625,8 @@ def raise_for_compare(doc: Document) -> None:
         raise InfraError(msg)
     if conv:
         raise ConversionFailed(f"{conv[0].precision}: {conv[0].error} (other rows were reported and saved)")
+    if misses and all(c.get("undecided") for c in misses):     # nothing failed, something could not be judged
+        raise Undecided("gate cannot judge: " + "; ".join(c["message"] for c in misses))
     if misses:
         hint = (f"; find the layer: {doc.get('diagnose_command')}" if doc.get("diagnose_command") else
                 f"; {doc.get('keep_float_hint')}" if doc.get("keep_float_hint") else "")

@@ -75,9 +75,15 @@ class Check:
     threshold: Any
     passed: bool
     message: str
+    # not passed, and not failed either: the data cannot decide the check (a p99 from too few samples,
+    # a tail over the limit measured while the load signal fired); a rerun decides it (exit 4)
+    undecided: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("precision", "target", "metric", "value", "threshold", "passed", "message")}
+        out = {k: getattr(self, k) for k in ("precision", "target", "metric", "value", "threshold", "passed", "message")}
+        if self.undecided:
+            out["undecided"] = True
+        return out
 
 
 @dataclass(frozen=True)
@@ -239,11 +245,14 @@ def evaluate(rows: "Sequence[InferenceRow]", cli: Thresholds, file: dict[str, Th
             # (issue 44: a gate never passes what it could not judge)
             why = "" if valid else (f" -- cannot judge: a p99 from {r.latency.samples} samples is not valid (needs "
                                     f"{P99_MIN_SAMPLES}); rerun with --min-runs {P99_MIN_SAMPLES}")
-            load = (" (the load signal fired on this row: other work on the machine may have made the tail; rerun "
-                    "on a quiet machine)" if not ok and valid and getattr(r.latency, "loaded", False) else "")
+            # load only makes a tail worse: a p99 over the limit while the load signal fired may be the
+            # machine's, not the model's, so it is not judged (a p99 under the limit despite load passes)
+            loaded = not ok and bool(valid) and bool(getattr(r.latency, "loaded", False))
+            load = (" -- cannot judge: the load signal fired on this row, so other work on the machine may have "
+                    "made the tail; rerun on a quiet machine" if loaded else "")
             checks.append(Check(prec, target, "p99_ms", p99, th.max_p99_ms, ok,
                                 f"{where}: p99 {p99:.3f} ms {'<=' if p99 <= th.max_p99_ms else '>'} max "
-                                f"{th.max_p99_ms:g} ms{why}{load}"))
+                                f"{th.max_p99_ms:g} ms{why}{load}", undecided=not ok and (not valid or loaded)))
         if th.min_cosine is not None:
             cos = r.worst.cosine if r.worst else None
             if cos is None:

@@ -80,13 +80,14 @@ class RunVerdict:
     diagnose: str | None = None       # the command that finds the layer, when quality failed
     interrupted: str | None = None    # the signal that stopped the run ("SIGTERM", "Ctrl-C"), if one did
     measured: tuple[int, int] = (0, 0)   # rows measured, rows in all (for an interrupted run)
+    undecided: bool = False           # the gate did not pass, and every check that did not pass was undecided
 
     @property
     def text(self) -> str:
         """One headline line: ``GATE FAILED (2 checks): ...`` / ``gate passed (4 checks)`` / ..."""
         if self.gate == "failed":
-            return f"GATE FAILED ({len(self.failing)} check{'s' * (len(self.failing) != 1)}): " \
-                + "; ".join(self.failing)
+            head = "GATE CANNOT JUDGE" if self.undecided else "GATE FAILED"
+            return f"{head} ({len(self.failing)} check{'s' * (len(self.failing) != 1)}): " + "; ".join(self.failing)
         if self.interrupted:      # the rows it did not reach are "failed: not run", but the news is the stop
             done, total = self.measured
             return f"interrupted ({self.interrupted}): {done} of {total} rows measured, the rest not run"
@@ -125,7 +126,8 @@ def row_verdict(row: Row, gate: Mapping[str, Any] | None = None) -> RowVerdict:
     misses = [c for c in _checks(gate) if not c.get("passed", True)
               and c.get("precision") == (row.precision or "?") and c.get("target") == (row.target or "?")]
     if misses and not row.is_reference:
-        return RowVerdict("gate-failed", "GATE FAILED: " + ", ".join(dict.fromkeys(
+        head = "GATE CANNOT JUDGE: " if all(c.get("undecided") for c in misses) else "GATE FAILED: "
+        return RowVerdict("gate-failed", head + ", ".join(dict.fromkeys(
             CHECK_NAMES.get(str(c.get("metric")), str(c.get("metric"))) for c in misses)))
     return RowVerdict("ok", "ok")
 
@@ -148,7 +150,8 @@ def run_verdict(doc: Document) -> RunVerdict:
     diag = doc.meta.get("diagnose_command") if quality else None
     stopped = (str(doc.meta.get("interrupted_by") or "Ctrl-C")) if doc.meta.get("interrupted") else None
     return RunVerdict(state, gate_state, tuple(str(c.get("message") or c.get("metric")) for c in misses),
-                      str(diag) if diag else None, stopped, (sum(1 for r in doc.rows if r.ok), len(doc.rows)))
+                      str(diag) if diag else None, stopped, (sum(1 for r in doc.rows if r.ok), len(doc.rows)),
+                      undecided=bool(misses) and all(c.get("undecided") for c in misses))
 
 
 # The renderers of stored JSON (HTML, Prometheus) and the store read documents that may come from

@@ -116,7 +116,8 @@ def _verdict_lines(doc: Document) -> list[str]:
     if v.gate is None and v.state == "ok":
         return []
     if v.gate == "failed":
-        out = [f"**❌ gate failed** ({len(v.failing)} check{'s' * (len(v.failing) != 1)}):", ""]
+        head = "❔ gate cannot judge" if v.undecided else "❌ gate failed"
+        out = [f"**{head}** ({len(v.failing)} check{'s' * (len(v.failing) != 1)}):", ""]
         out += [f"- {md_escape(m)}" for m in v.failing]
     elif v.interrupted:
         out = [f"**⏹ {md_escape(v.text)}**"]

@@ -31,12 +31,14 @@ class GateCheck:
     threshold: Any
     passed: bool
     message: str
+    undecided: bool = False     # neither passed nor failed: the data could not decide it (exit 4)
 
     @classmethod
     def of(cls, d: Any) -> "GateCheck":
         d = _m(d)
         return cls(_s(d.get("precision")), _s(d.get("target")), _s(d.get("metric")), d.get("value"),
-                   d.get("threshold"), bool(d.get("passed", True)), str(d.get("message") or d.get("metric") or ""))
+                   d.get("threshold"), bool(d.get("passed", True)), str(d.get("message") or d.get("metric") or ""),
+                   bool(d.get("undecided", False)))
 
 
 @dataclass(frozen=True)

@@ -161,7 +161,9 @@ def render_compare(doc: Document | Mapping[str, Any], *, width: int | None = Non
         notes.append("+N float = int8 with N tensors kept float (--keep-float; names in the JSON row's keep_float)")
     gate = doc.gate_result
     for c in gate.checks if gate is not None else ():
-        if not c.passed:
+        if c.undecided:
+            notes.append(f"[bold yellow]GATE CANNOT JUDGE[/] {e(c.message)}")
+        elif not c.passed:
             notes.append(f"[bold red]GATE FAILED[/] {e(c.message)}")
     if gate is not None and gate.checks and gate.passed:
         notes.append(f"[green]gate passed[/] ({len(gate.checks)} checks)")
