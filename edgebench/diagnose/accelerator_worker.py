@@ -163,7 +163,13 @@ class Bisect:
             lo, hi = -1, n - 1
             while hi - lo > 1:
                 mid = (lo + hi) // 2
-                if self.probe(mid)["departs"]:
+                try:
+                    rec = self.probe(mid)
+                except Unavailable as exc:      # the whole model compiled, this cut does not
+                    raise Unavailable(f"the probe cut after {self.ops[mid]}#{mid} does not compile for the accelerator "
+                                      f"({exc}); so far the first departure lies in ops {lo + 1}..{hi} "
+                                      f"({self.ops[hi]}#{hi} departs)") from None
+                if rec["departs"]:
                     hi = mid
                 else:
                     lo = mid
