@@ -155,3 +155,52 @@ def test_compiled_init_time_is_load_and_allocate_not_a_python_import(prelu_model
     interp = _run(prelu_models["fp32"], prelu_models["data"])
     comp = _run(prelu_models["fp32"], prelu_models["data"], runtime_api="compiled", accelerator="cpu")
     assert comp.init_ms < 10 * max(interp.init_ms, 5.0), (comp.init_ms, interp.init_ms)
+
+
+@pytest.fixture(scope="module")
+def dynamic_batch_model(tmp_path_factory):
+    """A converter's dynamic batch: SHAPE/STRIDED_SLICE/PACK before a RESHAPE (as digits-tiny fp32
+    converted with a -1 batch, or MTCNN's RNet): LiteRT's GPU accelerator rejects it whole."""
+    import tensorflow as tf
+
+    class Dyn(tf.Module):
+        def __init__(self):
+            self.w = tf.constant(np.random.default_rng(0).normal(size=(3, 3, 1, 4)).astype(np.float32))
+            self.d = tf.constant(np.random.default_rng(1).normal(size=(256, 10)).astype(np.float32))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 8, 8, 1], tf.float32)])
+        def f(self, x):
+            y = tf.nn.relu(tf.nn.conv2d(x, self.w, 1, "SAME"))
+            return {"y": tf.matmul(tf.reshape(y, tf.stack([tf.shape(y)[0], 256])), self.d)}
+
+    m = Dyn()
+    path = tmp_path_factory.mktemp("dyn") / "dyn_batch.tflite"
+    path.write_bytes(tf.lite.TFLiteConverter.from_concrete_functions([m.f.get_concrete_function()], m).convert())
+    return path
+
+
+def test_dynamic_batch_on_the_gpu_is_one_row_with_the_static_batch_advice(software_gpu, dynamic_batch_model):
+    doc = run_bench(BenchSettings(models=(str(dynamic_batch_model),), runtime_api="compiled", accelerator="gpu",
+                                  gpu_precisions=("fp16",), control=RunControl(runs=5)))
+    (row,) = doc.rows
+    assert not row.ok and row.latency is None                  # no CPU number under a GPU label
+    assert "Failed to modify graph with delegate" in row.error
+    assert "dynamic batch" in row.error and "[-1, 8, 8, 1]" in row.error and "--static-batch" in row.error
+    cpu = run_bench(BenchSettings(models=(str(dynamic_batch_model),), runtime_api="compiled", accelerator="cpu",
+                                  control=RunControl(runs=5))).rows[0]
+    assert cpu.ok, cpu.error                                   # the model itself is fine
+
+
+def test_no_vulkan_adapter_is_one_row_naming_the_driver(prelu_models, monkeypatch, run_cli, tmp_path):
+    """Real: the Vulkan loader is pointed at no driver (a missing ICD file) in the worker's environment."""
+    missing = str(tmp_path / "no_icd.json")
+    monkeypatch.setenv("VK_ICD_FILENAMES", missing)
+    monkeypatch.setenv("VK_DRIVER_FILES", missing)
+    doc = run_bench(BenchSettings(models=(str(prelu_models["fp32"]),), runtime_api="compiled", accelerator="gpu",
+                                  gpu_precisions=("fp32",), control=RunControl(runs=5)))
+    (row,) = doc.rows
+    assert not row.ok and row.latency is None
+    assert "no GPU adapter" in row.error and "scripts/software_gpu" in row.error and "available here: cpu" in row.error
+    code, out, err = run_cli("bench", str(prelu_models["fp32"]), "--runtime", "compiled", "--accelerator", "gpu",
+                             "--runs", "5", "--no-store")
+    assert code != 0 and "scripts/software_gpu" in out + err and "Traceback" not in out + err

@@ -13,6 +13,7 @@ from edgebench.cli._options import (
     ChannelsLastOpt,
     DbOpt,
     DynamicBatchOpt,
+    GpuPrecisionOpt,
     ImportOpt,
     InputShapeOpt,
     JsonOpt,
@@ -25,6 +26,7 @@ from edgebench.cli._options import (
     TorchOpt,
     TrustModelOpt,
     WideOpt,
+    gpu_precisions,
     publish_options,
     source_arg,
     source_options,
@@ -32,6 +34,7 @@ from edgebench.cli._options import (
 from edgebench.cli._options import check_size, check_state
 from edgebench.convert.run import INT8_IO
 from edgebench.core.errors import BadInput
+from edgebench.diagnose.accelerator import ACCELERATOR_SAMPLES, MIN_PSNR_DB
 from edgebench.diagnose.run import QUANTIZED, DiagnoseSettings, diagnose
 from edgebench.report.diagnose import model_explorer
 from edgebench.report.html import render_html
@@ -49,7 +52,7 @@ def register(app: typer.Typer) -> None:
         precision: str = typer.Option(",".join(d.precisions), "--precision", "-p", help=f"Comma-separated: {','.join(QUANTIZED)}."),
         data: Optional[str] = typer.Option(None, "--data", help="Evaluation data, as for convert-and-compare (.npz with optional 'labels', .npy, image folder, 'synthetic'); also calibrates unless --calibration-data."),
         calibration_data: Optional[str] = typer.Option(None, "--calibration-data", help="Separate calibration data for int8/int16x8."),
-        samples: int = typer.Option(d.eval_samples, "--samples", "-n", help="Samples compared, one at a time (first N of the data)."),
+        samples: Optional[int] = typer.Option(None, "--samples", "-n", help=f"Samples compared, one at a time (first N of the data; default {d.eval_samples}, {ACCELERATOR_SAMPLES} with --accelerator)."),
         calibration_samples: int = typer.Option(d.calibration_samples, "--calibration-samples"),
         int8_io: str = typer.Option(d.int8_io, "--int8-io", help="Integer model input/output type: float or int8."),
         preprocess: str = typer.Option(d.preprocess, "--preprocess", help="Image folders: scale01, mobilenet, imagenet-caffe, none."),
@@ -59,6 +62,9 @@ def register(app: typer.Typer) -> None:
         no_isolated: bool = typer.Option(False, "--no-isolated", help="Skip the per-op isolated runs (accumulated error only; faster)."),
         fix_trials: int = typer.Option(d.fix_trials, "--fix-trials", help="int8: re-quantize with each of the top N candidate layers kept float and rank by the measured output PSNR gain (0: rank by the layers' own numbers only)."),
         top: int = typer.Option(10, "--top", help="Layers shown per precision in the table/Markdown/HTML (the JSON has all)."),
+        accelerator: Optional[str] = typer.Option(None, "--accelerator", help="gpu or npu: bisect a .tflite for the first op whose output on that accelerator (LiteRT CompiledModel) departs from the CPU's (no conversion; --data optional, synthetic without)."),
+        gpu_precision: GpuPrecisionOpt = None,
+        min_psnr: Optional[float] = typer.Option(None, "--min-psnr", help=f"With --accelerator: a tensor departs below this PSNR vs the CPU (dB; default {MIN_PSNR_DB:g}), or with NaN/Inf the CPU lacks."),
         json_path: JsonOpt = None,
         html_path: Optional[str] = typer.Option(None, "--html", help="Write a self-contained HTML report to PATH."),
         markdown: MarkdownOpt = None,
@@ -79,16 +85,26 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Per-layer quantization error (accumulated and isolated), ranked worst first with advice.
 
-        Exit codes: 0 diagnosed (findings or not), 2 bad input, 3 the worker crashed or hung.
+        With --accelerator gpu (or npu): the first op that accelerator computes differently from the CPU,
+        by bisection over the execution order (see docs/diagnose.md).
+
+        Exit codes: 0 diagnosed (findings or not), 2 bad input (or no such accelerator here), 3 the worker
+        crashed or hung.
         """
+        if accelerator is None and (gpu_precision or min_psnr is not None):
+            raise BadInput("--gpu-precision / --min-psnr belong to the accelerator bisect; add --accelerator gpu")
 
         if int8_io not in INT8_IO:
             raise BadInput(f"--int8-io {int8_io}: use float or int8")
         settings = DiagnoseSettings(
             src=source_arg(src, torch), precisions=tuple(split_csv(precision, option="--precision")), data=data,
-            calibration_data=calibration_data, eval_samples=samples, calibration_samples=calibration_samples,
+            calibration_data=calibration_data,
+            eval_samples=samples if samples is not None else (ACCELERATOR_SAMPLES if accelerator else d.eval_samples),
+            calibration_samples=calibration_samples,
             int8_io=int8_io, out_dir=out, preprocess=preprocess, size=check_size(size), class_output=class_output,
-            isolated=not no_isolated, reference=reference, state=check_state(state), fix_trials=fix_trials, source=source_options(signature, input_shape, imports, static_batch=static_batch,
+            isolated=not no_isolated, reference=reference, state=check_state(state), fix_trials=fix_trials,
+            accelerator=accelerator, gpu_precisions=gpu_precisions(gpu_precision),
+            min_psnr_db=MIN_PSNR_DB if min_psnr is None else min_psnr, source=source_options(signature, input_shape, imports, static_batch=static_batch,
                                                  dynamic_batch=dynamic_batch, torch=torch, channels_last=channels_last,
                                                  trust_model=trust_model))
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, markdown=markdown,

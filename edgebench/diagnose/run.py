@@ -62,6 +62,7 @@ from edgebench.convert.run import (
 from edgebench.convert.worker import prestarted as converter_prestarted
 from edgebench.core.errors import BadInput
 from edgebench.core.fingerprint import host_fingerprint, sha256_file
+from edgebench.diagnose.accelerator import MIN_PSNR_DB, diagnose_accelerator
 from edgebench.diagnose.fix import AEQ_NOTE_MISSING, prove_tflite_fix, source_flags
 from edgebench.judge import drift as cmp
 from edgebench.model.inputs import DEFAULT_PREPROCESS, cast_to_signature, load_data
@@ -107,6 +108,9 @@ class DiagnoseSettings:
     reference: str | None = None   # SRC is a vendor's quantized .tflite: its float .tflite (--reference)
     state: str = DEFAULT_STATE     # --state: what a stateful model remembers between samples (state_rule)
     fix_trials: int = TRIAL_CANDIDATES   # int8: layers re-quantized with them kept float to measure the gain
+    accelerator: str | None = None       # --accelerator gpu|npu: bisect the .tflite against the CPU instead
+    gpu_precisions: tuple[str, ...] = ()  # --gpu-precision (GPU bisect; none given: fp16)
+    min_psnr_db: float = MIN_PSNR_DB     # --min-psnr (GPU bisect): a tensor below it vs the CPU departs
 
 
 # --------------------------------------------------------------------------- the command
@@ -142,7 +146,10 @@ def diagnose_command(src: str, precisions: list[str], *, data: str | None = None
 
 def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None = None) -> Document:
     """Convert, run the per-tensor comparison for each quantized precision, rank. Returns the
-    result document (kind "diagnose"); see the module docstring for every definition."""
+    result document (kind "diagnose"); see the module docstring for every definition. With
+    ``accelerator``: the accelerator bisect (``edgebench.diagnose.accelerator``)."""
+    if settings.accelerator:
+        return diagnose_accelerator(settings, progress)
     if str(settings.src).endswith(".tflite") or settings.reference:
         return diagnose_tflite(settings, progress)
     with converter_prestarted(any(p in ("int8", "int16x8") for p in settings.precisions)):   # TF import overlaps

@@ -167,3 +167,76 @@ def order_inputs(data: bytes, order: Sequence[str] | None) -> bytes:
     out = bytearray(data)
     struct.pack_into(f"<{len(order)}i", out, start, *(tensor_of[n] for n in order))
     return bytes(out)
+
+
+# --------------------------------------------------------------------------- prefix cuts (accelerator bisect)
+
+
+def op_names(model_t) -> list[str]:
+    """Subgraph 0's ops in execution order (the flatbuffer's order), by builtin name (a custom op by its code)."""
+    schema = _schema()
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    out = []
+    for op in model_t.subgraphs[0].operators or ():
+        code = model_t.operatorCodes[op.opcodeIndex]
+        b = max(int(code.builtinCode or 0), int(code.deprecatedBuiltinCode or 0))
+        custom = code.customCode.decode(errors="replace") if isinstance(code.customCode, bytes) else code.customCode
+        out.append(custom if names.get(b) == "CUSTOM" and custom else names.get(b, f"OP{b}"))
+    return out
+
+
+def tensor_name(model_t, t: int) -> str:
+    n = model_t.subgraphs[0].tensors[t].name
+    return n.decode(errors="replace") if isinstance(n, bytes) else str(n)
+
+
+def live_after(model_t, k: int) -> list[int]:
+    """Tensors alive after op ``k`` of subgraph 0 (ops run in file order): produced by ops 0..k and
+    read by a later op or a graph output, in the order they were produced; op ``k``'s own outputs
+    always. Every input of op ``k + 1`` is one of them, a graph input, or a constant."""
+    sg = model_t.subgraphs[0]
+    ops = sg.operators or []
+    later = set(_ints(sg.outputs))
+    for op in ops[k + 1:]:
+        later |= set(_ints(op.inputs))
+    own = _ints(ops[k].outputs)
+    out: list[int] = []
+    for j, op in enumerate(ops[:k + 1]):
+        for t in _ints(op.outputs):
+            if t >= 0 and (t in later or j == k) and t not in out:
+                out.append(t)
+    return [t for t in out if t in later or t in own]
+
+
+def prefix_model(model_t, k: int) -> tuple[bytes, list[int]]:
+    """Subgraph 0 cut after op ``k``: ops 0..k, the same inputs, every tensor alive after op ``k``
+    (``live_after``) as an output; one SignatureDef (the original key and input names, outputs named
+    ``t<tensor id>``). Other subgraphs (control flow bodies) are kept as they are.
+    Returns (flatbuffer, exposed tensor ids)."""
+    schema = _schema()
+    live = live_after(model_t, k)
+    sg0 = model_t.subgraphs[0]
+    sg = copy.copy(sg0)
+    sg.operators = list(sg0.operators[:k + 1])
+    sg.outputs = list(live)
+    m = copy.copy(model_t)
+    m.subgraphs = [sg] + list(model_t.subgraphs[1:])
+    old = next((s for s in (model_t.signatureDefs or ()) if int(s.subgraphIndex or 0) == 0), None)
+    sd = schema.SignatureDefT()
+    sd.signatureKey = (old.signatureKey if old is not None and old.signatureKey else b"serving_default")
+    sd.subgraphIndex = 0
+    if old is not None and old.inputs:
+        sd.inputs = [copy.copy(x) for x in old.inputs]
+    else:
+        sd.inputs = []
+        for t in _ints(sg0.inputs):
+            tm = schema.TensorMapT()
+            tm.name, tm.tensorIndex = tensor_name(model_t, t).encode(), t
+            sd.inputs.append(tm)
+    sd.outputs = []
+    for t in live:
+        tm = schema.TensorMapT()
+        tm.name, tm.tensorIndex = f"t{t}".encode(), t
+        sd.outputs.append(tm)
+    m.signatureDefs = [sd]
+    return _pack(m), live

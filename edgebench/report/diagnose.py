@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping, Sequence
 from edgebench.core.formats import fmt_bytes, num
 from edgebench.judge.outcome import top1_change
 from edgebench.report.html_parts import svg_lines
-from edgebench.rows import Diagnosis, Document, InferenceRow, Layer
+from edgebench.rows import Bisect, Diagnosis, Document, InferenceRow, Layer, Probe
 
 TOP = 10
 # Model Explorer colours nodes by value; SNR is clipped so "no error" (inf) stays a number.
@@ -63,6 +63,9 @@ LAYER_COLUMNS = ("rank", "op#node", "tensor", "scale", "rmse/scale", "SNR dB", "
                  "cosine", "outliers")
 
 
+BISECT_COLUMNS = ("probe", "op#node", "tensor", "shape", "max abs", "PSNR dB", "cosine", "NaN", "Inf", "departs")
+
+
 # --------------------------------------------------------------------------- typed once, at the entry
 
 
@@ -79,6 +82,12 @@ def as_row(row: InferenceRow | Mapping[str, Any]) -> InferenceRow:
 def diagnosis(row: InferenceRow) -> Diagnosis:
     """The row's diagnosis; an empty one for a row without (no layers were compared)."""
     return row.diagnosis if row.diagnosis is not None else Diagnosis()
+
+
+def bisect_of(row: InferenceRow) -> Bisect | None:
+    """The accelerator bisect of a ``diagnose --accelerator`` row (None for an INT8 diagnose row)."""
+    b = (row.unknown or {}).get("bisect")
+    return Bisect.from_dict(b) if isinstance(b, Mapping) else None
 
 
 def diagnosed_rows(doc: Document) -> list[InferenceRow]:
@@ -158,6 +167,51 @@ def _notes(row: InferenceRow, suggested: bool = True) -> list[str]:
     return notes
 
 
+# --------------------------------------------------------------------------- the accelerator bisect
+
+
+def accelerator_label(row: InferenceRow) -> str:
+    return f"{row.accelerator or '?'}{' ' + row.gpu_precision if row.gpu_precision else ''}".upper().replace("FP", "fp")
+
+
+def probe_cells(p: Probe) -> list[str]:
+    """One probe, by its op's own output (the worst exposed tensor when the op has none)."""
+    t = p.output or p.worst or {}
+    bad = (t.get("nan") or 0) + (t.get("inf") or 0)
+    return [str(p.probe), f"{p.op}#{p.node}", _short(p.tensor or t.get("tensor")), "x".join(str(x) for x in t.get("shape") or ()),
+            _g(t.get("finite_max_abs")), "n/a" if bad and t.get("psnr_db") is None else _n(t.get("psnr_db")),
+            _n(t.get("cosine"), 4), str(t.get("nan") or 0), str(t.get("inf") or 0), "yes" if p.departs else ""]
+
+
+def bisect_probes(b: Bisect) -> list[Probe]:
+    """The probes along the graph (execution order); each keeps the number it was run as."""
+    return sorted(b.probes, key=lambda p: (p.node if p.node is not None else -1))
+
+
+def bisect_notes(row: InferenceRow) -> list[str]:
+    """Under a bisect table: the verdict, the culprit's ranges, the cost, and what the GPU was."""
+    b = bisect_of(row)
+    if b is None:
+        return []
+    notes = [b.verdict] if b.verdict else []
+    c = b.culprit
+    if c:
+        notes.append(f"culprit {c.get('op')}#{c.get('node')} {_short(c.get('tensor'))} shape {list(c.get('shape') or [])}: "
+                     f"CPU range [{_g(c.get('ref_min'))}, {_g(c.get('ref_max'))}], {accelerator_label(row)} range "
+                     f"[{_g(c.get('acc_min'))}, {_g(c.get('acc_max'))}], {c.get('nan') or 0} NaN, {c.get('inf') or 0} Inf"
+                     + (f"; reads {', '.join(_short(x, 32) for x in c.get('inputs') or ())}" if c.get("inputs") else ""))
+        if c.get("probe_model"):
+            notes.append(f"the culprit's probe (the model cut after it): {c['probe_model']}")
+    notes.append(f"{b.compiles} accelerator compile(s) for {b.ops} ops (bisection bound 1 + ceil(log2(ops)) = "
+                 f"{b.compile_bound}), {b.samples} samples each, {_n(b.seconds, 1)} s; a tensor departs below "
+                 f"{_n(b.min_psnr_db)} dB PSNR vs the CPU or with NaN/Inf the CPU lacks; max abs over elements finite on both sides")
+    if b.inputs_note:
+        notes.append(b.inputs_note)
+    if b.software_gpu:
+        notes.append(f"software GPU ({b.adapter}): precision and lowering, not a vendor driver's bugs or speed")
+    return notes
+
+
 # --------------------------------------------------------------------------- markdown
 
 
@@ -166,6 +220,18 @@ def markdown_lines(doc: Document | Mapping[str, Any], escape_cell: Callable[[Any
     out: list[str] = []
     doc = document(doc)
     for row in diagnosed_rows(doc):
+        b = bisect_of(row)
+        if b is not None:
+            out += ["", f"**{escape_cell(accelerator_label(row))} vs CPU**", "",
+                    "| " + " | ".join(BISECT_COLUMNS) + " |", "|" + "|".join("---" if i in (1, 2, 3, 9) else "---:"
+                                                                        for i in range(len(BISECT_COLUMNS))) + "|"]
+            for p in bisect_probes(b):
+                cells = [escape_cell(c) for c in probe_cells(p)]
+                if b.culprit and p.node == b.culprit.get("node"):
+                    cells[1] = f"**{cells[1]}**"
+                out.append("| " + " | ".join(cells) + " |")
+            out += [""] + [f"- {escape_cell(n)}" for n in bisect_notes(row)]
+            continue
         out += ["", f"**{escape_cell(row.precision)}**: {escape_cell(accuracy_text(row, doc))}", ""]
         if row.status != "ok":
             out.append(f"_{escape_cell(row.status)}: {escape_cell(row.error)}_")
@@ -197,6 +263,10 @@ def html_section(docs: Sequence[Document | Mapping[str, Any]]) -> str:
     parts = []
     for doc in (document(d) for d in docs):
         for row in diagnosed_rows(doc):
+            b = bisect_of(row)
+            if b is not None:
+                parts.append(_bisect_html(doc, row, b))
+                continue
             layers = [l for l in diagnosis(row).layers if l.node is not None]
             title = f"{doc.get('model')} {row.precision}: {accuracy_text(row, doc)}"   # Document.get: the envelope's meta
             parts.append(f"<h3>{html.escape(title)}</h3>")
@@ -224,6 +294,31 @@ def html_section(docs: Sequence[Document | Mapping[str, Any]]) -> str:
     return "".join(parts)
 
 
+def _bisect_html(doc: Document, row: InferenceRow, b: Bisect) -> str:
+    probes = bisect_probes(b)
+    out = [f"<h3>{html.escape(str(doc.get('model')))}: {html.escape(accelerator_label(row))} vs CPU</h3>"]
+    pts = [(float(p.node), _clip(_probe_db(p))) for p in probes if p.node is not None]
+    if len(pts) > 1:
+        out.append(svg_lines([("probe PSNR", [x for x, _ in pts], [y for _, y in pts])], xlabel="op (execution order)",
+                             ylabel="PSNR dB vs CPU (clipped; NaN/Inf at the bottom)", title="drift along the graph", y0=False))
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in BISECT_COLUMNS)
+    body = []
+    for p in probes:
+        cls = ' class="bad"' if p.departs else ""
+        body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(c)}</td>" for c in probe_cells(p)) + "</tr>")
+    out.append(f'<div class="tw"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>')
+    out += [f'<p class="note">{html.escape(n)}</p>' for n in bisect_notes(row)]
+    return "".join(out)
+
+
+def _probe_db(p: Probe) -> float | None:
+    """A probe's value for a chart or Model Explorer: its op's output PSNR; NaN/Inf count as the worst."""
+    t = p.output or p.worst or {}
+    if (t.get("nan") or 0) + (t.get("inf") or 0) > (t.get("ref_nonfinite") or 0):
+        return ME_SNR_RANGE[0]
+    return num(t.get("psnr_db"))
+
+
 def _clip(v: float | None) -> float:
     lo, hi = ME_SNR_RANGE
     return lo if v is None or v < lo else min(v, hi)
@@ -238,9 +333,19 @@ def model_explorer(row: InferenceRow | Mapping[str, Any]) -> dict[str, Any]:
     matches a node through its ``tensor_name`` output metadata), ``value`` = the layer's ranking SNR
     in dB (isolated median-channel SNR, see edgebench.diagnose.run) clipped to [-20, 100], and a gradient
     from red (worst) to green. Load it in Model Explorer next to the quantized .tflite
-    (``row.model_path``) with "Add per-node data"."""
+    (``row.model_path``) with "Add per-node data".
+
+    An accelerator bisect row (``diagnose --accelerator``): the probed ops only, keyed by their
+    output tensor, ``value`` = PSNR vs the CPU in dB clipped the same way (NaN/Inf: the bottom)."""
     results = {}
-    for l in diagnosis(as_row(row)).layers:
+    row = as_row(row)
+    b = bisect_of(row)
+    if b is not None:
+        for p in b.probes:
+            if p.tensor:
+                results[str(p.tensor)] = {"value": round(_clip(_probe_db(p)), 2)}
+        return {"results": results, "gradient": ME_GRADIENT}
+    for l in diagnosis(row).layers:
         if l.node is None:
             continue
         results[str(l.tensor)] = {"value": round(_clip(l.ranking_snr_db), 2)}

@@ -27,7 +27,16 @@ data.
 """
 
 from edgebench.rows._json import STATUSES  # noqa: F401
-from edgebench.rows.diagnosis import Candidate, Diagnosis, Intermediates, KeepFloatSearch, Layer, Unmatched  # noqa: F401
+from edgebench.rows.diagnosis import (  # noqa: F401
+    Bisect,
+    Candidate,
+    Diagnosis,
+    Intermediates,
+    KeepFloatSearch,
+    Layer,
+    Probe,
+    Unmatched,
+)
 from edgebench.rows.document import Document  # noqa: F401
 from edgebench.rows.llm import Agreement, LlmPart, Spread, TaskScore  # noqa: F401
 from edgebench.rows.readiness import COMPILE_STATUSES, LeftOnCpu, Readiness  # noqa: F401

@@ -333,3 +333,64 @@ class KeepFloatSearch(_Keyed):
         "method": _str, "goal": _str, "met": _bool, "stopped_early": _str, "chosen": _tuple_of(_str),
         "candidates": _tuple_of(_record(Candidate)), "evaluated": _int, "ranking": _tuple_of(_record(Layer)),
         "reference_top1": _real, "seconds": _real}
+
+
+# ------------------------------------------------------------------ the accelerator bisect
+
+
+@dataclass(frozen=True)
+class Probe(_Keyed):
+    """One probe of ``diagnose --accelerator`` (``edgebench.diagnose.accelerator_worker``): the model
+    cut after op ``node``, compiled for the accelerator and compared with the CPU. ``output`` is op
+    ``node``'s own output tensor, ``worst`` the worst tensor the probe exposed (each: ``tensor``,
+    ``shape``, ``max_abs``, ``finite_max_abs``, ``psnr_db``, ``cosine``, ``nan``, ``inf``,
+    ``ref_nonfinite``, ``ref_min``/``ref_max`` (CPU), ``acc_min``/``acc_max``, ``departs``)."""
+
+    probe: int | None = None
+    node: int | None = None
+    op: str | None = None
+    tensor: str | None = None
+    exposed: int | None = None
+    departs: bool | None = None
+    fully_accelerated: bool | None = None
+    compile_s: float | None = None
+    output: Mapping[str, Any] | None = None
+    worst: Mapping[str, Any] | None = None
+    departed: tuple[str, ...] = ()
+    keys: tuple[str, ...] | None = _META["keys"]
+    unknown: Mapping[str, Any] = _META["unknown"]
+
+    _KINDS: ClassVar[dict[str, Any]] = {
+        "probe": _int, "node": _int, "op": _str, "tensor": _str, "exposed": _int, "departs": _bool,
+        "fully_accelerated": _bool, "compile_s": _real,
+        "output": lambda v: _freeze(v) if isinstance(v, Mapping) else _BAD,
+        "worst": lambda v: _freeze(v) if isinstance(v, Mapping) else _BAD, "departed": _tuple_of(_str)}
+
+
+@dataclass(frozen=True)
+class Bisect(_Keyed):
+    """A ``diagnose --accelerator`` row's ``bisect``: the probes in the order run, the culprit (None:
+    no divergence; else ``node``, ``op``, ``tensor``, ``shape``, ``inputs``, the drift numbers of a
+    :class:`Probe` output, ``why``), the compiles it took against ``compile_bound``
+    (1 + ceil(log2(ops))), and the verdict sentence."""
+
+    ops: int | None = None
+    samples: int | None = None
+    compiles: int | None = None
+    compile_bound: int | None = None
+    min_psnr_db: float | None = None
+    culprit: Mapping[str, Any] | None = None
+    probes: tuple[Probe, ...] = ()
+    seconds: float | None = None
+    adapter: str | None = None
+    software_gpu: bool | None = None
+    verdict: str | None = None
+    inputs_note: str | None = None       # synthetic inputs: what that means for the finding
+    keys: tuple[str, ...] | None = _META["keys"]
+    unknown: Mapping[str, Any] = _META["unknown"]     # op_types and newer keys
+
+    _KINDS: ClassVar[dict[str, Any]] = {
+        "ops": _int, "samples": _int, "compiles": _int, "compile_bound": _int, "min_psnr_db": _real,
+        "culprit": lambda v: _freeze(v) if isinstance(v, Mapping) else _BAD,
+        "probes": _tuple_of(_record(Probe)), "seconds": _real, "adapter": _str, "software_gpu": _bool,
+        "verdict": _str, "inputs_note": _str}

@@ -170,6 +170,38 @@ def accelerator_problem(accelerator: str, log: str) -> str | None:
     return None
 
 
+def dynamic_inputs(model_path: str, interpreter_cls) -> list[str]:
+    """``name [-1, 8, 8, 1]`` for each input whose shape signature has an unknown (-1) dimension."""
+    try:
+        details = interpreter_cls(model_path=model_path).get_input_details()
+    except Exception:  # noqa: BLE001 -- only a hint for the message
+        return []
+    out = []
+    for d in details:
+        sig = [int(x) for x in d.get("shape_signature", d["shape"])]
+        if any(x < 0 for x in sig):
+            out.append(f"{d['name']} {sig}")
+    return out
+
+
+def compile_failure(model_path: str, accelerator: str, failure: str, interpreter_cls) -> str:
+    """Why a CompiledModel did not compile, with the fix. LiteRT 2.3 does not fall back to the CPU
+    when an accelerator's delegate rejects a graph it had claimed ("Failed to modify graph with
+    delegate", even with GPU|CPU): a dynamic batch (its SHAPE/PACK arithmetic before a RESHAPE, as in
+    a converter's -1 batch) is the measured cause, so such a model gets the --static-batch advice."""
+    head = f"CompiledModel cannot compile {model_path} for accelerator {accelerator!r}: {failure}"
+    dyn = dynamic_inputs(model_path, interpreter_cls) if accelerator != "cpu" else []
+    if dyn:
+        return (f"{head}; the model has a dynamic batch (input {', '.join(dyn)}), whose shape ops LiteRT's "
+                f"{accelerator.upper()} accelerator rejects without falling back to the CPU: re-convert it with a "
+                "static batch (edgebench convert SRC --static-batch), or run it with --accelerator cpu")
+    if accelerator != "cpu" and "modify graph with delegate" in failure:
+        return (f"{head}; LiteRT's {accelerator.upper()} accelerator rejected the graph without falling back to "
+                "the CPU: run it with --accelerator cpu, or find the op with `edgebench diagnose MODEL "
+                f"--accelerator {accelerator}`")
+    return head
+
+
 def gpu_adapter(log: str) -> str | None:
     m = _ADAPTER.search(log)
     return m.group(1).strip() if m else None
@@ -228,7 +260,7 @@ class CompiledModelAdapter:
         if problem:
             raise Unavailable(problem)
         if failure:
-            raise Unavailable(f"CompiledModel cannot compile {model_path} for accelerator {accelerator!r}: {failure}")
+            raise Unavailable(compile_failure(model_path, accelerator, failure, interpreter_cls))
         self.gpu_adapter = gpu_adapter(log.text)
         self.fully_accelerated = bool(self.cm.is_fully_accelerated())
         self._meta = interpreter_cls(model_path=model_path)

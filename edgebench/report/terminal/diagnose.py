@@ -11,8 +11,9 @@ from edgebench.judge.outcome import TOP1_CHANGE, top1_change
 from edgebench.core.formats import fmt_bytes
 from edgebench.core.latency import MIN_SAMPLES
 from edgebench.report.tables import INVALID_MARK
-from edgebench.report.diagnose import (LAYER_COLUMNS, TOP, _layer_cells, _n, _notes, _short, accuracy_text, commands,
-                                       diagnosed_rows, diagnosis, document)
+from edgebench.report.diagnose import (BISECT_COLUMNS, LAYER_COLUMNS, TOP, _layer_cells, _n, _notes, _short,
+                                       accelerator_label, accuracy_text, bisect_notes, bisect_of, bisect_probes, commands,
+                                       diagnosed_rows, diagnosis, document, probe_cells)
 from edgebench.report.terminal._cells import WholeLine, e, fit_columns
 from edgebench.report.terminal.fit import Col, fit_tables
 from edgebench.rows import Document, KeepFloatSearch
@@ -91,6 +92,9 @@ def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP, *, width:
     if src.note:     # a vendor .tflite against its float .tflite
         out.append(f"{e(str(src.path))} against --reference {e(str(src.reference))}: {e(src.note)}")
     for row in diagnosed_rows(doc):
+        if bisect_of(row) is not None:
+            out.extend(_bisect_table(doc, row, width))
+            continue
         d = diagnosis(row)
         samples = "-" if d.samples is None else d.samples
         title = (f"edgebench diagnose: {e(str(doc.get('model')))} {e(str(row.precision))}"
@@ -126,6 +130,23 @@ def render_diagnose(doc: Document | Mapping[str, Any], top: int = TOP, *, width:
         if commands(row):
             out.append("the commands that rebuild and gate them:" if proof else "prove it:")
             out.extend(WholeLine(c) for c in commands(row))
+    return out
+
+
+def _bisect_table(doc: Document, row, width: int | None) -> list:
+    """``diagnose --accelerator``: the probes along the graph (the culprit in red), then the verdict,
+    the culprit's ranges and the cost, each whole on a line of its own (the software-GPU note among
+    them: the row's warning says the same)."""
+    b = bisect_of(row)
+    title = (f"edgebench diagnose: {e(str(doc.get('model')))} on {e(accelerator_label(row))} vs CPU"
+             f"  ({b.samples} samples; {b.compiles} compiles for {b.ops} ops)")
+    culprit = (b.culprit or {}).get("node")
+    probes = bisect_probes(b)
+    cols = [Col(n, num=n not in ("op#node", "tensor", "shape", "departs"), identity=n == "probe",
+                priority={"shape": 2, "cosine": 1, "NaN": 3}.get(n, 0)) for n in BISECT_COLUMNS]
+    out = list(fit_tables(title, cols, [probe_cells(p) for p in probes], width=width, markup_title=True,
+                          row_styles=["red" if p.node == culprit else ("yellow" if p.departs else None) for p in probes]))
+    out.extend(WholeLine(n) for n in bisect_notes(row))
     return out
 
 
