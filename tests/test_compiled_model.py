@@ -180,14 +180,12 @@ def dynamic_batch_model(tmp_path_factory):
 
 
 def test_dynamic_batch_on_the_gpu_is_one_row_with_the_static_batch_advice(software_gpu, dynamic_batch_model):
-    doc = run_bench(BenchSettings(models=(str(dynamic_batch_model),), runtime_api="compiled", accelerator="gpu",
-                                  gpu_precisions=("fp16",), control=RunControl(runs=5)))
+    doc = run_bench(BenchSettings(models=(str(dynamic_batch_model),), run=RunOptions(runtime_api="compiled", accelerator="gpu", gpu_precisions=("fp16",), control=RunControl(runs=5))))
     (row,) = doc.rows
     assert not row.ok and row.latency is None                  # no CPU number under a GPU label
     assert "Failed to modify graph with delegate" in row.error
     assert "dynamic batch" in row.error and "[-1, 8, 8, 1]" in row.error and "--static-batch" in row.error
-    cpu = run_bench(BenchSettings(models=(str(dynamic_batch_model),), runtime_api="compiled", accelerator="cpu",
-                                  control=RunControl(runs=5))).rows[0]
+    cpu = run_bench(BenchSettings(models=(str(dynamic_batch_model),), run=RunOptions(runtime_api="compiled", accelerator="cpu", control=RunControl(runs=5)))).rows[0]
     assert cpu.ok, cpu.error                                   # the model itself is fine
 
 
@@ -196,8 +194,7 @@ def test_no_vulkan_adapter_is_one_row_naming_the_driver(prelu_models, monkeypatc
     missing = str(tmp_path / "no_icd.json")
     monkeypatch.setenv("VK_ICD_FILENAMES", missing)
     monkeypatch.setenv("VK_DRIVER_FILES", missing)
-    doc = run_bench(BenchSettings(models=(str(prelu_models["fp32"]),), runtime_api="compiled", accelerator="gpu",
-                                  gpu_precisions=("fp32",), control=RunControl(runs=5)))
+    doc = run_bench(BenchSettings(models=(str(prelu_models["fp32"]),), run=RunOptions(runtime_api="compiled", accelerator="gpu", gpu_precisions=("fp32",), control=RunControl(runs=5))))
     (row,) = doc.rows
     assert not row.ok and row.latency is None
     assert "no GPU adapter" in row.error and "scripts/software_gpu" in row.error and "available here: cpu" in row.error
