@@ -34,7 +34,7 @@ from edgebench.convert.quant.keep_float import (
 from edgebench.convert.quant.search import KeepFloatGoal, search_keep_float
 from edgebench.convert.worker import Isolated, convert_each, isolated, job_for, prestarted, serve, take
 from edgebench.core.atomic import ensure_dir, write_bytes
-from edgebench.core.errors import BadInput, ConversionFailed, InfraError, OutputNotWritable
+from edgebench.core.errors import BadInput, ConversionFailed, InfraError, OutputNotWritable, PrecisionFailed
 from edgebench.core.fingerprint import host_fingerprint
 from edgebench.core.result_file import write_json
 from edgebench.judge.drift import detection
@@ -492,6 +492,10 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
                             keep = _keep_float_plan(settings, src, calib, out_dir, variants, say)
                             data, qinfo = quantize_keep_float(keep["calibrated"], keep["nodes"], settings.int8_io)
                         data = finish_tflite(src, data)
+                except PrecisionFailed as e:     # this precision's reason, in one line; the others go on
+                    variants[prec] = {"precision": prec, "status": "failed", "error": str(e),
+                                      "seconds": round(time.perf_counter() - t0, 3)}
+                    continue
                 except (BadInput, InfraError):
                     raise
                 except Exception as e:  # noqa: BLE001 -- keep the other variants
