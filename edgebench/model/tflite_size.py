@@ -164,7 +164,8 @@ def explain_size(precision: str, mine: Mapping[str, Any], fp32: Mapping[str, Any
                 what += f": one per unrolled step, {mine['max_weight_reuse']} ops read the same weights"
             what += ")"
         elif k == "names":
-            what += f" ({mine['tensors']} tensors, {mine['kinds']['names'] / max(1, mine['tensors']):.0f} bytes each)"
+            what += (f" ({mine['tensors']} tensors, {mine['kinds']['names'] / max(1, mine['tensors']):.0f} bytes each "
+                     f"vs {fp32['kinds']['names'] / max(1, fp32['tensors']):.0f} in fp32: the converter's fused names)")
         elif k == "structure":
             what += f" ({mine['ops']} ops vs {fp32['ops']})"
         parts.append(what)
@@ -175,9 +176,14 @@ def explain_size(precision: str, mine: Mapping[str, Any], fp32: Mapping[str, Any
     smaller = sorted(((b, p) for p, b in built.items() if p not in ("fp32", precision) and b < base and b < total))
     best = smaller[0][1] if smaller else None
     pct = 100.0 * (total - base) / base if base else 0.0
-    head = f"{precision} is {pct:.0f}% larger than fp32" if pct >= 0.5 else f"{precision} is only {-pct:.0f}% smaller than fp32"
+    head = (f"{precision} is {pct:.0f}% larger than fp32" if pct >= 0.5 else
+            f"{precision} is the same size as fp32" if pct > -0.5 else f"{precision} is only {-pct:.0f}% smaller than fp32")
+    if not mine.get("quantized_tensors") and mine["kinds"]["weights"] >= fp32["kinds"]["weights"]:
+        parts.insert(0, "nothing in it is quantized (the converter left every weight float)")
+    missing = [p for p in ("dynamic", "fp16") if p not in built]
     tail = (f"; {best} is smaller ({100.0 * (built[best] - base) / base:+.0f}% vs fp32, built)" if best
-            else "; no precision built here is smaller than fp32")
+            else "; no precision built here is smaller than fp32"
+            + (f" (not built: {', '.join(missing)}; -p {','.join(missing)} measures them)" if missing else ""))
     share = mine["kinds"]["weights"] / total if total else 0.0
     line = f"{head}: {', '.join(parts) or 'no kind of bytes grew'}; weights are {share:.0%} of the file{tail}"
     return {"line": line, "delta": delta, "smaller": best, "kinds": dict(mine["kinds"]),
