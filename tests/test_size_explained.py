@@ -166,3 +166,19 @@ def test_manifest_renderer_reads_the_typed_variant():
     for part in render_manifest(man, width=160):
         con.print(part)
     assert "size: int8 is 50% larger than fp32: x" in con.export_text()
+
+
+def test_given_tflite_files_are_explained_too(loop_model, run_cli, tmp_path):
+    """A vendor's fp32 + int8 pair measured as given (no conversion): the same explanation."""
+    code, stdout, err = run_cli("convert", str(loop_model["model"]), "-p", "fp32,int8", "--data",
+                                str(loop_model["data"]), "--out", str(tmp_path / "c"), "--json", "-")
+    assert code == 0, err
+    v = json.loads(stdout)["variants"]
+    code, stdout, err = run_cli("convert-and-compare", v["fp32"]["path"], v["int8"]["path"], "--data",
+                                str(loop_model["data"]), "--runs", "10", "--no-store", "--json", "-",
+                                "--out", str(tmp_path / "pair"))
+    assert code == 0, err
+    rows = {r["precision"]: r for r in json.loads(stdout)["rows"] if r.get("role") != "reference"}
+    ex = rows["int8"]["size_explained"]
+    assert ex["kinds"]["quant_params"] == _independent(v["int8"]["path"])["quant_params"]
+    assert ex["smaller"] is None and "no precision built here is smaller" in ex["line"]

@@ -54,7 +54,7 @@ from edgebench.model.savedmodel import run_tf
 from edgebench.model.state_rule import DEFAULT_STATE, StateRule
 from edgebench.model.state_rule import resolve as resolve_state
 from edgebench.model.tflite_model import inspect, precision, precision_detail
-from edgebench.model.tflite_size import explain_size, size_breakdown, surprising
+from edgebench.model.tflite_size import explain_sizes
 from edgebench.sources.describe import describe_tflite
 from edgebench.sources.pytorch import reference_outputs
 
@@ -621,22 +621,6 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
                        f"{', '.join(failed) or 'manifest.json'}") from None
     manifest["failed"] = [p for p, v in variants.items() if v.get("status") != "ok"]
     return Converted(manifest, src)
-
-
-def explain_sizes(variants: dict[str, dict[str, Any]]) -> None:
-    """Each quantized variant that saves less than ``tflite_size.SURPRISE_PCT`` of the FP32 file (or
-    grew) gets ``size_explained``: where its bytes went against FP32 (weights, biases, quantization
-    parameters, names, structure) and the smallest precision built here (``explain_size``)."""
-    fp32 = variants.get("fp32") or {}
-    if fp32.get("status") != "ok" or not fp32.get("path"):
-        return
-    odd = [p for p, v in variants.items() if v.get("status") == "ok" and surprising(v.get("size_reduction_pct"), p)]
-    if not odd:
-        return
-    base = size_breakdown(fp32["path"])
-    built = {p: int(v["bytes"]) for p, v in variants.items() if v.get("status") == "ok"}
-    for p in odd:
-        variants[p]["size_explained"] = explain_size(p, size_breakdown(variants[p]["path"]), base, built)
 
 
 def _keep_float_plan(settings: ConvertSettings, src: Source, calib: Callable | None, out_dir: Path,

@@ -192,4 +192,20 @@ def explain_size(precision: str, mine: Mapping[str, Any], fp32: Mapping[str, Any
             "duplicated_bytes": int(mine.get("duplicated_bytes", 0))}
 
 
-__all__ = ["KINDS", "SURPRISE_PCT", "breakdown_of", "explain_size", "size_breakdown", "surprising"]
+def explain_sizes(variants: dict[str, dict[str, Any]]) -> None:
+    """Each quantized variant that saves less than ``SURPRISE_PCT`` of the FP32 file (or
+    grew) gets ``size_explained``: where its bytes went against FP32 (weights, biases, quantization
+    parameters, names, structure) and the smallest precision built here (``explain_size``)."""
+    fp32 = variants.get("fp32") or {}
+    if fp32.get("status") != "ok" or not fp32.get("path"):
+        return
+    odd = [p for p, v in variants.items() if v.get("status") == "ok" and surprising(v.get("size_reduction_pct"), p)]
+    if not odd:
+        return
+    base = size_breakdown(fp32["path"])
+    built = {p: int(v["bytes"]) for p, v in variants.items() if v.get("status") == "ok"}
+    for p in odd:
+        variants[p]["size_explained"] = explain_size(p, size_breakdown(variants[p]["path"]), base, built)
+
+
+__all__ = ["KINDS", "SURPRISE_PCT", "breakdown_of", "explain_size", "explain_sizes", "size_breakdown", "surprising"]
