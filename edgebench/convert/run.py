@@ -34,7 +34,7 @@ from edgebench.convert.quant.keep_float import (
 from edgebench.convert.quant.search import KeepFloatGoal, search_keep_float
 from edgebench.convert.worker import Isolated, convert_each, isolated, job_for, prestarted, serve, take
 from edgebench.core.atomic import ensure_dir, write_bytes
-from edgebench.core.errors import BadInput, ConversionFailed, InfraError, OutputNotWritable
+from edgebench.core.errors import BadInput, ConversionFailed, InfraError, OutputNotWritable, PrecisionFailed
 from edgebench.core.fingerprint import host_fingerprint
 from edgebench.core.result_file import write_json
 from edgebench.judge.drift import detection
@@ -54,6 +54,7 @@ from edgebench.model.savedmodel import run_tf
 from edgebench.model.state_rule import DEFAULT_STATE, StateRule
 from edgebench.model.state_rule import resolve as resolve_state
 from edgebench.model.tflite_model import inspect, precision, precision_detail
+from edgebench.model.tflite_size import explain_sizes
 from edgebench.sources.describe import describe_tflite
 from edgebench.sources.pytorch import reference_outputs
 
@@ -492,6 +493,10 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
                             keep = _keep_float_plan(settings, src, calib, out_dir, variants, say)
                             data, qinfo = quantize_keep_float(keep["calibrated"], keep["nodes"], settings.int8_io)
                         data = finish_tflite(src, data)
+                except PrecisionFailed as e:     # this precision's reason, in one line; the others go on
+                    variants[prec] = {"precision": prec, "status": "failed", "error": str(e),
+                                      "seconds": round(time.perf_counter() - t0, 3)}
+                    continue
                 except (BadInput, InfraError):
                     raise
                 except Exception as e:  # noqa: BLE001 -- keep the other variants
@@ -546,6 +551,7 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
     for v in variants.values():
         if v.get("status") == "ok" and fp32_bytes:
             v["size_reduction_pct"] = round(100.0 * (1 - v["bytes"] / fp32_bytes), 2)
+    explain_sizes(variants)
 
     # FP32 parity, always.
     parity: dict[str, Any] = {"passed": None, "skipped": "fp32 conversion failed"}

@@ -41,7 +41,7 @@ from edgebench.model.inputs import (
 from edgebench.model.state_rule import DEFAULT_STATE, DEFAULT_STREAM_THRESHOLD, StateRule, stream_decisions
 from edgebench.model.state_rule import resolve as resolve_state
 from edgebench.model.tflite_model import inspect, precision
-from edgebench.rows import Accuracy, Document, InferenceRow, Worst, drifts_from_dict
+from edgebench.rows import Accuracy, Document, InferenceRow, SizeExplained, Worst, drifts_from_dict
 from edgebench.sources.pytorch import resolve_any, spec_of
 from edgebench.sources.resolve import SourceOptions, evaluation_set, resolve_source, tflite_variants
 from edgebench.targets.base import DEFAULT_DELEGATE, Job, RunControl, RunOptions, RunResult
@@ -128,6 +128,7 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
         keep_float=tuple(variant["keep_float"]) if variant.get("keep_float") is not None else None,
         precision_found=variant.get("precision_from_tensors") or variant.get("precision"),
         precision_detail=variant.get("precision_detail"),
+        size_explained=SizeExplained.from_dict(variant.get("size_explained")),
     )
     if run.status != "ok":
         return row

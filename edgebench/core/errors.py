@@ -97,6 +97,13 @@ class ConversionFailed(EdgebenchError):
     exit_code = 2
 
 
+class PrecisionFailed(ConversionFailed):
+    """One precision could not be produced (its quantizer or converter refused this model): the
+    conversion records it as that precision's failed row, with this reason, and converts the others.
+    The whole command still exits 2 (``check_manifest``), after every other variant and the manifest
+    are written and measured."""
+
+
 # Exit codes of a run stopped by a signal: 128 + the signal number, as a shell reports it.
 SIGNAL_EXIT_CODES = {"Ctrl-C": 130, "SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
 

@@ -240,3 +240,42 @@ def prefix_model(model_t, k: int) -> tuple[bytes, list[int]]:
         sd.outputs.append(tm)
     m.signatureDefs = [sd]
     return _pack(m), live
+
+
+def unique_tensor_names(raw: bytes) -> tuple[bytes, list[dict[str, object]]]:
+    """The file with every tensor name unique across all its subgraphs, and what was renamed.
+
+    The format names tensors per subgraph: an IF's two branch subgraphs may both call their
+    arguments ``arg0``..``arg4`` (legal; LiteRT binds tensors by index, signatures by index too).
+    ai-edge-quantizer keys its calibration and parameters by name across the whole file and
+    refuses such a file ("Tensor name arg0 is not unique in the model"). The first tensor to use a
+    name keeps it; a later one becomes ``<subgraph name or sgK>/<name>`` (``#n`` added while that
+    is taken too). Only names change, so the model computes what it did (tests run both files).
+    Returns ``(raw, [])`` unchanged when the names are already unique."""
+    m = load_model_t(raw)
+    seen: set[bytes] = set()
+    clashes = False
+    for sg in m.subgraphs or []:
+        for t in sg.tensors or []:
+            name = t.name or b""
+            clashes |= name in seen
+            seen.add(name)
+    if not clashes:
+        return raw, []
+    taken: set[bytes] = set()
+    renamed: list[dict[str, object]] = []
+    for k, sg in enumerate(m.subgraphs or []):
+        prefix = (sg.name or f"sg{k}".encode()) + b"/"
+        for i, t in enumerate(sg.tensors or []):
+            name = t.name or b""
+            if name in taken:
+                new, n = prefix + name, 1
+                while new in taken or new in seen:
+                    n += 1
+                    new = prefix + name + f"#{n}".encode()
+                renamed.append({"subgraph": k, "tensor": i, "name": name.decode(errors="replace"),
+                                "renamed": new.decode(errors="replace")})
+                t.name = new
+                name = new
+            taken.add(name)
+    return _pack(m), renamed

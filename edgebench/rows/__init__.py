@@ -40,7 +40,7 @@ from edgebench.rows.diagnosis import (  # noqa: F401
 from edgebench.rows.document import Document  # noqa: F401
 from edgebench.rows.llm import Agreement, LlmPart, Spread, TaskScore  # noqa: F401
 from edgebench.rows.readiness import COMPILE_STATUSES, LeftOnCpu, Readiness  # noqa: F401
-from edgebench.rows.parts import Accuracy, Cost, Drift, Latency, Warmup, Worst, drifts_from_dict  # noqa: F401
+from edgebench.rows.parts import Accuracy, Cost, Drift, Latency, SizeExplained, Warmup, Worst, drifts_from_dict  # noqa: F401
 from edgebench.rows.regimes import (COLD_START_PHASES, ColdStart, ConcurrencyLevel, Delegation, Energy,  # noqa: F401
                                      EnergyUnits, OpEntry, Paced, Sustained, Verdict, Window, concurrency_levels)
 from edgebench.rows.row import ENERGY_NOT_ASKED, InferenceRow, Row, TrainRow, row_from_dict, sample_class_of, typed_row  # noqa: F401

@@ -119,6 +119,12 @@ REGISTRY: tuple[Metric, ...] = (
     Metric("size_reduction_pct", "size red.", "%", lambda r: r.size_reduction_pct, "higher",
            aliases=("size_reduction",), priority=2, compared=False, prometheus="edgebench_model_size_reduction_ratio",
            prometheus_scale=0.01, help="Size reduction against the reference model (1 - size / reference size)."),
+    Metric("quant_params_bytes", "quant params", "bytes",
+           lambda r: r.size_explained.quant_params_bytes if r.size_explained is not None else None, "lower",
+           column="bigint", aliases=("quant_params",), priority=5, summary=False, compared=False,
+           help="Bytes of quantization parameters (scales, zero points, min/max) stored in a quantized file that is "
+                "not smaller than FP32 (rows with size_explained): per-channel ones per unrolled step can outweigh "
+                "the weights."),
     Metric("top1", "top-1", "fraction", lambda r: r.accuracy.top1 if r.accuracy else None, "higher", priority=1,
            test="absolute", threshold=1.0, change_unit="pp", change_scale=100.0,
            prometheus="edgebench_accuracy_top1_ratio", help="Top-1 accuracy on the labelled input set."),

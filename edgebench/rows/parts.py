@@ -407,3 +407,38 @@ class Cost:
         out["outputs"] = list(self.outputs)
         out["gflops"] = self.gflops
         return {k: v for k, v in out.items() if v is not None or k in ("flops", "gflops")}
+
+
+@dataclass(frozen=True)
+class SizeExplained:
+    """Why a quantized file is not smaller than the FP32 one (``model.tflite_size.explain_size``):
+    bytes by kind in this file and in FP32, their change, and the smallest precision built."""
+
+    line: str
+    smaller: str | None = None                       # the built precision that is smaller, if any
+    quant_params_bytes: int | None = None
+    kinds: Mapping[str, int] = field(default_factory=dict)       # this file: weights, biases, quant_params ...
+    fp32_kinds: Mapping[str, int] = field(default_factory=dict)
+    delta: Mapping[str, int] = field(default_factory=dict)       # this file minus FP32, per kind
+    bias_tensors: int | None = None
+    max_weight_reuse: int | None = None              # most ops reading one weight buffer (unrolled steps)
+    duplicated_bytes: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "smaller": self.smaller, "quant_params_bytes": self.quant_params_bytes,
+                "kinds": dict(self.kinds), "fp32_kinds": dict(self.fp32_kinds), "delta": dict(self.delta),
+                "bias_tensors": self.bias_tensors, "max_weight_reuse": self.max_weight_reuse,
+                "duplicated_bytes": self.duplicated_bytes}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "SizeExplained | None":
+        if not isinstance(d, Mapping) or not d.get("line"):
+            return None
+
+        def ints(v: Any) -> Mapping[str, int]:
+            return _freeze({str(k): _i(n) for k, n in (v.items() if isinstance(v, Mapping) else ()) if _i(n) is not None})
+
+        return cls(str(d["line"]), None if d.get("smaller") is None else str(d["smaller"]),
+                   _i(d.get("quant_params_bytes")), ints(d.get("kinds")), ints(d.get("fp32_kinds")),
+                   ints(d.get("delta")), _i(d.get("bias_tensors")), _i(d.get("max_weight_reuse")),
+                   _i(d.get("duplicated_bytes")))

@@ -47,6 +47,7 @@ class Variant:
     keep_float: tuple[str, ...] = ()
     keep_float_ops: int = 0
     error: str | None = None
+    size_explained: str | None = None            # a quantized file not smaller than FP32: where the bytes went
 
     @property
     def ok(self) -> bool:
@@ -62,7 +63,7 @@ class Variant:
                    bool(d.get("quantized")), _s(d.get("parity")) if d.get("parity") else None,
                    _s(_m(d.get("quantization")).get("mode")), found if found not in (None, precision) else None,
                    tuple(str(x) for x in d.get("keep_float") or ()), len(d.get("keep_float_ops") or ()),
-                   _s(d.get("error")))
+                   _s(d.get("error")), _s(_m(d.get("size_explained")).get("line")))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from edgebench.rows._json import STATUSES, _f, _freeze, _i
 from edgebench.rows.diagnosis import Diagnosis
 from edgebench.rows.llm import LlmPart
 from edgebench.rows.readiness import Readiness
-from edgebench.rows.parts import Accuracy, Cost, Drift, Latency, Warmup, Worst, drifts_from_dict
+from edgebench.rows.parts import Accuracy, Cost, Drift, Latency, SizeExplained, Warmup, Worst, drifts_from_dict
 from edgebench.rows.regimes import ColdStart, Delegation, Energy, OpEntry, Paced, Sustained, Verdict, Window
 from edgebench.rows.envelope import (Binding, DetectionRecord, LoadLevel, OpProfileSummary, ServerRun, SlaSearch,
                                      StateRecord, StreamsRecord)
@@ -131,6 +131,7 @@ class InferenceRow(_RowMixin):
     op_profile_info: Mapping[str, Any] | None = None   # source, runs, sums, coverage of the profiled Invoke, notes
     verdicts: tuple[Verdict, ...] = ()
     keep_float: tuple[str, ...] | None = None       # int8 with these tensors kept float (--keep-float)
+    size_explained: SizeExplained | None = None     # a quantized file not smaller than FP32: where the bytes went
     fingerprint: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     extra: Mapping[str, Any] | None = None          # target-specific facts (thermal, device runner ...)
@@ -200,7 +201,7 @@ class InferenceRow(_RowMixin):
                "worst_vs_host", "accuracy", "concurrency", "fingerprint", "warnings", "gflops", "delegation",
                "op_profile", "verdicts", "keep_float")
     _REGIMES = ("timeline", "sustained", "period_ms", "paced", "cold_start", "energy", "energy_reason")
-    _RUN_FACTS = ("memory", "gc", "repeats", "llm")
+    _RUN_FACTS = ("memory", "gc", "repeats", "llm", "size_explained")
 
     # -- views ----------------------------------------------------------------------------
     @property
@@ -252,6 +253,8 @@ class InferenceRow(_RowMixin):
         out["repeats"] = None if self.repeats is None else [dict(r) for r in self.repeats]
         if self.llm is not None:             # llm-bench rows only: other documents round-trip byte for byte
             out["llm"] = self.llm.to_dict()
+        if self.size_explained is not None:  # only a size surprise has it (model.tflite_size)
+            out["size_explained"] = self.size_explained.to_dict()
         out["fingerprint"] = dict(self.fingerprint)
         if self.warnings or self.status == "ok":
             out["warnings"] = list(self.warnings)
@@ -311,6 +314,7 @@ class InferenceRow(_RowMixin):
         reps = d.get("repeats")
         kw["repeats"] = tuple(_freeze(r) for r in reps if isinstance(r, Mapping)) if isinstance(reps, list) else None
         kw["llm"] = LlmPart.from_dict(d.get("llm"))
+        kw["size_explained"] = SizeExplained.from_dict(d.get("size_explained"))
         kw["diagnosis"] = Diagnosis.from_row(d)
         if kw["diagnosis"] is not None:
             known |= set(Diagnosis.KEYS)

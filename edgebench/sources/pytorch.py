@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from edgebench.core.bounded import check_archive, human_bytes
-from edgebench.core.errors import BadInput, first_line
+from edgebench.core.errors import BadInput, PrecisionFailed, first_line
 from edgebench.core.fingerprint import sha256_file
 from edgebench.model.inputs import InputSet, Signature, TensorSpec
 from edgebench.sources.resolve import Source, SourceOptions, resolve_source
@@ -367,7 +367,7 @@ def torch_fp32(src: Source) -> tuple[bytes, dict[str, Any]]:
             edge = litert_torch.convert(ByName(), sample_kwargs=kwargs)   # (an exported program refuses .eval())
             data = bytes(edge.model_content())
     except Exception as e:  # noqa: BLE001 -- export/lowering errors of every kind
-        raise BadInput(f"{src.path}: litert-torch {litert_torch_version()} cannot convert this model "
+        raise PrecisionFailed(f"{src.path}: litert-torch {litert_torch_version()} cannot convert this model "
                        f"({type(e).__name__}: {first_line(e)[:300]})") from None
     return data, {"weights": "float32", "activations": "float32",
                   "converter": f"litert-torch {litert_torch_version()}",

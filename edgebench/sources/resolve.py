@@ -57,6 +57,7 @@ from edgebench.model.savedmodel import DEFAULT_SIGNATURE, SERVE_TAG, graph_sessi
 from edgebench.model.tflite_model import inspect, refuse_compiled, rename_signature, restore_signature
 from edgebench.model.tflite_model import precision as tflite_precision
 from edgebench.model.tflite_rewrite import order_inputs
+from edgebench.model.tflite_size import explain_sizes
 from edgebench.sources.describe import describe_tflite
 from edgebench.sources.frozen_graph import frozen_graph_savedmodel
 from edgebench.sources.keras2_export import export_tf_keras
@@ -761,6 +762,7 @@ def tflite_variants(paths: list[str], out_dir: Path) -> dict[str, Any]:
     for v in variants.values():
         if fp32:
             v["size_reduction_pct"] = round(100.0 * (1 - v["bytes"] / fp32), 2)
+    explain_sizes(variants)      # a quantized file not smaller than the fp32 one: where its bytes went
     ref = min(variants, key=lambda k: (PRECISION_RANK.index(variants[k]["precision"])
                                        if variants[k]["precision"] in PRECISION_RANK else len(PRECISION_RANK),
                                        list(variants).index(k)))

@@ -37,14 +37,17 @@ from typing import Any
 import numpy as np
 
 from edgebench.convert.quant.keep_float import float_tensors, keep_float_nodes, resolve_keep_float
-from edgebench.core.errors import BadInput
+from edgebench.core.errors import BadInput, PrecisionFailed
 from edgebench.model.inputs import InputSet, Signature
 from edgebench.model.tflite_model import inspect
+from edgebench.model.tflite_rewrite import unique_tensor_names
 from edgebench.sources.pytorch import litert_torch_version, torch_fp32
 
 INSTALL = "pip install 'edgebench[aeq]'"
 TESTED_VERSION = "0.10.0"
 AEQ_PRECISIONS = ("fp32", "fp16", "int8", "dynamic", "int16x8")
+CONTROL_FLOW_OPS = ("IF", "WHILE", "CALL", "STABLEHLO_WHILE", "STABLEHLO_CASE")
+CALIBRATED = ("int8", "int16x8")     # the recipes that calibrate activations (fp16 and dynamic do not)
 MECHANISM = ("ai-edge-quantizer from the float .tflite: calibrate on the calibration samples, then a recipe "
              "(no_quantize / 16-bit activations on the ops that produce or read each named tensor)")
 
@@ -144,7 +147,42 @@ def quantize_tflite(float_model: str | Path, precision: str, *, calibration: Inp
     if both:
         raise BadInput(f"--keep-float and --a16 both name the op writing {both[0]!r}; keep a tensor float or give it "
                        "16-bit activations, not both")
-    q = quantizer.Quantizer(str(float_model))
+    tmp = tempfile.TemporaryDirectory(prefix="edgebench-aeq-")
+    given, renamed = _unique_names(float_model, Path(tmp.name))
+    try:
+        return _quantize(aeq, quantizer, recipe, qtyping, float_model, given, renamed, precision,
+                         calibration=calibration, signature=signature, samples=samples, signature_key=signature_key,
+                         kept=kept, kept_ops=kept_ops, wide=wide, wide_ops=wide_ops)
+    finally:
+        tmp.cleanup()
+
+
+def _unique_names(float_model: Path, folder: Path) -> tuple[Path, list[dict[str, Any]]]:
+    """The file to hand the quantizer: ``float_model`` itself, or a copy whose tensor names are unique
+    across its subgraphs (``tflite_rewrite.unique_tensor_names``: the quantizer refuses a name two
+    branch subgraphs share) and the renames."""
+    raw = float_model.read_bytes()
+    data, renamed = unique_tensor_names(raw)
+    if not renamed:
+        return float_model, []
+    out = folder / float_model.name
+    out.write_bytes(data)
+    return out, renamed
+
+
+def control_flow(info: dict[str, Any]) -> dict[str, int]:
+    """{op: count} of the control-flow ops (IF, WHILE ...) a model runs, from ``inspect``."""
+    hist = {**info.get("op_histogram", {})}
+    for op, n in (info.get("subgraph_op_histogram") or {}).items():
+        hist[op] = max(hist.get(op, 0), n)
+    return {op: int(n) for op, n in sorted(hist.items()) if op in CONTROL_FLOW_OPS and n}
+
+
+def _quantize(aeq, quantizer, recipe, qtyping, float_model: Path, given: Path, renamed: list[dict[str, Any]],
+              precision: str, *, calibration: InputSet | None, signature: Signature, samples: int,
+              signature_key: str, kept: list[str], kept_ops: list[str], wide: list[str],
+              wide_ops: list[str]) -> tuple[bytes, dict[str, Any]]:
+    q = quantizer.Quantizer(str(given))
     name = qtyping.TFLOperationName.ALL_SUPPORTED
     if precision in ("int8", "int16x8"):
         if calibration is None:
@@ -170,8 +208,17 @@ def quantize_tflite(float_model: str | Path, precision: str, *, calibration: Inp
             t_cal = time.perf_counter() - t0
             result = q.quantize(cal, enable_progress_report=False)
         except (ValueError, RuntimeError, KeyError) as e:
-            raise BadInput(f"{float_model.name}: ai-edge-quantizer could not quantize it to {precision} "
-                           f"({type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''})") from None
+            own = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+            flow = control_flow(inspect(given)) if precision in CALIBRATED else {}
+            if flow:
+                own = f"its own reason: {own.split('. ')[0].rstrip('.')}"
+                ops = ", ".join(f"{op} x{n}" for op, n in flow.items())
+                raise PrecisionFailed(
+                    f"{float_model.name}: ai-edge-quantizer {aeq_version()} does not calibrate through control flow "
+                    f"({ops}: the ops inside its subgraphs get no ranges), so {precision} cannot be built from this "
+                    f"file; fp16 and dynamic need no calibration (their own rows) ({own})") from None
+            raise PrecisionFailed(f"{float_model.name}: ai-edge-quantizer could not quantize it to {precision} "
+                                  f"({own})") from None
     data = bytes(result.quantized_model)     # a bytearray: LiteRT's Interpreter accepts only bytes
     info = inspect_bytes(data)
     qinfo: dict[str, Any] = {
@@ -185,6 +232,11 @@ def quantize_tflite(float_model: str | Path, precision: str, *, calibration: Inp
         "calibration_seconds": round(t_cal, 3) if calibration is not None and precision in ("int8", "int16x8") else None,
         "seconds": round(time.perf_counter() - t0, 3),
     }
+    if renamed:
+        qinfo["mode"] += f" ({len(renamed)} shared tensor name{'s' * (len(renamed) != 1)} made unique first)"
+        qinfo["renamed_tensors"] = len(renamed)
+        qinfo["renamed_note"] = (f"{len(renamed)} tensor name(s) that branch subgraphs share (e.g. "
+                                 f"{renamed[0]['name']!r}) made unique before quantizing: names only, same outputs")
     if kept or wide:
         qinfo["mechanism"] = MECHANISM
     if kept:
@@ -193,7 +245,8 @@ def quantize_tflite(float_model: str | Path, precision: str, *, calibration: Inp
         qinfo.update(a16=wide, a16_ops=wide_ops)
     problems = verify_scope(info, kept_ops, wide_ops)
     if problems:
-        raise BadInput(f"{float_model.name}: ai-edge-quantizer did not honour the recipe: {'; '.join(problems[:3])}")
+        raise PrecisionFailed(f"{float_model.name}: ai-edge-quantizer did not honour the recipe: "
+                              f"{'; '.join(problems[:3])}")
     return data, qinfo
 
 
@@ -257,11 +310,12 @@ def convert_variant(src, precision: str, calibration: InputSet | None, samples: 
         return Path(src.path).read_bytes(), {"weights": "float32", "activations": "float32",
                                              "mode": "the float .tflite as given"}
     if fp32_path is None:
-        raise BadInput(f"{src.path}: {precision} is quantized from the FP32 .tflite, which failed to convert")
+        raise PrecisionFailed(f"{src.path}: {precision} is quantized from the FP32 .tflite, which failed to convert "
+                              "(its row says why)")
     return quantize_tflite(fp32_path, precision, calibration=calibration, signature=src.signature, samples=samples,
                            signature_key=src.signature_key, keep_float=keep_float if precision == "int8" else None,
                            a16=a16 if precision == "int8" else None)
 
 
-__all__ = ["AEQ_PRECISIONS", "INSTALL", "TESTED_VERSION", "aeq_version", "convert_variant", "converter_versions",
+__all__ = ["AEQ_PRECISIONS", "CONTROL_FLOW_OPS", "INSTALL", "control_flow", "TESTED_VERSION", "aeq_version", "convert_variant", "converter_versions",
            "converts_with_aeq", "quantize_tflite", "require_aeq", "scope"]

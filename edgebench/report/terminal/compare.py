@@ -127,7 +127,18 @@ def headline_lines(doc: Document) -> list[str]:
         else:
             tail = "[green]gate passed[/]" if checks else "ok"
         out.append(f"[bold]{e(where)}[/]: {e(', '.join(bits))} — {tail}")
+    out.extend(size_lines(rows))
     return out
+
+
+def size_lines(rows: list[InferenceRow]) -> list[str]:
+    """One line per precision whose file is not smaller than FP32: where the bytes went and the
+    precision that is smaller (``InferenceRow.size_explained``)."""
+    said: dict[str, str] = {}
+    for r in rows:
+        if r.size_explained is not None and r.precision not in said:
+            said[str(r.precision)] = r.size_explained.line
+    return [f"[yellow]size: {e(line)}[/]" for line in said.values()]
 
 
 def footer_lines(doc: Document) -> list[str]:
@@ -248,6 +259,7 @@ def render_manifest(m: Manifest | dict[str, Any], width: int | None = None, wide
                      ", ".join(f"{k} x{n}" for k, n in sorted(v.float_ops.items())) or "none"
                      if v.ok and v.quantized else "-", "; ".join(notes) or "-"])
     notes = ([f"files: {e(man.out_dir)}"] if man.out_dir else []) + source_notes(man.source)
+    notes += [f"[yellow]size: {e(v.size_explained)}[/]" for v in man.variants if v.ok and v.size_explained]
     if man.calibration_warning:
         # the warning itself is said once, on stderr (cli._main); the table keeps the fact
         notes.append("calibration: on synthetic random data (INT8 scales fitted to noise)")
