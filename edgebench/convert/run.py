@@ -53,7 +53,7 @@ from edgebench.model.inputs import (
 from edgebench.model.savedmodel import run_tf
 from edgebench.model.state_rule import DEFAULT_STATE, StateRule
 from edgebench.model.state_rule import resolve as resolve_state
-from edgebench.model.tflite_model import inspect, precision, precision_detail
+from edgebench.model.tflite_model import inspect, mixed_file, precision, precision_detail
 from edgebench.sources.describe import describe_tflite
 from edgebench.sources.pytorch import reference_outputs
 
@@ -519,7 +519,11 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
             try:
                 v.update(describe_tflite(path))
                 v["precision_from_tensors"] = precision_of(path)   # e.g. a QAT model's "fp16" is an int8 file
-                v["precision_detail"] = precision_detail_of(path)     # "int8 with 2 float ops (...)" or None
+                mixed = mixed_file(inspect(path))     # the one count of float ops (tflite_model.MixedFile)
+                v["precision_detail"] = mixed.text() if mixed is not None else None   # "int8, 3 float ops: ..."
+                if mixed is not None and mixed.float_ops and qinfo.get("mode") == "full-integer":
+                    # the converter left ops float without an error: the file is not full-integer
+                    v["quantization"] = {**qinfo, "mode": v["precision_detail"], "integer_only_ops": True}
             except Exception as e:  # noqa: BLE001 -- a model LiteRT cannot load is a failed variant
                 v.update({"status": "failed", "error": f"LiteRT cannot load the converted model: {_one_line(e)}"})
             if qinfo.get("keep_float"):         # ai-edge-quantizer's float islands

@@ -203,7 +203,8 @@ def _diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None
         t_p = time.perf_counter()
         if FLOAT_REFERENCE[prec] == "calibrated" and calib is not None:   # (QAT int8: the FP32 model)
             say(f"{prec}: calibrated float model")
-            strict = v.get("quantization", {}).get("mode") == "full-integer"
+            qinfo = v.get("quantization", {})   # integer-only ops asked for (a mixed file's float ops came anyway)
+            strict = qinfo.get("mode") == "full-integer" or bool(qinfo.get("integer_only_ops"))
             float_path = out_dir / f"{src.name}_{prec}_calibrated.tflite"
             float_path.write_bytes(finish_tflite(src, calibrated_model(src, calib, prec, settings.int8_io,
                                                                        strict=strict)))
