@@ -333,7 +333,13 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
                                  proof_goal(row))
         if proof:
             row["fix_proof"] = proof
-            row["fix_commands"] = [c["command"] for c in proof["candidates"]]
+            row["fix_commands"] = [c["command"] for c in proof["candidates"] if c.get("offered", True)]
+            kept = next((c for c in proof["candidates"] if c["option"] == "--keep-float"), None)
+            if kept is not None and not kept["offered"]:     # measured: keeping them float is no fix
+                row["tried_keep_float"], row["suggested_keep_float"] = row["suggested_keep_float"], []
+                for l in row["layers"]:
+                    if l.get("float_tensor") in row["tried_keep_float"] and l.get("finding"):
+                        l["advice"] = f"{l['advice']}; measured: keeping it float is no fix ({kept['tried']})"
     reference = InferenceRow(role="reference", precision="fp32", target="host", model=ref_path.stem,
                              model_path=str(ref_path), model_sha256=sha256_file(ref_path),
                              accuracy=None if ref_acc is None else Accuracy.from_dict({**ref_acc, "output": class_out}))
