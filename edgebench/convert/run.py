@@ -114,6 +114,26 @@ def _converter(src: Source, *, calibrated: bool = False):
     return make_converter(src)
 
 
+KERAS3_RECURRENT_INT8 = (
+    "{prec} cannot be converted from a Keras 3 recurrent layer with TensorFlow 2.21: the calibrator crashes "
+    "(SIGSEGV in _feed_tensors) on the model traced at a fixed shape, and the model's own signature keeps the "
+    "loop's TensorList shape dynamic, which LiteRT builtins cannot hold -- --static-batch and --input-shape do not "
+    "change that; use fp16 or dynamic (converted from the fixed-shape trace), or re-save the model with tf-keras "
+    "(Keras 2), whose fixed-shape trace calibrates (converter: {reason})")
+
+
+def integer_failure_reason(src: Source, prec: str, error: str | None, detail: str | None = None) -> str | None:
+    """A failed variant's one-line reason; for an integer precision of a Keras 3 model that fails on
+    an LSTM/GRU's ``TensorListReserve`` the real cause (``_converter``: integer precisions cannot use
+    the fixed-shape trace) and what works instead, not the shape advice that does not help there."""
+    keras3 = str((src.info or {}).get("loaded_with", "")).startswith("keras ")
+    text = f"{error or ''}\n{detail or ''}"
+    if prec in INTEGER_OPSETS and keras3 and "TensorListReserve" in text:
+        reason = (error or "").split("; a recurrent layer traced")[0]
+        return KERAS3_RECURRENT_INT8.format(prec=prec, reason=reason)
+    return error
+
+
 def _conv_fp32(src: Source, calib: Callable | None, int8_io: str) -> tuple[bytes, dict]:
     return _converter(src).convert(), {}
 
@@ -474,7 +494,8 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
                 if res.get("bad_input"):
                     raise BadInput(res["error"])
                 if res["status"] != "ok":
-                    variants[prec] = {"precision": prec, "status": "failed", "error": res["error"],
+                    variants[prec] = {"precision": prec, "status": "failed",
+                                      "error": integer_failure_reason(src, prec, res["error"], res.get("error_detail")),
                                       "error_detail": res.get("error_detail"), "seconds": res.get("seconds"),
                                       **{k: res[k] for k in ("crashed", "stage") if k in res}}
                     continue

@@ -52,6 +52,7 @@ from edgebench.core.bounded import check_archive, human_bytes
 from edgebench.core.errors import BadInput, first_line
 from edgebench.core.fingerprint import sha256_file
 from edgebench.model.inputs import InputSet, Signature, TensorSpec
+from edgebench.model.tflite_rewrite import rename_tensors
 from edgebench.sources.resolve import Source, SourceOptions, resolve_source
 from edgebench.sources.trust import CONFIG_MAX_BYTES, MODEL_MAX_BYTES, refusal
 from edgebench.targets.torch_ref import INSTALL, TorchSpec, call, load_model, require_torch, run_torch, state_digest
@@ -331,6 +332,20 @@ def _quiet():
         logging.getLogger().setLevel(level)
 
 
+def wrapper_free(wrapper: str):
+    """Tensor name -> the name without edgebench's wrapper module: litert-torch names a tensor by
+    its module path from the module it converts, which is ``torch_fp32``'s keyword wrapper
+    (``edgebench.sources.pytorch.torch_fp32.<locals>.ByName/pkg.Net_inner/torch.nn...Conv2d_conv``);
+    users see and type the path from their own module (``pkg.Net/torch.nn...Conv2d_conv``)."""
+    head = re.compile(re.escape(wrapper) + r"/([^/;]*?)_inner(?=[/;]|$)")
+    bare = re.compile(re.escape(wrapper) + r"/?")
+
+    def rename(name: str) -> str:
+        return bare.sub("", head.sub(r"\1", name))
+
+    return rename
+
+
 def torch_fp32(src: Source) -> tuple[bytes, dict[str, Any]]:
     """The FP32 ``.tflite`` of a PyTorch source, converted by litert-torch (inputs by keyword, so
     the file's input names are the model's; ``to_channel_last_io`` with --channels-last)."""
@@ -369,6 +384,7 @@ def torch_fp32(src: Source) -> tuple[bytes, dict[str, Any]]:
     except Exception as e:  # noqa: BLE001 -- export/lowering errors of every kind
         raise BadInput(f"{src.path}: litert-torch {litert_torch_version()} cannot convert this model "
                        f"({type(e).__name__}: {first_line(e)[:300]})") from None
+    data = rename_tensors(data, wrapper_free(f"{ByName.__module__}.{ByName.__qualname__}"))
     return data, {"weights": "float32", "activations": "float32",
                   "converter": f"litert-torch {litert_torch_version()}",
                   "layout": "NHWC I/O (to_channel_last_io)" if spec.channels_last else "the model's own (NCHW)"}
