@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from edgebench.judge.drift import parse_output_kind
 from edgebench.cli._common import console, deliver, progress_reporter, split_csv
 from edgebench.cli._groups import ControlGroup, GateGroup, PublishGroup, SourceGroup, TargetGroup, ViewGroup, grouped
 from edgebench.cli._options import A16Opt, StateOpt, StreamThresholdOpt, source_arg
@@ -52,6 +53,10 @@ def register(app: typer.Typer) -> None:
             "--out", "-o", help="Output folder for .tflite files, inputs.npz and manifest.")] = None,
         class_output: Annotated[Optional[str], typer.Option(
             "--class-output", help="Output holding class scores (for top-k / accuracy).")] = None,
+        output_kind: Annotated[Optional[str], typer.Option(
+            "--output-kind", help="An output whose classes are ordered bins: NAME:ordinal[,tolerance=BINS] (e.g. "
+                                  "pitch:ordinal,tolerance=2); agreement and accuracy count a top-1 within BINS "
+                                  "bins as the same answer.")] = None,
         reference: Annotated[Optional[str], typer.Option(
             "--reference", help=".tflite SRCs: a SavedModel folder or .keras file run with TF as the reference row.")]
         = None,
@@ -70,6 +75,7 @@ def register(app: typer.Typer) -> None:
         Exit codes: 0 passed, 1 a gate threshold missed, 2 bad input, 3 a target failed (its rows say FAILED;
         everything else is still reported and saved), 130/143 interrupted (measured rows are kept).
         """
+        parse_output_kind(output_kind)     # a bad --output-kind is exit 2 before anything converts
         src = [source_arg(src[0] if src else None, source.torch), *(src or [])[1:]]
         if len(src) > 1 and not all(s.endswith(".tflite") for s in src):
             raise BadInput(f"{next(s for s in src if not s.endswith('.tflite'))}: several SRCs must all be .tflite "
@@ -85,7 +91,7 @@ def register(app: typer.Typer) -> None:
             data=data, calibration_data=calibration_data, eval_samples=samples,
             calibration_samples=calibration_samples, int8_io=check_int8_io(int8_io), out_dir=out,
             preprocess=preprocess, size=check_size(size), threads=target.threads, delegate=target.delegate,
-            control=control.control(), class_output=class_output, benchmark_binary=target.benchmark_binary,
+            control=control.control(), class_output=class_output, output_kind=output_kind, benchmark_binary=target.benchmark_binary,
             keep_float=keep_float, thresholds=gate.thresholds(), gate_file=gate.gate_file(),
             runtime_api=target.runtime, accelerator=target.accelerator, gpu_precisions=target.gpu_precisions(),
             op_profile=target.op_profile, repeats=target.repeats, round_gap_s=target.round_gap,

@@ -82,6 +82,7 @@ class CompareSettings:
     delegate: str = DEFAULT_DELEGATE
     control: RunControl = field(default_factory=RunControl)
     class_output: str | None = None
+    output_kind: str | None = None        # --output-kind NAME:ordinal,tolerance=N (judge.drift.parse_output_kind)
     thresholds: Thresholds = field(default_factory=Thresholds)
     gate_file: dict | None = None
     tf_batch: int = 32
@@ -124,7 +125,8 @@ def save_inputs(ds: InputSet, out_dir: Path) -> tuple[Path, str]:
 
 def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], ref_out, labels, class_out,
                   ref_acc, task: str, host_out: dict[str, np.ndarray] | None, thresholds: Thresholds | None = None,
-                  gpu_precision: str | None = None, streams: Callable | None = None) -> InferenceRow:
+                  gpu_precision: str | None = None, streams: Callable | None = None,
+                  kind: cmp.OutputKind | None = None) -> InferenceRow:
     if run.status == "ok" and variant.get("sha256") and run.model_sha256 != variant["sha256"]:
         # the row's size and conversion facts describe the converted file; the measured file is another
         run = RunResult.failed(
@@ -163,9 +165,12 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
     if run.outputs is not None:
         got, mapping = cmp.align_outputs(ref_out, run.outputs)
         raw = cmp.compare_outputs(ref_out, got)
-        row = row.replace(drift=drifts_from_dict(raw), worst=Worst.from_dict(cmp.worst(raw)),
-                          accuracy=cmp.accuracy_vs_reference(ref_out, got, labels, class_out, ref_acc),
+        acc = cmp.accuracy_vs_reference(ref_out, got, labels, class_out, ref_acc, kind)
+        row = row.replace(drift=drifts_from_dict(raw), worst=Worst.from_dict(cmp.worst(raw)), accuracy=acc,
                           output_mapping=mapping if mapping["how"] != "name" else None)
+        note = cmp.ordinal_note(acc, kind)        # top-1 moves mostly to a neighbouring bin: say so once
+        if note:
+            row = row.replace(warnings=tuple(row.warnings) + (note,))
         if task == "detection":
             row = row.replace(detection=cmp.detection(ref_out, got))
         if streams is not None:
@@ -365,14 +370,18 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
     timings["reference_s"] = time.perf_counter() - t
     ref_out = ref_run.outputs or {}
 
-    declared = settings.class_output or (src.info or {}).get("class_output")
+    kind = cmp.parse_output_kind(settings.output_kind)
+    cmp.check_output_kind(kind, ref_out)
+    declared = (kind.output if kind else None) or settings.class_output or (src.info or {}).get("class_output")
     class_out = cmp.pick_class_output(ref_out, declared) if task == "classification" or declared else None
     if accuracy_gate and class_out is None:
         raise BadInput(f"--max-accuracy-drop needs class scores, but no output of {settings.src} is [samples, "
                        "classes]; pass --class-output NAME or use --min-psnr instead")
     ref_acc = None
     if class_out is not None and ds.labels is not None:
-        ref_acc = cmp.classification(ref_out[class_out], ref_out[class_out], ds.labels)
+        ref_acc = (cmp.ordinal(ref_out[class_out], ref_out[class_out], ds.labels, kind.tolerance)
+                   if kind is not None and kind.output == class_out else
+                   cmp.classification(ref_out[class_out], ref_out[class_out], ds.labels))
     streams = stream_judge(rule, ref_out, class_out, ds.stream_labels, settings.stream_threshold)
     ref_row = InferenceRow(
         role="reference", precision=ref_label, target=ref_target, model=src.name,
@@ -447,7 +456,7 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
                 rows.append(_row_from_run(run, precision=prec, variant=v, ref_out=ref_out, labels=ds.labels,
                                           class_out=class_out, ref_acc=ref_acc, task=task,
                                           host_out=host_run.outputs if (host_run and is_device(tgt)) else None,
-                                          thresholds=th, gpu_precision=gp, streams=streams))
+                                          thresholds=th, gpu_precision=gp, streams=streams, kind=kind))
 
     rows = _explain_slower(rows)
     verdict = evaluate(rows, settings.thresholds, settings.gate_file,
