@@ -86,3 +86,30 @@ def test_an_output_kind_naming_no_output_is_exit_2(pitch_model, run_cli, tmp_pat
                              str(pitch_model / "data.npz"), "-n", "8", "--runs", "3", "--no-store",
                              "--output-kind", "f0:ordinal", "--out", str(tmp_path / "o"))
     assert code == 2 and "no output 'f0'" in err and "output_0" in err
+
+
+def test_compare_and_diagnose_take_the_output_kind(pitch_model, run_cli, tmp_path):
+    code, _, err = run_cli("convert", str(pitch_model / "sm"), "-p", "fp32,int8", "--data", str(pitch_model / "data.npz"),
+                           "--out", str(tmp_path / "c"))
+    assert code == 0, err
+    manifest = json.loads((tmp_path / "c" / "manifest.json").read_text())["variants"]
+    fp32, int8 = manifest["fp32"]["path"], manifest["int8"]["path"]
+    pair = ["compare", fp32, int8, "--data", str(pitch_model / "data.npz"), "-n", "64", "--no-store"]
+    code, _, err = run_cli(*pair, "--json", str(tmp_path / "p.json"))
+    assert code == 0, err
+    plain = json.loads((tmp_path / "p.json").read_text())["rows"][1]
+    assert plain["accuracy"]["top1_agreement"] < 1.0 and any("neighbouring bin" in w for w in plain["warnings"])
+    name = plain["accuracy"]["output"]
+    code, _, err = run_cli(*pair, "--json", str(tmp_path / "o.json"), "--output-kind", f"{name}:ordinal,tolerance=1")
+    assert code == 0, err
+    ordinal = json.loads((tmp_path / "o.json").read_text())["rows"][1]["accuracy"]
+    assert ordinal["ordinal_tolerance"] == 1 and ordinal["top1_agreement"] == 1.0
+
+    code, _, err = run_cli("diagnose", str(pitch_model / "sm"), "-p", "int8", "--data", str(pitch_model / "data.npz"),
+                           "-n", "32", "--fix-trials", "0", "--no-store", "--out", str(tmp_path / "d"),
+                           "--json", str(tmp_path / "d.json"), "--output-kind", f"{name}:ordinal,tolerance=1")
+    assert code == 0, err
+    (row,) = json.loads((tmp_path / "d.json").read_text())["rows"]
+    assert row["accuracy"]["ordinal_tolerance"] == 1 and row["accuracy"]["top1_agreement"] == 1.0
+    code, _, err = run_cli("diagnose", str(pitch_model / "sm"), "--output-kind", "x:ordinal,tolerance=z")
+    assert code == 2 and "--output-kind" in err and len(err.strip().splitlines()) == 1

@@ -9,7 +9,7 @@ import typer
 from edgebench.judge.drift import parse_output_kind
 from edgebench.cli._common import console, deliver, progress_reporter, split_csv
 from edgebench.cli._groups import ControlGroup, GateGroup, PublishGroup, SourceGroup, TargetGroup, ViewGroup, grouped
-from edgebench.cli._options import A16Opt, StateOpt, StreamThresholdOpt, source_arg
+from edgebench.cli._options import A16Opt, OutputKindOpt, StateOpt, StreamThresholdOpt, source_arg
 from edgebench.cli.convert import check_int8_io, check_size, check_state
 from edgebench.convert.run import DEFAULT_PRECISIONS, PRECISION_NAMES
 from edgebench.convert_and_compare.pipeline import CompareSettings, convert_and_compare, raise_for_compare
@@ -53,10 +53,7 @@ def register(app: typer.Typer) -> None:
             "--out", "-o", help="Output folder for .tflite files, inputs.npz and manifest.")] = None,
         class_output: Annotated[Optional[str], typer.Option(
             "--class-output", help="Output holding class scores (for top-k / accuracy).")] = None,
-        output_kind: Annotated[Optional[str], typer.Option(
-            "--output-kind", help="An output whose classes are ordered bins: NAME:ordinal[,tolerance=BINS] (e.g. "
-                                  "pitch:ordinal,tolerance=2); agreement and accuracy count a top-1 within BINS "
-                                  "bins as the same answer.")] = None,
+        output_kind: OutputKindOpt = None,
         reference: Annotated[Optional[str], typer.Option(
             "--reference", help=".tflite SRCs: a SavedModel folder or .keras file run with TF as the reference row.")]
         = None,

@@ -379,9 +379,7 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
                        "classes]; pass --class-output NAME or use --min-psnr instead")
     ref_acc = None
     if class_out is not None and ds.labels is not None:
-        ref_acc = (cmp.ordinal(ref_out[class_out], ref_out[class_out], ds.labels, kind.tolerance)
-                   if kind is not None and kind.output == class_out else
-                   cmp.classification(ref_out[class_out], ref_out[class_out], ds.labels))
+        ref_acc = cmp.reference_accuracy(ref_out[class_out], ds.labels, class_out, kind)
     streams = stream_judge(rule, ref_out, class_out, ds.stream_labels, settings.stream_threshold)
     ref_row = InferenceRow(
         role="reference", precision=ref_label, target=ref_target, model=src.name,
@@ -549,6 +547,7 @@ class PairSettings:
     delegate: str = DEFAULT_DELEGATE
     control: RunControl = field(default_factory=RunControl)
     class_output: str | None = None
+    output_kind: str | None = None        # --output-kind NAME:ordinal,tolerance=N
     seed: int = 0
     source: SourceOptions = field(default_factory=SourceOptions)   # SavedModels: --signature/--input-shape
     state: str = DEFAULT_STATE            # --state (edgebench.model.state_rule)
@@ -602,8 +601,10 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
     ref, other = runs
     if ref.status != "ok":
         raise BadInput(f"{settings.a}: run failed: {ref.error}")
-    class_out = cmp.pick_class_output(ref.outputs or {}, settings.class_output)
-    ref_acc = (cmp.classification(ref.outputs[class_out], ref.outputs[class_out], ds.labels)
+    kind = cmp.parse_output_kind(settings.output_kind)
+    cmp.check_output_kind(kind, ref.outputs or {})
+    class_out = cmp.pick_class_output(ref.outputs or {}, (kind.output if kind else None) or settings.class_output)
+    ref_acc = (cmp.reference_accuracy(ref.outputs[class_out], ds.labels, class_out, kind)
                if class_out is not None and ds.labels is not None else None)
     streams = stream_judge(rule, ref.outputs or {}, class_out, ds.stream_labels, settings.stream_threshold)
     rows = []
@@ -617,10 +618,13 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
         if run.status == "ok":
             got, mapping = cmp.align_outputs(ref.outputs, run.outputs)
             raw = cmp.compare_outputs(ref.outputs, got)
+            acc = cmp.accuracy_vs_reference(ref.outputs, got, ds.labels, class_out, ref_acc, kind)
+            note = cmp.ordinal_note(acc, kind) if run is not ref else None
             row = row.replace(**measured_fields(run, f"run of {path}"), drift=drifts_from_dict(raw),
-                              worst=Worst.from_dict(cmp.worst(raw)), output_mapping=mapping,
-                              accuracy=cmp.accuracy_vs_reference(ref.outputs, got, ds.labels, class_out, ref_acc),
+                              worst=Worst.from_dict(cmp.worst(raw)), output_mapping=mapping, accuracy=acc,
                               streams=streams(got) if streams else None)
+            if note:
+                row = row.replace(warnings=tuple(row.warnings) + (note,))
         rows.append(row)
     loaders = [{"path": x.path, "loader": x.loader, "loader_reason": x.loader_reason, "signature_key": x.signature_key}
                for x in srcs if x.saved_model_dir is not None]

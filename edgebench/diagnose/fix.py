@@ -101,7 +101,7 @@ def no_better(cand: dict[str, Any], base_psnr: float | None, base_drop: float | 
 
 def prove_tflite_fix(settings: Any, row: dict[str, Any], ref_path: Path, sig: Signature, ds: InputSet,
                      ref_out: dict[str, np.ndarray], class_out: str | None, ref_acc: Any, out_dir: Path,
-                     goal: list[str] | None) -> dict[str, Any] | None:
+                     goal: list[str] | None, kind: cmp.OutputKind | None = None) -> dict[str, Any] | None:
     """Build, run and score the candidate fixes (see the module docstring); None when there is no
     culprit to fix. Raises BadInput (exit 2) only for bad calibration data."""
 
@@ -133,7 +133,7 @@ def prove_tflite_fix(settings: Any, row: dict[str, Any], ref_path: Path, sig: Si
         got, _ = cmp.align_outputs(ref_out, outs)
         drift = cmp.compare_outputs(ref_out, got)
         worst = cmp.worst(drift) or {}
-        acc = cmp.accuracy_vs_reference(ref_out, got, ds.labels, class_out, ref_acc)
+        acc = cmp.accuracy_vs_reference(ref_out, got, ds.labels, class_out, ref_acc, kind)
         accd = acc.to_dict() if acc is not None else {}
         drop, psnr = accd.get("top1_drop_pp"), worst.get("psnr_db")
         argv = base + ["--precision", "fp32,int8", flag, ",".join(culprits)] + (goal or [])

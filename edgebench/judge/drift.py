@@ -381,6 +381,13 @@ def ordinal(ref: np.ndarray, got: np.ndarray, labels: np.ndarray | None, toleran
     return out
 
 
+def reference_accuracy(scores: np.ndarray, labels, class_out: str, kind: OutputKind | None = None) -> dict[str, Any]:
+    """The reference's own accuracy on its class output (by bin distance when it is declared ordinal)."""
+    if kind is not None and kind.output == class_out:
+        return ordinal(scores, scores, labels, kind.tolerance)
+    return classification(scores, scores, labels)
+
+
 def accuracy_vs_reference(ref: dict[str, np.ndarray], got: dict[str, np.ndarray], labels, class_out: str | None,
                           ref_acc: dict[str, Any] | None, kind: OutputKind | None = None) -> Accuracy | None:
     """Top-1 (and top-5) of ``got``'s class output against the labels, with the reference's own
