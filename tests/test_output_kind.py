@@ -33,7 +33,7 @@ def pitch_model(tmp_path_factory):
     d = tmp_path_factory.mktemp("pitch")
     model.export(str(d / "sm"), verbose=False)
     rng = np.random.default_rng(0)
-    x = rng.uniform(0.02, 0.98, (64, 4)).astype(np.float32)
+    x = rng.uniform(0.02, 0.98, (256, 4)).astype(np.float32)
     centre_v = x.sum(axis=1) * BINS / 4.0
     np.savez(d / "data.npz", features=x, labels=np.clip(np.round(centre_v), 0, BINS - 1).astype(np.int64))
     return d
@@ -45,7 +45,7 @@ def _int8(doc):
 
 def test_ordinal_output_is_scored_by_bin_distance(pitch_model, run_cli, tmp_path):
     base = ["convert-and-compare", str(pitch_model / "sm"), "-p", "fp32,int8", "--data", str(pitch_model / "data.npz"),
-            "-n", "64", "--runs", "3", "--no-store"]
+            "-n", "256", "--runs", "3", "--no-store"]
     js = tmp_path / "plain.json"
     code, out, err = run_cli(*base, "--out", str(tmp_path / "a"), "--json", str(js))
     assert code == 0, err
@@ -94,7 +94,7 @@ def test_compare_and_diagnose_take_the_output_kind(pitch_model, run_cli, tmp_pat
     assert code == 0, err
     manifest = json.loads((tmp_path / "c" / "manifest.json").read_text())["variants"]
     fp32, int8 = manifest["fp32"]["path"], manifest["int8"]["path"]
-    pair = ["compare", fp32, int8, "--data", str(pitch_model / "data.npz"), "-n", "64", "--no-store"]
+    pair = ["compare", fp32, int8, "--data", str(pitch_model / "data.npz"), "-n", "256", "--no-store"]
     code, _, err = run_cli(*pair, "--json", str(tmp_path / "p.json"))
     assert code == 0, err
     plain = json.loads((tmp_path / "p.json").read_text())["rows"][1]

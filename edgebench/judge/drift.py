@@ -288,6 +288,10 @@ def detection(ref: dict[str, np.ndarray], got: dict[str, np.ndarray], *, iou: fl
 
 OUTPUT_KIND_FORM = "NAME:ordinal[,tolerance=BINS] (e.g. pitch:ordinal,tolerance=2)"
 MOSTLY_NEIGHBOURS = 0.8     # "mostly +-1 bin": at least this share of the top-1 disagreements
+# ... of at least this many, over at least this many classes: a random top-1 change lands on a neighbour
+# with chance ~2/classes (<= 20 % from 10 classes), so 80 % of 5 or more is not chance
+NOTE_MIN_DISAGREEMENTS = 5
+NOTE_MIN_BINS = 10
 
 
 @dataclass(frozen=True)
@@ -354,7 +358,8 @@ def ordinal_note(acc: Accuracy | None, kind: OutputKind | None = None) -> str | 
         return None
     d = acc.details or {}
     share, n = d.get("within_1_bin"), d.get("disagreements")
-    if not n or share is None or share < MOSTLY_NEIGHBOURS or (d.get("classes") or 0) < 3:
+    if not n or n < NOTE_MIN_DISAGREEMENTS or share is None or share < MOSTLY_NEIGHBOURS \
+            or (d.get("classes") or 0) < NOTE_MIN_BINS:
         return None
     return (f"{acc.output}: {share * 100:.0f}% of the top-1 disagreements ({n} samples) are a neighbouring bin "
             f"(+-1): if its classes are ordered bins (pitch, age), --output-kind {acc.output}:ordinal,tolerance=1 "

@@ -669,7 +669,10 @@ def mixed_file(info: dict[str, Any]) -> MixedFile | None:
     other = "int16" if prec == "int8" else "int8"
     odd = [o["op"] for o in math_ops(info) if o["kind"] == "integer" and other in o["outputs"]
            and not any(d in o["outputs"] for d in QUANT_TYPES if d != other)]
-    floats = [o["op"] for o in compute if o["kind"] in ("float", "hybrid")]
+    # ``inspect``'s own list when there is one (its float_op_histogram and the manifest's float_ops are
+    # the same count), else the same rule on a bare op list
+    floats = [o["op"] for o in (info["float_ops"] if "float_ops" in info else compute)
+              if o["kind"] in ("float", "hybrid")]
     return MixedFile(prec, _counts(floats), f"a{other[3:]}" if odd else "", _counts(odd))
 
 
