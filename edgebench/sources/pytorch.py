@@ -332,16 +332,22 @@ def _quiet():
         logging.getLogger().setLevel(level)
 
 
-def wrapper_free(wrapper: str):
-    """Tensor name -> the name without edgebench's wrapper module: litert-torch names a tensor by
-    its module path from the module it converts, which is ``torch_fp32``'s keyword wrapper
-    (``edgebench.sources.pytorch.torch_fp32.<locals>.ByName/pkg.Net_inner/torch.nn...Conv2d_conv``);
-    users see and type the path from their own module (``pkg.Net/torch.nn...Conv2d_conv``)."""
-    head = re.compile(re.escape(wrapper) + r"/([^/;]*?)_inner(?=[/;]|$)")
-    bare = re.compile(re.escape(wrapper) + r"/?")
+def wrapper_free(wrappers: list[tuple[str, str]]):
+    """Tensor name -> the name without the modules edgebench wraps the user's module in. litert-torch
+    names a tensor by its module path from the module it converts: ``torch_fp32``'s keyword wrapper
+    (``edgebench.sources.pytorch.torch_fp32.<locals>.ByName/pkg.Net_inner/torch.nn...Conv2d_conv``), and
+    with --channels-last litert-torch's ``ChannelLastIOWrapper/pkg.Net_wrapped/...``. Users see and type
+    the path from their own module (``pkg.Net/torch.nn...Conv2d_conv``). ``wrappers``: (the wrapper
+    class's dotted path, the attribute that holds the wrapped module)."""
+    rules = []
+    for path, attr in wrappers:
+        rules.append((re.compile(re.escape(path) + r"/([^/;]*?)_" + re.escape(attr) + r"(?=[/;]|$)"), r"\1"))
+        rules.append((re.compile(re.escape(path) + r"/?"), ""))
 
     def rename(name: str) -> str:
-        return bare.sub("", head.sub(r"\1", name))
+        for rx, to in rules:
+            name = rx.sub(to, name)
+        return name
 
     return rename
 
@@ -384,7 +390,11 @@ def torch_fp32(src: Source) -> tuple[bytes, dict[str, Any]]:
     except Exception as e:  # noqa: BLE001 -- export/lowering errors of every kind
         raise BadInput(f"{src.path}: litert-torch {litert_torch_version()} cannot convert this model "
                        f"({type(e).__name__}: {first_line(e)[:300]})") from None
-    data = rename_tensors(data, wrapper_free(f"{ByName.__module__}.{ByName.__qualname__}"))
+    wrappers = [(f"{ByName.__module__}.{ByName.__qualname__}", "inner")]
+    if inner is not model:      # --channels-last: litert-torch's I/O wrapper around the user's module
+        attr = next((n for n, m in inner.named_children() if m is model), "wrapped")
+        wrappers.append((f"{type(inner).__module__}.{type(inner).__qualname__}", attr))
+    data = rename_tensors(data, wrapper_free(wrappers))
     return data, {"weights": "float32", "activations": "float32",
                   "converter": f"litert-torch {litert_torch_version()}",
                   "layout": "NHWC I/O (to_channel_last_io)" if spec.channels_last else "the model's own (NCHW)"}
