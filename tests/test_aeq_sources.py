@@ -78,7 +78,7 @@ def test_diagnose_proves_the_fix_and_its_command_runs_as_printed(pair, diagnosed
     float_top1 = ref["accuracy"]["top1"]
     assert int8["accuracy"]["top1"] >= min(0.97, float_top1 - 0.01), (int8["accuracy"], float_top1)
     assert int8["size_bytes"] <= KIB_64 and int8["keep_float"] == keep["tensors"]
-    assert int8["precision_detail"].startswith("int8 with 2 float ops")
+    assert int8["precision_detail"].startswith("int8, 2 float ops: ")
 
 
 def test_diagnose_node_data_resolves_in_model_explorer(pair, diagnosed):

@@ -117,7 +117,7 @@ def test_int8_file_with_a_few_a16_ops_is_labelled_mixed():
     assert precision(mixed) == "int8"
     assert precision_detail(mixed) == "int8 + a16 on 2 ops (CONV_2D)"
     both = {"ops": mixed["ops"] + [{"op": "SOFTMAX", "kind": "float", "inputs": ["float32"], "outputs": ["float32"]}]}
-    assert precision_detail(both) == "int8 + a16 on 2 ops (CONV_2D), with 1 float op (SOFTMAX)"
+    assert precision_detail(both) == "int8 + a16 on 2 ops (CONV_2D), 1 float op: SOFTMAX x1"
     wide = {"ops": [_op("integer", "int16")] * 7}
     assert precision(wide) == "int16x8" and precision_detail(wide) is None
     mostly_wide = {"ops": [_op("integer", "int16")] * 5 + [_op("integer", "int8")]}

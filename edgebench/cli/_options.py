@@ -41,6 +41,11 @@ StateOpt = Annotated[str, typer.Option(
                     "stream, reset between streams; streams from a 'stream_id' array or a [streams, windows, ...] "
                     "axis in --data, else all samples are one stream) or 'auto' (streams when the data defines "
                     "them). One rule for TF, the parity check, every row and diagnose.")]
+OutputKindOpt = Annotated[Optional[str], typer.Option(
+    "--output-kind", help="An output whose classes are ordered bins: NAME:ordinal[,tolerance=BINS] (e.g. "
+                          "pitch:ordinal,tolerance=2); agreement and accuracy count a top-1 within BINS bins as "
+                          "the same answer.")]
+
 StreamThresholdOpt = Annotated[float, typer.Option(
     "--stream-threshold", help="--state streams, one score per window: a stream is detected when any window "
                                "scores at least this (default 0.5).")]

@@ -8,6 +8,7 @@ import typer
 
 from edgebench.cli._common import console, deliver, progress_reporter
 from edgebench.cli._options import (
+    OutputKindOpt,
     DbOpt,
     DelegateOpt,
     InputShapeOpt,
@@ -27,6 +28,7 @@ from edgebench.cli._options import (
     source_options,
 )
 from edgebench.cli._options import check_state
+from edgebench.judge.drift import parse_output_kind
 from edgebench.convert_and_compare.pipeline import PairSettings, compare_pair, raise_for_compare
 from edgebench.report.publish import check_store
 from edgebench.report.terminal.compare import render_compare
@@ -49,6 +51,7 @@ def register(app: typer.Typer) -> None:
         delegate: DelegateOpt = DEFAULT_DELEGATE,
         class_output: Annotated[Optional[str], typer.Option(
             "--class-output", help="Output holding class scores.")] = None,
+        output_kind: OutputKindOpt = None,
         json_path: JsonOpt = None,
         markdown: MarkdownOpt = None,
         db: DbOpt = None,
@@ -64,8 +67,9 @@ def register(app: typer.Typer) -> None:
         stream_threshold: StreamThresholdOpt = d.stream_threshold,
     ) -> None:
         """Drift (max/mean abs, RMSE, rel L2, cosine, PSNR, NaN/Inf) and top-k agreement of B against A."""
+        parse_output_kind(output_kind)     # a bad --output-kind is exit 2 before anything runs
         settings = PairSettings(a=a, b=b, data=data, samples=samples, preprocess=preprocess, threads=threads,
-                                delegate=delegate, class_output=class_output,
+                                delegate=delegate, class_output=class_output, output_kind=output_kind,
                                 source=source_options(signature, input_shape, trust_model=trust_model),
                                 state=check_state(state), stream_threshold=stream_threshold)
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, pushgateway=pushgateway,

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from edgebench.judge.drift import parse_output_kind
 from edgebench.cli._common import console, deliver, progress_reporter, split_csv
 from edgebench.cli._groups import (
     ControlGroup,
@@ -17,7 +18,7 @@ from edgebench.cli._groups import (
     ViewGroup,
     grouped,
 )
-from edgebench.cli._options import StreamThresholdOpt, source_arg
+from edgebench.cli._options import OutputKindOpt, StreamThresholdOpt, source_arg
 from edgebench.convert.run import ConvertSettings
 from edgebench.convert_and_compare.pipeline import CompareSettings, convert_and_compare, raise_for_compare
 from edgebench.core.errors import BadInput
@@ -45,6 +46,7 @@ def register(app: typer.Typer) -> None:
         = d.eval_samples,
         class_output: Annotated[Optional[str], typer.Option(
             "--class-output", help="Output holding class scores (for top-k / accuracy).")] = None,
+        output_kind: OutputKindOpt = None,
         reference: Annotated[Optional[str], typer.Option(
             "--reference", help=".tflite SRCs: a SavedModel folder or .keras file run with TF as the reference row.")]
         = None,
@@ -62,6 +64,7 @@ def register(app: typer.Typer) -> None:
         Exit codes: 0 passed, 1 a gate threshold missed, 2 bad input, 3 a target failed (its rows say FAILED;
         everything else is still reported and saved), 130/143 interrupted (measured rows are kept).
         """
+        parse_output_kind(output_kind)     # a bad --output-kind is exit 2 before anything converts
         src = [source_arg(src[0] if src else None, source.torch), *(src or [])[1:]]
         if len(src) > 1 and not all(s.endswith(".tflite") for s in src):
             raise BadInput(f"{next(s for s in src if not s.endswith('.tflite'))}: several SRCs must all be .tflite "
@@ -72,7 +75,7 @@ def register(app: typer.Typer) -> None:
             convert=conversion.settings(src[0], data=calibration_data or data, source=source.options(reference)),
             run=target.run(control.control()), targets=tuple(split_csv(target.targets, option="--targets")),
             more_tflite=tuple(src[1:]), precisions_given=conversion.precision is not None,
-            data=data, eval_samples=samples, class_output=class_output,
+            data=data, eval_samples=samples, class_output=class_output, output_kind=output_kind,
             thresholds=gate.thresholds(), gate_file=gate.gate_file(), stream_threshold=stream_threshold,
         )
         opts = publish.options(target.op_profile)

@@ -10,6 +10,7 @@ import typer
 
 from edgebench.cli._common import console, deliver, progress_reporter, split_csv
 from edgebench.cli._options import (
+    OutputKindOpt,
     ChannelsLastOpt,
     DbOpt,
     DynamicBatchOpt,
@@ -35,6 +36,7 @@ from edgebench.cli._options import check_size, check_state
 from edgebench.convert.run import INT8_IO
 from edgebench.core.errors import BadInput
 from edgebench.diagnose.accelerator import ACCELERATOR_SAMPLES, MIN_PSNR_DB
+from edgebench.judge.drift import parse_output_kind
 from edgebench.diagnose.run import QUANTIZED, DiagnoseSettings, diagnose
 from edgebench.report.diagnose import model_explorer
 from edgebench.report.html import render_html
@@ -59,6 +61,7 @@ def register(app: typer.Typer) -> None:
         size: str = typer.Option(d.size, "--size", help="Reference models: tiny or full."),
         out: Optional[str] = typer.Option(None, "--out", "-o", help="Output folder for the .tflite files and inputs."),
         class_output: Optional[str] = typer.Option(None, "--class-output", help="Output holding class scores (for top-1)."),
+        output_kind: OutputKindOpt = None,
         no_isolated: bool = typer.Option(False, "--no-isolated", help="Skip the per-op isolated runs (accumulated error only; faster)."),
         fix_trials: int = typer.Option(d.fix_trials, "--fix-trials", help="int8: re-quantize with each of the top N candidate layers kept float and rank by the measured output PSNR gain (0: rank by the layers' own numbers only)."),
         top: int = typer.Option(10, "--top", help="Layers shown per precision in the table/Markdown/HTML (the JSON has all)."),
@@ -94,6 +97,7 @@ def register(app: typer.Typer) -> None:
         if accelerator is None and (gpu_precision or min_psnr is not None):
             raise BadInput("--gpu-precision / --min-psnr belong to the accelerator bisect; add --accelerator gpu")
 
+        parse_output_kind(output_kind)     # a bad --output-kind is exit 2 before anything converts
         if int8_io not in INT8_IO:
             raise BadInput(f"--int8-io {int8_io}: use float or int8")
         settings = DiagnoseSettings(
@@ -102,6 +106,7 @@ def register(app: typer.Typer) -> None:
             eval_samples=samples if samples is not None else (ACCELERATOR_SAMPLES if accelerator else d.eval_samples),
             calibration_samples=calibration_samples,
             int8_io=int8_io, out_dir=out, preprocess=preprocess, size=check_size(size), class_output=class_output,
+            output_kind=output_kind,
             isolated=not no_isolated, reference=reference, state=check_state(state), fix_trials=fix_trials,
             accelerator=accelerator, gpu_precisions=gpu_precisions(gpu_precision),
             min_psnr_db=MIN_PSNR_DB if min_psnr is None else min_psnr, source=source_options(signature, input_shape, imports, static_batch=static_batch,

@@ -53,7 +53,7 @@ from edgebench.model.inputs import (
 from edgebench.model.savedmodel import run_tf
 from edgebench.model.state_rule import DEFAULT_STATE, StateRule
 from edgebench.model.state_rule import resolve as resolve_state
-from edgebench.model.tflite_model import inspect, precision, precision_detail
+from edgebench.model.tflite_model import inspect, mixed_file, precision, precision_detail
 from edgebench.model.tflite_size import explain_sizes
 from edgebench.sources.describe import describe_tflite
 from edgebench.sources.pytorch import reference_outputs
@@ -113,6 +113,26 @@ def _converter(src: Source, *, calibrated: bool = False):
     if calibrated and keras3 and src.info.get("static_export"):
         src = dataclasses.replace(src, info={k: v for k, v in src.info.items() if k != "static_export"})
     return make_converter(src)
+
+
+KERAS3_RECURRENT_INT8 = (
+    "{prec} cannot be converted from a Keras 3 recurrent layer with TensorFlow 2.21: the calibrator crashes "
+    "(SIGSEGV in _feed_tensors) on the model traced at a fixed shape, and the model's own signature keeps the "
+    "loop's TensorList shape dynamic, which LiteRT builtins cannot hold -- --static-batch and --input-shape do not "
+    "change that; use fp16 or dynamic (converted from the fixed-shape trace), or re-save the model with tf-keras "
+    "(Keras 2), whose fixed-shape trace calibrates (converter: {reason})")
+
+
+def integer_failure_reason(src: Source, prec: str, error: str | None, detail: str | None = None) -> str | None:
+    """A failed variant's one-line reason; for an integer precision of a Keras 3 model that fails on
+    an LSTM/GRU's ``TensorListReserve`` the real cause (``_converter``: integer precisions cannot use
+    the fixed-shape trace) and what works instead, not the shape advice that does not help there."""
+    keras3 = str((src.info or {}).get("loaded_with", "")).startswith("keras ")
+    text = f"{error or ''}\n{detail or ''}"
+    if prec in INTEGER_OPSETS and keras3 and "TensorListReserve" in text:
+        reason = (error or "").split("; a recurrent layer traced")[0]
+        return KERAS3_RECURRENT_INT8.format(prec=prec, reason=reason)
+    return error
 
 
 def _conv_fp32(src: Source, calib: Callable | None, int8_io: str) -> tuple[bytes, dict]:
@@ -475,7 +495,8 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
                 if res.get("bad_input"):
                     raise BadInput(res["error"])
                 if res["status"] != "ok":
-                    variants[prec] = {"precision": prec, "status": "failed", "error": res["error"],
+                    variants[prec] = {"precision": prec, "status": "failed",
+                                      "error": integer_failure_reason(src, prec, res["error"], res.get("error_detail")),
                                       "error_detail": res.get("error_detail"), "seconds": res.get("seconds"),
                                       **{k: res[k] for k in ("crashed", "stage") if k in res}}
                     continue
@@ -524,7 +545,11 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
             try:
                 v.update(describe_tflite(path))
                 v["precision_from_tensors"] = precision_of(path)   # e.g. a QAT model's "fp16" is an int8 file
-                v["precision_detail"] = precision_detail_of(path)     # "int8 with 2 float ops (...)" or None
+                mixed = mixed_file(inspect(path))     # the one count of float ops (tflite_model.MixedFile)
+                v["precision_detail"] = mixed.text() if mixed is not None else None   # "int8, 3 float ops: ..."
+                if mixed is not None and mixed.float_ops and qinfo.get("mode") == "full-integer":
+                    # the converter left ops float without an error: the file is not full-integer
+                    v["quantization"] = {**qinfo, "mode": v["precision_detail"], "integer_only_ops": True}
             except Exception as e:  # noqa: BLE001 -- a model LiteRT cannot load is a failed variant
                 v.update({"status": "failed", "error": f"LiteRT cannot load the converted model: {_one_line(e)}"})
             if qinfo.get("keep_float"):         # ai-edge-quantizer's float islands

@@ -75,6 +75,7 @@ class CompareSettings:
     data: str | None = None               # evaluation data (else the reference model's split)
     eval_samples: int = DEFAULT_EVAL_SAMPLES
     class_output: str | None = None
+    output_kind: str | None = None        # --output-kind NAME:ordinal,tolerance=N (judge.drift.parse_output_kind)
     thresholds: Thresholds = field(default_factory=Thresholds)
     gate_file: dict | None = None
     tf_batch: int = 32
@@ -110,7 +111,8 @@ def save_inputs(ds: InputSet, out_dir: Path) -> tuple[Path, str]:
 
 def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], ref_out, labels, class_out,
                   ref_acc, task: str, host_out: dict[str, np.ndarray] | None, thresholds: Thresholds | None = None,
-                  gpu_precision: str | None = None, streams: Callable | None = None) -> InferenceRow:
+                  gpu_precision: str | None = None, streams: Callable | None = None,
+                  kind: cmp.OutputKind | None = None) -> InferenceRow:
     if run.status == "ok" and variant.get("sha256") and run.model_sha256 != variant["sha256"]:
         # the row's size and conversion facts describe the converted file; the measured file is another
         run = RunResult.failed(
@@ -150,9 +152,12 @@ def _row_from_run(run: RunResult, *, precision: str, variant: dict[str, Any], re
     if run.outputs is not None:
         got, mapping = cmp.align_outputs(ref_out, run.outputs)
         raw = cmp.compare_outputs(ref_out, got)
-        row = row.replace(drift=drifts_from_dict(raw), worst=Worst.from_dict(cmp.worst(raw)),
-                          accuracy=cmp.accuracy_vs_reference(ref_out, got, labels, class_out, ref_acc),
+        acc = cmp.accuracy_vs_reference(ref_out, got, labels, class_out, ref_acc, kind)
+        row = row.replace(drift=drifts_from_dict(raw), worst=Worst.from_dict(cmp.worst(raw)), accuracy=acc,
                           output_mapping=mapping if mapping["how"] != "name" else None)
+        note = cmp.ordinal_note(acc, kind)        # top-1 moves mostly to a neighbouring bin: say so once
+        if note:
+            row = row.replace(warnings=tuple(row.warnings) + (note,))
         if task == "detection":
             row = row.replace(detection=cmp.detection(ref_out, got))
         if streams is not None:
@@ -348,14 +353,16 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
     timings["reference_s"] = time.perf_counter() - t
     ref_out = ref_run.outputs or {}
 
-    declared = settings.class_output or (src.info or {}).get("class_output")
+    kind = cmp.parse_output_kind(settings.output_kind)
+    cmp.check_output_kind(kind, ref_out)
+    declared = (kind.output if kind else None) or settings.class_output or (src.info or {}).get("class_output")
     class_out = cmp.pick_class_output(ref_out, declared) if task == "classification" or declared else None
     if accuracy_gate and class_out is None:
         raise BadInput(f"--max-accuracy-drop needs class scores, but no output of {settings.convert.src} is [samples, "
                        "classes]; pass --class-output NAME or use --min-psnr instead")
     ref_acc = None
     if class_out is not None and ds.labels is not None:
-        ref_acc = cmp.classification(ref_out[class_out], ref_out[class_out], ds.labels)
+        ref_acc = cmp.reference_accuracy(ref_out[class_out], ds.labels, class_out, kind)
     streams = stream_judge(rule, ref_out, class_out, ds.stream_labels, settings.stream_threshold)
     ref_row = InferenceRow(
         role="reference", precision=ref_label, target=ref_target, model=src.name,
@@ -430,7 +437,7 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
                 rows.append(_row_from_run(run, precision=prec, variant=v, ref_out=ref_out, labels=ds.labels,
                                           class_out=class_out, ref_acc=ref_acc, task=task,
                                           host_out=host_run.outputs if (host_run and is_device(tgt)) else None,
-                                          thresholds=th, gpu_precision=gp, streams=streams))
+                                          thresholds=th, gpu_precision=gp, streams=streams, kind=kind))
 
     rows = _explain_slower(rows)
     verdict = evaluate(rows, settings.thresholds, settings.gate_file,
@@ -526,6 +533,7 @@ class PairSettings:
     delegate: str = DEFAULT_DELEGATE
     control: RunControl = field(default_factory=RunControl)
     class_output: str | None = None
+    output_kind: str | None = None        # --output-kind NAME:ordinal,tolerance=N
     seed: int = 0
     source: SourceOptions = field(default_factory=SourceOptions)   # SavedModels: --signature/--input-shape
     state: str = DEFAULT_STATE            # --state (edgebench.model.state_rule)
@@ -579,8 +587,10 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
     ref, other = runs
     if ref.status != "ok":
         raise BadInput(f"{settings.a}: run failed: {ref.error}")
-    class_out = cmp.pick_class_output(ref.outputs or {}, settings.class_output)
-    ref_acc = (cmp.classification(ref.outputs[class_out], ref.outputs[class_out], ds.labels)
+    kind = cmp.parse_output_kind(settings.output_kind)
+    cmp.check_output_kind(kind, ref.outputs or {})
+    class_out = cmp.pick_class_output(ref.outputs or {}, (kind.output if kind else None) or settings.class_output)
+    ref_acc = (cmp.reference_accuracy(ref.outputs[class_out], ds.labels, class_out, kind)
                if class_out is not None and ds.labels is not None else None)
     streams = stream_judge(rule, ref.outputs or {}, class_out, ds.stream_labels, settings.stream_threshold)
     rows = []
@@ -594,10 +604,13 @@ def compare_pair(settings: PairSettings, progress: Callable[[str], None] | None 
         if run.status == "ok":
             got, mapping = cmp.align_outputs(ref.outputs, run.outputs)
             raw = cmp.compare_outputs(ref.outputs, got)
+            acc = cmp.accuracy_vs_reference(ref.outputs, got, ds.labels, class_out, ref_acc, kind)
+            note = cmp.ordinal_note(acc, kind) if run is not ref else None
             row = row.replace(**measured_fields(run, f"run of {path}"), drift=drifts_from_dict(raw),
-                              worst=Worst.from_dict(cmp.worst(raw)), output_mapping=mapping,
-                              accuracy=cmp.accuracy_vs_reference(ref.outputs, got, ds.labels, class_out, ref_acc),
+                              worst=Worst.from_dict(cmp.worst(raw)), output_mapping=mapping, accuracy=acc,
                               streams=streams(got) if streams else None)
+            if note:
+                row = row.replace(warnings=tuple(row.warnings) + (note,))
         rows.append(row)
     loaders = [{"path": x.path, "loader": x.loader, "loader_reason": x.loader_reason, "signature_key": x.signature_key}
                for x in srcs if x.saved_model_dir is not None]

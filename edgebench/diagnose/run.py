@@ -102,6 +102,7 @@ class DiagnoseSettings:
     size: str = ConvertSettings.size
     seed: int = ConvertSettings.seed
     class_output: str | None = None
+    output_kind: str | None = None   # --output-kind NAME:ordinal,tolerance=N (judge.drift.parse_output_kind)
     isolated: bool = True
     deadline_s: float = WORKER_DEADLINE_S
     source: SourceOptions = field(default_factory=SourceOptions)   # --signature/--input-shape/--import
@@ -189,9 +190,11 @@ def _diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None
     else:
         ref_out = run_tf(src.saved_model_dir, src.signature, ds, signature_key=src.signature_key, loader=src.loader,
                          tags=src.tags, rule=rule)
-    declared = settings.class_output or (src.info or {}).get("class_output")
+    kind = cmp.parse_output_kind(settings.output_kind)
+    cmp.check_output_kind(kind, ref_out)
+    declared = (kind.output if kind else None) or settings.class_output or (src.info or {}).get("class_output")
     class_out = cmp.pick_class_output(ref_out, declared) if task == "classification" or declared else None
-    ref_acc = (cmp.classification(ref_out[class_out], ref_out[class_out], ds.labels)
+    ref_acc = (cmp.reference_accuracy(ref_out[class_out], ds.labels, class_out, kind)
                if class_out is not None and ds.labels is not None else None)
 
     calib = None
@@ -210,7 +213,8 @@ def _diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None
         t_p = time.perf_counter()
         if FLOAT_REFERENCE[prec] == "calibrated" and calib is not None:   # (QAT int8: the FP32 model)
             say(f"{prec}: calibrated float model")
-            strict = v.get("quantization", {}).get("mode") == "full-integer"
+            qinfo = v.get("quantization", {})   # integer-only ops asked for (a mixed file's float ops came anyway)
+            strict = qinfo.get("mode") == "full-integer" or bool(qinfo.get("integer_only_ops"))
             float_path = out_dir / f"{src.name}_{prec}_calibrated.tflite"
             float_path.write_bytes(finish_tflite(src, calibrated_model(src, calib, prec, settings.int8_io,
                                                                        strict=strict)))
@@ -223,13 +227,13 @@ def _diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None
         meta["worker_seconds"] = round(time.perf_counter() - t_w, 3)
         say(f"{prec}: ranking")
         row = _row(prec, v, src.name, meta, arrays, ref_out, ds.labels, class_out, ref_acc,
-                   str(float_path), time.perf_counter() - t_p, keep_float=not src.qat, qat=bool(src.qat))
+                   str(float_path), time.perf_counter() - t_p, keep_float=not src.qat, qat=bool(src.qat), kind=kind)
         if prec == "int8" and not src.qat and settings.fix_trials and float_path != Path(fp32["path"]) \
                 and worth_trying(row["layers"], _psnr(row.get("worst"))):
             say(f"{prec}: keep-float trials")
             measure_fixes(row, float_path, out_dir=out_dir, inputs_path=inputs_path, ref_out=ref_out,
                           labels=ds.labels, class_out=class_out, ref_acc=ref_acc, int8_io=settings.int8_io,
-                          rule=rule, limit=settings.fix_trials)
+                          rule=rule, limit=settings.fix_trials, kind=kind)
         if src.qat:       # convert-and-compare refuses --keep-float for QAT: nothing to suggest or prove here
             row["suggested_keep_float"] = []
             row["verdict"] = ((row.get("verdict") + "; ") if row.get("verdict") else "") + QAT_NOTE
@@ -313,8 +317,10 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
     rule = resolve_state(settings.state, ds.streams, ds.n, how=ds.stream_how, source=ds.source)
     say("float reference (the --reference .tflite)")
     ref_out = run_tflite_inprocess(ref_path, ds, sig, rule=rule)
-    class_out = cmp.pick_class_output(ref_out, settings.class_output)
-    ref_acc = (cmp.classification(ref_out[class_out], ref_out[class_out], ds.labels)
+    kind = cmp.parse_output_kind(settings.output_kind)
+    cmp.check_output_kind(kind, ref_out)
+    class_out = cmp.pick_class_output(ref_out, (kind.output if kind else None) or settings.class_output)
+    ref_acc = (cmp.reference_accuracy(ref_out[class_out], ds.labels, class_out, kind)
                if class_out is not None and ds.labels is not None else None)
     say(f"{prec}: per-tensor comparison ({ds.n} samples)")
     t_w = time.perf_counter()
@@ -328,7 +334,7 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
 
     aeq_ok = aeq_available()      # the fix is built from the float file with ai-edge-quantizer
     row = _row(prec, v, quant.stem, meta, arrays, ref_out, ds.labels, class_out, ref_acc, str(ref_path),
-               time.perf_counter() - t0, keep_float=aeq_ok)
+               time.perf_counter() - t0, keep_float=aeq_ok, kind=kind)
     row["fix_commands"] = []
     if not aeq_ok:
         row["suggested_keep_float"] = []      # nothing here can re-quantize from the float file
@@ -336,10 +342,16 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
     elif prec in ("int8", "int16x8") and row.get("suggested_keep_float"):
         say("proving a fix: ai-edge-quantizer from the float .tflite")
         proof = prove_tflite_fix(settings, row, ref_path, sig, ds, ref_out, class_out, ref_acc, out_dir,
-                                 proof_goal(row))
+                                 proof_goal(row), kind=kind)
         if proof:
             row["fix_proof"] = proof
-            row["fix_commands"] = [c["command"] for c in proof["candidates"]]
+            row["fix_commands"] = [c["command"] for c in proof["candidates"] if c.get("offered", True)]
+            kept = next((c for c in proof["candidates"] if c["option"] == "--keep-float"), None)
+            if kept is not None and not kept["offered"]:     # measured: keeping them float is no fix
+                row["tried_keep_float"], row["suggested_keep_float"] = row["suggested_keep_float"], []
+                for l in row["layers"]:
+                    if l.get("float_tensor") in row["tried_keep_float"] and l.get("finding"):
+                        l["advice"] = f"{l['advice']}; measured: keeping it float is no fix ({kept['tried']})"
     reference = InferenceRow(role="reference", precision="fp32", target="host", model=ref_path.stem,
                              model_path=str(ref_path), model_sha256=sha256_file(ref_path),
                              accuracy=None if ref_acc is None else Accuracy.from_dict({**ref_acc, "output": class_out}))
@@ -360,7 +372,8 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
 
 def _row(prec: str, v: dict[str, Any], model: str, meta: dict[str, Any], arrays: dict[str, np.ndarray],
          ref_out: dict[str, np.ndarray], labels, class_out: str | None, ref_acc, float_path: str,
-         seconds: float, keep_float: bool = True, qat: bool = False) -> dict[str, Any]:
+         seconds: float, keep_float: bool = True, qat: bool = False,
+         kind: cmp.OutputKind | None = None) -> dict[str, Any]:
     outputs = {k.split("::", 1)[1]: a for k, a in arrays.items() if k.startswith("out::")}
     layers = rank_layers(meta["tensors"], prec, keep_float=keep_float, qat=qat)
     drift = cmp.compare_outputs(ref_out, outputs) if outputs else {}
@@ -371,7 +384,8 @@ def _row(prec: str, v: dict[str, Any], model: str, meta: dict[str, Any], arrays:
         "size_bytes": v.get("bytes"), "size_reduction_pct": v.get("size_reduction_pct"),
         "float_model_path": float_path, "samples": meta.get("samples"), "graph_id": meta.get("graph_id"),
         "drift": drift, "worst": cmp.worst(drift) if drift else None,
-        "accuracy": _acc_dict(cmp.accuracy_vs_reference(ref_out, outputs, labels, class_out, ref_acc)) if outputs else None,
+        "accuracy": _acc_dict(cmp.accuracy_vs_reference(ref_out, outputs, labels, class_out, ref_acc, kind))
+        if outputs else None,
         "layers": layers,
         "findings": sum(1 for l in layers if l["finding"]),
         "unmatched": meta.get("unmatched", []),
@@ -389,7 +403,8 @@ def _row(prec: str, v: dict[str, Any], model: str, meta: dict[str, Any], arrays:
 
 
 def measure_fixes(row: dict[str, Any], calibrated_path: Path, *, out_dir: Path, inputs_path: Path, ref_out,
-                  labels, class_out, ref_acc, int8_io: str, rule, limit: int) -> None:
+                  labels, class_out, ref_acc, int8_io: str, rule, limit: int,
+                  kind: cmp.OutputKind | None = None) -> None:
     """Keep-float trials for the top candidates (``quant.fix_trials``): the layers re-ranked by the
     measured gain, ``fix_trials`` recorded, and the suggested tensors the ones that gained."""
 
@@ -397,7 +412,7 @@ def measure_fixes(row: dict[str, Any], calibrated_path: Path, *, out_dir: Path, 
     tried = trial_candidates(row["layers"], graph, limit)
     trials = run_trials(tried, calibrated=calibrated_path.read_bytes(), graph=graph, out_dir=out_dir,
                         inputs_npz=str(inputs_path), ref_out=ref_out, labels=labels, class_out=class_out,
-                        ref_acc=ref_acc, int8_io=int8_io, state_rule=rule)
+                        ref_acc=ref_acc, int8_io=int8_io, state_rule=rule, kind=kind)
     base = _psnr(row.get("worst"))
     cos = (row.get("worst") or {}).get("cosine")
     row["layers"] = apply_gains(row["layers"], trials, base, cos)

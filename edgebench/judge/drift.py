@@ -30,6 +30,8 @@ Definitions (also in docs/gate.md, "Drift and accuracy definitions"):
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -284,13 +286,125 @@ def detection(ref: dict[str, np.ndarray], got: dict[str, np.ndarray], *, iou: fl
     }
 
 
+OUTPUT_KIND_FORM = "NAME:ordinal[,tolerance=BINS] (e.g. pitch:ordinal,tolerance=2)"
+MOSTLY_NEIGHBOURS = 0.8     # "mostly +-1 bin": at least this share of the top-1 disagreements
+# ... of at least this many, over at least this many classes: a random top-1 change lands on a neighbour
+# with chance ~2/classes (<= 20 % from 10 classes), so 80 % of 5 or more is not chance
+NOTE_MIN_DISAGREEMENTS = 5
+NOTE_MIN_BINS = 10
+
+
+@dataclass(frozen=True)
+class OutputKind:
+    """An output declared ordinal (``--output-kind NAME:ordinal,tolerance=N``): its classes are
+    ordered bins (20-cent pitch bins, age years), so a top-1 within ``tolerance`` bins of the
+    reference (agreement) or of the label (accuracy) counts as the same answer."""
+
+    output: str
+    kind: str = "ordinal"
+    tolerance: int = 1
+
+    def text(self) -> str:
+        return f"{self.output}: ordinal, within {self.tolerance} bin{'s' * (self.tolerance != 1)}"
+
+
+def parse_output_kind(spec: str | None) -> OutputKind | None:
+    """``--output-kind`` -> OutputKind; BadInput naming the value and the form otherwise."""
+    if spec is None:
+        return None
+    m = re.fullmatch(r"\s*([^:,=]+?)\s*:\s*(\w+)\s*(?:,\s*tolerance\s*=\s*(\S+))?\s*", spec)
+    if not m:
+        raise BadInput(f"--output-kind {spec!r}: not of the form {OUTPUT_KIND_FORM}")
+    name, kind, tol = m.group(1), m.group(2), m.group(3)
+    if kind not in ("ordinal", "regression"):
+        raise BadInput(f"--output-kind {spec!r}: unknown kind {kind!r}; use ordinal (or regression: the same, "
+                       f"classes as ordered bins) in {OUTPUT_KIND_FORM}")
+    try:
+        tolerance = int(tol) if tol is not None else 1
+    except ValueError:
+        tolerance = -1
+    if tolerance < 0 or tolerance > 1_000_000:
+        raise BadInput(f"--output-kind {spec!r}: tolerance must be a whole number of bins >= 0 (e.g. tolerance=2)")
+    return OutputKind(name, "ordinal", tolerance)
+
+
+def check_output_kind(kind: OutputKind | None, outputs: dict[str, np.ndarray]) -> None:
+    """The declared output must exist and hold scores [samples, bins]."""
+    if kind is None:
+        return
+    if kind.output not in outputs:
+        raise BadInput(f"--output-kind {kind.output}:...: the model has no output {kind.output!r}; its outputs are "
+                       f"{', '.join(sorted(outputs)) or 'none'}")
+    if not looks_like_class_scores(np.asarray(outputs[kind.output])):
+        raise BadInput(f"--output-kind {kind.output}:...: output {kind.output!r} has shape "
+                       f"{list(np.shape(outputs[kind.output]))}, not scores [samples, bins]")
+
+
+def bin_distance(ref: np.ndarray, got: np.ndarray) -> dict[str, Any]:
+    """How far the top-1 moves, in bins, on the samples where it moves: the share within +-1 bin
+    and the largest move. Read by ``ordinal_note``."""
+    r = np.asarray(ref).argmax(axis=1)
+    g = np.where(np.isfinite(np.asarray(got, np.float64)).all(axis=1), np.asarray(got, np.float64).argmax(axis=1), -10**9)
+    d = np.abs(g - r)
+    moved = d[d > 0]
+    return {"disagreements": int(moved.size), "within_1_bin": float((moved <= 1).mean()) if moved.size else None,
+            "max_bins": int(moved.max()) if moved.size and moved.max() < 10**8 else None}
+
+
+def ordinal_note(acc: Accuracy | None, kind: OutputKind | None = None) -> str | None:
+    """One line when top-1 disagreement is mostly a move to a neighbouring bin (and the output was
+    not declared ordinal): the output may be ordered bins, scored as classes."""
+    if acc is None or kind is not None:
+        return None
+    d = acc.details or {}
+    share, n = d.get("within_1_bin"), d.get("disagreements")
+    if not n or n < NOTE_MIN_DISAGREEMENTS or share is None or share < MOSTLY_NEIGHBOURS \
+            or (d.get("classes") or 0) < NOTE_MIN_BINS:
+        return None
+    return (f"{acc.output}: {share * 100:.0f}% of the top-1 disagreements ({n} samples) are a neighbouring bin "
+            f"(+-1): if its classes are ordered bins (pitch, age), --output-kind {acc.output}:ordinal,tolerance=1 "
+            "scores agreement and accuracy by bin distance")
+
+
+def ordinal(ref: np.ndarray, got: np.ndarray, labels: np.ndarray | None, tolerance: int) -> dict[str, Any]:
+    """``classification`` for ordered bins: a top-1 within ``tolerance`` bins is the same answer."""
+    out = classification(ref, got, labels)
+    r = np.asarray(ref).argmax(axis=1)
+    gg = np.asarray(got, np.float64)
+    bad = ~np.isfinite(gg).all(axis=1)
+    g = np.where(bad, -10**9, np.where(np.isfinite(gg), gg, -np.inf).argmax(axis=1))
+    out["exact_top1_agreement"] = out["top1_agreement"]
+    out["top1_agreement"] = float((np.abs(g - r) <= tolerance).mean())
+    out["top5_agreement"] = None
+    out["ordinal_tolerance"] = int(tolerance)
+    if labels is not None:
+        lab = np.asarray(labels).reshape(-1)
+        out["exact_top1"] = out.get("top1")
+        out["top1_correct"] = int((np.abs(g - lab) <= tolerance).sum())
+        out["top1"] = float((np.abs(g - lab) <= tolerance).mean())
+        out["top5"] = None
+    return out
+
+
+def reference_accuracy(scores: np.ndarray, labels, class_out: str, kind: OutputKind | None = None) -> dict[str, Any]:
+    """The reference's own accuracy on its class output (by bin distance when it is declared ordinal)."""
+    if kind is not None and kind.output == class_out:
+        return ordinal(scores, scores, labels, kind.tolerance)
+    return classification(scores, scores, labels)
+
+
 def accuracy_vs_reference(ref: dict[str, np.ndarray], got: dict[str, np.ndarray], labels, class_out: str | None,
-                          ref_acc: dict[str, Any] | None) -> Accuracy | None:
+                          ref_acc: dict[str, Any] | None, kind: OutputKind | None = None) -> Accuracy | None:
     """Top-1 (and top-5) of ``got``'s class output against the labels, with the reference's own
-    top-1 and the change in points (``top1_drop_pp``: positive = worse than the reference)."""
+    top-1 and the change in points (``top1_drop_pp``: positive = worse than the reference). An
+    output declared ordinal (``kind``) counts a top-1 within its tolerance in bins as agreeing."""
     if class_out is None:
         return None
-    acc = classification(ref[class_out], got[class_out], labels)
+    if kind is not None and kind.output == class_out:
+        acc = ordinal(ref[class_out], got[class_out], labels, kind.tolerance)
+    else:
+        acc = classification(ref[class_out], got[class_out], labels)
+        acc.update(bin_distance(ref[class_out], got[class_out]))
     acc["output"] = class_out
     if ref_acc is not None and "top1" in acc and "top1" in ref_acc:
         acc["reference_top1"] = ref_acc["top1"]

@@ -49,17 +49,25 @@ def top1_change(drop_pp: float | None) -> str:
 
 
 def precision_label(row: Row | Mapping[str, Any]) -> str:
-    """The precision as every output names it: ``int8 +1 float`` when tensors were kept float
+    """The precision as every output names it: ``int8 +1 float`` when tensors were kept float, the
+    file's ``precision_detail`` (``tflite_model.MixedFile.text``) when it keeps float ops by itself
     (a typed row or its JSON form)."""
     if isinstance(row, Mapping):
         prec, keep, found = row.get("precision"), row.get("keep_float"), row.get("precision_found")
+        detail = row.get("precision_detail")
         keep = keep if isinstance(keep, (list, tuple)) else None
     else:
         prec, keep, found = row.precision, getattr(row, "keep_float", None), getattr(row, "precision_found", None)
+        detail = getattr(row, "precision_detail", None)
     label = f"{prec or '-'} +{len(keep)} float" if keep else str(prec or "-")
+    detail = detail if isinstance(detail, str) and detail else None
+    if not keep and detail and prec and detail.startswith(prec) and (not found or found == prec):
+        label = detail    # a mixed file says what it is: "int8, 13 float ops: ELU x9, CONCATENATION x4"
     # the file is another precision than asked (a QAT model's "fp16" is int8; a small model's
     # "dynamic" keeps float weights below the converter's size threshold): every output says so
-    return f"{label} ({found} file)" if found and prec and found != prec else label
+    if found and prec and found != prec:
+        return f"{label} ({detail if detail and detail.startswith(found) else found} file)"
+    return label
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ import os
 import re
 import struct
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -610,25 +611,76 @@ def precision(info: dict[str, Any]) -> str:
     return "fp32"
 
 
-def precision_detail(info: dict[str, Any]) -> str | None:
-    """A mixed file says it is mixed: "int8 with 2 float ops (SOFTMAX, MUL)" for an integer model
-    whose math also runs float kernels (kept-float islands, ops without an integer kernel);
-    "int8 + a16 on 2 ops (CONV_2D)" for an int8 file with a few 16-bit-activation ops (and
-    "int16x8 + a8 on ..." the other way round); both parts when both apply."""
+@dataclass(frozen=True)
+class MixedFile:
+    """How an integer file is mixed, counted once (``mixed_file``) and read by every output: the
+    float compute ops it keeps, by type (most first), and the ops whose activations have the other
+    integer width (an int8 file's a16 ops, an int16x8 file's a8 ops)."""
+
+    precision: str
+    float_ops: tuple[tuple[str, int], ...] = ()
+    other_width: str = ""                                # "a16" / "a8"
+    other_ops: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def float_count(self) -> int:
+        return sum(n for _op, n in self.float_ops)
+
+    @property
+    def mixed(self) -> bool:
+        return bool(self.float_ops or self.other_ops)
+
+    def text(self) -> str | None:
+        """"int8, 13 float ops: ELU x9, CONCATENATION x4" (and "int8 + a16 on 2 ops (CONV_2D)"
+        for 16-bit-activation ops); None for a file that is not mixed."""
+        if not self.mixed:
+            return None
+        head = self.precision
+        if self.other_ops:
+            n = sum(k for _op, k in self.other_ops)
+            head += f" + {self.other_width} on {n} op{'s' * (n != 1)} ({', '.join(op for op, _k in self.other_ops)})"
+        if not self.float_ops:
+            return head
+        n = self.float_count
+        return (f"{head}, {n} float op{'s' * (n != 1)}: "
+                + ", ".join(f"{op} x{k}" for op, k in self.float_ops))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"precision": self.precision, "float_ops": dict(self.float_ops), "float_count": self.float_count,
+                "other_width": self.other_width or None, "other_ops": dict(self.other_ops), "text": self.text()}
+
+
+def _counts(names: list[str]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(Counter(names).items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def mixed_file(info: dict[str, Any]) -> MixedFile | None:
+    """The one count of what an int8 / int16x8 file keeps float (None for other precisions).
+
+    Float ops are the compute ops of every subgraph an inference runs -- not the QUANTIZE/DEQUANTIZE
+    boundaries, not bookkeeping (shape arithmetic, control flow) -- that run a float or hybrid
+    kernel: ops the converter left without an integer kernel (ELU, a float CONCATENATION between
+    them), kept-float islands, a quantizer's float leftovers (LEAKY_RELU)."""
     prec = precision(info)
     if prec not in ("int8", "int16x8"):
         return None
-    maths = math_ops(info)
+    compute = [o for o in run_ops(info) if o["kind"] != "boundary"
+               and not o.get("bookkeeping", _bookkeeping(o["op"], list(o.get("inputs") or ()) + list(o["outputs"])))]
     other = "int16" if prec == "int8" else "int8"
-    odd = [o["op"] for o in maths if o["kind"] == "integer" and other in o["outputs"]
+    odd = [o["op"] for o in math_ops(info) if o["kind"] == "integer" and other in o["outputs"]
            and not any(d in o["outputs"] for d in QUANT_TYPES if d != other)]
-    floats = [o["op"] for o in maths if o["kind"] in ("float", "hybrid")]
-    parts = []
-    if odd:
-        parts.append(f"+ a{other[3:]} on {len(odd)} op{'s' * (len(odd) != 1)} ({', '.join(dict.fromkeys(odd))})")
-    if floats:
-        parts.append(f"with {len(floats)} float op{'s' * (len(floats) != 1)} ({', '.join(dict.fromkeys(floats))})")
-    return f"{prec} {', '.join(parts)}" if parts else None
+    # ``inspect``'s own list when there is one (its float_op_histogram and the manifest's float_ops are
+    # the same count), else the same rule on a bare op list
+    floats = [o["op"] for o in (info["float_ops"] if "float_ops" in info else compute)
+              if o["kind"] in ("float", "hybrid")]
+    return MixedFile(prec, _counts(floats), f"a{other[3:]}" if odd else "", _counts(odd))
+
+
+def precision_detail(info: dict[str, Any]) -> str | None:
+    """A mixed file says it is mixed (``MixedFile.text``): "int8, 2 float ops: SOFTMAX x1, MUL x1",
+    "int8 + a16 on 2 ops (CONV_2D)", both parts when both apply; None otherwise."""
+    m = mixed_file(info)
+    return m.text() if m is not None else None
 
 
 def rename_signature(data: bytes, key: str) -> bytes:

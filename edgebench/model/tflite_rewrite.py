@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import struct
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -279,3 +279,17 @@ def unique_tensor_names(raw: bytes) -> tuple[bytes, list[dict[str, object]]]:
                 name = new
             taken.add(name)
     return _pack(m), renamed
+
+
+def rename_tensors(data: bytes, rename: Callable[[str], str]) -> bytes:
+    """The .tflite with every tensor of every subgraph named ``rename(name)``; unchanged (the same
+    bytes) when no name changes. Values, ops and signatures are untouched."""
+    m = load_model_t(data)
+    changed = False
+    for sg in m.subgraphs or []:
+        for t in sg.tensors or []:
+            old = t.name.decode(errors="replace") if isinstance(t.name, bytes) else str(t.name or "")
+            new = rename(old)
+            if new != old:
+                t.name, changed = new.encode(), True
+    return _pack(m) if changed else data

@@ -136,7 +136,8 @@ def variants(settings: ReadinessSettings, progress: Callable[[str], None]) -> tu
                            ".tflite (or SavedModel) it was compiled from")
         out = Path(settings.out_dir) if settings.out_dir else Path("edgebench-out") / src.stem / "readiness"
         prec = tflite_model.precision(info)
-        return src.stem, {prec: {"path": str(src), "sha256": sha256_file(src), "op_count": info["op_count"]}}, out
+        return src.stem, {prec: {"path": str(src), "sha256": sha256_file(src), "op_count": info["op_count"],
+                                 "precision_detail": tflite_model.precision_detail(info)}}, out
     progress("converting")
     manifest = convert(ConvertSettings(
         src=settings.src, precisions=settings.precisions, data=settings.data,
@@ -150,7 +151,7 @@ def variants(settings: ReadinessSettings, progress: Callable[[str], None]) -> tu
         if v.get("status") == "ok" and key in settings.precisions:
             found[key] = {"path": v["path"], "sha256": v.get("sha256") or sha256_file(v["path"]),
                           "op_count": v.get("op_count") or tflite_model.inspect(v["path"])["op_count"],
-                          "gpu_compatibility": v.get("gpu_compatibility")}
+                          "gpu_compatibility": v.get("gpu_compatibility"), "precision_detail": v.get("precision_detail")}
     return model, found, out / "readiness"
 
 
@@ -192,6 +193,9 @@ def readiness(settings: ReadinessSettings, progress: Callable[[str], None] | Non
         if settings.host_run:
             rows += host_rows(settings, model=model, precision=prec, variant=v, targets=targets, out_dir=out_dir,
                               progress=say)
+    # a mixed file says what it is on every row ("int8, 13 float ops: ELU x9, ..."; tflite_model.MixedFile)
+    rows = [r.replace(precision_detail=found_variants[r.precision].get("precision_detail"))
+            if r.precision in found_variants and r.precision_detail is None else r for r in rows]
     rows = name_unnamed_from_cpu_backend(rows)
     verdict = fail_on_verdict(rows, settings.fail_on)
     meta: dict[str, Any] = {

@@ -403,7 +403,7 @@ def _drift_section(docs: list[tuple[dict[str, Any], Document]]) -> str:
     rows, det_rows = [], []
     for _d, t in docs:
         for r, is_ref in inference_of(t):
-            name = [r.model or "-", r.precision or ("reference" if is_ref else "-"), r.target or "-"]
+            name = [r.model or "-", precision_label(r) if r.precision else ("reference" if is_ref else "-"), r.target or "-"]
             n = r.readiness.drift_inputs if r.readiness is not None else None      # readiness host:npu rows
             for against, drift in (("reference", r.drift), (f"host ({n} inputs)" if n else "host", r.drift_vs_host)):
                 for out, stats in (drift or {}).items():

@@ -23,7 +23,7 @@ import unicodedata
 from typing import Any, Mapping, Sequence
 
 from edgebench.core.formats import fmt_bytes, num
-from edgebench.judge.outcome import row_verdict, run_verdict
+from edgebench.judge.outcome import precision_label, row_verdict, run_verdict
 from edgebench.report.diagnose import markdown_lines
 from edgebench.report.llm import markdown_lines as llm_lines
 from edgebench.report.pivot import SUBCOLUMNS, cell_values, matrix_pivots
@@ -213,7 +213,7 @@ def _drift_table(rows: list[tuple[InferenceRow, bool]]) -> list[str]:
                 values = ["n/a"] * 6     # NaN/Inf outputs: no drift number is honest
             else:
                 values = [_g(d.max_abs), _g(d.mean_abs), _g(d.rmse), _g(d.rel_l2), _f(d.cosine, 6), _f(d.psnr_db, 1)]
-            body.append([md_escape(r.model), md_escape(r.precision), md_escape(r.target), md_escape(out), *values,
+            body.append([md_escape(r.model), md_escape(precision_label(r) if r.precision else None), md_escape(r.target), md_escape(out), *values,
                          "-" if d.nan is None else md_escape(d.nan), "-" if d.inf is None else md_escape(d.inf)])
     if not body:
         return []

@@ -9,7 +9,7 @@ import re
 from typing import Any, Callable, Sequence
 
 from edgebench.core.formats import fmt_bytes, fmt_value
-from edgebench.judge.outcome import row_verdict
+from edgebench.judge.outcome import precision_label, row_verdict
 from edgebench.report.html_parts import esc, table_html
 from edgebench.rows import Document, InferenceRow
 from edgebench.rows.metrics import BY_KEY
@@ -67,7 +67,7 @@ def cells(r: InferenceRow, gate: Any = None) -> list[str]:
           if psnr is not None else "-") if host else "-"
     if vs != "-" and rd is not None and rd.drift_inputs is not None:
         vs += f", {rd.drift_inputs} inputs"
-    return [r.precision or "-", r.target or "-", checkable, status, on, _left(r) or "-",
+    return [precision_label(r) if r.precision else "-", r.target or "-", checkable, status, on, _left(r) or "-",
             fmt_bytes(rd.compiled_bytes) if rd and rd.compiled_bytes else "-",
             fmt_value(rd.compile_seconds, ".2f") if rd and rd.compile_seconds is not None else "-",
             (rd.sdk_version or rd.sdk or "-") if rd else (r.runtime or "-"),
@@ -147,8 +147,18 @@ def _problem(r: InferenceRow) -> str:
     fp16 = list(dict.fromkeys(o.op for o in rd.left_on_cpu if o.vendor_line and _FP16.search(o.vendor_line)))
     if fp16:
         text += f" ({', '.join(fp16)}: no FP16 on this SoC" + (
-            " -- quantize to int8)" if (r.precision or "") not in _INT_PRECISIONS else ")")
+            " -- quantize to int8)" if (r.precision or "") not in _INT_PRECISIONS else _float_in_int(r, fp16) + ")")
     return text
+
+
+def _float_in_int(r: InferenceRow, ops: list[str]) -> str:
+    """Why an integer file has float ops for an SoC without FP16 to refuse: the file keeps them
+    float (its ``precision_detail``, ``tflite_model.MixedFile``)."""
+    detail = r.precision_detail or ""
+    if not detail:
+        return ""
+    return (f" -- float in this file, which is {detail}: the converter found no integer kernel for them; an "
+            "op with one (e.g. RELU for ELU) moves them to the NPU")
 
 
 def _clause(error: str | None) -> str:

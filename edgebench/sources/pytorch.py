@@ -52,6 +52,7 @@ from edgebench.core.bounded import check_archive, human_bytes
 from edgebench.core.errors import BadInput, PrecisionFailed, first_line
 from edgebench.core.fingerprint import sha256_file
 from edgebench.model.inputs import InputSet, Signature, TensorSpec
+from edgebench.model.tflite_rewrite import rename_tensors
 from edgebench.sources.resolve import Source, SourceOptions, resolve_source
 from edgebench.sources.trust import CONFIG_MAX_BYTES, MODEL_MAX_BYTES, refusal
 from edgebench.targets.torch_ref import INSTALL, TorchSpec, call, load_model, require_torch, run_torch, state_digest
@@ -331,6 +332,26 @@ def _quiet():
         logging.getLogger().setLevel(level)
 
 
+def wrapper_free(wrappers: list[tuple[str, str]]):
+    """Tensor name -> the name without the modules edgebench wraps the user's module in. litert-torch
+    names a tensor by its module path from the module it converts: ``torch_fp32``'s keyword wrapper
+    (``edgebench.sources.pytorch.torch_fp32.<locals>.ByName/pkg.Net_inner/torch.nn...Conv2d_conv``), and
+    with --channels-last litert-torch's ``ChannelLastIOWrapper/pkg.Net_wrapped/...``. Users see and type
+    the path from their own module (``pkg.Net/torch.nn...Conv2d_conv``). ``wrappers``: (the wrapper
+    class's dotted path, the attribute that holds the wrapped module)."""
+    rules = []
+    for path, attr in wrappers:
+        rules.append((re.compile(re.escape(path) + r"/([^/;]*?)_" + re.escape(attr) + r"(?=[/;]|$)"), r"\1"))
+        rules.append((re.compile(re.escape(path) + r"/?"), ""))
+
+    def rename(name: str) -> str:
+        for rx, to in rules:
+            name = rx.sub(to, name)
+        return name
+
+    return rename
+
+
 def torch_fp32(src: Source) -> tuple[bytes, dict[str, Any]]:
     """The FP32 ``.tflite`` of a PyTorch source, converted by litert-torch (inputs by keyword, so
     the file's input names are the model's; ``to_channel_last_io`` with --channels-last)."""
@@ -369,6 +390,11 @@ def torch_fp32(src: Source) -> tuple[bytes, dict[str, Any]]:
     except Exception as e:  # noqa: BLE001 -- export/lowering errors of every kind
         raise PrecisionFailed(f"{src.path}: litert-torch {litert_torch_version()} cannot convert this model "
                        f"({type(e).__name__}: {first_line(e)[:300]})") from None
+    wrappers = [(f"{ByName.__module__}.{ByName.__qualname__}", "inner")]
+    if inner is not model:      # --channels-last: litert-torch's I/O wrapper around the user's module
+        attr = next((n for n, m in inner.named_children() if m is model), "wrapped")
+        wrappers.append((f"{type(inner).__module__}.{type(inner).__qualname__}", attr))
+    data = rename_tensors(data, wrapper_free(wrappers))
     return data, {"weights": "float32", "activations": "float32",
                   "converter": f"litert-torch {litert_torch_version()}",
                   "layout": "NHWC I/O (to_channel_last_io)" if spec.channels_last else "the model's own (NCHW)"}

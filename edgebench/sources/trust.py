@@ -268,8 +268,10 @@ def check_keras_file(path: str | Path, *, trusted: bool, provided: Collection[st
     where, what = found[0]
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
     if what.startswith("uses custom class"):
-        raise refusal(f"{path}: {where}", what + more,
-                      fix=f"or pass {TRUST_FLAG} to let the loader resolve it if you trust the file's author")
+        # --import is the fix, and the only one: Keras 3 resolves a custom class only from a module
+        # imported before the load (its registration), never from the module name the file holds,
+        # so --trust-model would fail the same way (issue 45) and is not offered
+        raise BadInput(f"{path}: {where}: {what}{more}")
     raise refusal(f"{path}: {where}", what + more)
 
 

@@ -187,7 +187,7 @@ def _verdicts(doc: dict[str, Any]) -> dict[str, Any]:
         r = r if isinstance(r, dict) else {}
         v = row_verdict_of(doc, r)
         rows.append({"verdict": v.state, "verdict_text": v.text,
-                     "precision_label": precision_label(r) if r.get("precision") else None})
+                     "precision_label": precision_label(r)[:64] if r.get("precision") else None})   # the column's width
     return {"run": {"verdict": rv.state, "gate": rv.gate, "verdict_text": rv.text}, "rows": rows}
 
 

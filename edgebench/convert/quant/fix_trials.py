@@ -43,7 +43,8 @@ def worth_trying(layers: list[dict[str, Any]], psnr_db: float | None) -> bool:
 
 def candidates(layers: list[dict[str, Any]], graph: dict[str, Any], limit: int = TRIAL_CANDIDATES) -> list[str]:
     """Float tensors to try, in turn from three worst-first orders (see the module docstring)."""
-    usable = [l for l in layers if l.get("scale") and l.get("float_tensor") in graph]
+    # never a layer the quantized file already computes in float (layers._already_float): not a culprit
+    usable = [l for l in layers if l.get("scale") and l.get("float_tensor") in graph and not l.get("already_float")]
 
     def key(name: str, sign: float):
         return lambda l: (math.inf if l.get(name) is None else sign * l[name])
@@ -64,7 +65,7 @@ def candidates(layers: list[dict[str, Any]], graph: dict[str, Any], limit: int =
 
 def run_trials(tensors: list[str], *, calibrated: bytes, graph: dict[str, Any], out_dir: Path, inputs_npz: str,
                ref_out: dict[str, np.ndarray], labels, class_out: str | None, ref_acc, int8_io: str = "float",
-               state_rule=None) -> dict[str, dict[str, Any]]:
+               state_rule=None, kind: cmp.OutputKind | None = None) -> dict[str, dict[str, Any]]:
     """float tensor -> {psnr_db, top1_drop_pp, path} of the int8 model with that tensor kept float
     (a trial that fails to build or run records its ``error``)."""
     host = HostTarget(delegate="xnnpack")
@@ -86,7 +87,7 @@ def run_trials(tensors: list[str], *, calibrated: bytes, graph: dict[str, Any], 
             continue
         got, _ = cmp.align_outputs(ref_out, run.outputs)
         worst = cmp.worst(cmp.compare_outputs(ref_out, got))
-        acc = cmp.accuracy_vs_reference(ref_out, got, labels, class_out, ref_acc) if class_out else None
+        acc = cmp.accuracy_vs_reference(ref_out, got, labels, class_out, ref_acc, kind) if class_out else None
         out[ft] = {"psnr_db": _finite(worst.get("psnr_db")), "cosine": _finite(worst.get("cosine")),
                    "top1_drop_pp": acc.top1_drop_pp if acc else None, "path": str(path)}
     return out

@@ -168,8 +168,11 @@ def rank_layers(tensors: list[dict[str, Any]], precision: str | None = None, *,
         l["z"] = float(0.6745 * (x - med) / mad) if np.isfinite(x) else (math.inf if x > 0 else None)
         q = l["ranking_snr_db"]
         l["converter_defect"] = _requantizing_copy(l, by_index)
+        l["already_float"] = _already_float(l, by_index) if precision in (None, "int8", "int16x8") else None
         l["finding"] = bool(l["nonfinite"] or (q is not None and q < SNR_FLOOR_DB) or l["converter_defect"]
                             or (l["z"] is not None and l["z"] >= Z_FINDING and (q is None or q < SNR_CEILING_DB)))
+        if l["already_float"] and not l["nonfinite"]:
+            l["finding"] = False     # keeping it float changes nothing: it is float (see _already_float)
     for l in layers:   # the cause first: an input that is itself a finding and about as bad
         causes = [by_index[i] for i in l["_inputs"] if l["finding"] and i in by_index and by_index[i]["finding"]]
         q = l["ranking_snr_db"]
@@ -177,7 +180,8 @@ def rank_layers(tensors: list[dict[str, Any]], precision: str | None = None, *,
                   and c["ranking_snr_db"] <= q + INHERIT_MARGIN_DB]
         l["inherits_from"] = min(causes, key=lambda c: c["ranking_snr_db"])["tensor"] if causes else None
     placed, out, waiting = set(), [], {}
-    for l in sorted(layers, key=_rank_key):
+    # what is already float in the quantized file is never ranked as a culprit: after every other layer
+    for l in sorted(layers, key=lambda l: (bool(l["already_float"]), *_rank_key(l))):
         cause = l["inherits_from"]
         if cause and cause not in placed and cause != l["tensor"]:
             waiting.setdefault(cause, []).append(l)
@@ -194,6 +198,26 @@ def rank_layers(tensors: list[dict[str, Any]], precision: str | None = None, *,
         l.pop("_index", None)
         l.pop("_inputs", None)
     return out
+
+
+def _is_float(dtype: str | None) -> bool:
+    return dtype in ("float32", "float16", "float64")
+
+
+def _already_float(l: dict[str, Any], by_index: dict[Any, dict[str, Any]]) -> dict[str, Any] | None:
+    """{op, tensor} of the op that computes this layer's value in float *in the quantized file*, or
+    None. Either the layer is such an op (a LEAKY_RELU a quantizer left float: a float output, no
+    scale) or it is the QUANTIZE that rounds such an op's float output onto the int8 grid of the next
+    op. Keeping its float tensor float is what the file already does -- the same file again -- so it
+    is neither a finding nor a --keep-float suggestion (the next op's int8 input is, when it is one)."""
+    if l["op"] == "QUANTIZE" and l["_inputs"]:
+        src = by_index.get(l["_inputs"][0])
+        if src is not None and _is_float(src.get("dtype")) and src["op"] not in ("DEQUANTIZE", "QUANTIZE"):
+            return {"op": src["op"], "node": src.get("node"), "tensor": src["tensor"]}
+        return None
+    if l["op"] not in ("QUANTIZE", "DEQUANTIZE") and _is_float(l.get("dtype")) and not l.get("scale"):
+        return {"op": l["op"], "node": l.get("node"), "tensor": l["tensor"]}
+    return None
 
 
 def _rank_key(l: dict[str, Any]) -> tuple[float, int]:
@@ -216,7 +240,16 @@ def advice(l: dict[str, Any], by_tensor: dict[str, dict[str, Any]] | None = None
     q = l.get("ranking_snr_db")
     bits = _bits(l.get("dtype"))
     scale = l.get("scale")
-    keep = _keep_float_option(l, precision) if keep_float else ""
+    keep = _keep_float_option(l, precision) if keep_float and not l.get("already_float") else ""
+    done = l.get("already_float")
+    if done and not l.get("nonfinite") and precision in (None, "int8", "int16x8"):
+        where = f"{done['op']}#{done['node']}" if done.get("node") is not None else done["op"]
+        if l["op"] == "QUANTIZE":
+            return (f"already float in the quantized file: {where} computes it in float and this QUANTIZE only "
+                    f"rounds it onto the int8 grid the next op reads (isolated SNR {_num(q)} dB); keeping "
+                    f"{_short(done['tensor'])} float is the same file again, so it is not a culprit")
+        return (f"already float in the quantized file ({where} runs a float kernel): keeping it float changes "
+                "nothing")
     if l.get("nonfinite"):
         return f"NaN/Inf in the quantized output ({l['nonfinite']} values): {keep or 'use fp32 for this model'}"
     bug = l.get("converter_defect")
@@ -325,7 +358,8 @@ def suggest_keep_float(layers: list[dict[str, Any]], precision: str, limit: int 
         return []
     out = []
     for l in layers:
-        if l["finding"] and not l.get("inherits_from") and l.get("scale") and l.get("float_tensor"):
+        if l["finding"] and not l.get("inherits_from") and l.get("scale") and l.get("float_tensor") \
+                and not l.get("already_float"):
             if l["float_tensor"] not in out:
                 out.append(l["float_tensor"])
         if len(out) >= limit:

@@ -169,7 +169,7 @@ def search_keep_float(src, calibrated: bytes, calibrated_path: Path, graph: dict
     ranked: list[str] = []
     for l in layers:
         ft = l.get("float_tensor")
-        if l.get("scale") and ft in graph and ft not in ranked:
+        if l.get("scale") and ft in graph and ft not in ranked and not l.get("already_float"):
             ranked.append(ft)
     pool = ranked[:goal.candidates]
     current, path = [], [base]

@@ -256,7 +256,8 @@ def render_manifest(m: Manifest | dict[str, Any], width: int | None = None, wide
         rows.append([v.precision, Text("ok", style="green") if v.ok else Text("FAILED", style="bold red"),
                      fmt_bytes(v.bytes), _fmt(v.size_reduction_pct, ".1f", "%"), _fmt(v.seconds, ".1f"),
                      "-" if v.ops is None else str(v.ops),
-                     ", ".join(f"{k} x{n}" for k, n in sorted(v.float_ops.items())) or "none"
+                     ", ".join(f"{k} x{n}" for k, n in sorted(v.float_ops.items(), key=lambda kv: (-kv[1], kv[0])))
+                     or "none"
                      if v.ok and v.quantized else "-", "; ".join(notes) or "-"])
     notes = ([f"files: {e(man.out_dir)}"] if man.out_dir else []) + source_notes(man.source)
     notes += [f"[yellow]size: {e(v.size_explained)}[/]" for v in man.variants if v.ok and v.size_explained]

@@ -152,7 +152,9 @@ def _bisect_table(doc: Document, row, width: int | None) -> list:
 
 def _proof_lines(proof: Mapping[str, Any]) -> list:
     """The fixes diagnose built and measured itself (a .tflite pair, ai-edge-quantizer)."""
-    head = ("proven" if proof.get("proven") else "tried, goal not met") + f" ({e(str(proof.get('quantizer')))}"
+    offered = proof.get("offered")
+    head = ("proven" if proof.get("proven") else "tried, nothing better than the file" if offered == 0
+            else "tried, goal not met") + f" ({e(str(proof.get('quantizer')))}"
     head += f"; goal {e(str(proof['goal']))}):" if proof.get("goal") else "):"
     out: list = [head]
     for c in proof.get("candidates") or ():
@@ -160,6 +162,8 @@ def _proof_lines(proof: Mapping[str, Any]) -> list:
         drop = "" if c.get("top1_drop_pp") is None else f" ({top1_change(c['top1_drop_pp'])} pp vs float)"
         psnr = "" if c.get("psnr_db") is None else f", PSNR {_n(c['psnr_db'])} dB"
         verdict = {True: "meets the goal", False: "misses the goal", None: ""}[c.get("meets_goal")]
+        if c.get("tried"):       # checked and not offered (diagnose.fix.no_better)
+            verdict = f"{c['tried']}; not offered"
         out.append(WholeLine(f"  {c['fix']} ({', '.join(_short(t) for t in c.get('tensors') or ())}): {top1}{drop}{psnr}, "
                              f"{c['bytes'] / 1024:.1f} KiB ({c.get('size_reduction_pct')}% smaller) -- {verdict}"))
     return out
