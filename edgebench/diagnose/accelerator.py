@@ -14,6 +14,7 @@ document: one row per precision with a ``bisect`` object (docs/json.md, docs/dia
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -121,8 +122,11 @@ def run_bisect(model: Path, inputs_npz: Path, *, samples: int, accelerator: str,
                "out_dir": str(work), "keep_probe": None if keep_probe is None else str(Path(keep_probe).resolve())}
         job_file = work / "job.json"
         job_file.write_text(json.dumps(job))
-        meta, _ = spawn_worker([sys.executable, "-m", "edgebench.diagnose.accelerator_worker", str(job_file)], work,
-                               deadline_s, model)
+        try:
+            meta, _ = spawn_worker([sys.executable, "-m", "edgebench.diagnose.accelerator_worker", str(job_file)],
+                                   work, deadline_s, model)
+        except BadInput as e:     # the worker names its probe (a cut of MODEL in a temporary folder): name MODEL
+            raise BadInput(re.sub(re.escape(str(work)) + r"/probe_\d+\.tflite", f"{model} (its probe)", str(e))) from None
         return meta
     finally:
         shutil.rmtree(work, ignore_errors=True)
