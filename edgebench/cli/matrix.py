@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Optional
 
 import typer
@@ -13,10 +14,14 @@ from edgebench.core.errors import BadInput
 from edgebench.core.fingerprint import host_fingerprint
 from edgebench.core.result_file import envelope, write_json
 from edgebench.matrix.envlock import describe, enforce_lock, read_lock
+from edgebench.matrix.ray_executor import RayExecutor, RayOptions
 from edgebench.matrix.run import MatrixOptions, load_matrix, parse_overrides, raise_for_failures, run_matrix
 from edgebench.report.export import push_result
 from edgebench.report.publish import try_write
 from edgebench.report.terminal.matrix import render_matrix
+
+
+EXECUTORS = ("local", "ray")
 
 
 def register(app: typer.Typer) -> None:
@@ -36,6 +41,8 @@ def register(app: typer.Typer) -> None:
         overrides: list[str] = typer.Option([], "--set", help="Override a matrix key: --set 'devices=[cpu, gpu]' (YAML value; repeatable)."),
         check_lock: Optional[str] = typer.Option(None, "--check-lock", help="Compare this machine with an environment lock FILE first (warn)."),
         strict: bool = typer.Option(False, "--strict", help="With --check-lock: a difference fails (exit 1) before any cell runs."),
+        executor: str = typer.Option("local", "--executor", help="Where cells run: local (one after another, here) or ray (each cell a Ray task; each device, host and GPU a resource of capacity 1; needs the [ray] extra)."),
+        address: Optional[str] = typer.Option(None, "--address", help="With --executor ray: auto or ray://HOST:PORT of a running cluster (default: a private local one on 127.0.0.1)."),
         json_path: Optional[str] = typer.Option(None, "--json", help="Write the matrix report as JSON to PATH ('-' for stdout)."),
         pushgateway: Optional[str] = typer.Option(None, "--pushgateway", help="Also push every stored cell's metrics to this Prometheus Pushgateway URL."),
         wide: WideOpt = False,
@@ -49,6 +56,10 @@ def register(app: typer.Typer) -> None:
             ov["size"], labels["size"] = size, "--size"
         if steps is not None:
             ov["steps"], labels["steps"] = steps, "--steps"
+        if executor not in EXECUTORS:
+            raise BadInput(f"--executor {executor!r}: use {' or '.join(EXECUTORS)}")
+        if address is not None and executor != "ray":
+            raise BadInput("--address is for --executor ray; add --executor ray or leave --address out")
         spec = load_matrix(file, ov, labels)
         err = console(stderr=True)
         lock_diffs = None
@@ -63,10 +74,11 @@ def register(app: typer.Typer) -> None:
                 err.print(f"[bold yellow]warning:[/] environment differs from lock {escape(check_lock)}: "
                           f"{escape(describe(lock_diffs))}")
 
-        with progress_reporter("matrix") as say:
+        elsewhere = RayExecutor(RayOptions(address=address)) if executor == "ray" and not dry_run else nullcontext()
+        with elsewhere as ex, progress_reporter("matrix") as say:
             report = run_matrix(spec, MatrixOptions(db=db, resume=resume, shard=shard, dry_run=dry_run,
                                                    trust_model=trust_model),
-                                _cell_progress(say), progress=say)
+                                _cell_progress(say), progress=say, executor=ex)
         if lock_diffs is not None:
             report["lock"] = {"file": check_lock, "differences": lock_diffs}
         unwritten = None      # every cell is stored already: the table comes first, then this line

@@ -34,17 +34,14 @@ cell in flight.
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.util
 import itertools
 import json
 import math
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from dataclasses import fields as dc_fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import yaml
 
@@ -56,14 +53,13 @@ from edgebench.core.errors import BadInput, EdgebenchError, InfraError, Interrup
 from edgebench.core.fingerprint import host_fingerprint
 from edgebench.core.printable import shown
 from edgebench.core.ranges import RANGES
+from edgebench.matrix.probe import Probe
 from edgebench.model.catalog import MODELS
 from edgebench.report.publish import save_or_keep
 from edgebench.rows import Document, InferenceRow, TrainRow
 from edgebench.rows.identity import headline
 from edgebench.sources.resolve import SourceOptions
-from edgebench.targets.adb.client import list_states
-from edgebench.targets.base import DELEGATES, HOST_DELEGATES, RunControl, RunOptions
-from edgebench.train import settings as train_settings
+from edgebench.targets.base import DELEGATES, HOST_DELEGATES, RunControl, RunOptions  # noqa: F401 -- HOST_DELEGATES: read as matrix.run.HOST_DELEGATES
 from edgebench.train.settings import TrainSettings
 from edgebench.train.sweep import run_train_baseline
 
@@ -495,96 +491,6 @@ def shard(cells: list[Cell], spec: str | None) -> list[Cell]:
     return [c for c in cells if c.index % n == k - 1]
 
 
-class Probe:
-    """What this machine and this build can run (cheap checks, cached)."""
-    def __init__(self) -> None:
-        self._gpu: bool | None = None
-
-    @staticmethod
-    def has_module(mod: str, attr: str) -> bool:
-        try:
-            if importlib.util.find_spec(mod) is None:
-                return False
-            return hasattr(importlib.import_module(mod), attr)
-        except Exception:  # noqa: BLE001 -- a broken optional module counts as absent
-            return False
-
-    def gpu(self) -> bool:
-        if self._gpu is None:
-
-            self._gpu = bool(host_fingerprint().get("gpu"))
-        return self._gpu
-
-    def adb_missing(self, serial: str) -> str | None:
-        """Why adb:SERIAL (or adb:all) cannot run now, or None when the device is usable."""
-        if not hasattr(self, "_adb"):
-
-            try:
-                self._adb: list[tuple[str, str]] | str = list_states()
-            except EdgebenchError as err:
-                self._adb = str(err)
-        if isinstance(self._adb, str):
-            return f"adb unavailable: {self._adb}"
-        usable = [s for s, st in self._adb if st == "device"]
-        if serial == "all":
-            return None if usable else "no usable adb device attached (adb devices lists none in state 'device')"
-        state = dict(self._adb).get(serial)
-        if state is None:
-            return f"adb device {serial} is not attached"
-        return None if state == "device" else f"adb device {serial} is {state}"
-
-    @staticmethod
-    def tpu() -> bool:
-        return bool(os.environ.get("TPU_NAME")) or any(Path("/dev").glob("accel*"))
-
-    def edge_skip(self, p: dict[str, Any]) -> str | None:
-        model, target, delegate = p["model"], p["target"], p["delegate"]
-        tflite = str(model).endswith(".tflite")
-        if target.startswith("adb:"):
-            if not self.has_module("edgebench.targets.adb.devices", "resolve_adb_targets"):
-                return "adb targets not available in this build"
-            missing = self.adb_missing(target[4:])
-            if missing:
-                return missing
-        if target in ("host", "tf") and delegate not in HOST_DELEGATES:
-            return f"delegate {delegate} runs only on adb devices (host LiteRT has {', '.join(HOST_DELEGATES)})"
-        if tflite:
-            if target == "tf":
-                return "the tf target runs source models (SavedModel/.keras), not a .tflite file"
-            if target != "host":
-                return f"benchmarking a .tflite file on {target} is done by convert-and-compare on its source model"
-            if not self.has_module("edgebench.bench.run", "run_bench"):
-                return "bench (edgebench.bench.run.run_bench) not available in this build"
-            return None
-        if not self.has_module("edgebench.convert_and_compare.pipeline", "convert_and_compare"):
-            return "convert-and-compare (edgebench.convert_and_compare.pipeline) not available in this build"
-        return None
-
-    @staticmethod
-    def gpu_hidden() -> bool:
-        return os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1")
-
-    def train_skip(self, p: dict[str, Any]) -> str | None:
-        device = p["device"]
-        if device == "gpu" and not self.gpu():
-            return "no GPU on this machine (nvidia-smi reports none)"
-        if device == "gpu" and self.gpu_hidden():
-            return "the GPU is hidden (CUDA_VISIBLE_DEVICES is empty); unset it to run GPU cells"
-        if device == "tpu":
-            if not self.tpu():
-                return "no TPU on this machine (no /dev/accel* device, TPU_NAME unset)"
-            return "TPU training is not implemented by edgebench.train (no TPUStrategy)"
-        if device == "cpu" and self.gpu() and not self.gpu_hidden():
-            # edgebench.train places work on every GPU TensorFlow sees; a CPU cell needs them hidden.
-            return "a GPU is visible, so TensorFlow would not train on the CPU; run CPU cells with CUDA_VISIBLE_DEVICES="
-        if not self.has_module("edgebench.train.sweep", "run_train_baseline"):
-            return "training baselines (edgebench.train) not available in this build"
-
-        if device != "gpu" and p["strategy"] in getattr(train_settings, "GPU_STRATEGIES", ()):
-            return f"strategy {p['strategy']} needs GPUs (edgebench.train runs it only on GPUs)"
-        return None
-
-
 # ------------------------------------------------------------------------------------------
 # running
 
@@ -671,7 +577,7 @@ def _train_doc(spec: MatrixSpec, cell: Cell) -> "Document":
     return doc
 
 
-def _failure_doc(cell: Cell, err: EdgebenchError) -> "Document":
+def failure_doc(cell: Cell, err: EdgebenchError) -> "Document":
     p = cell.params
     known = dict(model=p.get("model"), target=p.get("target") or p.get("device"), status="failed", error=str(err),
                  exit_code=err.exit_code, error_type=type(err).__name__)
@@ -695,9 +601,38 @@ def _headline(doc: "Document") -> str:
     return "; ".join(parts) + (f"; +{more} rows" if more > 0 else "")
 
 
+class CellExecutor(Protocol):
+    """Where a matrix's cells run when not one after another in this process (the local default):
+    ``edgebench.matrix.ray_executor.RayExecutor`` runs each cell as a Ray task. ``skip_reason(cell)``
+    says why a cell cannot run there (None: it can); ``run(spec, cells, finish, trust_model)`` runs the
+    cells, calls ``finish(cell, doc, status, reason, **facts)`` once per cell as each one ends
+    (``doc`` None with status "interrupted" for a cell stopped by Ctrl-C/SIGTERM) and returns the
+    interruption's name or None."""
+    name: str
+
+    def skip_reason(self, cell: Cell) -> str | None: ...
+
+    def run(self, spec: MatrixSpec, cells: list[Cell], finish: Callable[..., None], trust_model: bool) -> str | None: ...
+
+
+def run_cell(spec: MatrixSpec, cell: Cell, progress: Any = None,
+             trust_model: bool = False) -> tuple["Document", str, str | None]:
+    """Run one cell here: (its document, status ok/failed/skipped, reason). The unit of work of every
+    executor; an EdgebenchError becomes the cell's failed document."""
+    try:
+        doc = (_edge_doc(spec, cell, progress, trust_model) if cell.kind == "edge" else _train_doc(spec, cell))
+    except EdgebenchError as err:
+        return failure_doc(cell, err), "failed", str(err)
+    failed = [r for r in doc.rows if r.status == "failed"]
+    if doc.rows and all(r.status == "skipped" for r in doc.rows):
+        # the producer found it cannot run here: report, store nothing
+        return doc, "skipped", getattr(doc.rows[0], "reason", None) or doc.rows[0].error or "skipped by producer"
+    return doc, ("failed" if failed else "ok"), (failed[0].error if failed else None)
+
+
 def run_matrix(spec: MatrixSpec, opts: MatrixOptions,
                on_cell: Callable[[str, Cell, dict[str, Any] | None], None] | None = None,
-               progress: Any = None) -> dict[str, Any]:
+               progress: Any = None, executor: CellExecutor | None = None) -> dict[str, Any]:
     """Run (or list, with ``dry_run``) this shard's cells; each finished cell is stored at once.
 
     ``progress``: a reporter with device lanes (``cli._common.progress_reporter``): a cell's device
@@ -705,7 +640,9 @@ def run_matrix(spec: MatrixSpec, opts: MatrixOptions,
 
     ``on_cell(event, cell, outcome)`` is called once with "plan" (cell None, outcome {"total": n}),
     then with "start" before a cell runs and "done" after every cell (also skipped/resumed ones)
-    so a CLI can draw progress. Returns the report
+    so a CLI can draw progress. ``executor`` (None: here, one cell after another) runs the cells
+    elsewhere (:class:`CellExecutor`; "start" then comes as each cell ends); the store, resume and
+    the report are the same. Returns the report
     ``{"matrix", "matrix_hash", "kind", "total_cells", "shard", "cells": [{key, status, run_id,
     reason, headline, index, params}], "counts": {...}}``.
     """
@@ -724,50 +661,56 @@ def run_matrix(spec: MatrixSpec, opts: MatrixOptions,
     out: list[dict[str, Any]] = []
     interrupted: str | None = None
     cb("plan", None, {"total": len(cells)})
+    elsewhere: list[Cell] = []
+    recs: dict[int, dict[str, Any]] = {}
+
+    def finish(cell: Cell, doc: "Document | None", status: str, reason: str | None, **facts: Any) -> None:
+        rec = recs[cell.index]
+        rec.update(facts)
+        if doc is not None and status not in ("skipped", "interrupted"):
+            rec["run_id"] = save_or_keep(store, doc, matrix_hash=spec.hash, cell=cell.to_dict())
+            rec["headline"] = _headline(doc)
+        rec.update(status=status, reason=reason)
+        if executor is not None and status != "interrupted":
+            cb("start", cell, None)
+        cb("done", cell, rec)
+
     for cell in cells:
-        rec: dict[str, Any] = {"index": cell.index, "key": cell.key, "params": cell.params,
-                               "status": None, "run_id": None, "reason": None, "headline": ""}
-        if cell.skip:
-            rec.update(status="skipped", reason=cell.skip)
+        rec = recs[cell.index] = {"index": cell.index, "key": cell.key, "params": cell.params,
+                                  "status": None, "run_id": None, "reason": None, "headline": ""}
+        out.append(rec)
+        skip = cell.skip or (executor.skip_reason(cell) if executor is not None and not opts.dry_run else None)
+        if skip:
+            rec.update(status="skipped", reason=skip)
         elif opts.dry_run:
             rec.update(status="planned")
         elif cell.key in done:
             rec.update(status="resumed", reason="already stored for this matrix hash")
+        elif executor is not None:
+            elsewhere.append(cell)
+            continue
         else:
             cb("start", cell, None)
-            try:
-                doc = (_edge_doc(spec, cell, progress, opts.trust_model) if cell.kind == "edge"
-                       else _train_doc(spec, cell))
-                rows = doc.rows
-                failed = [r for r in rows if r.status == "failed"]
-                status = "failed" if failed else "ok"
-                reason = (failed[0].error if failed else None)
-                if rows and all(r.status == "skipped" for r in rows):
-                    # the producer found it cannot run here: report, store nothing
-                    status, reason = "skipped", getattr(rows[0], "reason", None) or rows[0].error or "skipped by producer"
-            except EdgebenchError as err:
-                doc, status, reason = _failure_doc(cell, err), "failed", str(err)
+            doc, status, reason = run_cell(spec, cell, progress, opts.trust_model)
             if doc.get("interrupted"):
                 # Ctrl-C/SIGTERM inside the cell: the matrix stops here; the cell is not stored, so
                 # --resume runs it again whole (a partial cell would pass for a finished one)
                 interrupted = doc.get("interrupted_by") or "Ctrl-C"
-                rec.update(status="interrupted", reason=f"interrupted ({interrupted}); not stored, --resume reruns it")
-                out.append(rec)
-                cb("done", cell, rec)
+                finish(cell, None, "interrupted", f"interrupted ({interrupted}); not stored, --resume reruns it")
                 break
-            if status != "skipped":
-
-                rec["run_id"] = save_or_keep(store, doc, matrix_hash=spec.hash, cell=cell.to_dict())
-                rec["headline"] = _headline(doc)
-            rec.update(status=status, reason=reason)
-        out.append(rec)
+            finish(cell, doc, status, reason)
+            continue
         cb("done", cell, rec)
+    if elsewhere:
+        interrupted = executor.run(spec, elsewhere, finish, opts.trust_model)
+    out = [r for r in out if r["status"] is not None]
     counts: dict[str, int] = {}
     for r in out:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     return {"matrix": spec.path, "matrix_hash": spec.hash, "kind": spec.kind,
             "total_cells": len(expand(spec)), "shard": opts.shard, "db": None if store is None else store.where,
-            "settings": spec.settings, "cells": out, "counts": counts, "interrupted_by": interrupted}
+            "settings": spec.settings, "cells": out, "counts": counts, "interrupted_by": interrupted,
+            **({} if executor is None else {"executor": executor.name})}
 
 
 def raise_for_failures(report: dict[str, Any]) -> None:
