@@ -184,3 +184,47 @@ def test_bad_executor_input_is_one_line_with_exit_2(tmp_path, tiny_tflite):
     assert r.returncode == 2, r.stderr
     assert "pip install 'edgebench[ray]'" in r.stderr and "Traceback" not in r.stderr
     assert len([ln for ln in r.stderr.splitlines() if ln.strip()]) == 1
+
+
+PG_URL = os.environ.get("EDGEBENCH_TEST_PG_URL")
+
+
+@pytest.mark.extras
+@pytest.mark.skipif(not PG_URL, reason="EDGEBENCH_TEST_PG_URL not set (scripts/test starts PostgreSQL and sets it)")
+def test_ray_cells_land_in_postgresql_as_local_ones_do(make_sim, tiny_tflite, tmp_path, short_tmp):
+    """A cluster's store is PostgreSQL: the Ray run and a local run of the same matrix store the same
+    cells, and resuming on the other executor finds them."""
+    _ray()
+    import uuid
+
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    name = f"edgebench_ray_{uuid.uuid4().hex[:12]}"
+    with admin.connect() as c:
+        c.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    url = sa.engine.make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+    try:
+        a, b = make_sim(has_python=True), make_sim(has_python=True, serialno="SIM00002")
+        targets = [f"adb:{a.serial}", f"adb:{b.serial}"]
+        ray_file = _matrix(tmp_path, tiny_tflite, targets, threads=(1, 2))
+        r = subprocess.run([sys.executable, "-c", CLI, "matrix", "run", ray_file, "--executor", "ray", "--db", url,
+                            "--json", "-"], capture_output=True, text=True, env=_env(short_tmp), timeout=400)
+        assert r.returncode == 0, r.stderr[-3000:]
+        rep = json.loads(r.stdout)
+        assert rep["counts"] == {"ok": 4} and rep["executor"] == "ray"
+        with Store(url) as st:
+            runs = st.list_runs(limit=None)
+            assert sorted(x["cell_key"] for x in runs) == sorted(c["key"] for c in rep["rows"])
+            rows = st.rows(matrix_hash=rep["matrix_hash"])
+            assert len(rows) == 4 and {x["target"] for x in rows} == set(targets)
+            assert all(x["n_samples"] == 40 for x in rows)
+        # the local executor resumes what Ray stored: same store, same cell keys
+        r = subprocess.run([sys.executable, "-c", CLI, "matrix", "run", ray_file, "--db", url, "--resume", "--json", "-"],
+                           capture_output=True, text=True, env=_env(short_tmp), timeout=200)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert json.loads(r.stdout)["counts"] == {"resumed": 4}
+    finally:
+        with admin.connect() as c:
+            c.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()

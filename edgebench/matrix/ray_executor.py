@@ -78,6 +78,18 @@ def _ray() -> Any:
     return ray
 
 
+def _reload_auth_settings() -> None:
+    """Make an already imported Ray see the RAY_AUTH_* variables set since: Ray caches its config
+    and the token in C++ singletons on first use, and Ray's own ``ray.init`` refreshes them the same
+    way when it turns token auth on (``ray._private.authentication.authentication_token_setup``)."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader, Config  # the [ray] extra's internals (2.5x+)
+    except ImportError:
+        return        # a Ray without token authentication: nothing cached
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
 def _cell_task(payload: str) -> str:
     """A Ray worker's side: one cell from its JSON, its outcome back as JSON."""
     job = json.loads(payload)
@@ -123,11 +135,23 @@ class RayExecutor:
 
     # --- the cluster ------------------------------------------------------------------------
     def __enter__(self) -> "RayExecutor":
-        ray = self.ray = _ray()
+        # Ray reads its RAY_* settings when it is first imported: set them before
+        self._setenv("RAY_USAGE_STATS_ENABLED", "0")      # Ray would report usage to its makers
+        if self.options.address is None and not (os.environ.get("RAY_AUTH_MODE") or os.environ.get("RAY_AUTH_TOKEN")):
+            # a private cluster: token auth on, with the token in the environment (the workers inherit
+            # it), so no other local user can submit work to its ports; Ray would otherwise write a
+            # token to ~/.ray/auth_token
+            self._setenv("RAY_AUTH_MODE", "token")
+            self._setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
+        try:
+            ray = self.ray = _ray()
+        except BadInput:
+            self._restore()
+            raise
+        _reload_auth_settings()
         if self.options.address is None:
             self._start_local(ray)
         else:
-            self._setenv("RAY_USAGE_STATS_ENABLED", "0")
             try:
                 ray.init(address=self.options.address, log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -144,12 +168,6 @@ class RayExecutor:
             resources.update({device_resource(s): 1.0 for s, state in list_states() if state == "device"})
         except EdgebenchError:
             pass        # no adb here: adb cells are skipped by the matrix's own probe, with its reason
-        self._setenv("RAY_USAGE_STATS_ENABLED", "0")      # Ray would report usage to its makers
-        if not (os.environ.get("RAY_AUTH_MODE") or os.environ.get("RAY_AUTH_TOKEN")):
-            # token auth on, with the token in the environment (the workers inherit it): Ray would
-            # otherwise write one to ~/.ray/auth_token
-            self._setenv("RAY_AUTH_MODE", "token")
-            self._setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
         temp = self.options.temp_dir or tempfile.mkdtemp(prefix="ebray")   # short: Ray's unix sockets live in it (107 bytes max)
         self._tmp = None if self.options.temp_dir else temp
         try:
