@@ -759,20 +759,25 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
         "regressions": regressions,
         "undecided": undecided,
         "mixed_methods": sum(1 for p in pairs if p["mixed_methods"]),
-        "rule": {"min_ratio": min_ratio, "alpha": alpha,
-                 "test": "p50: Mann-Whitney U; mean/QPS: Welch t-test; p90/p99: quantile test (Fisher); "
-                         "run-to-run noise: processes spread in time, else stored history, else within-run only "
-                         "(widened by an assumed run-to-run noise); worse/better: beyond the ratio, significant, "
-                         "the interval clear of the run-to-run spread; same: the interval inside the threshold; "
-                         "else cannot judge (with the reason); a mean/QPS/tail under load on its slower side: "
-                         "cannot judge; top-1 (whole samples)/PSNR/cosine: an absolute change in pp/dB/1 - "
-                         "cosine above the threshold",
-                 "thresholds": {m.key: _threshold(m.key, {}, {}, thresholds) for m in REGISTRY
-                                if m.test == "absolute"},
-                 "min_repeats": MIN_REPEATS, "history_min_runs": HISTORY_MIN_RUNS, "ci_level": CI_LEVEL,
-                 "spread_min_s": SPREAD_MIN_S, "assumed_run_noise": ASSUMED_RUN_NOISE,
-                 "verdicts": list(VERDICTS), "reasons": REASONS},
+        "rule": _rule(min_ratio, alpha, thresholds),
     }
+
+
+def _rule(min_ratio: float, alpha: float, thresholds: dict[str, float] | None) -> dict[str, Any]:
+    """The comparison's ``rule``: the thresholds and tests every verdict of ``compare_runs`` follows."""
+    return {"min_ratio": min_ratio, "alpha": alpha,
+            "test": "p50: Mann-Whitney U; mean/QPS: Welch t-test; p90/p99: quantile test (Fisher); "
+                    "run-to-run noise: processes spread in time, else stored history, else within-run only "
+                    "(widened by an assumed run-to-run noise); worse/better: beyond the ratio, significant, "
+                    "the interval clear of the run-to-run spread; same: the interval inside the threshold; "
+                    "else cannot judge (with the reason); a mean/QPS/tail under load on its slower side: "
+                    "cannot judge; top-1 (whole samples)/PSNR/cosine: an absolute change in pp/dB/1 - "
+                    "cosine above the threshold",
+            "thresholds": {m.key: _threshold(m.key, {}, {}, thresholds) for m in REGISTRY
+                           if m.test == "absolute"},
+            "min_repeats": MIN_REPEATS, "history_min_runs": HISTORY_MIN_RUNS, "ci_level": CI_LEVEL,
+            "spread_min_s": SPREAD_MIN_S, "assumed_run_noise": ASSUMED_RUN_NOISE,
+            "verdicts": list(VERDICTS), "reasons": REASONS}
 
 
 def compare_stored(store: Any, run_a: str, run_b: str, *, min_ratio: float = MIN_RATIO,
