@@ -305,8 +305,6 @@ class Change:
         return self.ci is not None and self.ci_basis in ("processes", "history", "processes+history")
 
 
-
-
 def classify(metric: str, a: float | None, b: float | None, *, higher_is_better: bool,
              samples_a: np.ndarray | None = None, samples_b: np.ndarray | None = None,
              min_ratio: float = MIN_RATIO, alpha: float = ALPHA, inverse: bool = False,
@@ -397,10 +395,8 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
                   p_samples, p_runs, ci, ci_basis=ci_basis, noise_band=band, reason=reason)
 
 
-def _between_runs(ratio: float, kind: str, percentile: float | None, inverse: bool,
-                  repeats_a: Sequence[float] | None, repeats_b: Sequence[float] | None,
-                  groups_a: Sequence[np.ndarray] | None, groups_b: Sequence[np.ndarray] | None,
-                  noise: tuple[float, int, int] | None, resamples: dict | None,
+def _between_runs(ratio: float, kind: str, percentile: float | None, inverse: bool, repeats_a, repeats_b,
+                  groups_a, groups_b, noise: tuple[float, int, int] | None, resamples: dict | None,
                   spread_s: float | None) -> tuple[str, float | None, str, float | None, Any, str]:
     """``classify``'s test between runs: replicates, else the stored history's run-to-run noise, else
     unknown; each gives the run-to-run spread (the noise band) and an interval for a rerun. Returns
