@@ -31,6 +31,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
     from edgebench.readiness.aot import vendors
+    from edgebench.convert.run import ConvertSettings
     from edgebench.readiness.run import ReadinessSettings, readiness
     from reference_models.npu_probe import export
 
@@ -44,8 +45,9 @@ def main() -> int:
         for name, precision in MODELS:
             p = export(name, Path(tmp) / "src")
             t0 = time.perf_counter()
-            doc = readiness(ReadinessSettings(src=p["saved_model"], precisions=(precision,), socs=spec, data=p["data"],
-                                              out_dir=str(Path(tmp) / f"{name}-{precision}"), jobs=args.jobs))
+            doc = readiness(ReadinessSettings(
+                convert=ConvertSettings(src=p["saved_model"], precisions=(precision,), data=p["data"],
+                                        out_dir=str(Path(tmp) / f"{name}-{precision}")), socs=spec, jobs=args.jobs))
             wall = time.perf_counter() - t0
             col = f"{name} {precision}"
             secs = []

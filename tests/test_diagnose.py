@@ -30,12 +30,13 @@ def _hostile(name: str) -> bool:
 
 @pytest.fixture(scope="module")
 def planted_diagnosis(planted, tmp_path_factory):
+    from edgebench.convert.run import ConvertSettings
     from edgebench.diagnose.run import DiagnoseSettings, diagnose
 
     out = tmp_path_factory.mktemp("diag")
-    return diagnose(DiagnoseSettings(src=str(planted["model"]), precisions=("int8", "fp32"), data=str(planted["eval"]),
-                                     calibration_data=str(planted["cal"]), eval_samples=120,
-                                     out_dir=str(out))).to_dict()
+    return diagnose(DiagnoseSettings(
+        convert=ConvertSettings(src=str(planted["model"]), precisions=("int8", "fp32"), data=str(planted["cal"]),
+                                out_dir=str(out)), data=str(planted["eval"]), eval_samples=120)).to_dict()
 
 
 def test_int8_collapses_and_the_planted_layer_ranks_first(planted_diagnosis):
@@ -201,10 +202,11 @@ def test_int16x8_end_to_end(digits_model, tmp_path, run_cli):
             assert not any("left on the CPU interpreter" in w for w in row["warnings"]), row["warnings"]
         assert info["inputs"][0]["dtype"] == ("int16" if io == "int8" else "float32")
     # diagnose reads int16 activations too
+    from edgebench.convert.run import ConvertSettings
     from edgebench.diagnose.run import DiagnoseSettings, diagnose
 
-    doc = diagnose(DiagnoseSettings(src="digits", precisions=("int16x8",), eval_samples=20,
-                                    out_dir=str(tmp_path / "d"))).to_dict()
+    doc = diagnose(DiagnoseSettings(convert=ConvertSettings(src="digits", precisions=("int16x8",),
+                                                            out_dir=str(tmp_path / "d")), eval_samples=20)).to_dict()
     row = doc["rows"][0]
     assert row["status"] == "ok" and row["layers"] and row["layers"][0]["dtype"] == "int16"
     assert all((l["isolated_snr_db"] or 0) > 35 for l in row["layers"] if l["op"] == "CONV_2D")
@@ -228,13 +230,15 @@ def test_fp32_alone_says_nothing_is_quantized(run_cli):
 
 
 def test_token_id_model(small_savedmodels, tmp_path):
+    from edgebench.convert.run import ConvertSettings
     from edgebench.diagnose.run import DiagnoseSettings, diagnose
 
     ids = np.random.default_rng(0).integers(0, 50, size=(64, 5)).astype(np.int32)
     np.savez(tmp_path / "ids.npz", ids=ids)
-    doc = diagnose(DiagnoseSettings(src=str(small_savedmodels["tokens"]), precisions=("int8", "dynamic"),
-                                    data=str(tmp_path / "ids.npz"), eval_samples=32,
-                                    out_dir=str(tmp_path / "o"))).to_dict()
+    doc = diagnose(DiagnoseSettings(
+        convert=ConvertSettings(src=str(small_savedmodels["tokens"]), precisions=("int8", "dynamic"),
+                                data=str(tmp_path / "ids.npz"), out_dir=str(tmp_path / "o")),
+        data=str(tmp_path / "ids.npz"), eval_samples=32)).to_dict()
     for row in doc["rows"]:
         assert row["status"] == "ok", row.get("error")
         assert row["layers"] and row["accuracy"]["top1_agreement"] is not None
@@ -442,10 +446,11 @@ def test_unused_range_and_fp16_saturation_advice():
 def test_tiny_bert_attention_scores_share_the_mask_range(tmp_path):
     """A real finding on a reference model: int8 gives the attention scores the range of the -1e9
     mask constant (SELECT_V2 shares one scale), so every score rounds to one level."""
+    from edgebench.convert.run import ConvertSettings
     from edgebench.diagnose.run import DiagnoseSettings, diagnose
 
-    doc = diagnose(DiagnoseSettings(src="bert", precisions=("int8", "fp16"), eval_samples=8, fix_trials=0,
-                                    out_dir=str(tmp_path))).to_dict()   # the layer's own numbers (no trials)
+    doc = diagnose(DiagnoseSettings(convert=ConvertSettings(src="bert", precisions=("int8", "fp16"), out_dir=str(tmp_path)),
+                                    eval_samples=8, fix_trials=0)).to_dict()   # the layer's own numbers (no trials)
     rows = {r["precision"]: r for r in doc["rows"]}
     top = rows["int8"]["layers"][0]
     assert top["op"] == "BATCH_MATMUL" and top["finding"] and top["isolated_snr_db"] < 3
@@ -500,12 +505,13 @@ def test_advice_names_whole_float_tensors_and_only_keepable_ones():
 
 
 def test_prove_it_goals_are_stricter_than_plain_int8_and_qat_gets_none():
+    from edgebench.convert.run import ConvertSettings
     from edgebench.diagnose.run import DiagnoseSettings, fix_commands, proof_goal
 
     assert proof_goal({"accuracy": {"top1_drop_pp": 0.8}}) == ["--max-accuracy-drop", "0.4"]
     assert proof_goal({"accuracy": {"top1_drop_pp": 0.0}, "worst": {"psnr_db": 55.2}}) == ["--min-psnr", "61"]
     assert proof_goal({"worst": {"psnr_db": "inf"}}) is None           # float-exact: nothing to prove
     row = {"status": "ok", "precision": "int8", "worst": {"psnr_db": 31.0}, "suggested_keep_float": ["t"]}
-    cmds = fix_commands(DiagnoseSettings(src="m"), row)
+    cmds = fix_commands(DiagnoseSettings(convert=ConvertSettings(src="m")), row)
     assert cmds and all("--min-psnr 37" in c for c in cmds)          # BERT: plain int8 met the old fixed 30 dB
-    assert fix_commands(DiagnoseSettings(src="m"), row, qat=True) == []
+    assert fix_commands(DiagnoseSettings(convert=ConvertSettings(src="m")), row, qat=True) == []

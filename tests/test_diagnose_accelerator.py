@@ -16,6 +16,7 @@ import sys
 import numpy as np
 import pytest
 
+from edgebench.convert.run import ConvertSettings
 from edgebench.diagnose.run import DiagnoseSettings, diagnose
 from edgebench.model.tflite_rewrite import live_after, load_model_t, op_names, prefix_model
 from edgebench.report.diagnose import html_section, markdown_lines, model_explorer
@@ -78,8 +79,9 @@ def software_gpu_env_or_skip():
 @pytest.fixture(scope="module")
 def bisected(planted, software_gpu_env_or_skip, tmp_path_factory):
     out = tmp_path_factory.mktemp("bisect")
-    return diagnose(DiagnoseSettings(src=str(planted["model"]), accelerator="gpu", gpu_precisions=("fp16", "fp32"),
-                                     data=str(planted["data"]), eval_samples=4, out_dir=str(out)))
+    return diagnose(DiagnoseSettings(convert=ConvertSettings(src=str(planted["model"]), data=str(planted["data"]), out_dir=str(out)),
+                                     accelerator="gpu", gpu_precisions=("fp16", "fp32"), data=str(planted["data"]),
+                                     eval_samples=4))
 
 
 RECOMPUTE = """

@@ -140,6 +140,45 @@ def failed_row(target_name: str, model: str, err: EdgebenchError, **known: Any) 
                         error=str(err), exit_code=err.exit_code, error_type=type(err).__name__, **known)
 
 
+def _run_warnings(res: RunResult, lat: Latency, settings: BenchSettings, *, interrupted: bool,
+                  processes: int) -> list[str]:
+    """The row's warnings from its run: the latency's (with several processes, each process's own --
+    a pooled drift check would read run-to-run noise as drift -- and the run-to-run spread), an
+    interrupted ``--repeats``, NaN/Inf outputs, a run stopped by --max-time."""
+    reps = res.extra.get("repeats")
+    warnings = list(res.extra["repeat_warnings"]) if reps else list(lat.warnings)
+    if interrupted and processes < settings.run.repeats:
+        warnings.append(f"interrupted: {processes} of {settings.run.repeats} worker processes were measured; "
+                        "the row pools those")
+    nonfinite = res.extra.get("nonfinite_outputs") or {}
+    if nonfinite:
+        bad = ", ".join(f"{k}: {v}" for k, v in nonfinite.items())
+        warnings.append(f"NaN/Inf in outputs ({bad} values over the first pass); the model or its "
+                        "inputs are broken: check the data range and the conversion")
+    if res.extra.get("stop_reason") == "max_time":
+        ctl = settings.run.control
+        wanted = f"--runs {ctl.runs}" if ctl.runs is not None else f"--min-runs {ctl.min_runs}"
+        warnings.append(f"stopped at --max-time {ctl.max_time_s:g} s after {lat.samples} runs, "
+                        f"before {wanted}; raise --max-time")
+    return warnings
+
+
+def _with_speed(cost: Cost, info: dict[str, Any], lat: Latency, target, peak: dict[str, Any] | None,
+                threads_eff: int) -> Cost:
+    """``cost`` with the achieved GFLOP/s at p50 and, on this host with a measured peak, its % of peak."""
+    if info["flops"] and lat.p50:
+        # p50, not mean: the kernel's typical speed, robust to background-load spikes
+        achieved = info["flops"] / (lat.p50 / 1e3) / 1e9
+        cost = replace(cost, achieved_gflops_per_s=achieved)
+        if is_device(target):
+            cost = replace(cost, peak_note="peak GFLOP/s is measured per machine (edgebench env --peak); "
+                                           "none is known for this device, so no % of peak")
+        elif peak:
+            ref = peak_for_threads(peak, threads_eff)
+            cost = replace(cost, peak_gflops=ref, pct_of_peak=100.0 * achieved / ref)
+    return cost
+
+
 def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
               peak: dict[str, Any] | None, progress: Callable[[str], None] | None = None,
               gpu_precision: str | None = None, measured: list[RunResult] | None = None,
@@ -175,23 +214,7 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
         pooled = np.asarray(res.samples_ns, np.int64)
         lat = Latency.from_samples(pooled, what=f"run of {name}", preemptions=preemptions(res))
         threads_eff = res.extra.get("threads") or 1  # LiteRT's Python default is 1 thread
-        reps = res.extra.get("repeats")
-        # with several processes, each process's own warnings (a pooled drift check would read
-        # run-to-run noise as drift) and the run-to-run spread
-        warnings = list(res.extra["repeat_warnings"]) if reps else list(lat.warnings)
-        if measured is not None and len(results) < settings.run.repeats:
-            warnings.append(f"interrupted: {len(results)} of {settings.run.repeats} worker processes were measured; "
-                            "the row pools those")
-        nonfinite = res.extra.get("nonfinite_outputs") or {}
-        if nonfinite:
-            bad = ", ".join(f"{k}: {v}" for k, v in nonfinite.items())
-            warnings.append(f"NaN/Inf in outputs ({bad} values over the first pass); the model or its "
-                            "inputs are broken: check the data range and the conversion")
-        if res.extra.get("stop_reason") == "max_time":
-            ctl = settings.run.control
-            wanted = f"--runs {ctl.runs}" if ctl.runs is not None else f"--min-runs {ctl.min_runs}"
-            warnings.append(f"stopped at --max-time {ctl.max_time_s:g} s after {lat.samples} runs, "
-                            f"before {wanted}; raise --max-time")
+        warnings = _run_warnings(res, lat, settings, interrupted=measured is not None, processes=len(results))
         where_parts, where_warnings = runtime_row_parts(res.extra, lat, f"{name} on {target.name}")
         warnings.extend(where_warnings)
         if info.get("aot") and where_parts.get("delegation") is None:
@@ -199,16 +222,7 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
         emulated = emulation_warning(res.fingerprint)
         if emulated:
             warnings.append(emulated)
-        if info["flops"] and lat.p50:
-            # p50, not mean: the kernel's typical speed, robust to background-load spikes
-            achieved = info["flops"] / (lat.p50 / 1e3) / 1e9
-            cost = replace(cost, achieved_gflops_per_s=achieved)
-            if is_device(target):
-                cost = replace(cost, peak_note="peak GFLOP/s is measured per machine (edgebench env --peak); "
-                                               "none is known for this device, so no % of peak")
-            elif peak:
-                ref = peak_for_threads(peak, threads_eff)
-                cost = replace(cost, peak_gflops=ref, pct_of_peak=100.0 * achieved / ref)
+        cost = _with_speed(cost, info, lat, target, peak, threads_eff)
         row = InferenceRow(
             target=target.name, model=name, model_path=str(model),
             **{**known, **measured_fields(res, f"run of {name}", lat),

@@ -196,6 +196,27 @@ class ConvertGroup:
 
 @option_group
 @dataclass
+class CalibrationGroup:
+    """How a command that converts on the way (diagnose, readiness) converts SRC: calibration samples,
+    integer I/O, image preprocessing, the reference model's size (``convert``'s own: ``ConvertGroup``)."""
+    calibration_samples: Annotated[int, typer.Option("--calibration-samples")] = _CONVERT.calibration_samples
+    int8_io: Annotated[str, typer.Option(
+        "--int8-io", help="Integer model input/output type: float or int8.")] = _CONVERT.int8_io
+    preprocess: Annotated[str, typer.Option(
+        "--preprocess", help="Image folders: scale01, mobilenet, imagenet-caffe, none.")] = _CONVERT.preprocess
+    size: Annotated[str, typer.Option("--size", help="Reference models: tiny or full.")] = _CONVERT.size
+
+    def settings(self, src: str, *, precisions: tuple[str, ...], data: str | None, out: str | None,
+                 source: SourceOptions, state: str = _CONVERT.state) -> ConvertSettings:
+        """The conversion part of a command's settings: SRC read with SOURCE, calibrated on DATA, into OUT.
+        (--int8-io is checked by the command, each with its own message.)"""
+        return ConvertSettings(src=src, precisions=precisions, data=data,
+                               calibration_samples=self.calibration_samples, int8_io=self.int8_io, out_dir=out,
+                               preprocess=self.preprocess, size=check_size(self.size), source=source, state=state)
+
+
+@option_group
+@dataclass
 class TargetGroup:
     """Where and how the rows run: targets, threads, delegate, runtime API, accelerator, GPU precision,
     op profiling, worker processes and their spread in time."""

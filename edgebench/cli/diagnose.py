@@ -32,12 +32,13 @@ from edgebench.cli._options import (
     source_arg,
     source_options,
 )
-from edgebench.cli._options import check_size, check_state
-from edgebench.convert.run import INT8_IO
+from edgebench.cli._options import check_state
+from edgebench.cli._groups import CalibrationGroup, grouped
+from edgebench.convert.run import INT8_IO, ConvertSettings
 from edgebench.core.errors import BadInput
 from edgebench.diagnose.accelerator import ACCELERATOR_SAMPLES, MIN_PSNR_DB
 from edgebench.judge.drift import parse_output_kind
-from edgebench.diagnose.run import QUANTIZED, DiagnoseSettings, diagnose
+from edgebench.diagnose.run import DEFAULT_PRECISIONS, QUANTIZED, DiagnoseSettings, diagnose
 from edgebench.report.diagnose import model_explorer
 from edgebench.report.html import render_html
 from edgebench.report.publish import check_store
@@ -45,20 +46,18 @@ from edgebench.report.terminal.diagnose import render_diagnose
 
 
 def register(app: typer.Typer) -> None:
-    d = DiagnoseSettings(src="")
+    d = DiagnoseSettings(convert=ConvertSettings(src=""))
 
     @app.command("diagnose")
+    @grouped
     def diagnose_cmd(
         src: Optional[str] = typer.Argument(None, help="SavedModel folder, .keras file, reference model name, a torch.export .pt2 (or --torch), or a quantized .tflite (with --reference)."),
         reference: Optional[str] = typer.Option(None, "--reference", help="With a quantized .tflite as SRC: the float .tflite it was made from (per-layer error by matching tensors)."),
-        precision: str = typer.Option(",".join(d.precisions), "--precision", "-p", help=f"Comma-separated: {','.join(QUANTIZED)}."),
+        precision: str = typer.Option(",".join(DEFAULT_PRECISIONS), "--precision", "-p", help=f"Comma-separated: {','.join(QUANTIZED)}."),
         data: Optional[str] = typer.Option(None, "--data", help="Evaluation data, as for convert-and-compare (.npz with optional 'labels', .npy, image folder, 'synthetic'); also calibrates unless --calibration-data."),
         calibration_data: Optional[str] = typer.Option(None, "--calibration-data", help="Separate calibration data for int8/int16x8."),
         samples: Optional[int] = typer.Option(None, "--samples", "-n", help=f"Samples compared, one at a time (first N of the data; default {d.eval_samples}, {ACCELERATOR_SAMPLES} with --accelerator)."),
-        calibration_samples: int = typer.Option(d.calibration_samples, "--calibration-samples"),
-        int8_io: str = typer.Option(d.int8_io, "--int8-io", help="Integer model input/output type: float or int8."),
-        preprocess: str = typer.Option(d.preprocess, "--preprocess", help="Image folders: scale01, mobilenet, imagenet-caffe, none."),
-        size: str = typer.Option(d.size, "--size", help="Reference models: tiny or full."),
+        conversion: CalibrationGroup = CalibrationGroup(),
         out: Optional[str] = typer.Option(None, "--out", "-o", help="Output folder for the .tflite files and inputs."),
         class_output: Optional[str] = typer.Option(None, "--class-output", help="Output holding class scores (for top-1)."),
         output_kind: OutputKindOpt = None,
@@ -84,7 +83,7 @@ def register(app: typer.Typer) -> None:
         wide: WideOpt = False,
         torch: TorchOpt = None,
         channels_last: ChannelsLastOpt = False,
-        state: StateOpt = d.state,
+        state: StateOpt = d.convert.state,
     ) -> None:
         """Per-layer quantization error (accumulated and isolated), ranked worst first with advice.
 
@@ -98,20 +97,22 @@ def register(app: typer.Typer) -> None:
             raise BadInput("--gpu-precision / --min-psnr belong to the accelerator bisect; add --accelerator gpu")
 
         parse_output_kind(output_kind)     # a bad --output-kind is exit 2 before anything converts
-        if int8_io not in INT8_IO:
-            raise BadInput(f"--int8-io {int8_io}: use float or int8")
+        if conversion.int8_io not in INT8_IO:
+            raise BadInput(f"--int8-io {conversion.int8_io}: use float or int8")
+        src = source_arg(src, torch)
+        precisions = tuple(split_csv(precision, option="--precision"))
+        source = source_options(signature, input_shape, imports, static_batch=static_batch,
+                                dynamic_batch=dynamic_batch, torch=torch, channels_last=channels_last,
+                                trust_model=trust_model)
         settings = DiagnoseSettings(
-            src=source_arg(src, torch), precisions=tuple(split_csv(precision, option="--precision")), data=data,
-            calibration_data=calibration_data,
+            convert=conversion.settings(src, precisions=precisions, data=calibration_data or data, out=out,
+                                        source=source, state=check_state(state)),
+            data=data,
             eval_samples=samples if samples is not None else (ACCELERATOR_SAMPLES if accelerator else d.eval_samples),
-            calibration_samples=calibration_samples,
-            int8_io=int8_io, out_dir=out, preprocess=preprocess, size=check_size(size), class_output=class_output,
-            output_kind=output_kind,
-            isolated=not no_isolated, reference=reference, state=check_state(state), fix_trials=fix_trials,
+            class_output=class_output, output_kind=output_kind,
+            isolated=not no_isolated, reference=reference, fix_trials=fix_trials,
             accelerator=accelerator, gpu_precisions=gpu_precisions(gpu_precision),
-            min_psnr_db=MIN_PSNR_DB if min_psnr is None else min_psnr, source=source_options(signature, input_shape, imports, static_batch=static_batch,
-                                                 dynamic_batch=dynamic_batch, torch=torch, channels_last=channels_last,
-                                                 trust_model=trust_model))
+            min_psnr_db=MIN_PSNR_DB if min_psnr is None else min_psnr)
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, markdown=markdown,
                                extra_files=_extra_files(html_path, model_explorer))
         check_store(opts)

@@ -22,27 +22,26 @@ from edgebench.cli._options import (
     publish_options,
     source_options,
 )
-from edgebench.cli._options import check_size
-from edgebench.readiness.run import ReadinessSettings, raise_for_readiness, readiness
+from edgebench.cli._groups import CalibrationGroup, grouped
+from edgebench.convert.run import ConvertSettings
+from edgebench.readiness.run import DEFAULT_PRECISIONS, ReadinessSettings, raise_for_readiness, readiness
 from edgebench.report.html import render_html
 from edgebench.report.publish import check_store
 from edgebench.report.terminal.readiness import render_readiness
 
 
 def register(app: typer.Typer) -> None:
-    d = ReadinessSettings(src="")
+    d = ReadinessSettings(convert=ConvertSettings(src=""))
 
     @app.command("readiness")
+    @grouped
     def readiness_cmd(
         src: str = typer.Argument(..., help="SavedModel folder, .keras file, reference model name (converted first, as `convert` does) or a .tflite."),
         soc: str = typer.Option(d.socs, "--soc", help="all (every SoC LiteRT registers) or comma-separated SoCs, e.g. SM8650,MT6989,Tensor_G4,LNL; any SoC a loaded plugin lists (Qualcomm's SM7550) works too."),
         vendor: Optional[str] = typer.Option(None, "--vendor", help="Comma-separated: qualcomm, mediatek, google, intel, samsung (default: all)."),
-        precision: str = typer.Option(",".join(d.precisions), "--precision", "-p", help="Sources only: the precisions to convert and check (a .tflite is checked as it is)."),
+        precision: str = typer.Option(",".join(DEFAULT_PRECISIONS), "--precision", "-p", help="Sources only: the precisions to convert and check (a .tflite is checked as it is)."),
         data: Optional[str] = typer.Option(None, "--data", help="Calibration data for int8 (as convert: .npz/.npy/image folder/synthetic); also the host run's inputs."),
-        calibration_samples: int = typer.Option(d.calibration_samples, "--calibration-samples"),
-        int8_io: str = typer.Option(d.int8_io, "--int8-io", help="Integer model input/output type: float or int8."),
-        preprocess: str = typer.Option(d.preprocess, "--preprocess", help="Image folders: scale01, mobilenet, imagenet-caffe, none."),
-        size: str = typer.Option(d.size, "--size", help="Reference models: tiny or full."),
+        conversion: CalibrationGroup = CalibrationGroup(),
         out: Optional[str] = typer.Option(None, "--out", "-o", help="Folder for the converted and the compiled .tflite files."),
         fail_on: Optional[list[str]] = typer.Option(None, "--fail-on", help="CI gate (exit 1): SOC (every op on its NPU and a compile), SOC=PCT (at least PCT % of the ops), a vendor, or all (every target checkable here). Repeatable or comma-separated."),
         compile_timeout: float = typer.Option(d.compile_timeout_s, "--compile-timeout", help="Seconds one compile may take before its process is killed (its row fails)."),
@@ -70,13 +69,12 @@ def register(app: typer.Typer) -> None:
         3 a compile process crashed or hung (its row says so; the others are kept).
         """
 
+        precisions = tuple(split_csv(precision, option="--precision"))
+        source = source_options(signature, input_shape, imports, static_batch=static_batch, dynamic_batch=dynamic_batch)
         settings = ReadinessSettings(
-            src=src, precisions=tuple(split_csv(precision, option="--precision")), socs=soc, vendors=vendor,
-            data=data, calibration_samples=calibration_samples, int8_io=int8_io, preprocess=preprocess,
-            size=check_size(size), out_dir=out, compile_timeout_s=compile_timeout, gpu=not no_gpu,
-            host_run=not no_host_run, host_samples=samples, fail_on=tuple(fail_on or ()), jobs=jobs,
-            source=source_options(signature, input_shape, imports, static_batch=static_batch,
-                                  dynamic_batch=dynamic_batch))
+            convert=conversion.settings(src, precisions=precisions, data=data, out=out, source=source),
+            socs=soc, vendors=vendor, compile_timeout_s=compile_timeout, gpu=not no_gpu,
+            host_run=not no_host_run, host_samples=samples, fail_on=tuple(fail_on or ()), jobs=jobs)
         settings.validate()
         extra = (("--html", lambda doc: {html_path: _html(doc)}),) if html_path else ()
         opts = publish_options(json_path=json_path, db=db, no_store=no_store, markdown=markdown, extra_files=extra)

@@ -392,6 +392,71 @@ def convert_resolved(settings: ConvertSettings, progress: Callable[[str], None] 
 
 
 def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) -> Converted:
+    _check_settings(settings)
+    say = progress or (lambda _msg: None)
+    t_start = time.perf_counter()
+    say("loading source")
+    base = Path(settings.out_dir or Path(OUT_ROOT) / Path(settings.src).name.removesuffix(".keras"))
+    src = _resolve(settings, base)
+    aeq = converts_with_aeq(src)     # a float .tflite or a PyTorch model: litert-torch + ai-edge-quantizer
+    _check_source(settings, src, aeq)
+
+    calib_ds = _calibration_set(settings, src)
+    n_cal = min(settings.calibration_samples, calib_ds.n) if calib_ds is not None else 0
+    key, key_facts = run_key(settings, src, calib_ds.take(n_cal).sha256 if calib_ds is not None else None)
+    out_dir = base if settings.out_dir else base / key[:12]
+    calib_note = None
+    if calib_ds is not None and calib_ds.synthetic:
+
+        calib_note = SYNTHETIC_WARNING
+    _check_calibration(settings, src, calib_ds)
+    calib = calibration_feed(src, calib_ds, n_cal) if calib_ds is not None else None
+    claim_out_dir(out_dir, key, key_facts, src.name)   # after the checks: a refused run claims nothing
+
+    run = _Variants(settings, src, aeq, base, out_dir, calib_ds, n_cal, calib, say)
+    run.convert_all()
+    src, variants, fallback = run.src, run.variants, run.fallback
+
+    fp32 = variants.get("fp32", {})
+    fp32_bytes = fp32.get("bytes") if fp32.get("status") == "ok" else None
+    for v in variants.values():
+        if v.get("status") == "ok" and fp32_bytes:
+            v["size_reduction_pct"] = round(100.0 * (1 - v["bytes"] / fp32_bytes), 2)
+    explain_sizes(variants)
+    parity = _parity(settings, src, fp32, calib_ds, say)   # FP32 parity, always
+
+    import tensorflow as tf
+
+    manifest = {
+        "schema_version": 1,
+        "kind": "convert",
+        "source": src.to_manifest(),
+        # the automatic static batch the converter could not take, and why (the batch stayed dynamic)
+        "static_batch_fallback": fallback,
+        "calibration": ({"needed": False, "reason": "quantization-aware model: int8 uses its FakeQuant ranges",
+                         "data_used_only_for_parity": None if calib_ds is None else calib_ds.source}
+                        if src.qat else None if calib_ds is None else {
+            "source": calib_ds.source, "samples": n_cal, "sha256": calib_ds.take(n_cal).sha256,
+            "synthetic": calib_ds.synthetic, "warning": calib_note,
+            "value_ranges": value_ranges(calib_ds.take(n_cal), src.signature)}),
+        "variants": {p: variants[p] for p in run.order},
+        "parity": parity,
+        "int8_io": settings.int8_io,
+        "versions": {"tensorflow": tf.__version__, "litert": host_fingerprint().get("litert"),
+                     **(converter_versions(src) if aeq else {})},
+        "fingerprint": host_fingerprint(),
+        "total_seconds": round(time.perf_counter() - t_start, 3),
+        "out_dir": str(out_dir),
+        "run_key": key,
+        "run_key_facts": key_facts,
+    }
+    _write_manifest(manifest, variants, out_dir)
+    manifest["failed"] = [p for p, v in variants.items() if v.get("status") != "ok"]
+    return Converted(manifest, src)
+
+
+def _check_settings(settings: ConvertSettings) -> None:
+    """The settings' own mistakes, before anything is read."""
     bad = [p for p in settings.precisions if p not in PRECISIONS]
     if bad:
         raise BadInput(f"--precision: unknown value {bad[0]!r}; use one or more of {', '.join(PRECISIONS)}")
@@ -401,22 +466,24 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
     if kf is not None and not (kf.strip() if isinstance(kf, str) else [t for t in kf if str(t).strip()]):
         raise BadInput("--keep-float '': give 'auto', a regex, or comma-separated tensor names "
                        "(edgebench diagnose lists them); drop the option for plain int8")
-    say = progress or (lambda _msg: None)
-    t_start = time.perf_counter()
-    say("loading source")
-    base = Path(settings.out_dir or Path(OUT_ROOT) / Path(settings.src).name.removesuffix(".keras"))
 
+
+def _resolve(settings: ConvertSettings, base: Path) -> Source:
+    """The source, read once, with the output folder made first (a refused source leaves none behind)."""
     check_output_dir(base, "--out" if settings.out_dir else "the output folder")   # before anything is read back
     made = not base.exists()
     ensure_dir(base, out_fix(settings.out_dir))
     try:
-        src = resolve_source(settings.src, size=settings.size, work_dir=base, seed=settings.seed,
-                             options=settings.source)
+        return resolve_source(settings.src, size=settings.size, work_dir=base, seed=settings.seed,
+                              options=settings.source)
     except BadInput:
         if made and base.is_dir() and not any(base.iterdir()):
             base.rmdir()        # a refused source leaves no empty --out folder behind
         raise
-    aeq = converts_with_aeq(src)     # a float .tflite or a PyTorch model: litert-torch + ai-edge-quantizer
+
+
+def _check_source(settings: ConvertSettings, src: Source, aeq: bool) -> None:
+    """What this source cannot be converted with (a quantized .tflite, --a16 for TF, auto for aeq)."""
     if src.saved_model_dir is None and not aeq:
         raise BadInput(f"{settings.src}: already a quantized .tflite ({src.info.get('precision')}), nothing to convert; "
                        "measure it with `edgebench convert-and-compare FILE.tflite --data D [--reference FP32.tflite "
@@ -428,14 +495,9 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
         raise BadInput(f"--keep-float auto searches with TensorFlow's converter; for {settings.src} name the tensors "
                        "(`edgebench diagnose` lists them and proves the fix) or a regex")
 
-    calib_ds = _calibration_set(settings, src)
-    n_cal = min(settings.calibration_samples, calib_ds.n) if calib_ds is not None else 0
-    key, key_facts = run_key(settings, src, calib_ds.take(n_cal).sha256 if calib_ds is not None else None)
-    out_dir = base if settings.out_dir else base / key[:12]
-    calib_note = None
-    if calib_ds is not None and calib_ds.synthetic:
 
-        calib_note = SYNTHETIC_WARNING
+def _check_calibration(settings: ConvertSettings, src: Source, calib_ds: InputSet | None) -> None:
+    """Integer precisions need calibration data; --keep-float needs int8 and a model that is not QAT."""
     integer = [p for p in settings.precisions if p in INTEGER_OPSETS and not (p == "int8" and src.qat)]
     if integer and calib_ds is None:
         raise BadInput(f"{settings.src}: {integer[0]} needs calibration data; pass --data PATH (an .npz/.npy/image "
@@ -446,139 +508,165 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
     if settings.keep_float and src.qat:
         raise BadInput("--keep-float re-quantizes from calibration ranges; this model is quantization-aware "
                        "(its int8 ranges come from FakeQuant ops): drop --keep-float")
-    calib = calibration_feed(src, calib_ds, n_cal) if calib_ds is not None else None
-    claim_out_dir(out_dir, key, key_facts, src.name)   # after the checks: a refused run claims nothing
 
-    # FP32 first: everything else is reported relative to it.
-    order = sorted(settings.precisions, key=lambda p: PRECISION_NAMES.index(p))
-    if "fp32" not in order:
-        order = ["fp32", *order]   # size reduction and parity need the FP32 baseline
-    variants: dict[str, dict[str, Any]] = {}
-    fallback: str | None = None
-    # The calibrated precisions (int8, int16x8: TensorFlow's calibrator runs the model in native code)
-    # are converted in a worker process (convert_worker): a crash there fails that variant, not the
-    # command. It starts after the first precision (a static-batch fallback there sets its options)
-    # and converts while this process does the others.
-    plain = [] if aeq else [p for p in order if not (p == "int8" and settings.keep_float)]
-    calibrated = [p for p in plain if p in INTEGER_OPSETS and not (p == "int8" and src.qat)]
-    if calibrated and not isolated():
-        calibrated = []
-    local = convert_each(job_for(settings.src, size=settings.size, seed=settings.seed, work_dir=base,
-                                 options=settings.source, precisions=[p for p in plain if p not in calibrated],
-                                 calibration=None, n_cal=n_cal, int8_io=settings.int8_io),
-                         calib_ds.take(n_cal) if calib_ds is not None else None, PRECISIONS, _conv_int8_qat,
-                         _one_line, src=src)
-    remote: Isolated | None = None
 
-    def start_remote() -> Isolated:     # the source as resolved here, after a static-batch fallback too
-        opts = settings.source.dynamic_batch() if fallback else settings.source
-        return Isolated(job_for(settings.src, size=settings.size, seed=settings.seed, work_dir=base, options=opts,
-                                precisions=calibrated, calibration=calib_ds.take(n_cal) if calib_ds is not None else None,
-                                n_cal=n_cal, int8_io=settings.int8_io, source=src), say, take())
+class _Variants:
+    """Every precision converted, FP32 first (everything else is reported relative to it), into
+    ``variants`` (precision -> the manifest's variant record; a failed one says why).
 
-    try:
-        for prec in order:
-            if remote is None and calibrated and prec != order[0]:
-                remote = start_remote()
-            path = out_dir / f"{src.name}_{prec}.tflite"
-            t0 = time.perf_counter()
-            keep: dict[str, Any] | None = None
-            if prec in plain:
-                if prec not in calibrated:
-                    say(f"converting {prec}")
-                _, res, data = (remote.next() if prec in calibrated else next(local))
-                if res.get("fallback"):       # the converter refused the automatic static batch: dynamic it is
-                    fallback = res["fallback"]
-                    src = resolve_source(settings.src, size=settings.size, work_dir=base, seed=settings.seed,
-                                         options=settings.source.dynamic_batch())
-                    calib = calibration_feed(src, calib_ds, n_cal) if calib_ds is not None else None
-                if res.get("bad_input"):
-                    raise BadInput(res["error"])
-                if res["status"] != "ok":
-                    variants[prec] = {"precision": prec, "status": "failed",
-                                      "error": integer_failure_reason(src, prec, res["error"], res.get("error_detail")),
-                                      "error_detail": res.get("error_detail"), "seconds": res.get("seconds"),
-                                      **{k: res[k] for k in ("crashed", "stage") if k in res}}
-                    continue
-                qinfo, secs = res["qinfo"], res["seconds"]
-            else:
-                say(f"converting {prec}")
-                try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        if aeq:     # ai-edge-quantizer from the FP32 .tflite (fp32 itself: litert-torch / the file)
-                            data, qinfo = convert_variant(src, prec, calib_ds, n_cal,
-                                                          (variants.get("fp32") or {}).get("path"), settings.keep_float,
-                                                          settings.a16)
-                        else:
-                            keep = _keep_float_plan(settings, src, calib, out_dir, variants, say)
-                            data, qinfo = quantize_keep_float(keep["calibrated"], keep["nodes"], settings.int8_io)
-                        data = finish_tflite(src, data)
-                except PrecisionFailed as e:     # this precision's reason, in one line; the others go on
-                    variants[prec] = {"precision": prec, "status": "failed", "error": str(e),
-                                      "seconds": round(time.perf_counter() - t0, 3)}
-                    continue
-                except (BadInput, InfraError):
-                    raise
-                except Exception as e:  # noqa: BLE001 -- keep the other variants
-                    variants[prec] = {"precision": prec, "status": "failed", "error": _one_line(e),
-                                      "error_detail": str(e)[:20000], "seconds": round(time.perf_counter() - t0, 3)}
-                    continue
-                secs = time.perf_counter() - t0
-            try:
-                write_bytes(path, data)      # atomic: a full disk leaves no half-written file
-            except OutputNotWritable as e:
-                variants[prec] = {"precision": prec, "status": "failed", "error": f"not written: {e}",
-                                  "seconds": round(secs, 3)}
-                continue
-            v: dict[str, Any] = {
-                "precision": prec,
-                "status": "ok",
-                "path": str(path),
-                "bytes": len(data),
-                "sha256": hashlib.sha256(data).hexdigest(),
-                "seconds": round(secs, 3),
-                "process_peak_rss_bytes": (res.get("peak_rss_bytes") if prec in plain else None) or _peak_rss_bytes(),
-                "quantization": qinfo,
-                "requested": prec in settings.precisions,
-            }
-            try:
-                v.update(describe_tflite(path))
-                v["precision_from_tensors"] = precision_of(path)   # e.g. a QAT model's "fp16" is an int8 file
-                mixed = mixed_file(inspect(path))     # the one count of float ops (tflite_model.MixedFile)
-                v["precision_detail"] = mixed.text() if mixed is not None else None   # "int8, 3 float ops: ..."
-                if mixed is not None and mixed.float_ops and qinfo.get("mode") == "full-integer":
-                    # the converter left ops float without an error: the file is not full-integer
-                    v["quantization"] = {**qinfo, "mode": v["precision_detail"], "integer_only_ops": True}
-            except Exception as e:  # noqa: BLE001 -- a model LiteRT cannot load is a failed variant
-                v.update({"status": "failed", "error": f"LiteRT cannot load the converted model: {_one_line(e)}"})
-            if qinfo.get("keep_float"):         # ai-edge-quantizer's float islands
-                v["keep_float"], v["keep_float_ops"] = qinfo["keep_float"], qinfo["keep_float_ops"]
-            if keep is not None:
-                v["keep_float"] = keep["tensors"]
-                v["keep_float_ops"] = keep["nodes"]
-                v["calibrated_path"] = keep["calibrated_path"]
-                if keep.get("search") is not None:
-                    v["keep_float_search"] = keep["search"]
-                problems = verify_keep_float(path, keep["nodes"])
-                if problems:
-                    v.update({"status": "failed", "error": "--keep-float was not honoured by the converter: "
-                              + "; ".join(problems[:3])})
-            variants[prec] = v
+    The calibrated precisions (int8, int16x8: TensorFlow's calibrator runs the model in native code)
+    are converted in a worker process (convert_worker): a crash there fails that variant, not the
+    command. It starts after the first precision (a static-batch fallback there sets its options)
+    and converts while this process does the others. int8 with --keep-float, and every precision of
+    an ai-edge-quantizer source, are converted here (``_quantize``)."""
 
-    finally:
-        local.close()
-        if remote is not None:
-            remote.close()      # the worker is ended, its folder removed
+    def __init__(self, settings: ConvertSettings, src: Source, aeq: bool, base: Path, out_dir: Path,
+                 calib_ds: InputSet | None, n_cal: int, calib: Callable | None, say: Callable[[str], None]):
+        self.settings, self.src, self.aeq, self.base, self.out_dir = settings, src, aeq, base, out_dir
+        self.calib_ds, self.n_cal, self.calib, self.say = calib_ds, n_cal, calib, say
+        order = sorted(settings.precisions, key=lambda p: PRECISION_NAMES.index(p))
+        if "fp32" not in order:
+            order = ["fp32", *order]   # size reduction and parity need the FP32 baseline
+        self.order = order
+        self.plain = [] if aeq else [p for p in order if not (p == "int8" and settings.keep_float)]
+        calibrated = [p for p in self.plain if p in INTEGER_OPSETS and not (p == "int8" and src.qat)]
+        self.calibrated = calibrated if calibrated and isolated() else []
+        self.variants: dict[str, dict[str, Any]] = {}
+        self.fallback: str | None = None
 
-    fp32 = variants.get("fp32", {})
-    fp32_bytes = fp32.get("bytes") if fp32.get("status") == "ok" else None
-    for v in variants.values():
-        if v.get("status") == "ok" and fp32_bytes:
-            v["size_reduction_pct"] = round(100.0 * (1 - v["bytes"] / fp32_bytes), 2)
-    explain_sizes(variants)
+    def _calibration(self) -> InputSet | None:
+        return self.calib_ds.take(self.n_cal) if self.calib_ds is not None else None
 
-    # FP32 parity, always.
+    def _start_remote(self) -> Isolated:     # the source as resolved here, after a static-batch fallback too
+        s = self.settings
+        opts = s.source.dynamic_batch() if self.fallback else s.source
+        return Isolated(job_for(s.src, size=s.size, seed=s.seed, work_dir=self.base, options=opts,
+                                precisions=self.calibrated, calibration=self._calibration(),
+                                n_cal=self.n_cal, int8_io=s.int8_io, source=self.src), self.say, take())
+
+    def convert_all(self) -> None:
+        s = self.settings
+        local = convert_each(job_for(s.src, size=s.size, seed=s.seed, work_dir=self.base,
+                                     options=s.source, precisions=[p for p in self.plain if p not in self.calibrated],
+                                     calibration=None, n_cal=self.n_cal, int8_io=s.int8_io),
+                             self._calibration(), PRECISIONS, _conv_int8_qat, _one_line, src=self.src)
+        remote: Isolated | None = None
+        try:
+            for prec in self.order:
+                if remote is None and self.calibrated and prec != self.order[0]:
+                    remote = self._start_remote()
+                path = self.out_dir / f"{self.src.name}_{prec}.tflite"
+                t0 = time.perf_counter()
+                if prec in self.plain:
+                    got = self._plain(prec, remote.next if prec in self.calibrated else lambda: next(local))
+                else:
+                    got = self._quantize(prec, t0)
+                if got is not None:
+                    self._record(prec, path, *got)
+        finally:
+            local.close()
+            if remote is not None:
+                remote.close()      # the worker is ended, its folder removed
+
+    def _plain(self, prec: str, result: Callable[[], tuple[str, dict[str, Any], bytes | None]]):
+        """A precision the converter makes on its own (here, or in the worker): (bytes, quantization
+        info, seconds, the converting process's peak RSS, None), or None when it failed (recorded)."""
+        if prec not in self.calibrated:
+            self.say(f"converting {prec}")
+        _, res, data = result()
+        if res.get("fallback"):       # the converter refused the automatic static batch: dynamic it is
+            s = self.settings
+            self.fallback = res["fallback"]
+            self.src = resolve_source(s.src, size=s.size, work_dir=self.base, seed=s.seed,
+                                      options=s.source.dynamic_batch())
+            self.calib = calibration_feed(self.src, self.calib_ds, self.n_cal) if self.calib_ds is not None else None
+        if res.get("bad_input"):
+            raise BadInput(res["error"])
+        if res["status"] != "ok":
+            self.variants[prec] = {"precision": prec, "status": "failed",
+                                   "error": integer_failure_reason(self.src, prec, res["error"], res.get("error_detail")),
+                                   "error_detail": res.get("error_detail"), "seconds": res.get("seconds"),
+                                   **{k: res[k] for k in ("crashed", "stage") if k in res}}
+            return None
+        return data, res["qinfo"], res["seconds"], res.get("peak_rss_bytes"), None
+
+    def _quantize(self, prec: str, t0: float):
+        """int8 with float islands (--keep-float), or an ai-edge-quantizer source's precision: the
+        same tuple as ``_plain``, or None when it failed (recorded)."""
+        s, src = self.settings, self.src
+        self.say(f"converting {prec}")
+        keep: dict[str, Any] | None = None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if self.aeq:     # ai-edge-quantizer from the FP32 .tflite (fp32 itself: litert-torch / the file)
+                    data, qinfo = convert_variant(src, prec, self.calib_ds, self.n_cal,
+                                                  (self.variants.get("fp32") or {}).get("path"), s.keep_float, s.a16)
+                else:
+                    keep = _keep_float_plan(s, src, self.calib, self.out_dir, self.variants, self.say)
+                    data, qinfo = quantize_keep_float(keep["calibrated"], keep["nodes"], s.int8_io)
+                data = finish_tflite(src, data)
+        except PrecisionFailed as e:     # this precision's reason, in one line; the others go on
+            self.variants[prec] = {"precision": prec, "status": "failed", "error": str(e),
+                                   "seconds": round(time.perf_counter() - t0, 3)}
+            return None
+        except (BadInput, InfraError):
+            raise
+        except Exception as e:  # noqa: BLE001 -- keep the other variants
+            self.variants[prec] = {"precision": prec, "status": "failed", "error": _one_line(e),
+                                   "error_detail": str(e)[:20000], "seconds": round(time.perf_counter() - t0, 3)}
+            return None
+        return data, qinfo, time.perf_counter() - t0, None, keep
+
+    def _record(self, prec: str, path: Path, data: bytes, qinfo: dict[str, Any], secs: float,
+                peak_rss: int | None, keep: dict[str, Any] | None) -> None:
+        """Write the file and describe it (the variant record)."""
+        try:
+            write_bytes(path, data)      # atomic: a full disk leaves no half-written file
+        except OutputNotWritable as e:
+            self.variants[prec] = {"precision": prec, "status": "failed", "error": f"not written: {e}",
+                                   "seconds": round(secs, 3)}
+            return
+        v: dict[str, Any] = {
+            "precision": prec,
+            "status": "ok",
+            "path": str(path),
+            "bytes": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "seconds": round(secs, 3),
+            "process_peak_rss_bytes": peak_rss or _peak_rss_bytes(),
+            "quantization": qinfo,
+            "requested": prec in self.settings.precisions,
+        }
+        try:
+            v.update(describe_tflite(path))
+            v["precision_from_tensors"] = precision_of(path)   # e.g. a QAT model's "fp16" is an int8 file
+            mixed = mixed_file(inspect(path))     # the one count of float ops (tflite_model.MixedFile)
+            v["precision_detail"] = mixed.text() if mixed is not None else None   # "int8, 3 float ops: ..."
+            if mixed is not None and mixed.float_ops and qinfo.get("mode") == "full-integer":
+                # the converter left ops float without an error: the file is not full-integer
+                v["quantization"] = {**qinfo, "mode": v["precision_detail"], "integer_only_ops": True}
+        except Exception as e:  # noqa: BLE001 -- a model LiteRT cannot load is a failed variant
+            v.update({"status": "failed", "error": f"LiteRT cannot load the converted model: {_one_line(e)}"})
+        if qinfo.get("keep_float"):         # ai-edge-quantizer's float islands
+            v["keep_float"], v["keep_float_ops"] = qinfo["keep_float"], qinfo["keep_float_ops"]
+        if keep is not None:
+            v["keep_float"] = keep["tensors"]
+            v["keep_float_ops"] = keep["nodes"]
+            v["calibrated_path"] = keep["calibrated_path"]
+            if keep.get("search") is not None:
+                v["keep_float_search"] = keep["search"]
+            problems = verify_keep_float(path, keep["nodes"])
+            if problems:
+                v.update({"status": "failed", "error": "--keep-float was not honoured by the converter: "
+                          + "; ".join(problems[:3])})
+        self.variants[prec] = v
+
+
+def _parity(settings: ConvertSettings, src: Source, fp32: dict[str, Any], calib_ds: InputSet | None,
+            say: Callable[[str], None]) -> dict[str, Any]:
+    """The FP32 parity check (the FP32 .tflite against TF, or PyTorch, on the same inputs); a failed
+    one fails the FP32 variant (``fp32`` is updated)."""
     parity: dict[str, Any] = {"passed": None, "skipped": "fp32 conversion failed"}
     if fp32.get("status") == "ok" and src.kind == "tflite":
         parity = {"passed": None, "skipped": "the fp32 variant is the source .tflite itself"}
@@ -608,33 +696,11 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
         if not parity["passed"]:
             fp32["status"] = "failed"
             fp32["error"] = parity["explanation"]
+    return parity
 
-    import tensorflow as tf
 
-    manifest = {
-        "schema_version": 1,
-        "kind": "convert",
-        "source": src.to_manifest(),
-        # the automatic static batch the converter could not take, and why (the batch stayed dynamic)
-        "static_batch_fallback": fallback,
-        "calibration": ({"needed": False, "reason": "quantization-aware model: int8 uses its FakeQuant ranges",
-                         "data_used_only_for_parity": None if calib_ds is None else calib_ds.source}
-                        if src.qat else None if calib_ds is None else {
-            "source": calib_ds.source, "samples": n_cal, "sha256": calib_ds.take(n_cal).sha256,
-            "synthetic": calib_ds.synthetic, "warning": calib_note,
-            "value_ranges": value_ranges(calib_ds.take(n_cal), src.signature)}),
-        "variants": {p: variants[p] for p in order},
-        "parity": parity,
-        "int8_io": settings.int8_io,
-        "versions": {"tensorflow": tf.__version__, "litert": host_fingerprint().get("litert"),
-                     **(converter_versions(src) if aeq else {})},
-        "fingerprint": host_fingerprint(),
-        "total_seconds": round(time.perf_counter() - t_start, 3),
-        "out_dir": str(out_dir),
-        "run_key": key,
-        "run_key_facts": key_facts,
-    }
-
+def _write_manifest(manifest: dict[str, Any], variants: dict[str, dict[str, Any]], out_dir: Path) -> None:
+    """OUT/manifest.json; unwritable after some files were written: BadInput naming what was kept."""
     try:
         write_json(manifest, str(out_dir / "manifest.json"))
     except OutputNotWritable as e:
@@ -644,8 +710,6 @@ def _convert(settings: ConvertSettings, progress: Callable[[str], None] | None) 
             raise
         raise BadInput(f"{e}; complete and kept: {', '.join(written)}; not written: "
                        f"{', '.join(failed) or 'manifest.json'}") from None
-    manifest["failed"] = [p for p, v in variants.items() if v.get("status") != "ok"]
-    return Converted(manifest, src)
 
 
 def _keep_float_plan(settings: ConvertSettings, src: Source, calib: Callable | None, out_dir: Path,

@@ -285,36 +285,7 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
         say.set_total(2 + n + 1 + 1 + n * max(len(targets), 1)
                       * max(1, len(settings.run.gpu_precisions)) * settings.run.repeats)
     t = time.perf_counter()
-
-    if (settings.convert.src.endswith(".tflite") or settings.more_tflite) and not _quantizes_tflite(settings):
-        # .tflite SRC(s): the given files are the variants; TF runs only with --reference.
-        if settings.convert.keep_float:
-            raise BadInput("--keep-float re-quantizes while converting; a .tflite SRC is measured as given: pass "
-                           "the SavedModel/.keras it came from")
-
-        files = [settings.convert.src, *settings.more_tflite]
-        out = settings.convert.out_dir
-        manifest = tflite_variants(files, Path(out) if out else _tflite_run_dir(files))
-        settings = settings.with_convert(precisions=tuple(manifest["variants"]))
-        ref_variant = manifest["variants"][manifest["reference_variant"]]
-        src = resolve_any(settings.convert.source.reference or ref_variant["path"], size=settings.convert.size,
-                          work_dir=Path(manifest["out_dir"]), seed=settings.convert.seed,
-                          options=settings.convert.source)
-        src = replace(src, signature=replace(src.signature, quantized={
-            **_quantized_inputs([v["path"] for v in manifest["variants"].values()]), **src.signature.quantized}))
-        if settings.convert.source.reference:        # another model than the files: say so, not "reshape the data"
-            given = resolve_any(ref_variant["path"], size=settings.convert.size, work_dir=Path(manifest["out_dir"]),
-                                   seed=settings.convert.seed, options=settings.convert.source)
-            why = input_mismatch(src.signature, given.signature)
-            if why:
-                raise BadInput(f"{ref_variant['path']} {why} (--reference {settings.convert.source.reference}): the "
-                               "reference must be the model the .tflite files were converted from")
-    else:
-        goal = keep_float_goal(settings) if settings.convert.keep_float == "auto" else None
-        converted = convert_resolved(replace(settings.convert, keep_float_goal=goal), progress=say)
-        manifest, src = converted.manifest, converted.source     # the model is read once, by the conversion
-        if manifest.get("static_batch_fallback"):     # converted with the dynamic batch after all
-            settings = settings.with_convert(source=settings.convert.source.dynamic_batch())
+    settings, manifest, src = _variants(settings, say)
     timings["convert_s"] = time.perf_counter() - t
     out_dir = Path(manifest["out_dir"])
     task = (src.info or {}).get("task", "classification")
@@ -333,26 +304,123 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
     say("TensorFlow reference" if src.saved_model_dir is not None else "PyTorch reference" if src.kind == "torch"
         else "reference .tflite on the host")
     t = time.perf_counter()
+    ref_run, ref_label, ref_target = _run_reference(settings, src, manifest, inputs_path, rule)
+    timings["reference_s"] = time.perf_counter() - t
+    ref_out = ref_run.outputs or {}
+    judge = _judge(settings, src, task, ref_out, ds, rule, accuracy_gate)
+    ref_row = InferenceRow(
+        role="reference", precision=ref_label, target=ref_target, model=src.name,
+        model_path=str(src.saved_model_dir or src.path), model_sha256=src.sha256,
+        accuracy=None if judge.ref_acc is None else Accuracy.from_dict({**judge.ref_acc, "output": judge.class_out}),
+        batch_throughput=ref_run.extra.get("batch_throughput"),
+        streams=judge.streams(ref_out) if judge.streams else None,
+        **measured_fields(ref_run, "TF reference run"))
 
+    ok_variants = [(p, {**v, "model": src.name}, gp) for p, v in manifest["variants"].items()
+                   if p in settings.convert.precisions and v.get("status") == "ok"
+                   for gp in (settings.run.gpu_precisions or (None,))]
+    t = time.perf_counter()
+    outcome = _measure(settings, targets, ok_variants, src, ref_run, ref_label, inputs_path, rule, say)
+    results = {(ok_variants[i][0], ok_variants[i][2], name): r for (name, i), r in outcome.results.items()}
+    timings["targets_s"] = time.perf_counter() - t
+
+    rows = _explain_slower(_rows(settings, manifest, src, targets, results, ref_out, ds.labels, judge, task))
+    verdict = evaluate(rows, settings.thresholds, settings.gate_file,
+                       "TF reference" if src.saved_model_dir is not None else f"reference {ref_label} .tflite")
+    timings["total_s"] = time.perf_counter() - t0
+    return Document.new(
+        "compare", rows, host_fingerprint(with_tf=True, threads=settings.run.threads, delegate=settings.run.delegate),
+        reference=ref_row,
+        model=src.name,
+        source=_source_record(settings, src, manifest, task),
+        inputs=ds.record(inputs_path, inputs_sha),
+        manifest=str(out_dir / "manifest.json"),
+        conversion={p: {k: v.get(k) for k in ("status", "error", "bytes", "size_reduction_pct", "seconds",
+                                               "float_ops", "quantization")}
+                    for p, v in manifest["variants"].items()},
+        parity=manifest.get("parity"),
+        gate=verdict.to_dict(),
+        timings=timings,
+        interrupted=outcome.interrupted is not None, interrupted_by=outcome.interrupted,
+        run_control=settings.run.control.to_dict(),
+        state_rule=rule.to_dict(),
+        runtime={"api": settings.run.runtime_api, "accelerator": settings.run.accelerator,
+                 "gpu_precisions": list(settings.run.gpu_precisions), "op_profile": settings.run.op_profile},
+        **({"process_order": PROCESS_ORDER} if settings.run.repeats > 1 else {}),
+        **_advice(settings, manifest, rows, verdict),
+        data_warnings=data_warnings,
+    )
+
+
+def _variants(settings: CompareSettings, say: Callable[[str], None]) -> tuple[CompareSettings, dict[str, Any], Any]:
+    """(the settings as the variants make them, the manifest, the resolved source): the given
+    .tflite files as the variants, or SRC converted (the model read once, by the conversion)."""
+    if not ((settings.convert.src.endswith(".tflite") or settings.more_tflite) and not _quantizes_tflite(settings)):
+        goal = keep_float_goal(settings) if settings.convert.keep_float == "auto" else None
+        converted = convert_resolved(replace(settings.convert, keep_float_goal=goal), progress=say)
+        manifest, src = converted.manifest, converted.source     # the model is read once, by the conversion
+        if manifest.get("static_batch_fallback"):     # converted with the dynamic batch after all
+            settings = settings.with_convert(source=settings.convert.source.dynamic_batch())
+        return settings, manifest, src
+    # .tflite SRC(s): the given files are the variants; TF runs only with --reference.
+    if settings.convert.keep_float:
+        raise BadInput("--keep-float re-quantizes while converting; a .tflite SRC is measured as given: pass "
+                       "the SavedModel/.keras it came from")
+
+    files = [settings.convert.src, *settings.more_tflite]
+    out = settings.convert.out_dir
+    manifest = tflite_variants(files, Path(out) if out else _tflite_run_dir(files))
+    settings = settings.with_convert(precisions=tuple(manifest["variants"]))
+    ref_variant = manifest["variants"][manifest["reference_variant"]]
+    src = resolve_any(settings.convert.source.reference or ref_variant["path"], size=settings.convert.size,
+                      work_dir=Path(manifest["out_dir"]), seed=settings.convert.seed,
+                      options=settings.convert.source)
+    src = replace(src, signature=replace(src.signature, quantized={
+        **_quantized_inputs([v["path"] for v in manifest["variants"].values()]), **src.signature.quantized}))
+    if settings.convert.source.reference:        # another model than the files: say so, not "reshape the data"
+        given = resolve_any(ref_variant["path"], size=settings.convert.size, work_dir=Path(manifest["out_dir"]),
+                               seed=settings.convert.seed, options=settings.convert.source)
+        why = input_mismatch(src.signature, given.signature)
+        if why:
+            raise BadInput(f"{ref_variant['path']} {why} (--reference {settings.convert.source.reference}): the "
+                           "reference must be the model the .tflite files were converted from")
+    return settings, manifest, src
+
+
+def _run_reference(settings: CompareSettings, src, manifest: dict[str, Any], inputs_path: Path,
+                   rule: StateRule) -> tuple[RunResult, str, str]:
+    """(the reference's run, its precision label, its target label): TF for a TF model, the PyTorch
+    model for a PyTorch one, else the most precise .tflite on the host."""
     ref_job = Job(model_path=str(src.saved_model_dir or src.path), inputs_npz=str(inputs_path),
                   control=settings.run.control, save_outputs=True, seed=settings.convert.seed, state_rule=rule)
     wait_ready()             # no pre-started worker is still importing while the reference is timed
     if src.kind == "torch":   # the PyTorch model itself is the reference, as TF is for a TF model
 
         ref_run = TorchTarget(spec_of(src), src.sha256).run(ref_job, src.signature)
-        ref_label, ref_target = "torch", f"torch ({ref_run.extra.get('device')})"
-    elif src.saved_model_dir is not None:
+        return ref_run, "torch", f"torch ({ref_run.extra.get('device')})"
+    if src.saved_model_dir is not None:
         tft = TFTarget(batch=settings.tf_batch, signature_key=src.signature_key, loader=src.loader, tags=src.tags)
         ref_run = tft.run(ref_job, src.signature)
-        ref_label, ref_target = "tf", f"tf ({ref_run.extra.get('device')})"
-    else:   # .tflite files only: the most precise one, on the host, is the reference
+        return ref_run, "tf", f"tf ({ref_run.extra.get('device')})"
+    # .tflite files only: the most precise one, on the host, is the reference
 
-        ref_run = HostTarget(threads=settings.run.threads, delegate=settings.run.delegate).run(
-            replace(ref_job, threads=settings.run.threads, delegate=settings.run.delegate))
-        ref_label, ref_target = manifest.get("reference_variant", "fp32"), "host"   # (a quantized float .tflite: fp32)
-    timings["reference_s"] = time.perf_counter() - t
-    ref_out = ref_run.outputs or {}
+    ref_run = HostTarget(threads=settings.run.threads, delegate=settings.run.delegate).run(
+        replace(ref_job, threads=settings.run.threads, delegate=settings.run.delegate))
+    return ref_run, manifest.get("reference_variant", "fp32"), "host"   # (a quantized float .tflite: fp32)
 
+
+@dataclass(frozen=True)
+class _Judge:
+    """How a row's outputs are judged against the reference's: the output kind, the class output,
+    the reference's own accuracy and the streams judge (``stream_judge``)."""
+    kind: cmp.OutputKind | None
+    class_out: str | None
+    ref_acc: dict[str, Any] | None
+    streams: Callable[[dict[str, np.ndarray]], dict[str, Any] | None] | None
+
+
+def _judge(settings: CompareSettings, src, task: str, ref_out: dict[str, np.ndarray], ds: InputSet,
+           rule: StateRule, accuracy_gate: bool) -> _Judge:
     kind = cmp.parse_output_kind(settings.output_kind)
     cmp.check_output_kind(kind, ref_out)
     declared = (kind.output if kind else None) or settings.class_output or (src.info or {}).get("class_output")
@@ -364,59 +432,62 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
     if class_out is not None and ds.labels is not None:
         ref_acc = cmp.reference_accuracy(ref_out[class_out], ds.labels, class_out, kind)
     streams = stream_judge(rule, ref_out, class_out, ds.stream_labels, settings.stream_threshold)
-    ref_row = InferenceRow(
-        role="reference", precision=ref_label, target=ref_target, model=src.name,
-        model_path=str(src.saved_model_dir or src.path), model_sha256=src.sha256,
-        accuracy=None if ref_acc is None else Accuracy.from_dict({**ref_acc, "output": class_out}),
-        batch_throughput=ref_run.extra.get("batch_throughput"), streams=streams(ref_out) if streams else None,
-        **measured_fields(ref_run, "TF reference run"))
+    return _Judge(kind, class_out, ref_acc, streams)
 
-    ok_variants = [(p, {**v, "model": src.name}, gp) for p, v in manifest["variants"].items()
-                   if p in settings.convert.precisions and v.get("status") == "ok"
-                   for gp in (settings.run.gpu_precisions or (None,))]
 
-    def run_one(tgt, item: tuple[str, dict[str, Any], str | None]) -> RunResult:
+_Item = tuple[str, dict[str, Any], str | None]     # (precision, variant, GPU precision): one row per target
+
+
+def _measure(settings: CompareSettings, targets: list, ok_variants: list[_Item], src, ref_run: RunResult,
+             ref_label: str, inputs_path: Path, rule: StateRule, say: Callable[[str], None]) -> LoopOutcome:
+    """Every precision x target row measured (``--repeats``: in rounds, each row's processes pooled)."""
+
+    def run_one(tgt, item: _Item) -> RunResult:
         prec, v, gp = item
         if src.saved_model_dir is None and prec == ref_label and gp is None and not is_device(tgt) \
                 and settings.run.runtime_api == "interpreter" and not settings.run.op_profile and settings.run.repeats == 1:
             return ref_run   # the reference .tflite was just measured on this host with the same job
         return tgt.run(_row_job(settings, item, inputs_path, rule))
 
-    def failed(tgt, item: tuple[str, dict[str, Any], str | None], err: EdgebenchError) -> RunResult:
+    def failed(tgt, item: _Item, err: EdgebenchError) -> RunResult:
         return RunResult.failed(tgt.name, item[1]["path"], str(err), model_sha256=item[1].get("sha256", ""),
                                 exit_code=err.exit_code)
 
-    def describe(tg, item: tuple[str, dict[str, Any], str | None]) -> str:
+    def describe(tg, item: _Item) -> str:
         return f"{item[0]} on {tg.name}" + (f" (GPU {item[2]})" if item[2] else "")
 
-    t = time.perf_counter()
-    if settings.run.repeats > 1:
-        # replicates that are replicates: every row's k-th worker process runs before any row's next
-        # (ABAB...), so load that comes and goes hits every precision alike; the first process of a
-        # row saves the outputs (drift, accuracy), the others time only
-        def one_process(tgt, item: tuple[str, dict[str, Any], str | None], r: int) -> RunResult:
-            job = _row_job(settings, item, inputs_path, rule)
-            return tgt.run(job if r == 0 else replace(job, save_outputs=False, op_profile=False))
+    if settings.run.repeats <= 1:
+        return run_on_targets(targets, ok_variants, run_one, failed, progress=say, describe=describe)
 
-        rounds = measure_in_rounds(targets, ok_variants, settings.run.repeats, one_process, failed, progress=say,
-                                   describe=describe, round_gap_s=settings.run.round_gap_s)
-        outcome = LoopOutcome(interrupted=rounds.interrupted)
-        for tg in targets:
-            for i, item in enumerate(ok_variants):
-                runs = rounds.processes.get((tg.name, i)) or [failed(tg, item, InfraError(
-                    f"not run: interrupted ({rounds.interrupted}) before this row was measured"))]
-                res = RunResult.pooled(runs, describe(tg, item), rounds.order.get((tg.name, i)),
-                                       rounds.started.get((tg.name, i)))
-                if res.status == "ok" and len(runs) < settings.run.repeats:
-                    res = replace(res, extra={**res.extra, "repeat_warnings": [
-                        *res.extra.get("repeat_warnings", ()), f"interrupted: {len(runs)} of {settings.run.repeats} "
-                        "worker processes were measured; the row pools those"]})
-                outcome.results[(tg.name, i)] = res
-    else:
-        outcome = run_on_targets(targets, ok_variants, run_one, failed, progress=say, describe=describe)
-    results = {(ok_variants[i][0], ok_variants[i][2], name): r for (name, i), r in outcome.results.items()}
-    timings["targets_s"] = time.perf_counter() - t
+    # replicates that are replicates: every row's k-th worker process runs before any row's next
+    # (ABAB...), so load that comes and goes hits every precision alike; the first process of a
+    # row saves the outputs (drift, accuracy), the others time only
+    def one_process(tgt, item: _Item, r: int) -> RunResult:
+        job = _row_job(settings, item, inputs_path, rule)
+        return tgt.run(job if r == 0 else replace(job, save_outputs=False, op_profile=False))
 
+    rounds = measure_in_rounds(targets, ok_variants, settings.run.repeats, one_process, failed, progress=say,
+                               describe=describe, round_gap_s=settings.run.round_gap_s)
+    outcome = LoopOutcome(interrupted=rounds.interrupted)
+    for tg in targets:
+        for i, item in enumerate(ok_variants):
+            runs = rounds.processes.get((tg.name, i)) or [failed(tg, item, InfraError(
+                f"not run: interrupted ({rounds.interrupted}) before this row was measured"))]
+            res = RunResult.pooled(runs, describe(tg, item), rounds.order.get((tg.name, i)),
+                                   rounds.started.get((tg.name, i)))
+            if res.status == "ok" and len(runs) < settings.run.repeats:
+                res = replace(res, extra={**res.extra, "repeat_warnings": [
+                    *res.extra.get("repeat_warnings", ()), f"interrupted: {len(runs)} of {settings.run.repeats} "
+                    "worker processes were measured; the row pools those"]})
+            outcome.results[(tg.name, i)] = res
+    return outcome
+
+
+def _rows(settings: CompareSettings, manifest: dict[str, Any], src, targets: list,
+          results: dict[tuple[str, str | None, str], RunResult], ref_out: dict[str, np.ndarray], labels,
+          judge: _Judge, task: str) -> list[InferenceRow]:
+    """One row per precision x GPU precision x target, in the manifest's order (a failed conversion:
+    one failed row per target)."""
     rows: list[InferenceRow] = []
     for prec, v in manifest["variants"].items():
         if prec not in settings.convert.precisions:
@@ -434,15 +505,16 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
                              if not is_device(h) and results[(prec, gp, h.name)].status == "ok"), None)
             for tgt in targets:
                 run = results[(prec, gp, tgt.name)]
-                rows.append(_row_from_run(run, precision=prec, variant=v, ref_out=ref_out, labels=ds.labels,
-                                          class_out=class_out, ref_acc=ref_acc, task=task,
+                rows.append(_row_from_run(run, precision=prec, variant=v, ref_out=ref_out, labels=labels,
+                                          class_out=judge.class_out, ref_acc=judge.ref_acc, task=task,
                                           host_out=host_run.outputs if (host_run and is_device(tgt)) else None,
-                                          thresholds=th, gpu_precision=gp, streams=streams, kind=kind))
+                                          thresholds=th, gpu_precision=gp, streams=judge.streams, kind=judge.kind))
+    return rows
 
-    rows = _explain_slower(rows)
-    verdict = evaluate(rows, settings.thresholds, settings.gate_file,
-                       "TF reference" if src.saved_model_dir is not None else f"reference {ref_label} .tflite")
-    timings["total_s"] = time.perf_counter() - t0
+
+def _advice(settings: CompareSettings, manifest: dict[str, Any], rows: list[InferenceRow], verdict) -> dict[str, Any]:
+    """The result's further keys: the keep-float search, where the error comes from, and what to try
+    when a quality threshold was missed (the diagnose command, or a keep-float hint)."""
     extra: dict[str, Any] = {}
     search = (manifest["variants"].get("int8") or {}).get("keep_float_search")
     if search:
@@ -470,28 +542,7 @@ def _convert_and_compare(settings: CompareSettings, progress: Callable[[str], No
             size=settings.convert.size, int8_io=settings.convert.int8_io,
             preprocess=settings.convert.preprocess if settings.convert.preprocess != DEFAULT_PREPROCESS else None,
             source=settings.convert.source)
-    return Document.new(
-        "compare", rows, host_fingerprint(with_tf=True, threads=settings.run.threads, delegate=settings.run.delegate),
-        reference=ref_row,
-        model=src.name,
-        source=_source_record(settings, src, manifest, task),
-        inputs=ds.record(inputs_path, inputs_sha),
-        manifest=str(out_dir / "manifest.json"),
-        conversion={p: {k: v.get(k) for k in ("status", "error", "bytes", "size_reduction_pct", "seconds",
-                                               "float_ops", "quantization")}
-                    for p, v in manifest["variants"].items()},
-        parity=manifest.get("parity"),
-        gate=verdict.to_dict(),
-        timings=timings,
-        interrupted=outcome.interrupted is not None, interrupted_by=outcome.interrupted,
-        run_control=settings.run.control.to_dict(),
-        state_rule=rule.to_dict(),
-        runtime={"api": settings.run.runtime_api, "accelerator": settings.run.accelerator,
-                 "gpu_precisions": list(settings.run.gpu_precisions), "op_profile": settings.run.op_profile},
-        **({"process_order": PROCESS_ORDER} if settings.run.repeats > 1 else {}),
-        **extra,
-        data_warnings=data_warnings,
-    )
+    return extra
 
 
 def _quantizes_tflite(settings: CompareSettings) -> bool:

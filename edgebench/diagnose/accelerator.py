@@ -72,22 +72,22 @@ def check_accelerator(src: str, accelerator: str) -> None:
 def diagnose_accelerator(settings, progress: Callable[[str], None] | None = None) -> Document:
     """One bisect per GPU precision (``settings``: a ``DiagnoseSettings`` with ``accelerator``)."""
     say = progress or (lambda _m: None)
-    path = Path(settings.src)
-    check_accelerator(settings.src, settings.accelerator)
+    path = Path(settings.convert.src)
+    check_accelerator(settings.convert.src, settings.accelerator)
     refuse_compiled(path, inspect(str(path)))      # missing / not a flatbuffer / AOT-compiled: one line
     precisions = _precisions(settings.accelerator, tuple(settings.gpu_precisions))
     if settings.eval_samples <= 0:
         raise BadInput(f"--samples {settings.eval_samples}: must be positive")
     t0 = time.perf_counter()
-    out_dir = Path(settings.out_dir) if settings.out_dir else Path("edgebench-out") / path.stem / "diagnose"
+    out_dir = Path(settings.convert.out_dir) if settings.convert.out_dir else Path("edgebench-out") / path.stem / "diagnose"
     check_output_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     sig = tflite_signature(str(path))
     say("inputs")
     with warnings.catch_warnings():     # the INT8 warning about synthetic data is not this command's: see SYNTHETIC_NOTE
         warnings.simplefilter("ignore", SyntheticDataWarning)
-        ds = cast_to_signature(load_data(settings.data or "synthetic", sig, preprocess=settings.preprocess,
-                                         seed=settings.seed, n=settings.eval_samples), sig).take(settings.eval_samples)
+        ds = cast_to_signature(load_data(settings.data or "synthetic", sig, preprocess=settings.convert.preprocess,
+                                         seed=settings.convert.seed, n=settings.eval_samples), sig).take(settings.eval_samples)
     inputs_path = out_dir / "diagnose_inputs.npz"
     inputs_sha = ds.save(inputs_path)
     sha = sha256_file(path)

@@ -110,14 +110,15 @@ def prove_tflite_fix(settings: Any, row: dict[str, Any], ref_path: Path, sig: Si
         return None
     t0 = time.perf_counter()
     cal_path = settings.calibration_data or settings.data
-    cal = cast_to_signature(load_data(cal_path, sig, preprocess=settings.preprocess, seed=settings.seed,
-                                      n=settings.calibration_samples), sig)     # only the rows it calibrates on
-    n_cal = min(settings.calibration_samples, cal.n)
+    conv = settings.convert
+    cal = cast_to_signature(load_data(cal_path, sig, preprocess=conv.preprocess, seed=conv.seed,
+                                      n=conv.calibration_samples), sig)     # only the rows it calibrates on
+    n_cal = min(conv.calibration_samples, cal.n)
     ref_size = ref_path.stat().st_size
     base = ["edgebench", "convert-and-compare", str(ref_path),
-            *data_flags(settings.data, settings.calibration_data, settings.preprocess)]
-    if settings.calibration_samples != 100:     # convert-and-compare's default
-        base += ["--calibration-samples", str(settings.calibration_samples)]
+            *data_flags(settings.data, settings.calibration_data, conv.preprocess)]
+    if conv.calibration_samples != 100:     # convert-and-compare's default
+        base += ["--calibration-samples", str(conv.calibration_samples)]
     candidates = []
     fixed_kinds = _op_kinds(row["model_path"])      # the file being fixed
     base_psnr = (row.get("worst") or {}).get("psnr_db")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import shlex
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -56,8 +56,7 @@ from edgebench.convert.run import (
     ConvertSettings,
     calibrated_model,
     check_manifest,
-    convert,
-    resolve_source,
+    convert_resolved,
 )
 from edgebench.convert.worker import prestarted as converter_prestarted
 from edgebench.core.errors import BadInput
@@ -65,15 +64,16 @@ from edgebench.core.fingerprint import host_fingerprint, sha256_file
 from edgebench.diagnose.accelerator import MIN_PSNR_DB, diagnose_accelerator
 from edgebench.diagnose.fix import AEQ_NOTE_MISSING, prove_tflite_fix, source_flags
 from edgebench.judge import drift as cmp
-from edgebench.model.inputs import DEFAULT_PREPROCESS, cast_to_signature, load_data
+from edgebench.model.inputs import DEFAULT_PREPROCESS, InputSet, cast_to_signature, load_data
 from edgebench.model.savedmodel import run_tf
-from edgebench.model.state_rule import DEFAULT_STATE
+from edgebench.model.state_rule import StateRule
 from edgebench.model.state_rule import resolve as resolve_state
 from edgebench.model.tflite_model import inspect, refuse_compiled
 from edgebench.model.tflite_model import precision as file_precision
 from edgebench.rows import Accuracy, Document, InferenceRow
 from edgebench.sources.pytorch import reference_outputs
 from edgebench.sources.resolve import (
+    Source,
     SourceOptions,
     calibration_feed,
     evaluation_set,
@@ -84,34 +84,37 @@ from edgebench.sources.resolve import (
 from edgebench.sources.trust import check_output_dir
 
 DEFAULT_SAMPLES = 100          # per-layer statistics converge in far fewer; accuracy uses these too
+DEFAULT_PRECISIONS = ("int8",)
 FLOAT_REFERENCE = {"int8": "calibrated", "int16x8": "calibrated", "fp16": "fp32", "dynamic": "fp32"}
 QUANTIZED = tuple(FLOAT_REFERENCE)
 
 
 @dataclass(frozen=True)
 class DiagnoseSettings:
-    src: str
-    precisions: tuple[str, ...] = ("int8",)
-    data: str | None = None
-    calibration_data: str | None = None
+    """diagnose's settings: the conversion (``ConvertSettings``: the model, the precisions asked for,
+    the calibration data, integer I/O, output folder, the state rule -- as convert-and-compare converts)
+    and what only this command has: the evaluation data, the worker, the fix trials, the accelerator
+    bisect. ``convert.data`` calibrates (``--calibration-data``, else ``--data``)."""
+    convert: ConvertSettings
+    data: str | None = None          # evaluation data (also the calibration data unless convert.data differs)
     eval_samples: int = DEFAULT_SAMPLES
-    calibration_samples: int = ConvertSettings.calibration_samples   # conversion defaults: convert's
-    int8_io: str = ConvertSettings.int8_io
-    out_dir: str | None = None
-    preprocess: str = ConvertSettings.preprocess
-    size: str = ConvertSettings.size
-    seed: int = ConvertSettings.seed
     class_output: str | None = None
     output_kind: str | None = None   # --output-kind NAME:ordinal,tolerance=N (judge.drift.parse_output_kind)
     isolated: bool = True
     deadline_s: float = WORKER_DEADLINE_S
-    source: SourceOptions = field(default_factory=SourceOptions)   # --signature/--input-shape/--import
     reference: str | None = None   # SRC is a vendor's quantized .tflite: its float .tflite (--reference)
-    state: str = DEFAULT_STATE     # --state: what a stateful model remembers between samples (state_rule)
     fix_trials: int = TRIAL_CANDIDATES   # int8: layers re-quantized with them kept float to measure the gain
     accelerator: str | None = None       # --accelerator gpu|npu: bisect the .tflite against the CPU instead
     gpu_precisions: tuple[str, ...] = ()  # --gpu-precision (GPU bisect; none given: fp16)
     min_psnr_db: float = MIN_PSNR_DB     # --min-psnr (GPU bisect): a tensor below it vs the CPU departs
+
+    def with_convert(self, **changes: Any) -> "DiagnoseSettings":
+        return replace(self, convert=replace(self.convert, **changes))
+
+    @property
+    def calibration_data(self) -> str | None:
+        """``--calibration-data`` as given: the calibration data where it is not the evaluation data."""
+        return self.convert.data if self.convert.data != self.data else None
 
 
 # --------------------------------------------------------------------------- the command
@@ -151,41 +154,92 @@ def diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None 
     ``accelerator``: the accelerator bisect (``edgebench.diagnose.accelerator``)."""
     if settings.accelerator:
         return diagnose_accelerator(settings, progress)
-    if str(settings.src).endswith(".tflite") or settings.reference:
+    if str(settings.convert.src).endswith(".tflite") or settings.reference:
         return diagnose_tflite(settings, progress)
-    with converter_prestarted(any(p in ("int8", "int16x8") for p in settings.precisions)):   # TF import overlaps
+    with converter_prestarted(any(p in ("int8", "int16x8") for p in settings.convert.precisions)):   # TF import overlaps
         return _diagnose(settings, progress)
+
+
+@dataclass(frozen=True)
+class _Reference:
+    """What every diagnosed precision is compared against: the saved evaluation inputs, the state
+    rule, the float model's outputs on them and, for a classifier, its top-1."""
+    ds: InputSet
+    inputs_path: Path
+    inputs_sha: str
+    rule: StateRule
+    ref_out: dict[str, np.ndarray]
+    kind: cmp.OutputKind | None
+    class_out: str | None
+    ref_acc: Any
 
 
 def _diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None) -> Document:
     say = progress or (lambda _m: None)
-    settings = replace(settings, source=settings.source.for_measuring(settings.src))   # as convert-and-compare
-    quantized, skipped = _precisions(tuple(settings.precisions))
+    settings = settings.with_convert(source=settings.convert.source.for_measuring(settings.convert.src))   # as c-a-c
+    quantized, skipped = _precisions(tuple(settings.convert.precisions))
     if settings.eval_samples <= 0:
         raise BadInput(f"--samples {settings.eval_samples}: must be positive")
     t0 = time.perf_counter()
     if hasattr(say, "set_total"):
         say.set_total(4 + 3 * len(quantized))
-    manifest = convert(ConvertSettings(
-        src=settings.src, precisions=tuple(quantized), data=settings.calibration_data or settings.data,
-        calibration_samples=settings.calibration_samples, int8_io=settings.int8_io, out_dir=settings.out_dir,
-        preprocess=settings.preprocess, size=settings.size, seed=settings.seed, source=settings.source,
-        state=settings.state), progress=say)
+    converted = convert_resolved(replace(settings.convert, precisions=tuple(quantized)), progress=say)
+    manifest, src = converted.manifest, converted.source     # the model is read once, by the conversion
     check_manifest(manifest)
     out_dir = Path(manifest["out_dir"])
-    src = resolve_source(settings.src, size=settings.size, work_dir=out_dir, seed=settings.seed,
-                         options=settings.source)
     task = (src.info or {}).get("task", "classification")
+    torch_src = src.kind == "torch"     # PyTorch: its own outputs; variants re-quantized from the FP32 .tflite
+    ref = _reference(settings, src, out_dir, task, say)
+    calib = None
+    if any(FLOAT_REFERENCE[p] == "calibrated" for p in quantized) and not src.qat and not torch_src:
+        cal_ds = sample_set(src, settings.convert.data, preprocess=settings.convert.preprocess,
+                            seed=settings.convert.seed, split="calibration",
+                            samples=max(settings.convert.calibration_samples, 1))
+        calib = calibration_feed(src, cal_ds, min(settings.convert.calibration_samples, cal_ds.n))
+
+    # Rows are built in their JSON form (the diagnose keys -- layers, suggested_keep_float ... -- ride
+    # through InferenceRow's round trip unchanged) and typed once at the end.
+    rows: list[dict[str, Any]] = [{"precision": p, "target": "host", "model": src.name, "status": "skipped",
+                                   "error": f"{p} is the float reference: nothing is quantized"} for p in skipped]
+    rows += [_diagnose_precision(settings, prec, manifest, src, calib, ref, out_dir, say) for prec in quantized]
+    dyn = next((r for r in rows if r["precision"] == "dynamic" and r.get("status") == "ok"), None)
+    floor = _psnr((dyn or {}).get("worst"))         # 8-bit weights alone: what keeping activations float can reach
+    for row in rows:
+        if row.get("status") == "ok":
+            row["fix_commands"] = fix_commands(settings, row, qat=bool(src.qat), aeq=torch_src, floor_db=floor)
+    reference = InferenceRow(role="reference", precision="torch" if torch_src else "tf",
+                             target="torch" if torch_src else "tf", model=src.name,
+                             model_path=str(src.saved_model_dir or src.path), model_sha256=src.sha256,
+                             accuracy=None if ref.ref_acc is None
+                             else Accuracy.from_dict({**ref.ref_acc, "output": ref.class_out}))
+    return Document.new(
+        "diagnose", [InferenceRow.from_dict(r) for r in rows], host_fingerprint(with_tf=True),
+        reference=reference,
+        model=src.name,
+        source={"path": settings.convert.src, "sha256": src.sha256, "kind": src.kind, "task": task},
+        inputs=ref.ds.record(ref.inputs_path, ref.inputs_sha),
+        manifest=str(out_dir / "manifest.json"),
+        state_rule=ref.rule.to_dict(),
+        method={"matching": MATCHING_RULE, "isolated": ISOLATION_RULE, "ranking": RANKING_RULE,
+                "noise_ratio": f"rmse_over_scale ~ 1/sqrt(12) = {NOISE_RATIO:.4f} for rounding alone",
+                "outlier_ratio": next((r.get("outlier_ratio_method") for r in rows if r.get("outlier_ratio_method")), None),
+                "float_reference": {p: "fp32" for p in quantized} if torch_src else FLOAT_REFERENCE},
+        timings={"total_s": time.perf_counter() - t0},
+    )
+
+
+def _reference(settings: DiagnoseSettings, src: Source, out_dir: Path, task: str,
+               say: Callable[[str], None]) -> _Reference:
+    """The evaluation inputs (saved beside the conversion) and the float model's outputs on them."""
     say("evaluation inputs")
-    ds = evaluation_set(src, settings.data, samples=settings.eval_samples, preprocess=settings.preprocess,
-                        seed=settings.seed)
+    ds = evaluation_set(src, settings.data, samples=settings.eval_samples, preprocess=settings.convert.preprocess,
+                        seed=settings.convert.seed)
     inputs_path = out_dir / "diagnose_inputs.npz"
     inputs_sha = ds.save(inputs_path)
-    rule = resolve_state(settings.state, ds.streams, ds.n, how=ds.stream_how, source=ds.source)
-    torch_src = src.kind == "torch"     # PyTorch: its own outputs; variants re-quantized from the FP32 .tflite
+    rule = resolve_state(settings.convert.state, ds.streams, ds.n, how=ds.stream_how, source=ds.source)
+    torch_src = src.kind == "torch"
     say("PyTorch reference" if torch_src else "TensorFlow reference")
     if torch_src:
-
         ref_out = reference_outputs(src, ds)
     else:
         ref_out = run_tf(src.saved_model_dir, src.signature, ds, signature_key=src.signature_key, loader=src.loader,
@@ -196,71 +250,45 @@ def _diagnose(settings: DiagnoseSettings, progress: Callable[[str], None] | None
     class_out = cmp.pick_class_output(ref_out, declared) if task == "classification" or declared else None
     ref_acc = (cmp.reference_accuracy(ref_out[class_out], ds.labels, class_out, kind)
                if class_out is not None and ds.labels is not None else None)
+    return _Reference(ds, inputs_path, inputs_sha, rule, ref_out, kind, class_out, ref_acc)
 
-    calib = None
-    if any(FLOAT_REFERENCE[p] == "calibrated" for p in quantized) and not src.qat and not torch_src:
-        cal_ds = sample_set(src, settings.calibration_data or settings.data, preprocess=settings.preprocess,
-                            seed=settings.seed, split="calibration", samples=max(settings.calibration_samples, 1))
-        calib = calibration_feed(src, cal_ds, min(settings.calibration_samples, cal_ds.n))
 
+def _diagnose_precision(settings: DiagnoseSettings, prec: str, manifest: dict[str, Any], src: Source,
+                        calib: Callable | None, ref: _Reference, out_dir: Path,
+                        say: Callable[[str], None]) -> dict[str, Any]:
+    """One quantized precision's row: its float counterpart, the per-tensor comparison, the ranking
+    and (int8) the keep-float trials."""
     fp32 = manifest["variants"]["fp32"]
-    # Rows are built in their JSON form (the diagnose keys -- layers, suggested_keep_float ... -- ride
-    # through InferenceRow's round trip unchanged) and typed once at the end.
-    rows: list[dict[str, Any]] = [{"precision": p, "target": "host", "model": src.name, "status": "skipped",
-                                   "error": f"{p} is the float reference: nothing is quantized"} for p in skipped]
-    for prec in quantized:
-        v = manifest["variants"][prec]
-        t_p = time.perf_counter()
-        if FLOAT_REFERENCE[prec] == "calibrated" and calib is not None:   # (QAT int8: the FP32 model)
-            say(f"{prec}: calibrated float model")
-            qinfo = v.get("quantization", {})   # integer-only ops asked for (a mixed file's float ops came anyway)
-            strict = qinfo.get("mode") == "full-integer" or bool(qinfo.get("integer_only_ops"))
-            float_path = out_dir / f"{src.name}_{prec}_calibrated.tflite"
-            float_path.write_bytes(finish_tflite(src, calibrated_model(src, calib, prec, settings.int8_io,
-                                                                       strict=strict)))
-        else:
-            float_path = Path(fp32["path"])
-        say(f"{prec}: per-tensor comparison ({ds.n} samples)")
-        t_w = time.perf_counter()
-        meta, arrays = run_worker(float_path, v["path"], inputs_path, samples=ds.n, isolated=settings.isolated,
-                                  deadline_s=settings.deadline_s, state_rule=rule)
-        meta["worker_seconds"] = round(time.perf_counter() - t_w, 3)
-        say(f"{prec}: ranking")
-        row = _row(prec, v, src.name, meta, arrays, ref_out, ds.labels, class_out, ref_acc,
-                   str(float_path), time.perf_counter() - t_p, keep_float=not src.qat, qat=bool(src.qat), kind=kind)
-        if prec == "int8" and not src.qat and settings.fix_trials and float_path != Path(fp32["path"]) \
-                and worth_trying(row["layers"], _psnr(row.get("worst"))):
-            say(f"{prec}: keep-float trials")
-            measure_fixes(row, float_path, out_dir=out_dir, inputs_path=inputs_path, ref_out=ref_out,
-                          labels=ds.labels, class_out=class_out, ref_acc=ref_acc, int8_io=settings.int8_io,
-                          rule=rule, limit=settings.fix_trials, kind=kind)
-        if src.qat:       # convert-and-compare refuses --keep-float for QAT: nothing to suggest or prove here
-            row["suggested_keep_float"] = []
-            row["verdict"] = ((row.get("verdict") + "; ") if row.get("verdict") else "") + QAT_NOTE
-        rows.append(row)
-    dyn = next((r for r in rows if r["precision"] == "dynamic" and r.get("status") == "ok"), None)
-    floor = _psnr((dyn or {}).get("worst"))         # 8-bit weights alone: what keeping activations float can reach
-    for row in rows:
-        if row.get("status") == "ok":
-            row["fix_commands"] = fix_commands(settings, row, qat=bool(src.qat), aeq=torch_src, floor_db=floor)
-    reference = InferenceRow(role="reference", precision="torch" if torch_src else "tf",
-                             target="torch" if torch_src else "tf", model=src.name,
-                             model_path=str(src.saved_model_dir or src.path), model_sha256=src.sha256,
-                             accuracy=None if ref_acc is None else Accuracy.from_dict({**ref_acc, "output": class_out}))
-    return Document.new(
-        "diagnose", [InferenceRow.from_dict(r) for r in rows], host_fingerprint(with_tf=True),
-        reference=reference,
-        model=src.name,
-        source={"path": settings.src, "sha256": src.sha256, "kind": src.kind, "task": task},
-        inputs=ds.record(inputs_path, inputs_sha),
-        manifest=str(out_dir / "manifest.json"),
-        state_rule=rule.to_dict(),
-        method={"matching": MATCHING_RULE, "isolated": ISOLATION_RULE, "ranking": RANKING_RULE,
-                "noise_ratio": f"rmse_over_scale ~ 1/sqrt(12) = {NOISE_RATIO:.4f} for rounding alone",
-                "outlier_ratio": next((r.get("outlier_ratio_method") for r in rows if r.get("outlier_ratio_method")), None),
-                "float_reference": {p: "fp32" for p in quantized} if torch_src else FLOAT_REFERENCE},
-        timings={"total_s": time.perf_counter() - t0},
-    )
+    v = manifest["variants"][prec]
+    t_p = time.perf_counter()
+    if FLOAT_REFERENCE[prec] == "calibrated" and calib is not None:   # (QAT int8: the FP32 model)
+        say(f"{prec}: calibrated float model")
+        qinfo = v.get("quantization", {})   # integer-only ops asked for (a mixed file's float ops came anyway)
+        strict = qinfo.get("mode") == "full-integer" or bool(qinfo.get("integer_only_ops"))
+        float_path = out_dir / f"{src.name}_{prec}_calibrated.tflite"
+        float_path.write_bytes(finish_tflite(src, calibrated_model(src, calib, prec, settings.convert.int8_io,
+                                                                   strict=strict)))
+    else:
+        float_path = Path(fp32["path"])
+    ds = ref.ds
+    say(f"{prec}: per-tensor comparison ({ds.n} samples)")
+    t_w = time.perf_counter()
+    meta, arrays = run_worker(float_path, v["path"], ref.inputs_path, samples=ds.n, isolated=settings.isolated,
+                              deadline_s=settings.deadline_s, state_rule=ref.rule)
+    meta["worker_seconds"] = round(time.perf_counter() - t_w, 3)
+    say(f"{prec}: ranking")
+    row = _row(prec, v, src.name, meta, arrays, ref.ref_out, ds.labels, ref.class_out, ref.ref_acc,
+               str(float_path), time.perf_counter() - t_p, keep_float=not src.qat, qat=bool(src.qat), kind=ref.kind)
+    if prec == "int8" and not src.qat and settings.fix_trials and float_path != Path(fp32["path"]) \
+            and worth_trying(row["layers"], _psnr(row.get("worst"))):
+        say(f"{prec}: keep-float trials")
+        measure_fixes(row, float_path, out_dir=out_dir, inputs_path=ref.inputs_path, ref_out=ref.ref_out,
+                      labels=ds.labels, class_out=ref.class_out, ref_acc=ref.ref_acc, int8_io=settings.convert.int8_io,
+                      rule=ref.rule, limit=settings.fix_trials, kind=ref.kind)
+    if src.qat:       # convert-and-compare refuses --keep-float for QAT: nothing to suggest or prove here
+        row["suggested_keep_float"] = []
+        row["verdict"] = ((row.get("verdict") + "; ") if row.get("verdict") else "") + QAT_NOTE
+    return row
 
 
 QAT_NOTE = ("a quantization-aware-trained model: its int8 ranges come from training, so the fix for a "
@@ -279,7 +307,7 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
     the float file's outputs; tensors that could not be matched are listed."""
 
     say = progress or (lambda _m: None)
-    quant, ref = Path(settings.src), settings.reference
+    quant, ref = Path(settings.convert.src), settings.reference
     if not str(quant).endswith(".tflite"):
         raise BadInput(f"--reference {ref}: a float .tflite reference is for diagnosing a quantized .tflite; "
                        f"{quant} is not one (give SRC as INT8.tflite, or drop --reference to convert {quant})")
@@ -304,17 +332,17 @@ def diagnose_tflite(settings: DiagnoseSettings, progress: Callable[[str], None] 
         raise BadInput(f"{quant}: no evaluation data for a .tflite; pass --data PATH (real samples; a 'labels' "
                        "array adds top-1) or --data synthetic (misleading for int8 activations)")
     t0 = time.perf_counter()
-    out_dir = Path(settings.out_dir) if settings.out_dir else Path("edgebench-out") / quant.stem / "diagnose"
+    out_dir = Path(settings.convert.out_dir) if settings.convert.out_dir else Path("edgebench-out") / quant.stem / "diagnose"
 
     check_output_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     sig = tflite_signature(str(ref_path))
     say("evaluation inputs")
-    ds = cast_to_signature(load_data(settings.data, sig, preprocess=settings.preprocess, seed=settings.seed,
+    ds = cast_to_signature(load_data(settings.data, sig, preprocess=settings.convert.preprocess, seed=settings.convert.seed,
                                      n=settings.eval_samples), sig).take(settings.eval_samples)
     inputs_path = out_dir / "diagnose_inputs.npz"
     inputs_sha = ds.save(inputs_path)
-    rule = resolve_state(settings.state, ds.streams, ds.n, how=ds.stream_how, source=ds.source)
+    rule = resolve_state(settings.convert.state, ds.streams, ds.n, how=ds.stream_how, source=ds.source)
     say("float reference (the --reference .tflite)")
     ref_out = run_tflite_inprocess(ref_path, ds, sig, rule=rule)
     kind = cmp.parse_output_kind(settings.output_kind)
@@ -503,14 +531,15 @@ def fix_commands(settings: DiagnoseSettings, row: dict[str, Any], *, qat: bool =
     goal = proof_goal(row, floor_db)
     if goal is None:
         return []
-    base = ["edgebench", "convert-and-compare", *source_flags(settings.src, settings.source)]
+    conv = settings.convert
+    base = ["edgebench", "convert-and-compare", *source_flags(settings.convert.src, settings.convert.source)]
     for flag, value in (("--data", settings.data), ("--calibration-data", settings.calibration_data),
-                        ("--preprocess", settings.preprocess if settings.preprocess != DEFAULT_PREPROCESS else None),
-                        ("--int8-io", settings.int8_io if settings.int8_io != "float" else None),
-                        ("--size", settings.size if settings.size != "tiny" else None)):
+                        ("--preprocess", conv.preprocess if conv.preprocess != DEFAULT_PREPROCESS else None),
+                        ("--int8-io", conv.int8_io if conv.int8_io != "float" else None),
+                        ("--size", conv.size if conv.size != "tiny" else None)):
         if value is not None:
             base += [flag, str(value)]
-    if not settings.source.static_batch and not str(settings.src).endswith(".tflite"):
+    if not conv.source.static_batch and not str(conv.src).endswith(".tflite"):
         base.append("--dynamic-batch")      # convert as diagnose did
     drop = goal
     out = []

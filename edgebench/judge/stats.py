@@ -305,8 +305,6 @@ class Change:
         return self.ci is not None and self.ci_basis in ("processes", "history", "processes+history")
 
 
-
-
 def classify(metric: str, a: float | None, b: float | None, *, higher_is_better: bool,
              samples_a: np.ndarray | None = None, samples_b: np.ndarray | None = None,
              min_ratio: float = MIN_RATIO, alpha: float = ALPHA, inverse: bool = False,
@@ -381,8 +379,28 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
         half = len(samples_a) * len(samples_b) / 2
         b_larger = None if u == half else u < half   # U of A small -> B's samples tend larger
 
-    # -- between runs: replicates, else the stored history's run-to-run noise, else unknown; each
-    # gives the run-to-run spread (the noise band) and an interval for a rerun
+    # -- between runs: replicates, else the stored history's run-to-run noise, else unknown
+    basis, p_runs, runs_note, band, ci, ci_basis = _between_runs(
+        ratio, kind, percentile, inverse, repeats_a, repeats_b, groups_a, groups_b, noise, resamples, spread_s)
+    if ci is None:
+        ci, ci_basis = ratio_interval(samples_a, samples_b, kind, percentile, inverse), "within-run"
+    p = p_samples if p_runs is None else max(p_samples, p_runs)
+    metric_up = ratio > 1
+    agrees = b_larger is None or (metric_up == (b_larger != inverse))
+    verdict, reason, note = decide(ratio, p, ci, ci_basis, band, big=big, agrees=agrees, alpha=alpha,
+                                   min_ratio=min_ratio, higher_is_better=higher_is_better,
+                                   replicates=basis.startswith("repeats"), runs_note=runs_note,
+                                   p_samples=p_samples)
+    return Change(metric, float(a), float(b), float(ratio), p, verdict, higher_is_better, note, test, basis,
+                  p_samples, p_runs, ci, ci_basis=ci_basis, noise_band=band, reason=reason)
+
+
+def _between_runs(ratio: float, kind: str, percentile: float | None, inverse: bool, repeats_a, repeats_b,
+                  groups_a, groups_b, noise: tuple[float, int, int] | None, resamples: dict | None,
+                  spread_s: float | None) -> tuple[str, float | None, str, float | None, Any, str]:
+    """``classify``'s test between runs: replicates, else the stored history's run-to-run noise, else
+    unknown; each gives the run-to-run spread (the noise band) and an interval for a rerun. Returns
+    (basis, p between runs, its note, the noise band, the interval, the interval's basis)."""
     basis, p_runs, runs_note, band = "samples", None, "", None
     ci, ci_basis = None, "within-run"
     ra = [x for x in (repeats_a or []) if x is not None and x > 0]
@@ -417,17 +435,7 @@ def classify(metric: str, a: float | None, b: float | None, *, higher_is_better:
         ci_basis = "within-run"
         runs_note += (f"; the processes ran within {spread_s:.0f} s" if spread_s is not None else
                       "; when the processes ran is not recorded") + f" (< {SPREAD_MIN_S:g} s apart: one run)"
-    if ci is None:
-        ci, ci_basis = ratio_interval(samples_a, samples_b, kind, percentile, inverse), "within-run"
-    p = p_samples if p_runs is None else max(p_samples, p_runs)
-    metric_up = ratio > 1
-    agrees = b_larger is None or (metric_up == (b_larger != inverse))
-    verdict, reason, note = decide(ratio, p, ci, ci_basis, band, big=big, agrees=agrees, alpha=alpha,
-                                   min_ratio=min_ratio, higher_is_better=higher_is_better,
-                                   replicates=basis.startswith("repeats"), runs_note=runs_note,
-                                   p_samples=p_samples)
-    return Change(metric, float(a), float(b), float(ratio), p, verdict, higher_is_better, note, test, basis,
-                  p_samples, p_runs, ci, ci_basis=ci_basis, noise_band=band, reason=reason)
+    return basis, p_runs, runs_note, band, ci, ci_basis
 
 
 def replicate_sigma(a: Sequence[float], b: Sequence[float]) -> float:
@@ -747,20 +755,25 @@ def compare_runs(doc_a: dict[str, Any], doc_b: dict[str, Any], *, min_ratio: flo
         "regressions": regressions,
         "undecided": undecided,
         "mixed_methods": sum(1 for p in pairs if p["mixed_methods"]),
-        "rule": {"min_ratio": min_ratio, "alpha": alpha,
-                 "test": "p50: Mann-Whitney U; mean/QPS: Welch t-test; p90/p99: quantile test (Fisher); "
-                         "run-to-run noise: processes spread in time, else stored history, else within-run only "
-                         "(widened by an assumed run-to-run noise); worse/better: beyond the ratio, significant, "
-                         "the interval clear of the run-to-run spread; same: the interval inside the threshold; "
-                         "else cannot judge (with the reason); a mean/QPS/tail under load on its slower side: "
-                         "cannot judge; top-1 (whole samples)/PSNR/cosine: an absolute change in pp/dB/1 - "
-                         "cosine above the threshold",
-                 "thresholds": {m.key: _threshold(m.key, {}, {}, thresholds) for m in REGISTRY
-                                if m.test == "absolute"},
-                 "min_repeats": MIN_REPEATS, "history_min_runs": HISTORY_MIN_RUNS, "ci_level": CI_LEVEL,
-                 "spread_min_s": SPREAD_MIN_S, "assumed_run_noise": ASSUMED_RUN_NOISE,
-                 "verdicts": list(VERDICTS), "reasons": REASONS},
+        "rule": _rule(min_ratio, alpha, thresholds),
     }
+
+
+def _rule(min_ratio: float, alpha: float, thresholds: dict[str, float] | None) -> dict[str, Any]:
+    """The comparison's ``rule``: the thresholds and tests every verdict of ``compare_runs`` follows."""
+    return {"min_ratio": min_ratio, "alpha": alpha,
+            "test": "p50: Mann-Whitney U; mean/QPS: Welch t-test; p90/p99: quantile test (Fisher); "
+                    "run-to-run noise: processes spread in time, else stored history, else within-run only "
+                    "(widened by an assumed run-to-run noise); worse/better: beyond the ratio, significant, "
+                    "the interval clear of the run-to-run spread; same: the interval inside the threshold; "
+                    "else cannot judge (with the reason); a mean/QPS/tail under load on its slower side: "
+                    "cannot judge; top-1 (whole samples)/PSNR/cosine: an absolute change in pp/dB/1 - "
+                    "cosine above the threshold",
+            "thresholds": {m.key: _threshold(m.key, {}, {}, thresholds) for m in REGISTRY
+                           if m.test == "absolute"},
+            "min_repeats": MIN_REPEATS, "history_min_runs": HISTORY_MIN_RUNS, "ci_level": CI_LEVEL,
+            "spread_min_s": SPREAD_MIN_S, "assumed_run_noise": ASSUMED_RUN_NOISE,
+            "verdicts": list(VERDICTS), "reasons": REASONS}
 
 
 def compare_stored(store: Any, run_a: str, run_b: str, *, min_ratio: float = MIN_RATIO,

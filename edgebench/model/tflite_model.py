@@ -116,220 +116,247 @@ def inspect_bytes(buf: bytes, p: Path) -> dict[str, Any]:
                        "re-export or re-download the model") from None
 
 
-def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
-    schema = _schema()
-    model = schema.Model.GetRootAs(buf, 0)
-    op_names = _enum_names(schema.BuiltinOperator)
-    type_names = _enum_names(schema.TensorType)
-    budget = [max(READ_BUDGET_FACTOR * len(buf), READ_BUDGET_MIN)]
+class _Reader:
+    """One flatbuffer read under its byte budget (``READ_BUDGET_FACTOR`` x the file, at least
+    ``READ_BUDGET_MIN``): every vector and string is charged before it is decoded, so a file whose
+    vectors are shared between tables (a converter never writes that) raises ``_Hostile`` instead of
+    decoding without end. The steps of ``_inspect`` are its methods."""
 
-    def charge(nbytes: int) -> None:
-        budget[0] -= max(int(nbytes), 0)
-        if budget[0] < 0:
+    def __init__(self, buf: bytes):
+        self.buf = buf
+        self.schema = _schema()
+        self.model = self.schema.Model.GetRootAs(buf, 0)
+        self.op_names = _enum_names(self.schema.BuiltinOperator)
+        self.type_names = _enum_names(self.schema.TensorType)
+        self.budget = max(READ_BUDGET_FACTOR * len(buf), READ_BUDGET_MIN)
+        self.codes: list[str] = []
+        self.n_sub = 0
+        self.opt_names: tuple[dict[int, str], dict[int, str]] = ({}, {})
+
+    def charge(self, nbytes: int) -> None:
+        self.budget -= max(int(nbytes), 0)
+        if self.budget < 0:
             raise _Hostile()
 
-    def ints(length: int, read) -> list[int]:
+    def ints(self, length: int, read) -> list[int]:
         """A vector of 4-byte ints, charged before it is decoded."""
         if not length:
             return []
-        charge(4 * length)
+        self.charge(4 * length)
         return [int(x) for x in read()]
 
-    def text(raw: bytes | None, what: str) -> str:
+    def text(self, raw: bytes | None, what: str) -> str:
         if raw is None:
             raise ValueError(f"{what} has no name")
-        charge(len(raw))
+        self.charge(len(raw))
         return raw.decode()
 
-    # Touch every buffer so that a file cut short fails here, not at run time.
-    for b in range(model.BuffersLength()):
-        buffer = model.Buffers(b)
-        n = buffer.DataLength()
-        if n:
-            buffer.Data(n - 1)
-        if buffer.Offset() > 1 and buffer.Offset() + buffer.Size() > len(buf):
-            raise ValueError("external buffer beyond end of file")
+    def check_buffers(self) -> None:
+        """Touch every buffer so that a file cut short fails here, not at run time."""
+        model = self.model
+        for b in range(model.BuffersLength()):
+            buffer = model.Buffers(b)
+            n = buffer.DataLength()
+            if n:
+                buffer.Data(n - 1)
+            if buffer.Offset() > 1 and buffer.Offset() + buffer.Size() > len(self.buf):
+                raise ValueError("external buffer beyond end of file")
 
-    codes = []
-    for i in range(model.OperatorCodesLength()):
-        oc = model.OperatorCodes(i)
-        code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
-        name = op_names.get(code, f"BUILTIN_{code}")
-        if name == "CUSTOM":
-            custom = oc.CustomCode()
-            name = f"CUSTOM:{text(custom, 'custom op') if custom else '?'}"
-        codes.append(name)
+    def read_codes(self) -> None:
+        """The operator codes' names (``CUSTOM:name`` for custom ops) and the subgraph count."""
+        for i in range(self.model.OperatorCodesLength()):
+            oc = self.model.OperatorCodes(i)
+            code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
+            name = self.op_names.get(code, f"BUILTIN_{code}")
+            if name == "CUSTOM":
+                custom = oc.CustomCode()
+                name = f"CUSTOM:{self.text(custom, 'custom op') if custom else '?'}"
+            self.codes.append(name)
+        self.n_sub = self.model.SubgraphsLength()
+        if self.n_sub < 1:
+            raise ValueError("no subgraph")
+        self.opt_names = (_enum_names(self.schema.BuiltinOptions),
+                          _enum_names(getattr(self.schema, "BuiltinOptions2", object)))
 
-    n_sub = model.SubgraphsLength()
-    if n_sub < 1:
-        raise ValueError("no subgraph")
-    opt_names = (_enum_names(schema.BuiltinOptions), _enum_names(getattr(schema, "BuiltinOptions2", object)))
+    def tensor(self, sg, i: int) -> dict[str, Any]:
+        t = sg.Tensors(i)
+        shape = self.ints(t.ShapeLength(), t.ShapeAsNumpy)
+        sig = self.ints(t.ShapeSignatureLength(), t.ShapeSignatureAsNumpy) or list(shape)
+        q = t.Quantization()
+        scales: list[float] = []
+        zps: list[int] = []
+        if q is not None and q.ScaleLength():
+            self.charge(4 * q.ScaleLength())
+            scales = [float(x) for x in q.ScaleAsNumpy()]
+        if q is not None and q.ZeroPointLength():
+            self.charge(8 * q.ZeroPointLength())
+            zps = [int(x) for x in q.ZeroPointAsNumpy()]
+        raw_name = t.Name()
+        if raw_name:
+            self.charge(len(raw_name))
+        buffer_idx = t.Buffer()
+        is_const = False
+        if 0 < buffer_idx < self.model.BuffersLength():
+            bb = self.model.Buffers(buffer_idx)
+            is_const = bb.DataLength() > 0 or bb.Offset() > 1
+        return {
+            "index": i,
+            "name": (raw_name or b"").decode(errors="replace"),
+            "shape": shape,
+            "shape_signature": sig,
+            "dtype": _tensor_type_name(t.Type(), self.type_names),
+            "scale": scales[0] if len(scales) == 1 else (scales or None),
+            "zero_point": zps[0] if len(zps) == 1 else (zps or None),
+            "constant": is_const,
+            "variable": bool(t.IsVariable()),
+        }
 
-    def read_subgraph(k: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[tuple[str, int]]]:
+    def operator(self, sg, j: int, k: int, tensors: list[dict[str, Any]],
+                 refs: list[tuple[str, int]]) -> dict[str, Any]:
+        """Operator ``j`` of subgraph ``k``: its dtypes, kernel kind and FLOPs; the subgraphs it runs
+        go to ``refs``."""
+        op = sg.Operators(j)
+        name = self.codes[op.OpcodeIndex()]
+        ins = self.ints(op.InputsLength(), op.InputsAsNumpy)
+        outs = self.ints(op.OutputsLength(), op.OutputsAsNumpy)
+        # -1 marks an omitted optional input; any other index must exist
+        in_t = [tensors[_tensor_index(tensors, i, f"operator {j}")] if i != -1 else None for i in ins]
+        out_t = [tensors[_tensor_index(tensors, i, f"operator {j}")] for i in outs]
+        if name == "CALL_ONCE":
+            refs.append((INIT_ROLE, _call_once_target(op, self.schema, self.n_sub)))
+        else:
+            refs.extend(_subgraph_refs(name, op, self.opt_names, self.schema, self.n_sub))
+        act_in = [t["dtype"] for t in in_t if t is not None and not t["constant"]]
+        weight_in = [t["dtype"] for t in in_t if t is not None and t["constant"]]
+        out_dtypes = [t["dtype"] for t in out_t]
+        if name in BOUNDARY_OPS:
+            kind = "boundary"
+        elif any(d in FLOAT_TYPES for d in act_in + out_dtypes):
+            kind = "hybrid" if any(d in QUANT_TYPES for d in weight_in) else "float"
+        else:
+            kind = "integer"
+        entry = {"index": j, "op": name, "inputs": [t["dtype"] if t else None for t in in_t],
+                 "outputs": out_dtypes, "kind": kind, "flops": _flops(name, in_t, out_t, op, self.schema),
+                 "bookkeeping": _bookkeeping(name, act_in + out_dtypes),
+                 "input_names": [t["name"] for t in in_t if t is not None and not t["constant"]],
+                 "output_names": [t["name"] for t in out_t]}
+        if k:
+            entry["subgraph"] = k
+        return entry
+
+    def subgraph(self, k: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[tuple[str, int]]]:
         """(tensors, ops, [(role, subgraph)] its ops run: a WHILE's cond and body, an IF's branches,
         CALL_ONCE's init ...) of subgraph ``k``."""
-        sg = model.Subgraphs(k)
-
-        def tensor(i: int) -> dict[str, Any]:
-            t = sg.Tensors(i)
-            shape = ints(t.ShapeLength(), t.ShapeAsNumpy)
-            sig = ints(t.ShapeSignatureLength(), t.ShapeSignatureAsNumpy) or list(shape)
-            q = t.Quantization()
-            scales: list[float] = []
-            zps: list[int] = []
-            if q is not None and q.ScaleLength():
-                charge(4 * q.ScaleLength())
-                scales = [float(x) for x in q.ScaleAsNumpy()]
-            if q is not None and q.ZeroPointLength():
-                charge(8 * q.ZeroPointLength())
-                zps = [int(x) for x in q.ZeroPointAsNumpy()]
-            raw_name = t.Name()
-            if raw_name:
-                charge(len(raw_name))
-            buffer_idx = t.Buffer()
-            is_const = False
-            if 0 < buffer_idx < model.BuffersLength():
-                bb = model.Buffers(buffer_idx)
-                is_const = bb.DataLength() > 0 or bb.Offset() > 1
-            return {
-                "index": i,
-                "name": (raw_name or b"").decode(errors="replace"),
-                "shape": shape,
-                "shape_signature": sig,
-                "dtype": _tensor_type_name(t.Type(), type_names),
-                "scale": scales[0] if len(scales) == 1 else (scales or None),
-                "zero_point": zps[0] if len(zps) == 1 else (zps or None),
-                "constant": is_const,
-                "variable": bool(t.IsVariable()),
-            }
-
-        charge(4 * sg.TensorsLength())
-        tensors = [tensor(i) for i in range(sg.TensorsLength())]
-
-        def tensor_index(i: int, what: str) -> int:
-            if not 0 <= i < len(tensors):
-                raise ValueError(f"{what} refers to tensor {i}, but the subgraph has {len(tensors)}")
-            return i
-
-        ops, refs = [], []
-        charge(4 * sg.OperatorsLength())
+        sg = self.model.Subgraphs(k)
+        self.charge(4 * sg.TensorsLength())
+        tensors = [self.tensor(sg, i) for i in range(sg.TensorsLength())]
+        ops: list[dict[str, Any]] = []
+        refs: list[tuple[str, int]] = []
+        self.charge(4 * sg.OperatorsLength())
         for j in range(sg.OperatorsLength()):
-            op = sg.Operators(j)
-            name = codes[op.OpcodeIndex()]
-            ins = ints(op.InputsLength(), op.InputsAsNumpy)
-            outs = ints(op.OutputsLength(), op.OutputsAsNumpy)
-            # -1 marks an omitted optional input; any other index must exist
-            in_t = [tensors[tensor_index(i, f"operator {j}")] if i != -1 else None for i in ins]
-            out_t = [tensors[tensor_index(i, f"operator {j}")] for i in outs]
-            if name == "CALL_ONCE":
-                refs.append((INIT_ROLE, _call_once_target(op, schema, n_sub)))
-            else:
-                refs.extend(_subgraph_refs(name, op, opt_names, schema, n_sub))
-            act_in = [t["dtype"] for t in in_t if t is not None and not t["constant"]]
-            weight_in = [t["dtype"] for t in in_t if t is not None and t["constant"]]
-            out_dtypes = [t["dtype"] for t in out_t]
-            if name in BOUNDARY_OPS:
-                kind = "boundary"
-            elif any(d in FLOAT_TYPES for d in act_in + out_dtypes):
-                kind = "hybrid" if any(d in QUANT_TYPES for d in weight_in) else "float"
-            else:
-                kind = "integer"
-            entry = {"index": j, "op": name, "inputs": [t["dtype"] if t else None for t in in_t],
-                     "outputs": out_dtypes, "kind": kind, "flops": _flops(name, in_t, out_t, op, schema),
-                     "bookkeeping": _bookkeeping(name, act_in + out_dtypes),
-                     "input_names": [t["name"] for t in in_t if t is not None and not t["constant"]],
-                     "output_names": [t["name"] for t in out_t]}
-            if k:
-                entry["subgraph"] = k
-            ops.append(entry)
+            ops.append(self.operator(sg, j, k, tensors, refs))
         return tensors, ops, refs
 
+    def signatures(self, tensors: list[dict[str, Any]]) -> tuple[list[str], dict[int, str], dict[int, str]]:
+        """(signature keys, input and output names of the main subgraph's tensors by index)."""
+        model = self.model
+        sig_in: dict[int, str] = {}
+        sig_out: dict[int, str] = {}
+        signature_keys = []
+        self.charge(4 * model.SignatureDefsLength())
+        for s in range(model.SignatureDefsLength()):
+            sd = model.SignatureDefs(s)
+            key = sd.SignatureKey()
+            signature_keys.append(self.text(key, "a signature") if key else "")
+            if sd.SubgraphIndex() != 0 or sig_in:
+                continue
+            self.charge(4 * (sd.InputsLength() + sd.OutputsLength()))
+            for j in range(sd.InputsLength()):
+                tm = sd.Inputs(j)
+                sig_in[_tensor_index(tensors, tm.TensorIndex(), "a signature input")] = self.text(
+                    tm.Name(), "a signature input")
+            for j in range(sd.OutputsLength()):
+                tm = sd.Outputs(j)
+                sig_out[_tensor_index(tensors, tm.TensorIndex(), "a signature output")] = self.text(
+                    tm.Name(), "a signature output")
+        return signature_keys, sig_in, sig_out
+
+    def io(self, tensors: list[dict[str, Any]], sig_in: dict[int, str],
+           sig_out: dict[int, str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The main subgraph's inputs and outputs, by their signature names."""
+        sg0 = self.model.Subgraphs(0)
+        inputs = [_io(tensors, _tensor_index(tensors, i, "a subgraph input"), sig_in)
+                  for i in self.ints(sg0.InputsLength(), sg0.InputsAsNumpy)]
+        outputs = [_io(tensors, _tensor_index(tensors, i, "a subgraph output"), sig_out)
+                   for i in self.ints(sg0.OutputsLength(), sg0.OutputsAsNumpy)]
+        return inputs, outputs
+
+    def stamp(self) -> list[str] | None:
+        """The AOT compiler's metadata stamp (``STAMP_KEY``), split at NULs; None without one."""
+        model = self.model
+        stamp = None
+        self.charge(4 * model.MetadataLength())
+        for m in range(model.MetadataLength()):
+            md = model.Metadata(m)
+            if md.Name() != STAMP_KEY.encode():
+                continue
+            idx = md.Buffer()
+            if 0 <= idx < model.BuffersLength() and model.Buffers(idx).DataLength():
+                b = model.Buffers(idx)
+                self.charge(b.DataLength())
+                raw = bytes(b.DataAsNumpy().tobytes())
+                stamp = [x.decode(errors="replace") for x in raw.split(b"\0") if x.strip()]
+        return stamp
+
+
+def _tensor_index(tensors: list[dict[str, Any]], i: int, what: str) -> int:
+    if not 0 <= i < len(tensors):
+        raise ValueError(f"{what} refers to tensor {i}, but the subgraph has {len(tensors)}")
+    return i
+
+
+def _io(tensors: list[dict[str, Any]], idx: int, names: dict[int, str]) -> dict[str, Any]:
+    t = tensors[idx]
+    return {"name": names.get(idx, t["name"]), "tensor_name": t["name"], "index": idx,
+            "shape": t["shape"], "shape_signature": t["shape_signature"], "dtype": t["dtype"],
+            "quantization": ({"scale": t["scale"], "zero_point": t["zero_point"]}
+                             if t["scale"] not in (None, 0.0) else None)}
+
+
+def _reachable(reader: _Reader, refs0: list[tuple[str, int]]) -> tuple[dict[int, dict[str, Any]], list[int], list[int]]:
+    """(every subgraph the model's ops run, read once: {k: role, tensors, ops, refs}; those that run on
+    every invoke, in order; the CALL_ONCE init subgraphs)."""
     # Subgraph 0 is the model. The subgraphs its ops run are read too: a dynamic-range matmul inside
     # a WHILE body is the model's math as much as one in subgraph 0. Each is read once (a subgraph two
     # ops run, or one that runs itself, is not read again).
-    tensors, ops, refs0 = read_subgraph(0)
     subgraphs: dict[int, dict[str, Any]] = {}
     queue = list(refs0)
     while queue:
         role, k = queue.pop(0)
         if k in subgraphs:
             continue
-        sub_t, sub_o, sub_refs = read_subgraph(k)
+        sub_t, sub_o, sub_refs = reader.subgraph(k)
         subgraphs[k] = {"role": role, "tensors": sub_t, "ops": sub_o, "refs": sub_refs}
         queue.extend(sub_refs)
     # What runs on every invoke: subgraph 0 and what it reaches other than through CALL_ONCE (whose
     # init subgraph runs once per interpreter and only gives resource variables their first values).
     per_inference: list[int] = []
-    queue = [k for role, k in refs0 if role != INIT_ROLE]
-    while queue:
-        k = queue.pop(0)
+    pending = [k for role, k in refs0 if role != INIT_ROLE]
+    while pending:
+        k = pending.pop(0)
         if k in per_inference:
             continue
         per_inference.append(k)
-        queue.extend(kk for role, kk in subgraphs[k]["refs"] if role != INIT_ROLE)
+        pending.extend(kk for role, kk in subgraphs[k]["refs"] if role != INIT_ROLE)
     init_subgraphs = [k for role, k in refs0 if role == INIT_ROLE] + [
         kk for k in per_inference for role, kk in subgraphs[k]["refs"] if role == INIT_ROLE]
-    sub_ops = [o for k in per_inference for o in subgraphs[k]["ops"]]
-    run_tensors = tensors + [t for k in per_inference for t in subgraphs[k]["tensors"]]
+    return subgraphs, per_inference, init_subgraphs
 
-    def tensor_index(i: int, what: str) -> int:
-        if not 0 <= i < len(tensors):
-            raise ValueError(f"{what} refers to tensor {i}, but the subgraph has {len(tensors)}")
-        return i
 
-    # signature names for the main subgraph
-    sig_in: dict[int, str] = {}
-    sig_out: dict[int, str] = {}
-    signature_keys = []
-    charge(4 * model.SignatureDefsLength())
-    for s in range(model.SignatureDefsLength()):
-        sd = model.SignatureDefs(s)
-        key = sd.SignatureKey()
-        signature_keys.append(text(key, "a signature") if key else "")
-        if sd.SubgraphIndex() != 0 or sig_in:
-            continue
-        charge(4 * (sd.InputsLength() + sd.OutputsLength()))
-        for j in range(sd.InputsLength()):
-            tm = sd.Inputs(j)
-            sig_in[tensor_index(tm.TensorIndex(), "a signature input")] = text(tm.Name(), "a signature input")
-        for j in range(sd.OutputsLength()):
-            tm = sd.Outputs(j)
-            sig_out[tensor_index(tm.TensorIndex(), "a signature output")] = text(tm.Name(), "a signature output")
-
-    def io(idx: int, names: dict[int, str]) -> dict[str, Any]:
-        t = tensors[idx]
-        return {"name": names.get(idx, t["name"]), "tensor_name": t["name"], "index": idx,
-                "shape": t["shape"], "shape_signature": t["shape_signature"], "dtype": t["dtype"],
-                "quantization": ({"scale": t["scale"], "zero_point": t["zero_point"]}
-                                 if t["scale"] not in (None, 0.0) else None)}
-
-    sg0 = model.Subgraphs(0)
-    inputs = [io(tensor_index(i, "a subgraph input"), sig_in) for i in ints(sg0.InputsLength(), sg0.InputsAsNumpy)]
-    outputs = [io(tensor_index(i, "a subgraph output"), sig_out)
-               for i in ints(sg0.OutputsLength(), sg0.OutputsAsNumpy)]
-
-    hist = Counter(o["op"] for o in ops)
-    flops_by_op: Counter[str] = Counter()
-    for o in ops + sub_ops:
-        if o["flops"]:
-            flops_by_op[o["op"]] += o["flops"]
-    quantized_model = any(t["dtype"] in QUANT_TYPES and t["scale"] not in (None, 0.0) for t in run_tensors)
-
-    stamp = None
-    charge(4 * model.MetadataLength())
-    for m in range(model.MetadataLength()):
-        md = model.Metadata(m)
-        if md.Name() != STAMP_KEY.encode():
-            continue
-        idx = md.Buffer()
-        if 0 <= idx < model.BuffersLength() and model.Buffers(idx).DataLength():
-            b = model.Buffers(idx)
-            charge(b.DataLength())
-            raw = bytes(b.DataAsNumpy().tobytes())
-            stamp = [x.decode(errors="replace") for x in raw.split(b"\0") if x.strip()]
-
-    # The grid each output's values lie on: its own scale (integer outputs), else the scale of the
-    # integer tensor a final DEQUANTIZE reads (a float-I/O int8 model): a value below one step is 0.
+def _output_steps(ops: list[dict[str, Any]], tensors: list[dict[str, Any]],
+                  outputs: list[dict[str, Any]]) -> dict[str, float]:
+    """The grid each output's values lie on: its own scale (integer outputs), else the scale of the
+    integer tensor a final DEQUANTIZE reads (a float-I/O int8 model): a value below one step is 0."""
     produced = {o: op for op in ops for o in op["output_names"]}
     by_name = {t["name"]: t for t in tensors}
     output_steps: dict[str, float] = {}
@@ -340,6 +367,30 @@ def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
         scale = (q or {}).get("scale") or (src or {}).get("scale")
         if isinstance(scale, (int, float)) and scale > 0:
             output_steps[out["name"]] = float(scale)
+    return output_steps
+
+
+def _inspect(buf: bytes, p: Path) -> dict[str, Any]:
+    reader = _Reader(buf)
+    model = reader.model
+    reader.check_buffers()
+    reader.read_codes()
+    n_sub = reader.n_sub
+    tensors, ops, refs0 = reader.subgraph(0)
+    subgraphs, per_inference, init_subgraphs = _reachable(reader, refs0)
+    sub_ops = [o for k in per_inference for o in subgraphs[k]["ops"]]
+    run_tensors = tensors + [t for k in per_inference for t in subgraphs[k]["tensors"]]
+    signature_keys, sig_in, sig_out = reader.signatures(tensors)
+    inputs, outputs = reader.io(tensors, sig_in, sig_out)
+
+    hist = Counter(o["op"] for o in ops)
+    flops_by_op: Counter[str] = Counter()
+    for o in ops + sub_ops:
+        if o["flops"]:
+            flops_by_op[o["op"]] += o["flops"]
+    quantized_model = any(t["dtype"] in QUANT_TYPES and t["scale"] not in (None, 0.0) for t in run_tensors)
+    stamp = reader.stamp()
+    output_steps = _output_steps(ops, tensors, outputs)
 
     # Quantization coverage counts compute: not the QUANTIZE/DEQUANTIZE boundaries, not bookkeeping
     # (shape arithmetic, control flow, variable handles: no arithmetic on the model's values).

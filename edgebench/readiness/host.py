@@ -98,8 +98,9 @@ def _inputs(settings, path: str, out_dir: Path) -> tuple[str, int]:
     between two runs of the same file on the same inputs needs no real data)."""
 
     sig = tflite_signature(path)
-    if settings.data and settings.data != "synthetic":
-        ds = cast_to_signature(load_data(settings.data, sig, preprocess=settings.preprocess,
+    data = settings.convert.data
+    if data and data != "synthetic":
+        ds = cast_to_signature(load_data(data, sig, preprocess=settings.convert.preprocess,
                                          n=settings.host_samples), sig)     # only the rows the host run uses
     else:
         ds = synthetic(sig, settings.host_samples, seed=0)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,30 +33,25 @@ from edgebench.convert.run import INT8_IO, ConvertSettings, check_manifest, conv
 from edgebench.core.errors import BadInput, GateFailed, InfraError
 from edgebench.core.fingerprint import host_fingerprint, sha256_file
 from edgebench.model import tflite_model
-from edgebench.model.inputs import DEFAULT_PREPROCESS
 from edgebench.readiness.aot import vendors as vendor_lib
 from edgebench.readiness.aot.compile import COMPILE_TIMEOUT_S, CompileResult, compile_one, not_checkable
 from edgebench.readiness.host import host_rows
 from edgebench.readiness.rows import fail_on_verdict, gpu_row, name_unnamed_from_cpu_backend, npu_row, parse_fail_on
 from edgebench.rows import Document, InferenceRow
 from edgebench.sources.describe import gpu_readiness
-from edgebench.sources.resolve import SourceOptions
 
 DEFAULT_PRECISIONS = ("fp32", "int8")
 
 
 @dataclass(frozen=True)
 class ReadinessSettings:
-    src: str
-    precisions: tuple[str, ...] = DEFAULT_PRECISIONS     # sources only; a .tflite is what it is
+    """readiness's settings: the conversion of a source (``ConvertSettings``: the model, the
+    precisions -- sources only, a .tflite is what it is -- the calibration data, which also feeds the
+    host run, integer I/O, the output folder) and what only this command has: the targets, the
+    compile, the GPU row, the host run, the gate."""
+    convert: ConvertSettings
     socs: str = "all"                                     # all | SM8650,MT6989,...
     vendors: str | None = None                            # qualcomm,intel,... (None: every vendor)
-    data: str | None = None                               # calibration data (int8) and host-run inputs
-    calibration_samples: int = 100
-    int8_io: str = "float"
-    preprocess: str = DEFAULT_PREPROCESS
-    size: str = "tiny"
-    out_dir: str | None = None
     compile_timeout_s: float = COMPILE_TIMEOUT_S
     gpu: bool = True                                      # the GPU readiness row per precision
     host_run: bool = True                                 # run what this host's NPU dispatch can run
@@ -67,11 +62,10 @@ class ReadinessSettings:
     host_samples: int = 32
     fail_on: tuple[str, ...] = ()
     jobs: int = 2                                         # compiles at once (one process each)
-    source: SourceOptions = field(default_factory=SourceOptions)
 
     def validate(self) -> None:
-        if self.int8_io not in INT8_IO:
-            raise BadInput(f"--int8-io {self.int8_io}: use one of {', '.join(INT8_IO)}")
+        if self.convert.int8_io not in INT8_IO:
+            raise BadInput(f"--int8-io {self.convert.int8_io}: use one of {', '.join(INT8_IO)}")
         if not self.compile_timeout_s > 0:
             raise BadInput(f"--compile-timeout {self.compile_timeout_s}: must be > 0 seconds")
         if self.jobs < 1:
@@ -128,27 +122,25 @@ def _loads(v: vendor_lib.Vendor) -> bool:
 
 def variants(settings: ReadinessSettings, progress: Callable[[str], None]) -> tuple[str, dict[str, dict[str, Any]], Path]:
     """(model name, precision -> {path, sha256, gpu_compatibility?}, output folder)."""
-    src = Path(settings.src)
+    conv = settings.convert
+    src = Path(conv.src)
     if src.suffix == ".tflite":
         info = tflite_model.inspect(src)
         if info.get("aot"):
             raise BadInput(f"{src} is already compiled for {tflite_model.compiled_for(info['aot'])}; give the source "
                            ".tflite (or SavedModel) it was compiled from")
-        out = Path(settings.out_dir) if settings.out_dir else Path("edgebench-out") / src.stem / "readiness"
+        out = Path(conv.out_dir) if conv.out_dir else Path("edgebench-out") / src.stem / "readiness"
         prec = tflite_model.precision(info)
         return src.stem, {prec: {"path": str(src), "sha256": sha256_file(src), "op_count": info["op_count"],
                                  "precision_detail": tflite_model.precision_detail(info)}}, out
     progress("converting")
-    manifest = convert(ConvertSettings(
-        src=settings.src, precisions=settings.precisions, data=settings.data,
-        calibration_samples=settings.calibration_samples, int8_io=settings.int8_io, out_dir=settings.out_dir,
-        preprocess=settings.preprocess, size=settings.size, source=settings.source), progress=progress)
+    manifest = convert(conv, progress=progress)
     check_manifest(manifest)
     out = Path(manifest["out_dir"])
-    model = str((manifest.get("source") or {}).get("name") or Path(settings.src).name)
+    model = str((manifest.get("source") or {}).get("name") or Path(conv.src).name)
     found = {}
     for key, v in manifest["variants"].items():
-        if v.get("status") == "ok" and key in settings.precisions:
+        if v.get("status") == "ok" and key in conv.precisions:
             found[key] = {"path": v["path"], "sha256": v.get("sha256") or sha256_file(v["path"]),
                           "op_count": v.get("op_count") or tflite_model.inspect(v["path"])["op_count"],
                           "gpu_compatibility": v.get("gpu_compatibility"), "precision_detail": v.get("precision_detail")}

@@ -160,6 +160,31 @@ from runner_modes import (  # noqa: E402,F401 -- (wait_until re-exported for tes
 )
 
 
+def _output_pass(job: dict, sess: Session, res: dict) -> dict[str, int]:
+    """The untimed pass over every sample after the first inference: its outputs (``res["outputs"]``
+    with ``save_outputs``), the state facts (``res["state"]``); returns the NaN/Inf count per output."""
+    save = bool(job.get("save_outputs"))
+    outputs: list[dict] = []
+    nonfinite: dict[str, int] = {}
+    for j in range(sess.n):
+        if j:
+            sess.start_sample(j)     # a stateful graph starts where the state rule says (each sample / stream)
+            sess._set(j)
+            sess.it.invoke()
+        o = sess.read_outputs()
+        _count_nonfinite(o, nonfinite)
+        if save:
+            outputs.append(o)
+    if save:
+        res["outputs"] = {d["name"]: np.concatenate([o[d["name"]] for o in outputs], axis=0)
+                          for d in sess.outputs}
+    del outputs
+    if sess.state:
+        res["state"] = {**sess.state, "handling": sess.state_handling, "fresh_interpreters": sess.fresh_interpreters,
+                        "rule": "streams" if sess.resets.streams else "independent"}
+    return nonfinite
+
+
 def run_single(job: dict, sess: Session) -> dict:
     """First inference, an untimed pass that reads every sample's outputs, warmup, timed runs."""
     res: dict = {}
@@ -182,25 +207,7 @@ def run_single(job: dict, sess: Session) -> dict:
     res["first_inference_ms"] = first_ns / 1e6
 
     # untimed output pass: every sample's outputs (drift, NaN/Inf), before anything is timed
-    save = bool(job.get("save_outputs"))
-    outputs: list[dict] = []
-    nonfinite: dict[str, int] = {}
-    for j in range(n):
-        if j:
-            sess.start_sample(j)     # a stateful graph starts where the state rule says (each sample / stream)
-            sess._set(j)
-            sess.it.invoke()
-        o = sess.read_outputs()
-        _count_nonfinite(o, nonfinite)
-        if save:
-            outputs.append(o)
-    if save:
-        res["outputs"] = {d["name"]: np.concatenate([o[d["name"]] for o in outputs], axis=0)
-                          for d in sess.outputs}
-    del outputs
-    if sess.state:
-        res["state"] = {**sess.state, "handling": sess.state_handling, "fresh_interpreters": sess.fresh_interpreters,
-                        "rule": "streams" if sess.resets.streams else "independent"}
+    nonfinite = _output_pass(job, sess, res)
     it = sess.it                # a resource-variable graph got a new interpreter per sample above
     invoke = it.invoke
 

@@ -81,6 +81,41 @@ def _model_config_sha256(model) -> str | None:
         return None
 
 
+def _check_step(i: int, loss_v: float, probe_v: float, bad_v: float) -> None:
+    """Step ``i``'s loss, outputs and weights were finite, else ``NonFiniteLoss`` saying which and what to do."""
+    if not math.isfinite(loss_v):
+        raise NonFiniteLoss(f"loss became {loss_v} at step {i} (0-based, warm-up included); lower "
+                            "--learning-rate, check --data for NaN/inf, or use fp32")
+    if bad_v:
+        raise NonFiniteLoss(f"model outputs held {bad_v:.0f} nan/inf values at step {i} (0-based, warm-up "
+                            f"included) while the clipped loss read {loss_v:.4g}; check --data for "
+                            "NaN/inf or lower --learning-rate")
+    if not math.isfinite(probe_v):
+        # Keras clips probabilities before the log, so NaN activations can leave the loss
+        # finite while the update has already poisoned the weights.
+        raise NonFiniteLoss(f"weights became {probe_v} at step {i} (0-based, warm-up included) although "
+                            f"the loss read {loss_v:.4g}: the gradients were nan/inf; check --data for "
+                            "NaN/inf or lower --learning-rate")
+
+
+def _window_fields(gb: int, steps: int, step_ns: list[int], warm_ns: list[int], wait_ns: list[int],
+                   window_ns: int) -> dict[str, Any]:
+    """The row's throughput and step-time fields from the measured window (global batch ``gb``)."""
+    stats = _step_stats(step_ns)
+    return dict(
+        examples_per_s=gb * steps / (window_ns / 1e9),
+        examples_per_s_median_step=gb / (stats["p50"] / 1e3),
+        step_time_ms=stats,
+        step_samples_ns=[int(v) for v in step_ns],
+        warmup_samples_ns=[int(v) for v in warm_ns],
+        window_s=window_ns / 1e9,
+        first_step_ms=warm_ns[0] / 1e6,
+        startup_ms=warm_ns[0] / 1e6 - stats["p50"],
+        input_wait_pct=100.0 * sum(wait_ns) / window_ns,
+        input_wait_ms_per_step=float(np.mean(wait_ns)) / 1e6,
+    )
+
+
 def run_cell(settings: TrainSettings, cell: Cell, strategy, *, pool: Pool | None = None,
              profile_dir: str | None = None, gpus: list | None = None) -> dict[str, Any]:
     """Train one cell under ``strategy`` and return its row. Failures become the row's ``error``."""
@@ -150,19 +185,7 @@ def run_cell(settings: TrainSettings, cell: Cell, strategy, *, pool: Pool | None
             if profiling and i == prof[1]:
                 tf.profiler.experimental.stop()
                 profiling = False
-            if not math.isfinite(loss_v):
-                raise NonFiniteLoss(f"loss became {loss_v} at step {i} (0-based, warm-up included); lower "
-                                    "--learning-rate, check --data for NaN/inf, or use fp32")
-            if bad_v:
-                raise NonFiniteLoss(f"model outputs held {bad_v:.0f} nan/inf values at step {i} (0-based, warm-up "
-                                    f"included) while the clipped loss read {loss_v:.4g}; check --data for "
-                                    "NaN/inf or lower --learning-rate")
-            if not math.isfinite(probe_v):
-                # Keras clips probabilities before the log, so NaN activations can leave the loss
-                # finite while the update has already poisoned the weights.
-                raise NonFiniteLoss(f"weights became {probe_v} at step {i} (0-based, warm-up included) although "
-                                    f"the loss read {loss_v:.4g}: the gradients were nan/inf; check --data for "
-                                    "NaN/inf or lower --learning-rate")
+            _check_step(i, loss_v, probe_v, bad_v)
             if i < settings.warmup_steps:
                 warm_ns.append(t2 - t0)
             else:
@@ -173,19 +196,8 @@ def run_cell(settings: TrainSettings, cell: Cell, strategy, *, pool: Pool | None
         gpu = sampler.stop() if sampler else None
         sampler = None
 
-        stats = _step_stats(step_ns)
-        gb = row["global_batch_size"]
         row.update(
-            examples_per_s=gb * settings.steps / (window_ns / 1e9),
-            examples_per_s_median_step=gb / (stats["p50"] / 1e3),
-            step_time_ms=stats,
-            step_samples_ns=[int(v) for v in step_ns],
-            warmup_samples_ns=[int(v) for v in warm_ns],
-            window_s=window_ns / 1e9,
-            first_step_ms=warm_ns[0] / 1e6,
-            startup_ms=warm_ns[0] / 1e6 - stats["p50"],
-            input_wait_pct=100.0 * sum(wait_ns) / window_ns,
-            input_wait_ms_per_step=float(np.mean(wait_ns)) / 1e6,
+            **_window_fields(row["global_batch_size"], settings.steps, step_ns, warm_ns, wait_ns, window_ns),
             peak_device_memory_bytes=_peak_device_memory(gpus),
             final_loss=loss_v,
             loss_scale=float(optimizer.dynamic_scale.numpy()) if loss_scaling else None,

@@ -88,6 +88,44 @@ def _moved(before: dict[str, Any], after: dict[str, Any], goal: KeepFloatGoal) -
         da - db_ >= SEARCH_MIN_GAIN_PP
 
 
+def _search_set(src, goal: KeepFloatGoal):
+    """The search's evaluation samples (the goal's data, else the source's split), cast to the signature."""
+    ds = sample_set(src, goal.eval_data, preprocess=goal.preprocess, seed=goal.seed, split="evaluation",
+                    samples=max(goal.eval_samples, 1))
+    if ds is None:
+        raise BadInput("--keep-float auto needs evaluation data: pass --data (convert-and-compare) or --eval-data "
+                       "(convert) with real samples, and a 'labels' array for --max-accuracy-drop")
+    ds = cast_to_signature(ds, src.signature).take(goal.eval_samples)
+    if goal.max_accuracy_drop_pp is not None and ds.labels is None:
+        raise BadInput(f"--keep-float auto with --max-accuracy-drop needs labels, but {ds.source} has none; pass "
+                       "data with a 'labels' array or search with --min-psnr")
+    return ds
+
+
+def _ranked_tensors(layers: list[dict[str, Any]], graph: dict[str, dict[str, Any]]) -> list[str]:
+    """The float tensors of the ranked layers, worst first, that keeping float can change."""
+    ranked: list[str] = []
+    for l in layers:
+        ft = l.get("float_tensor")
+        if l.get("scale") and ft in graph and ft not in ranked and not l.get("already_float"):
+            ranked.append(ft)
+    return ranked
+
+
+def _stalled(nxt: dict[str, Any], steps: int, stall: int) -> str:
+    """Why the search stopped after ``steps`` steps, the last ``stall`` of which moved nothing."""
+    psnr = nxt.get("psnr_db")
+    why = (f"the goal is out of reach: with these layers float the model already matches float (PSNR "
+           f"{psnr:.1f} dB), so no int8 model can do better; relax the goal"
+           if psnr is not None and psnr >= FLOAT_PARITY_DB else
+           "the error is not in a few layers' int8 activations. Compare the 'dynamic' row (int8 weights, "
+           "float activations): if it is as far off, the 8-bit weights are the cause (quantization-aware "
+           "training, or keep the model fp16)")
+    return (f"stopped after {steps} step(s): the last {stall} moved the metric by less than "
+            f"{SEARCH_MIN_GAIN_DB:g} dB PSNR / {SEARCH_MIN_GAIN_PP:g} pp top-1, so keeping more of these "
+            f"layers float will not meet the goal: {why}")
+
+
 def search_keep_float(src, calibrated: bytes, calibrated_path: Path, graph: dict[str, dict[str, Any]], *,
                       goal: KeepFloatGoal | None, out_dir: Path, int8_io: str = "float",
                       fp32_bytes: int | None = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -98,15 +136,7 @@ def search_keep_float(src, calibrated: bytes, calibrated_path: Path, graph: dict
         raise BadInput("--keep-float auto needs a goal to search for: --max-accuracy-drop PP and/or --min-psnr DB "
                        "(or int8 thresholds in --gate FILE)")
     t0 = time.perf_counter()
-    ds = sample_set(src, goal.eval_data, preprocess=goal.preprocess, seed=goal.seed, split="evaluation",
-                    samples=max(goal.eval_samples, 1))
-    if ds is None:
-        raise BadInput("--keep-float auto needs evaluation data: pass --data (convert-and-compare) or --eval-data "
-                       "(convert) with real samples, and a 'labels' array for --max-accuracy-drop")
-    ds = cast_to_signature(ds, src.signature).take(goal.eval_samples)
-    if goal.max_accuracy_drop_pp is not None and ds.labels is None:
-        raise BadInput(f"--keep-float auto with --max-accuracy-drop needs labels, but {ds.source} has none; pass "
-                       "data with a 'labels' array or search with --min-psnr")
+    ds = _search_set(src, goal)
     work = Path(out_dir) / "keep_float_search"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -166,12 +196,7 @@ def search_keep_float(src, calibrated: bytes, calibrated_path: Path, graph: dict
     meta, _ = run_worker(calibrated_path, base["path"], inputs, samples=min(SEARCH_DIAGNOSE_SAMPLES, ds.n),
                          state_rule=rule.take(min(SEARCH_DIAGNOSE_SAMPLES, ds.n)))
     layers = rank_layers(meta["tensors"], "int8")
-    ranked: list[str] = []
-    for l in layers:
-        ft = l.get("float_tensor")
-        if l.get("scale") and ft in graph and ft not in ranked and not l.get("already_float"):
-            ranked.append(ft)
-    pool = ranked[:goal.candidates]
+    pool = _ranked_tensors(layers, graph)[:goal.candidates]
     current, path = [], [base]
     stall, stopped = 0, None
     while not goal.meets(path[-1]) and len(current) < len(pool):
@@ -182,16 +207,7 @@ def search_keep_float(src, calibrated: bytes, calibrated_path: Path, graph: dict
         stall = 0 if _moved(path[-1], nxt, goal) else stall + 1
         path.append(nxt)
         if stall >= SEARCH_STALL_STEPS:
-            psnr = nxt.get("psnr_db")
-            why = (f"the goal is out of reach: with these layers float the model already matches float (PSNR "
-                   f"{psnr:.1f} dB), so no int8 model can do better; relax the goal"
-                   if psnr is not None and psnr >= FLOAT_PARITY_DB else
-                   "the error is not in a few layers' int8 activations. Compare the 'dynamic' row (int8 weights, "
-                   "float activations): if it is as far off, the 8-bit weights are the cause (quantization-aware "
-                   "training, or keep the model fp16)")
-            stopped = (f"stopped after {len(current)} step(s): the last {stall} moved the metric by less than "
-                       f"{SEARCH_MIN_GAIN_DB:g} dB PSNR / {SEARCH_MIN_GAIN_PP:g} pp top-1, so keeping more of these "
-                       f"layers float will not meet the goal: {why}")
+            stopped = _stalled(nxt, len(current), stall)
             say("keep-float search: " + stopped.split(":")[0])
             break
     say("keep-float search: timing the candidates")

@@ -519,7 +519,9 @@ def _build_op_models(runtime, qraw: bytes, qg: Graph, match, wanted: set[int]) -
     return models, skipped
 
 
-def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def _load_job(job: dict[str, Any]) -> tuple[Any, int, bytes, bytes, dict[str, np.ndarray], int]:
+    """(the runtime, the RSS before anything is loaded, the float and quantized model bytes, the
+    inputs, how many samples are compared); a job that lacks a part is a ``JobError``."""
     for key in ("float_model", "quant_model", "inputs_npz"):
         if key not in job:
             raise rt.JobError(f"job has no {key}")
@@ -536,6 +538,95 @@ def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]
     n = min(int(job.get("samples") or n_avail), n_avail)
     if n <= 0:
         raise rt.JobError(f"{job['inputs_npz']} holds no samples; give at least one")
+    return runtime, base_rss, fraw, qraw, data, n
+
+
+def _run_isolated(m: OpModel, fv: dict[int, np.ndarray], q_feed: Feeder | None, match: dict[int, Any],
+                  qg: Graph, iso: dict[int, ErrorStats]) -> None:
+    """One op alone, fed the float model's values of this sample (an input without a float twin: the
+    quantized graph's own value); its outputs' error against the float model goes to ``iso``."""
+    for t, d in zip(m.inputs, m.in_dets):
+        if t in match:
+            value = _to_input(fv[match[t][0]], qg.tensors[t])
+        else:   # no float twin: weights computed from constants (fp16 DEQUANTIZE) or integer
+            # tensors (shapes, indices): the quantized graph's own value
+            value = q_feed.it.get_tensor(t) if q_feed is not None else None
+            if value is None:
+                return
+        if list(value.shape) != list(d["shape"]) and value.size == int(np.prod(d["shape"])):
+            value = value.reshape(d["shape"])   # same elements, rank spelled differently (scalars)
+        if list(value.shape) != list(d["shape"]):
+            m.it.resize_tensor_input(d["index"], list(value.shape))
+            m.it.allocate_tensors()
+            m.in_dets = sorted(m.it.get_input_details(), key=lambda x: x["index"])
+            m.out_dets = sorted(m.it.get_output_details(), key=lambda x: x["index"])
+        m.it.set_tensor(d["index"], np.asarray(value, order="C"))   # keeps 0-d scalars 0-d
+    m.it.reset_all_variables()
+    m.it.invoke()
+    for t, d in zip(m.outputs, m.out_dets):
+        if t in iso:
+            got = _dequant_value(m.it.get_tensor(d["index"]), qg.tensors[t])
+            iso[t].add(got, np.asarray(fv[match[t][0]], np.float64))
+
+
+def _tensor_record(t: int, fg: Graph, qg: Graph, match: dict[int, Any], views: dict[int, int],
+                   acc: dict[int, ErrorStats], iso: dict[int, ErrorStats], iso_skipped: dict[int, str],
+                   ranges: dict[int, RangeStats]) -> dict[str, Any]:
+    """One measured tensor of the quantized graph: where it is, its float match, its errors and range."""
+    d = qg.tensors[t]
+    s, zp = _scale_zp(d)
+    node = qg.producer.get(t)
+    f = match[t][0]
+    return {
+        "tensor": qg.name(t), "index": t, "op": qg.ops[node]["op"] if node is not None else "INPUT",
+        "node": node, "shape": [int(x) for x in d["shape"]], "dtype": np.dtype(d["dtype"]).name,
+        "scale": s, "zero_point": zp, "float_tensor": fg.name(f),
+        "match": match[t][1] + (" + fake-quant" if f in views else ""),
+        "consumers": [qg.ops[c]["index"] for c in qg.consumers.get(t, [])],
+        "input_indices": [x for x in (qg.ops[node]["inputs"] if node is not None else [])
+                          if x >= 0 and (x in qg.producer or x in qg.inputs)],
+        "accumulated": acc[t].to_dict() if t in acc else None,
+        "isolated": iso[t].to_dict() if t in iso else None,
+        "isolated_skipped": iso_skipped.get(t) if t not in iso else None,
+        "range": ranges[f].to_dict(),
+    }
+
+
+def _working_set(fg: Graph, ranges: dict[int, RangeStats], needed_f: set[int],
+                 deployed: dict[str, list[np.ndarray]], n: int) -> tuple[int, int, int]:
+    """(histogram bytes, final outputs' bytes, per-sample working set): what pass 2 adds to the RSS
+    after setup."""
+    chans = {f: (int(fg.tensors[f]["shape"][-1]) if len(fg.tensors[f]["shape"]) >= 2 and
+                 int(fg.tensors[f]["shape"][-1]) > 1 else 1) for f in ranges}
+    hist_bytes = sum(c * N_BINS * 4 for c in chans.values())
+    max_elems = max((int(np.prod(fg.tensors[f]["shape"])) for f in needed_f), default=0)
+    max_chan = max(chans.values(), default=1)
+    out_bytes = sum(np.asarray(v[0]).nbytes * n for v in deployed.values())
+    per_sample = (hist_bytes + 8 * N_BINS * max_chan * 2         # histograms + one tensor's bincount temporaries
+                  + sum(_nbytes(fg.tensors[f]) for f in needed_f)  # this sample's float values (copies)
+                  + TEMP_BYTES_PER_ELEMENT * max_elems              # temporaries of the largest tensor
+                  + ALLOCATOR_SLACK_BYTES)
+    return hist_bytes, out_bytes, per_sample
+
+
+def _memory(fg: Graph, qg: Graph, fraw: bytes, qraw: bytes, *, base_rss: int, setup_rss: int, setup_peak: int,
+            per_sample: int, out_bytes: int, hist_bytes: int) -> dict[str, Any]:
+    """The result's ``memory``: the bound the worker's RSS stays under, and what it is made of."""
+    act_f = sum(_nbytes(fg.tensors[t]) for t in fg.activations())
+    act_q = sum(_nbytes(qg.tensors[t]) for t in qg.activations())
+    bound = max(setup_peak, setup_rss + per_sample + out_bytes)
+    return {"bound_bytes": int(bound), "baseline_rss_bytes": int(base_rss),
+            "setup_rss_bytes": int(setup_rss), "per_sample_bytes": int(per_sample),
+            "outputs_bytes": int(out_bytes),
+            "activation_bytes": {"float": act_f, "quantized": act_q}, "histogram_bytes": int(hist_bytes),
+            "model_bytes": {"float": len(fraw), "quantized": len(qraw)},
+            "peak_rss_bytes": rt.rss_bytes("VmHWM"),
+            "bound": "max(peak during setup, RSS after setup + per-sample working set + final outputs); "
+                     "setup holds both models, one sample's tensors of each, one model per op"}
+
+
+def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    runtime, base_rss, fraw, qraw, data, n = _load_job(job)
     src = job["inputs_npz"]
 
     try:
@@ -612,16 +703,7 @@ def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]
     ranges = {match[t][0]: RangeStats() for t in measured}
     # Memory: everything that lives through pass 2 exists now (models, interpreters with one
     # sample's tensors, per-op models); per sample only a bounded working set is added.
-    chans = {f: (int(fg.tensors[f]["shape"][-1]) if len(fg.tensors[f]["shape"]) >= 2 and
-                 int(fg.tensors[f]["shape"][-1]) > 1 else 1) for f in ranges}
-    hist_bytes = sum(c * N_BINS * 4 for c in chans.values())
-    max_elems = max((int(np.prod(fg.tensors[f]["shape"])) for f in needed_f), default=0)
-    max_chan = max(chans.values(), default=1)
-    out_bytes = sum(np.asarray(v[0]).nbytes * n for v in deployed.values())
-    per_sample = (hist_bytes + 8 * N_BINS * max_chan * 2         # histograms + one tensor's bincount temporaries
-                  + sum(_nbytes(fg.tensors[f]) for f in needed_f)  # this sample's float values (copies)
-                  + TEMP_BYTES_PER_ELEMENT * max_elems              # temporaries of the largest tensor
-                  + ALLOCATOR_SLACK_BYTES)
+    hist_bytes, out_bytes, per_sample = _working_set(fg, ranges, needed_f, deployed, n)
     setup_rss, setup_peak = rt.rss_bytes("VmRSS") or 0, rt.rss_bytes("VmHWM") or 0
     # Pass 2 -- statistics, one sample at a time.
     for i in range(n):
@@ -637,52 +719,9 @@ def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]
                 got = _dequant_value(q_feed.it.get_tensor(t), qg.tensors[t])
                 st.add(got, np.asarray(fv[match[t][0]], np.float64))
         for m in op_models:
-            for t, d in zip(m.inputs, m.in_dets):
-                if t in match:
-                    value = _to_input(fv[match[t][0]], qg.tensors[t])
-                else:   # no float twin: weights computed from constants (fp16 DEQUANTIZE) or integer
-                    # tensors (shapes, indices): the quantized graph's own value
-                    value = q_feed.it.get_tensor(t) if q_feed is not None else None
-                    if value is None:
-                        break
-                if list(value.shape) != list(d["shape"]) and value.size == int(np.prod(d["shape"])):
-                    value = value.reshape(d["shape"])   # same elements, rank spelled differently (scalars)
-                if list(value.shape) != list(d["shape"]):
-                    m.it.resize_tensor_input(d["index"], list(value.shape))
-                    m.it.allocate_tensors()
-                    m.in_dets = sorted(m.it.get_input_details(), key=lambda x: x["index"])
-                    m.out_dets = sorted(m.it.get_output_details(), key=lambda x: x["index"])
-                m.it.set_tensor(d["index"], np.asarray(value, order="C"))   # keeps 0-d scalars 0-d
-            else:
-                m.it.reset_all_variables()
-                m.it.invoke()
-                for t, d in zip(m.outputs, m.out_dets):
-                    if t in iso:
-                        got = _dequant_value(m.it.get_tensor(d["index"]), qg.tensors[t])
-                        iso[t].add(got, np.asarray(fv[match[t][0]], np.float64))
+            _run_isolated(m, fv, q_feed, match, qg, iso)
 
-    tensors = []
-    for t in measured:
-        d = qg.tensors[t]
-        s, zp = _scale_zp(d)
-        node = qg.producer.get(t)
-        f = match[t][0]
-        tensors.append({
-            "tensor": qg.name(t), "index": t, "op": qg.ops[node]["op"] if node is not None else "INPUT",
-            "node": node, "shape": [int(x) for x in d["shape"]], "dtype": np.dtype(d["dtype"]).name,
-            "scale": s, "zero_point": zp, "float_tensor": fg.name(f),
-            "match": match[t][1] + (" + fake-quant" if f in views else ""),
-            "consumers": [qg.ops[c]["index"] for c in qg.consumers.get(t, [])],
-            "input_indices": [x for x in (qg.ops[node]["inputs"] if node is not None else [])
-                              if x >= 0 and (x in qg.producer or x in qg.inputs)],
-            "accumulated": acc[t].to_dict() if t in acc else None,
-            "isolated": iso[t].to_dict() if t in iso else None,
-            "isolated_skipped": iso_skipped.get(t) if t not in iso else None,
-            "range": ranges[f].to_dict(),
-        })
-    act_f = sum(_nbytes(fg.tensors[t]) for t in fg.activations())
-    act_q = sum(_nbytes(qg.tensors[t]) for t in qg.activations())
-    bound = max(setup_peak, setup_rss + per_sample + out_bytes)
+    tensors = [_tensor_record(t, fg, qg, match, views, acc, iso, iso_skipped, ranges) for t in measured]
     meta = {
         "samples": n,
         "graph_id": graph_id(qraw),
@@ -696,14 +735,8 @@ def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]
             "deployed_vs_builtin_max_diff": delegate_diff,
             "caveat": "google-ai-edge/LiteRT#413: preserving intermediates must not change final outputs",
         },
-        "memory": {"bound_bytes": int(bound), "baseline_rss_bytes": int(base_rss),
-                   "setup_rss_bytes": int(setup_rss), "per_sample_bytes": int(per_sample),
-                   "outputs_bytes": int(out_bytes),
-                   "activation_bytes": {"float": act_f, "quantized": act_q}, "histogram_bytes": int(hist_bytes),
-                   "model_bytes": {"float": len(fraw), "quantized": len(qraw)},
-                   "peak_rss_bytes": rt.rss_bytes("VmHWM"),
-                   "bound": "max(peak during setup, RSS after setup + per-sample working set + final outputs); "
-                            "setup holds both models, one sample's tensors of each, one model per op"},
+        "memory": _memory(fg, qg, fraw, qraw, base_rss=base_rss, setup_rss=setup_rss, setup_peak=setup_peak,
+                          per_sample=per_sample, out_bytes=out_bytes, hist_bytes=hist_bytes),
         "outlier_ratio": outlier_ratio_doc(),
         "runtime": runtime[3],
     }

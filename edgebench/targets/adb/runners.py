@@ -431,41 +431,9 @@ class AdbTarget:
 
             # 2. outputs (one invocation per input sample), relative paths inside the run folder
             if job.save_outputs:
-                progress.update(0, None, f"outputs of {n_inputs} input samples")
-                binary_rel, model_rel = f"../files/{binary_name}", f"../files/{model_name}"
-                files = []
-                lines = []
-                for i in range(n_inputs):
-                    ivf = self._push_inputs(in_details, prepared, i, local_tmp, run_dir, relative=True)
-                    oargv = build_argv(binary_rel, model_rel, threads=threads, num_runs=1, warmup_runs=0,
-                                       min_secs=0.0, warmup_min_secs=0.0, output_filepath=f"out{i}.bin",
-                                       **flags, **ivf.argv_kwargs())
-                    lines.append(RemoteCommand.script_line(oargv, quiet=True))
-                    files.append(f"{run_dir}/out{i}.bin")
-                script = local_tmp / "outputs.sh"
-                script.write_text("\n".join(lines) + "\n")
-                dev.push(script, f"{run_dir}/outputs.sh")
-                r = dev.shell(RemoteCommand.in_dir(run_dir, ["sh", "outputs.sh"]),
-                              deadline_s=cap(outputs_deadline_s(n_inputs, probe_wall)),
-                              what=f"benchmark_model outputs of {model.name}")
-                self._check_deadline(r, job, model)
-                if r.rc != 0:
-                    raise classify_failure(r.stdout + r.stderr, r.rc, where=where)
-                listing = dev.check(RemoteCommand.test_files(files), what="checking output files")
-                ok = {int(ln[3:]) for ln in listing.stdout.splitlines() if ln.startswith("OK ") and ln[3:].isdigit()}
-                missing = [f for i, f in enumerate(files) if i not in ok]
-                if missing:
-                    raise InfraError(f"{where}: benchmark_model exited 0 but wrote no {missing[0]}; the binary "
-                                     "ignored --output_filepath (too old?) or storage is full; rerun")
-                expected = sum(int(np.prod(d["shape"], dtype=np.int64)) * np.dtype(d["dtype"]).itemsize
-                               for d in out_details)
-                per_sample: list[dict[str, np.ndarray]] = []
-                for i, f in enumerate(files):
-                    dev.pull(f, local_tmp / f"out{i}.bin", max_bytes=expected)
-                    per_sample.append(split_output_file((local_tmp / f"out{i}.bin").read_bytes(),
-                                                        out_details, dequantize=True))
-                outputs = {d["name"]: np.concatenate([s[d["name"]] for s in per_sample], axis=0)
-                           for d in out_details}
+                outputs = self._bm_outputs(job, model, binary_name, model_name, threads, flags, in_details,
+                                           out_details, prepared, n_inputs, local_tmp, run_dir,
+                                           cap(outputs_deadline_s(n_inputs, probe_wall)))
 
             # 3. the timed loop
             deadline = cap(loop_deadline_s(ctl, probe_wall))
@@ -507,14 +475,7 @@ class AdbTarget:
             "mem_overall_mb": first.mem_overall_mb, "pushed": pushed, "remote_run_dir": run_dir,
             "device_wall_s": round(wall, 3), "thermal": thermal, "throttled": thermal["throttled"],
         }
-        # the "Replacing ..." line plus the nodes left undelegated; the probe's log only the counts
-        d = None
-        if isinstance(runtime_info, dict) and "error" not in runtime_info:
-            d = delegation_from_runtime_info(runtime_info)
-            if d.partitions == 0 and first.delegated_nodes is not None:
-                d = None   # kernels outside the file's main graph: the log's counts are the better fact
-        if d is None:
-            d = (delegation_from_log(profile_log) if profile_log is not None else None) or delegation_from_log(first)
+        d = _bm_delegation(runtime_info, profile_log, first)
         extra["delegation"] = d.to_dict() if d is not None else None
         extra["model_runtime_info"] = ({"read": True} if isinstance(runtime_info, dict) and "error" not in runtime_info
                                        else runtime_info)
@@ -536,6 +497,50 @@ class AdbTarget:
             outputs=outputs, runtime="benchmark_model", method=method, sample_class=PER_PROCESS,
             fingerprint=fp, extra=extra,
         )
+
+    def _bm_outputs(self, job: Job, model: Path, binary_name: str, model_name: str, threads, flags: dict[str, Any],
+                    in_details, out_details, prepared, n_inputs: int, local_tmp: Path, run_dir: str,
+                    deadline_s: float) -> dict[str, np.ndarray]:
+        """The outputs pass: one benchmark_model invocation per input sample (no warm-up), run from one
+        pushed script with paths relative to the run folder; the output files pulled and joined."""
+        dev = self.device
+        where = f"adb device {self.serial}"
+        progress.update(0, None, f"outputs of {n_inputs} input samples")
+        binary_rel, model_rel = f"../files/{binary_name}", f"../files/{model_name}"
+        files = []
+        lines = []
+        for i in range(n_inputs):
+            ivf = self._push_inputs(in_details, prepared, i, local_tmp, run_dir, relative=True)
+            oargv = build_argv(binary_rel, model_rel, threads=threads, num_runs=1, warmup_runs=0,
+                               min_secs=0.0, warmup_min_secs=0.0, output_filepath=f"out{i}.bin",
+                               **flags, **ivf.argv_kwargs())
+            lines.append(RemoteCommand.script_line(oargv, quiet=True))
+            files.append(f"{run_dir}/out{i}.bin")
+        script = local_tmp / "outputs.sh"
+        script.write_text("\n".join(lines) + "\n")
+        dev.push(script, f"{run_dir}/outputs.sh")
+        r = dev.shell(RemoteCommand.in_dir(run_dir, ["sh", "outputs.sh"]),
+                      deadline_s=deadline_s,
+                      what=f"benchmark_model outputs of {model.name}")
+        self._check_deadline(r, job, model)
+        if r.rc != 0:
+            raise classify_failure(r.stdout + r.stderr, r.rc, where=where)
+        listing = dev.check(RemoteCommand.test_files(files), what="checking output files")
+        ok = {int(ln[3:]) for ln in listing.stdout.splitlines() if ln.startswith("OK ") and ln[3:].isdigit()}
+        missing = [f for i, f in enumerate(files) if i not in ok]
+        if missing:
+            raise InfraError(f"{where}: benchmark_model exited 0 but wrote no {missing[0]}; the binary "
+                             "ignored --output_filepath (too old?) or storage is full; rerun")
+        expected = sum(int(np.prod(d["shape"], dtype=np.int64)) * np.dtype(d["dtype"]).itemsize
+                       for d in out_details)
+        per_sample: list[dict[str, np.ndarray]] = []
+        for i, f in enumerate(files):
+            dev.pull(f, local_tmp / f"out{i}.bin", max_bytes=expected)
+            per_sample.append(split_output_file((local_tmp / f"out{i}.bin").read_bytes(),
+                                                out_details, dequantize=True))
+        outputs = {d["name"]: np.concatenate([s[d["name"]] for s in per_sample], axis=0)
+                   for d in out_details}
+        return outputs
 
     def _runtime_info(self, run_dir: str, local_tmp: Path) -> dict[str, Any]:
         """The probe's ``--model_runtime_info_output_file`` read back (``read_runtime_info``), or
@@ -591,3 +596,16 @@ def _first_sample_body(text: str) -> str:
     except StopIteration:
         return ""
     return "\n".join(lines[b + 1:e])
+
+
+def _bm_delegation(runtime_info, profile_log, first):
+    """What benchmark_model delegated: the model runtime info (every node), else the op profile's log
+    (the "Replacing ..." line plus the nodes left undelegated), else the probe's log (only the counts)."""
+    d = None
+    if isinstance(runtime_info, dict) and "error" not in runtime_info:
+        d = delegation_from_runtime_info(runtime_info)
+        if d.partitions == 0 and first.delegated_nodes is not None:
+            d = None   # kernels outside the file's main graph: the log's counts are the better fact
+    if d is None:
+        d = (delegation_from_log(profile_log) if profile_log is not None else None) or delegation_from_log(first)
+    return d

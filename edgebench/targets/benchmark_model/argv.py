@@ -96,6 +96,24 @@ def build_argv(
     secs("warmup_min_secs", warmup_min_secs)
     if run_delay is not None:
         argv.append(f"--run_delay={float(run_delay):g}")
+    argv += _delegate_flags(accelerator, gpu_precision, use_xnnpack, use_gpu, gpu_precision_loss_allowed, use_nnapi)
+    argv += _input_flags(input_layers, input_shapes, input_value_files)
+    if output_filepath:
+        argv.append(f"--output_filepath={output_filepath}")
+    if enable_op_profiling:
+        argv.append("--enable_op_profiling=true")
+    if report_peak_memory_footprint:
+        argv.append("--report_peak_memory_footprint=true")
+    if model_runtime_info_output_file:   # recent builds only; older ones log it as unconsumed and go on
+        argv.append(f"--model_runtime_info_output_file={model_runtime_info_output_file}")
+    argv.extend(str(a) for a in extra)
+    return argv
+
+
+def _delegate_flags(accelerator: str | None, gpu_precision: str | None, use_xnnpack: bool | None, use_gpu: bool,
+                    gpu_precision_loss_allowed: bool, use_nnapi: bool) -> list[str]:
+    """The accelerator (CompiledModel tool) or Interpreter delegate flags of ``build_argv``."""
+    argv: list[str] = []
     if accelerator is not None:
         if use_gpu or use_nnapi or use_xnnpack is not None:
             raise BadInput("an accelerator (CompiledModel tool) and Interpreter delegate flags do not mix")
@@ -114,7 +132,13 @@ def build_argv(
         argv.append(f"--gpu_precision_loss_allowed={_b(gpu_precision_loss_allowed)}")
     if use_nnapi:
         argv.append("--use_nnapi=true")
+    return argv
 
+
+def _input_flags(input_layers: Sequence[str], input_shapes: Sequence[Sequence[int]],
+                 input_value_files: Sequence[str]) -> list[str]:
+    """``--input_layer``, ``--input_layer_shape`` and ``--input_layer_value_files`` of ``build_argv``."""
+    argv: list[str] = []
     layers = [_check_name(n, "input layer") for n in input_layers]
     if input_shapes and len(input_shapes) != len(layers):
         raise BadInput(f"{len(input_shapes)} input shapes for {len(layers)} input layers; give one shape per layer")
@@ -138,15 +162,6 @@ def build_argv(
             # benchmark_model splits "name:path" at ':' and reads '::' as a literal ':' in the name
             pairs.append(n.replace(":", "::") + ":" + f)
         argv.append("--input_layer_value_files=" + ",".join(pairs))
-    if output_filepath:
-        argv.append(f"--output_filepath={output_filepath}")
-    if enable_op_profiling:
-        argv.append("--enable_op_profiling=true")
-    if report_peak_memory_footprint:
-        argv.append("--report_peak_memory_footprint=true")
-    if model_runtime_info_output_file:   # recent builds only; older ones log it as unconsumed and go on
-        argv.append(f"--model_runtime_info_output_file={model_runtime_info_output_file}")
-    argv.extend(str(a) for a in extra)
     return argv
 
 
