@@ -266,12 +266,15 @@ def _farm_rows(target, job: Job, known: dict[str, Any], cost: Cost) -> tuple[Inf
     return tuple(out)
 
 
-def check_farm_settings(settings: BenchSettings, targets) -> None:
-    """What a Device Farm target cannot do, refused before anything is uploaded (one benchmark_model
-    run per phone: no load modes, no worker processes to repeat, no cold starts)."""
-    farm = next((t for t in targets if getattr(t, "summary_rows", False)), None)
-    if farm is None:
+def prepare_farms(settings: BenchSettings, targets) -> None:
+    """Device Farm targets, before anything is measured: what they cannot do is refused (one
+    benchmark_model run per phone: no load modes, no worker processes to repeat, no cold starts),
+    then each resolves its project and pool (credentials, names, compatible phones): a wrong name
+    or missing credentials is one line up front, not a failed row per model."""
+    farms = [t for t in targets if getattr(t, "summary_rows", False)]
+    if not farms:
         return
+    farm = farms[0]
     asked = [flag for flag, on in (("--concurrency", bool(settings.concurrency)),
                                    ("--server-qps", settings.server_qps is not None),
                                    ("--sla-p99-ms", settings.sla_p99_ms is not None),
@@ -280,6 +283,8 @@ def check_farm_settings(settings: BenchSettings, targets) -> None:
     if asked:
         raise BadInput(f"--targets {farm.name}: {', '.join(asked)} cannot run on Device Farm (one benchmark_model "
                        "run per phone, summary statistics only); drop it or bench that target apart")
+    for t in farms:
+        t.resolve()
 
 
 def _compiled_delegation(info: dict[str, Any]) -> Delegation:
@@ -304,7 +309,7 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
         check_npz_inputs(settings.data, expect=lambda heads: check_data_headers(settings.data, heads, infos))
     targets = resolve_targets(settings.targets, threads=settings.run.threads, delegate=settings.run.delegate,
                               benchmark_binary=settings.run.benchmark_binary, allow_farm=True)
-    check_farm_settings(settings, targets)
+    prepare_farms(settings, targets)
     peak = load_cached()
     if hasattr(progress, "set_total"):
         progress.set_total(len(targets) * len(settings.models) * max(1, len(settings.run.gpu_precisions))

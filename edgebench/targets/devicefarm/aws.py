@@ -14,7 +14,8 @@ import ipaddress
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from edgebench.core.errors import BadInput, InfraError, first_line
 
@@ -36,13 +37,22 @@ TRANSFER_TIMEOUT_S = 300.0     # one upload PUT or artifact GET
 ARTIFACT_MAX_BYTES = 64 * 1024 ** 2   # a log-folder zip: benchmark_model logs are KB to a few MB
 
 
+def _botocore_exceptions() -> Any:
+    try:
+        from botocore import exceptions  # lazy: part of the optional devicefarm extra (boto3)
+    except ImportError:
+        raise BadInput(f"--targets devicefarm:... needs boto3, the optional devicefarm extra: {INSTALL}") from None
+    return exceptions
+
+
 def default_client() -> Any:
     """A boto3 Device Farm client in us-west-2 with boto3's default credential chain."""
     try:
         import boto3  # lazy: the optional devicefarm extra, loaded only for a devicefarm target
     except ImportError:
         raise BadInput(f"--targets devicefarm:... needs boto3, the optional devicefarm extra: {INSTALL}") from None
-    return boto3.client("devicefarm", region_name=REGION)
+    with aws_errors("creating the client"):   # a half-set credential (a key id without its secret) fails here
+        return boto3.client("devicefarm", region_name=REGION)
 
 
 # The one way edgebench gets its client. Tests replace it with a function returning a client whose
@@ -50,16 +60,14 @@ def default_client() -> Any:
 client_factory: Callable[[], Any] = default_client
 
 
-def call(client: Any, op: str, **params: Any) -> dict[str, Any]:
-    """``client.<op>(**params)`` with botocore's errors as one line each: missing or refused
-    credentials -> InfraError (exit 3) naming how to set them; Device Farm refusing an input ->
-    BadInput; anything else from AWS -> InfraError with the operation and AWS's code."""
+@contextmanager
+def aws_errors(op: str) -> Iterator[None]:
+    """botocore's errors as one line each: missing or refused credentials -> InfraError (exit 3)
+    naming how to set them; Device Farm refusing an input -> BadInput; anything else from AWS ->
+    InfraError with the operation and AWS's code. Never the key, the token or a signed URL."""
+    bx = _botocore_exceptions()
     try:
-        from botocore import exceptions as bx  # lazy: part of the optional devicefarm extra (boto3)
-    except ImportError:
-        raise BadInput(f"--targets devicefarm:... needs boto3, the optional devicefarm extra: {INSTALL}") from None
-    try:
-        return getattr(client, op)(**params)
+        yield
     except (bx.NoCredentialsError, bx.PartialCredentialsError, bx.CredentialRetrievalError) as exc:
         raise InfraError(f"AWS Device Farm {op}: no usable AWS credentials ({type(exc).__name__}); "
                          f"{CREDENTIALS_FIX}") from None
@@ -77,6 +85,12 @@ def call(client: Any, op: str, **params: Any) -> dict[str, Any]:
                          "network (and any HTTPS proxy) and rerun") from None
     except bx.BotoCoreError as exc:
         raise InfraError(f"AWS Device Farm {op}: {type(exc).__name__}: {first_line(exc, 200)}") from None
+
+
+def call(client: Any, op: str, **params: Any) -> dict[str, Any]:
+    """``client.<op>(**params)`` with botocore's errors as edgebench's (``aws_errors``)."""
+    with aws_errors(op):
+        return getattr(client, op)(**params)
 
 
 def pages(client: Any, op: str, key: str, **params: Any) -> list[dict[str, Any]]:
