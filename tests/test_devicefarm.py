@@ -187,7 +187,7 @@ def expect_finish(stub, files, *, result="PASSED", job_message=None, run_message
 
 
 def target(client, binary=STANDIN, **kw) -> DeviceFarmTarget:
-    kw = {"poll_interval_s": 0.0, "upload_interval_s": 0.0, "sleep": lambda _s: None, **kw}
+    kw = {"poll_interval_s": 0.0, "upload_interval_s": 0.0, **kw}
     return DeviceFarmTarget("devicefarm:bench/pixels", benchmark_binary=str(binary), client_factory=lambda: client,
                             **kw)
 
@@ -433,3 +433,22 @@ def test_no_credentials_exit_3_one_line(farm_model, tmp_path, half):
     assert len(said) == 1 and "no usable AWS credentials" in said[0] and "aws configure" in said[0], p.stderr
     assert SECRET not in p.stdout + p.stderr and KEY_ID not in p.stdout + p.stderr
     assert "Traceback" not in p.stderr
+
+
+@pytest.mark.extras
+def test_ctrl_c_while_waiting_stops_the_run(fake_aws, files, farm_model):
+    """``loop.run_lanes`` calls ``cancel()`` on Ctrl-C; the next poll stops the scheduled run."""
+    client, stub = stubbed()
+    expect_resolve(stub)
+    expect_uploads(stub, files, package_polls=("SUCCEEDED",))
+    expect_schedule(stub, farm_model.name, 8)
+    stub.add_response("get_run", {"run": {"arn": RUN_ARN, "status": "RUNNING"}}, {"arn": RUN_ARN})
+    stub.add_response("get_run", {"run": {"arn": RUN_ARN, "status": "RUNNING"}}, {"arn": RUN_ARN})
+    stub.add_response("stop_run", {"run": {"arn": RUN_ARN, "status": "STOPPING"}}, {"arn": RUN_ARN})
+    t = target(client)
+    t._sleep = lambda _s: t.cancel()      # the interrupt arrives while the lane waits between polls
+    with pytest.raises(InfraError, match=r"interrupted; edgebench stopped run .*run-1 \(stop_run"):
+        t.bench_rows(job_for(farm_model))
+    stub.assert_no_pending_responses()
+    with pytest.raises(InfraError, match="not run: interrupted before anything was uploaded"):
+        t.bench_rows(job_for(farm_model))     # the lane's next model: nothing more is sent

@@ -196,7 +196,8 @@ def _device_lanes(devices, items, one, stop: threading.Event, out: LoopOutcome, 
 
 def run_lanes(devices, lane, stop: threading.Event) -> None:
     """``lane(target)`` on a thread per device; on Ctrl-C ``stop`` is set, every lane finishes its
-    current run (and cleans up on the device), then the interrupt goes on."""
+    current run (and cleans up on the device), then the interrupt goes on. A target with a
+    ``cancel()`` (Device Farm: a run that may wait for an hour) is told to stop its run first."""
     threads = [threading.Thread(target=lane, args=(t,), name=f"edgebench-lane-{t.name}", daemon=True)
                for t in devices]
     for th in threads:
@@ -207,6 +208,10 @@ def run_lanes(devices, lane, stop: threading.Event) -> None:
                 th.join(timeout=0.2)   # short joins keep the main thread responsive to signals
     except KeyboardInterrupt:
         stop.set()
+        for t in devices:           # a remote run that waits for long (a device farm) stops its run now
+            cancel = getattr(t, "cancel", None)
+            if callable(cancel):
+                cancel()
         for th in threads:
             th.join()
         raise

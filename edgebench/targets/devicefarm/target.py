@@ -27,6 +27,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import threading
 import time
 import warnings
 import zipfile
@@ -115,7 +116,7 @@ class DeviceFarmTarget:
                  delegate: str = DEFAULT_DELEGATE, poll_interval_s: float = 15.0,
                  upload_interval_s: float = 5.0, upload_deadline_s: float = 600.0,
                  deadline_s: float | None = None, client_factory: Callable[[], Any] | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], Any] | None = None) -> None:
         self.name = name
         self.project_ref, self.pool_ref = parse_spec(name)
         if threads is not None and threads < 1:
@@ -137,7 +138,13 @@ class DeviceFarmTarget:
         self._factory = client_factory
         self._client: Any = None
         self._resolved: dict[str, Any] | None = None
-        self._sleep = sleep
+        self._cancelled = threading.Event()
+        # waiting between polls ends early when the run is cancelled (Ctrl-C: ``loop.run_lanes``)
+        self._sleep = sleep or self._cancelled.wait
+
+    def cancel(self) -> None:
+        """Stop waiting: the current upload or run is abandoned (a scheduled run is stopped)."""
+        self._cancelled.set()
 
     # -- the Target protocol ---------------------------------------------------------------------
     def fingerprint(self) -> dict[str, Any]:
@@ -206,6 +213,9 @@ class DeviceFarmTarget:
             if status == "FAILED":
                 why = printable(str(got.get("message") or got.get("metadata") or "no message"))[:300]
                 raise InfraError(f"Device Farm refused the upload {name} ({kind}): {why}")
+            if self._cancelled.is_set():
+                raise InfraError(f"{self.name}: interrupted while Device Farm processed the upload {name}; "
+                                 "nothing was scheduled")
             if time.monotonic() - start > self.upload_deadline_s:
                 raise InfraError(f"Device Farm did not process the upload {name} within {self.upload_deadline_s:g} s "
                                  f"(status {status}); rerun later")
@@ -225,6 +235,8 @@ class DeviceFarmTarget:
     def bench_rows(self, job: Job) -> list[InferenceRow]:
         """Upload, schedule, wait, fetch and parse: one summary row per device job."""
         model = check_job_files(job)
+        if self._cancelled.is_set():
+            raise InfraError(f"{self.name}: not run: interrupted before anything was uploaded")
         if job.inputs_npz:
             raise BadInput(f"{self.name}: --data is not sent to Device Farm (benchmark_model feeds random inputs "
                            "there); drop --data for this target")
@@ -266,6 +278,10 @@ class DeviceFarmTarget:
             run = aws.call(c, "get_run", arn=run_arn)["run"]
             if run.get("status") == FINISHED:
                 return run
+            if self._cancelled.is_set():
+                aws.call(c, "stop_run", arn=run_arn)
+                raise InfraError(f"{self.name}: interrupted; edgebench stopped run {run_arn} (stop_run; the device "
+                                 "minutes used so far are billed)")
             if time.monotonic() - start >= deadline:
                 aws.call(c, "stop_run", arn=run_arn)
                 raise InfraError(f"{self.name}: run {run_arn} was still {run.get('status')} after {deadline:g} s; "
