@@ -396,6 +396,8 @@ def test_cli_bench_on_devicefarm(fake_aws, files, farm_model, run_cli, monkeypat
     assert row["target"] == "devicefarm:bench/pixels@Google Pixel 8" and row["status"] == "ok"
     assert row["latency_ms"]["p50"] == pytest.approx(141.253) and row["latency_ms"]["p99"] is None
     assert row["model_sha256"] == hashlib.sha256(farm_model.read_bytes()).hexdigest()
+    assert row["extra"]["devicefarm"]["cost"]["max_cost_usd_metered"] == 1.36       # 1 phone x 8 min x $0.17
+    assert row["extra"]["devicefarm"]["run_arn"] == RUN_ARN and row["sample_class"] == "summary"
 
 
 @pytest.mark.extras
