@@ -197,6 +197,8 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
                 quantization_coverage=info["quantization_coverage"],
                 float_ops=tuple(sorted({o["op"] for o in info["float_ops"]})), inputs=tuple(info["inputs"]),
                 outputs=tuple(info["outputs"]), flops_note=info.get("flops_note"))
+    if getattr(target, "summary_rows", False):      # a device farm: summary rows per phone, no samples
+        return _farm_rows(target, job, known, cost)
     try:
         if measured is None:
             results = []
@@ -264,6 +266,41 @@ def bench_one(target, model: str, info: dict[str, Any], settings: BenchSettings,
         return failed_row(target.name, model, err, cost=cost, **known)
 
 
+def _farm_rows(target, job: Job, known: dict[str, Any], cost: Cost) -> tuple[InferenceRow, ...] | InferenceRow:
+    """A Device Farm target's rows (one per phone of its pool: benchmark_model's summary statistics)
+    with what bench knows of the model; a failure of the whole run is one failed row."""
+    try:
+        rows = target.bench_rows(job)
+    except EdgebenchError as err:
+        return failed_row(target.name, job.model_path, err, cost=cost, **known)
+    out = []
+    for row in rows:
+        fill = {k: v for k, v in known.items() if getattr(row, k) is None}
+        out.append(row.replace(cost=cost, **fill))
+    return tuple(out)
+
+
+def prepare_farms(settings: BenchSettings, targets) -> None:
+    """Device Farm targets, before anything is measured: what they cannot do is refused (one
+    benchmark_model run per phone: no load modes, no worker processes to repeat, no cold starts),
+    then each resolves its project and pool (credentials, names, compatible phones): a wrong name
+    or missing credentials is one line up front, not a failed row per model."""
+    farms = [t for t in targets if getattr(t, "summary_rows", False)]
+    if not farms:
+        return
+    farm = farms[0]
+    asked = [flag for flag, on in (("--concurrency", bool(settings.concurrency)),
+                                   ("--server-qps", settings.server_qps is not None),
+                                   ("--sla-p99-ms", settings.sla_p99_ms is not None),
+                                   ("--repeats", settings.run.repeats > 1), ("--cold-starts", settings.cold_starts > 0),
+                                   ("--save-outputs", settings.save_outputs)) if on]
+    if asked:
+        raise BadInput(f"--targets {farm.name}: {', '.join(asked)} cannot run on Device Farm (one benchmark_model "
+                       "run per phone, summary statistics only); drop it or bench that target apart")
+    for t in farms:
+        t.resolve()
+
+
 def _compiled_delegation(info: dict[str, Any]) -> Delegation:
     """An AOT-compiled file's own split: its DISPATCH_OP partitions and the builtins left to the CPU."""
     aot = info["aot"]
@@ -285,7 +322,8 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
     if settings.data is not None:          # headers against every model's inputs, then the bytes
         check_npz_inputs(settings.data, expect=lambda heads: check_data_headers(settings.data, heads, infos))
     targets = resolve_targets(settings.targets, threads=settings.run.threads, delegate=settings.run.delegate,
-                              benchmark_binary=settings.run.benchmark_binary)
+                              benchmark_binary=settings.run.benchmark_binary, allow_farm=True)
+    prepare_farms(settings, targets)
     peak = load_cached()
     if hasattr(progress, "set_total"):
         progress.set_total(len(targets) * len(settings.models) * max(1, len(settings.run.gpu_precisions))
@@ -311,11 +349,17 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
                                     started=None if rounds is None else rounds.started.get((t.name, it[0]))),
         on_error=lambda t, it, err: failed_row(t.name, it[1], err, gpu_precision=it[2]),
         progress=progress if rounds is None else None, describe=describe)
-    rows = sustain.ranking_changes([outcome.results[(t.name, i)] for t in targets for i in range(len(items))])
+    # a Device Farm item is a tuple of rows (one per phone of its pool)
+    rows = sustain.ranking_changes([r for t in targets for i in range(len(items))
+                                    for r in _rows_of(outcome.results[(t.name, i)])])
     fp = host_fingerprint(threads=settings.run.threads, delegate=settings.run.delegate)
     stopped = (rounds.interrupted if rounds is not None else None) or outcome.interrupted
     return Document.new("bench", rows, fp, settings=_settings_dict(settings), peak=peak,
                         interrupted=stopped is not None, interrupted_by=stopped)
+
+
+def _rows_of(value: InferenceRow | tuple[InferenceRow, ...]) -> tuple[InferenceRow, ...]:
+    return value if isinstance(value, tuple) else (value,)
 
 
 def _settings_dict(s: BenchSettings) -> dict[str, Any]:

@@ -67,7 +67,8 @@ VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Every warning
 
 # --- where and how models run
 TargetsOpt = Annotated[str, typer.Option(
-    "--targets", "-t", help="Comma-separated: host, adb:SERIAL, adb:all (adb: every attached device in parallel).")]
+    "--targets", "-t", help="Comma-separated: host, adb:SERIAL, adb:all (adb: every attached device in parallel); "
+    "bench also takes devicefarm:PROJECT/POOL (AWS Device Farm, docs/devicefarm.md).")]
 ThreadsOpt = Annotated[Optional[int], typer.Option(
     "--threads", help="Interpreter threads (default: the runtime's default, recorded in the result).")]
 DelegateOpt = Annotated[str, typer.Option(

@@ -31,6 +31,9 @@ from edgebench.core.errors import BadInput, EdgebenchError, InfraError
 from edgebench.targets.adb.devices import resolve_adb_targets
 from edgebench.targets.base import DEFAULT_DELEGATE
 from edgebench.targets.benchmark_model.binary import resolve_binary
+from edgebench.targets.devicefarm import PREFIX as FARM_PREFIX
+from edgebench.targets.devicefarm import SPEC_HELP as FARM_SPEC
+from edgebench.targets.devicefarm import DeviceFarmTarget
 from edgebench.targets.host import HostTarget
 
 T = TypeVar("T")
@@ -57,10 +60,12 @@ def interrupt_name(exc: BaseException) -> str:
 
 
 def resolve_targets(spec: str | Sequence[str], *, threads: int | None = None, delegate: str | None = None,
-                    benchmark_binary: str | None = None, allow_tf: bool = False) -> list[Any]:
-    """``host``, ``adb``, ``adb:SERIAL``, ``adb:all`` (comma-separated) -> targets, in spec order
-    with devices after the host. ``tf`` (the reference) is accepted only where it always runs
-    anyway (``allow_tf``) and is then left out of the list."""
+                    benchmark_binary: str | None = None, allow_tf: bool = False,
+                    allow_farm: bool = False) -> list[Any]:
+    """``host``, ``adb``, ``adb:SERIAL``, ``adb:all``, and where ``allow_farm`` (``edgebench bench``)
+    ``devicefarm:PROJECT/POOL`` (comma-separated) -> targets, in spec order with devices after the
+    host. ``tf`` (the reference) is accepted only where it always runs anyway (``allow_tf``) and is
+    then left out of the list."""
 
     names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s and s.strip()]
     if not names:
@@ -68,21 +73,26 @@ def resolve_targets(spec: str | Sequence[str], *, threads: int | None = None, de
     twice = [n for i, n in enumerate(names) if n in names[:i]]
     if twice:       # host,host ran (and stored) every row twice
         raise BadInput(f"--targets {','.join(names)}: {twice[0]!r} is given twice; list each target once")
+    farms = [n for n in names if n.startswith(FARM_PREFIX)]
+    if farms and not allow_farm:
+        raise BadInput(f"--targets {farms[0]}: Device Farm targets run in `edgebench bench` only (benchmark_model's "
+                       "summary statistics, no outputs to compare); use host, adb:SERIAL or adb:all here")
     if benchmark_binary is not None:      # given for nothing, or a file that is not there: say so now
 
         resolve_binary(benchmark_binary)
-        if not any(n == "adb" or n.startswith("adb:") for n in names):
+        if not any(n == "adb" or n.startswith("adb:") for n in names) and not farms:
 
-            warnings.warn(f"--benchmark-binary {benchmark_binary} is for adb devices without Python; "
-                          f"--targets {','.join(names)} has none, so it is not used", stacklevel=2)
+            warnings.warn(f"--benchmark-binary {benchmark_binary} is for adb devices without Python and Device Farm "
+                          f"targets; --targets {','.join(names)} has none, so it is not used", stacklevel=2)
     out: list[Any] = []
     for name in names:
         if name in HOST_TARGETS:
             out.append(HostTarget(threads=threads, delegate=delegate or DEFAULT_DELEGATE, name=name))
         elif name == "tf" and allow_tf:
             continue
-        elif not (name == "adb" or name.startswith("adb:")):
-            allowed = "host, adb, adb:SERIAL or adb:all" + (" (tf always runs as the reference)" if allow_tf else "")
+        elif not (name == "adb" or name.startswith("adb:") or name.startswith(FARM_PREFIX)):
+            allowed = (f"host, adb, adb:SERIAL, adb:all or {FARM_SPEC}" if allow_farm else "host, adb, adb:SERIAL or adb:all")
+            allowed += " (tf always runs as the reference)" if allow_tf else ""
             raise BadInput(f"target {name!r} is not supported here; use {allowed}")
     adb_names = [n for n in names if n == "adb" or n.startswith("adb:")]
     if adb_names:
@@ -91,6 +101,9 @@ def resolve_targets(spec: str | Sequence[str], *, threads: int | None = None, de
         if delegate is not None:
             kw["delegate"] = delegate
         out.extend(resolve_adb_targets(",".join(adb_names), **kw))
+    for name in farms:      # checked here; AWS is first called when the target runs
+        out.append(DeviceFarmTarget(name, benchmark_binary=benchmark_binary, threads=threads,
+                                    delegate=delegate or DEFAULT_DELEGATE))
     seen = [getattr(t, "name", None) for t in out]
     twice = [n for i, n in enumerate(seen) if n is not None and n in seen[:i]]
     if twice:       # adb:all,adb:SERIAL names one device twice
@@ -183,7 +196,8 @@ def _device_lanes(devices, items, one, stop: threading.Event, out: LoopOutcome, 
 
 def run_lanes(devices, lane, stop: threading.Event) -> None:
     """``lane(target)`` on a thread per device; on Ctrl-C ``stop`` is set, every lane finishes its
-    current run (and cleans up on the device), then the interrupt goes on."""
+    current run (and cleans up on the device), then the interrupt goes on. A target with a
+    ``cancel()`` (Device Farm: a run that may wait for an hour) is told to stop its run first."""
     threads = [threading.Thread(target=lane, args=(t,), name=f"edgebench-lane-{t.name}", daemon=True)
                for t in devices]
     for th in threads:
@@ -194,6 +208,10 @@ def run_lanes(devices, lane, stop: threading.Event) -> None:
                 th.join(timeout=0.2)   # short joins keep the main thread responsive to signals
     except KeyboardInterrupt:
         stop.set()
+        for t in devices:           # a remote run that waits for long (a device farm) stops its run now
+            cancel = getattr(t, "cancel", None)
+            if callable(cancel):
+                cancel()
         for th in threads:
             th.join()
         raise

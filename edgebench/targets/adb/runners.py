@@ -34,6 +34,7 @@ from edgebench.targets.base import (
 )
 from edgebench.targets.benchmark_model.argv import (
     build_argv,
+    delegate_flags,
     describe_argv,
     split_output_file,
     write_input_value_files,
@@ -323,15 +324,9 @@ class AdbTarget:
         --gpu-precision fp16): the tool's own default (on, fp16) would silently change the numbers.
         ``--runtime compiled`` -> LiteRT's CompiledModel tool flags (``--benchmark-binary`` must then
         be ``benchmark_litert_model``)."""
-        if job is not None and job.runtime_api == "compiled":
-            return {"accelerator": job.accelerator or "cpu", "gpu_precision": job.gpu_precision}
-        if delegate.endswith(".so"):
-            raise BadInput(f"delegate {delegate!r}: benchmark_model cannot load an arbitrary delegate .so here; "
-                           "use xnnpack, none, gpu or nnapi")
-        return {"use_xnnpack": delegate == "xnnpack" if delegate in ("xnnpack", "none") else None,
-                "use_gpu": delegate == "gpu",
-                "gpu_precision_loss_allowed": bool(job is not None and job.gpu_precision == "fp16"),
-                "use_nnapi": delegate == "nnapi"}
+        if job is None:
+            return delegate_flags(delegate)
+        return delegate_flags(delegate, job.runtime_api, job.accelerator, job.gpu_precision)
 
     def _host_io(self, job: Job):
         """Model I/O and the InputSet prepared exactly as the edgebench runner prepares them

@@ -30,6 +30,29 @@ def _check_name(name: str, what: str) -> str:
     return name
 
 
+# Delegates benchmark_model's Interpreter flags can apply (an arbitrary delegate .so cannot be loaded).
+INTERPRETER_DELEGATES = ("xnnpack", "none", "gpu", "nnapi")
+
+
+def delegate_flags(delegate: str, runtime_api: str = "interpreter", accelerator: str | None = None,
+                   gpu_precision: str | None = None) -> dict[str, Any]:
+    """Delegate -> ``build_argv`` keyword flags (adb devices and Device Farm phones alike). GPU
+    precision loss is always explicit (off unless ``gpu_precision`` is fp16): the tool's own default
+    (on, fp16) would silently change the numbers. ``runtime_api`` "compiled" -> LiteRT's CompiledModel
+    tool flags (the binary must then be ``benchmark_litert_model``)."""
+    if runtime_api == "compiled":
+        return {"accelerator": accelerator or "cpu", "gpu_precision": gpu_precision}
+    if delegate.endswith(".so"):
+        raise BadInput(f"delegate {delegate!r}: benchmark_model cannot load an arbitrary delegate .so here; "
+                       "use xnnpack, none, gpu or nnapi")
+    if delegate not in INTERPRETER_DELEGATES:
+        raise BadInput(f"--delegate {delegate!r} is unknown for benchmark_model; use {', '.join(INTERPRETER_DELEGATES)}")
+    return {"use_xnnpack": delegate == "xnnpack" if delegate in ("xnnpack", "none") else None,
+            "use_gpu": delegate == "gpu",
+            "gpu_precision_loss_allowed": gpu_precision == "fp16",
+            "use_nnapi": delegate == "nnapi"}
+
+
 def build_argv(
     binary: str,
     model: str,
